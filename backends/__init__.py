@@ -1,0 +1,36 @@
+"""Checkpoint stores behind one interface (see ``base.Backend``) and the registry that opens them."""
+
+from .base import (
+    Backend,
+    BackendUnavailableError,
+    BadOptionError,
+    CkptError,
+    CorruptDataError,
+    Option,
+    Retry,
+    StorageFullError,
+    StoreClosedError,
+    StoreLockedError,
+    UnknownBackendError,
+    parse_kv,
+)
+from .registry import backend_class, backend_names, open_backend, register
+
+__all__ = [
+    "Backend",
+    "BackendUnavailableError",
+    "BadOptionError",
+    "CkptError",
+    "CorruptDataError",
+    "Option",
+    "Retry",
+    "StorageFullError",
+    "StoreClosedError",
+    "StoreLockedError",
+    "UnknownBackendError",
+    "backend_class",
+    "backend_names",
+    "open_backend",
+    "parse_kv",
+    "register",
+]

@@ -1,0 +1,325 @@
+"""The one interface every checkpoint store implements, its options and its errors.
+
+The shape follows YCSB's ``DB`` class: a handful of operations on opaque values, plus what a
+checkpoint store needs on top (durability declaration, ``flush``, ``stats``).  A checkpoint is the
+latest serialized state of one keyed processing element: keys are ``str``, values ``bytes``.
+
+Shared logic lives here once: option declaration and parsing (also from ``--opt k=v`` strings),
+argument checks, the closed-store guard, and retry with bounded exponential backoff for the
+networked backends.
+"""
+
+from __future__ import annotations
+
+import abc
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------------------- errors
+class CkptError(Exception):
+    """Base of every error a backend raises on purpose: callers can catch this one type."""
+
+
+class UnknownBackendError(CkptError, ValueError):
+    """A backend name that is not registered."""
+
+
+class BadOptionError(CkptError, ValueError):
+    """An option a backend does not know, or a value it cannot take."""
+
+
+class BackendUnavailableError(CkptError):
+    """The server, path or library behind a backend cannot be reached or used."""
+
+
+class StoreLockedError(BackendUnavailableError):
+    """Another process holds the store's single-writer lock."""
+
+
+class StorageFullError(CkptError):
+    """The medium has no space left; the failed write was not acknowledged, stored data is intact."""
+
+
+class CorruptDataError(CkptError):
+    """Stored bytes failed their checksum or could not be decoded; they are never returned as data."""
+
+
+class StoreClosedError(CkptError):
+    """An operation on a store after ``close()``."""
+
+
+# -------------------------------------------------------------------------------------- options
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared backend option: its type, default and help text.
+
+    ``type`` is one of ``str``, ``int``, ``float``, ``bool``; string values (from the CLI or a
+    Spark conf) are converted, anything else is checked.
+    """
+
+    type: type = str
+    default: Any = None
+    help: str = ""
+    choices: Sequence[Any] | None = None
+
+    def convert(self, backend: str, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            if isinstance(value, str) and self.type is not str:
+                text = value.strip().lower()
+                if self.type is bool:
+                    if text in _TRUE:
+                        value = True
+                    elif text in _FALSE:
+                        value = False
+                    else:
+                        raise ValueError(value)
+                else:
+                    value = self.type(value)
+            elif self.type is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            elif not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
+                raise ValueError(value)
+        except ValueError:
+            raise BadOptionError(
+                f"backend {backend!r}: option {name}={value!r} is not a valid {self.type.__name__}"
+            ) from None
+        if self.choices is not None and value not in self.choices:
+            raise BadOptionError(
+                f"backend {backend!r}: option {name}={value!r} is not one of "
+                f"{', '.join(map(str, self.choices))}"
+            )
+        return value
+
+
+def parse_kv(pairs: Iterable[str]) -> dict[str, str]:
+    """``["path=/x", "port=1"]`` -> ``{"path": "/x", "port": "1"}`` (the CLI's repeatable ``--opt``)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BadOptionError(f"option {pair!r} is not KEY=VALUE (e.g. --opt path=/tmp/ckpt)")
+        out[key.strip()] = value
+    return out
+
+
+# ------------------------------------------------------------------------------------ interface
+class Backend(abc.ABC):
+    """A checkpoint store.  Subclasses declare ``name``, ``durability_modes`` and ``options``
+    and implement the ``_``-prefixed primitives; the public methods add argument checks and the
+    closed-store guard so that every backend behaves the same at its edges.
+
+    Batch and scan operations have correct default implementations in terms of the single-key
+    ones; backends override them where the medium has something faster (pipelines, batches).
+    """
+
+    name: ClassVar[str] = ""
+    #: durability modes this backend supports; the first one is the default.
+    durability_modes: ClassVar[tuple[str, ...]] = ("none",)
+    #: backend-specific options (``durability`` is added for every backend).
+    options: ClassVar[Mapping[str, Option]] = {}
+
+    def __init__(self, **options: Any) -> None:
+        self.config = self.parse_options(options)
+        self.durability: str = self.config["durability"]
+        self._closed = False
+
+    # -- options --------------------------------------------------------------------------
+    @classmethod
+    def all_options(cls) -> dict[str, Option]:
+        opts = {
+            "durability": Option(
+                str,
+                cls.durability_modes[0],
+                "how durable a write is when put() returns",
+                cls.durability_modes,
+            )
+        }
+        opts.update(cls.options)
+        return opts
+
+    @classmethod
+    def parse_options(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate ``given`` against the declared options and fill in defaults."""
+        declared = cls.all_options()
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise BadOptionError(
+                f"backend {cls.name!r} has no option {', '.join(map(repr, unknown))}; "
+                f"valid options: {', '.join(sorted(declared))}"
+            )
+        config = {}
+        for key, opt in declared.items():
+            value = given.get(key, opt.default)
+            config[key] = opt.convert(cls.name, key, value)
+        return config
+
+    # -- context manager ------------------------------------------------------------------
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- guards ---------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"backend {self.name!r}: the store is closed")
+
+    @staticmethod
+    def _check_key(key: str) -> None:
+        if type(key) is not str:
+            raise TypeError(f"checkpoint keys are str, not {type(key).__name__}")
+        if not key:
+            raise ValueError("checkpoint keys must not be empty")
+
+    @staticmethod
+    def _check_value(value: bytes) -> None:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError(f"checkpoint values are bytes, not {type(value).__name__}")
+
+    # -- public API -----------------------------------------------------------------------
+    def put(self, key: str, value: bytes) -> None:
+        """Store ``value`` as the latest checkpoint of ``key``; durable per ``durability``."""
+        self._check_open()
+        self._check_key(key)
+        self._check_value(value)
+        self._put(key, bytes(value))
+
+    def get(self, key: str) -> bytes | None:
+        """The latest checkpoint of ``key``, or ``None``."""
+        self._check_open()
+        self._check_key(key)
+        return self._get(key)
+
+    def delete(self, key: str) -> None:
+        """Forget ``key`` (no error if it is absent)."""
+        self._check_open()
+        self._check_key(key)
+        self._delete(key)
+
+    def put_many(self, items: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
+        """Store several checkpoints; durable as a whole when it returns."""
+        self._check_open()
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        for key, value in pairs:
+            self._check_key(key)
+            self._check_value(value)
+        if pairs:
+            self._put_many([(k, bytes(v)) for k, v in pairs])
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """The checkpoints of those ``keys`` that exist (absent keys are left out)."""
+        self._check_open()
+        keys = list(keys)
+        for key in keys:
+            self._check_key(key)
+        return self._get_many(keys)
+
+    def scan(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+        """Every ``(key, value)`` whose key starts with ``prefix``, ordered by key."""
+        self._check_open()
+        if type(prefix) is not str:
+            raise TypeError(f"scan prefixes are str, not {type(prefix).__name__}")
+        return self._scan(prefix)
+
+    def flush(self) -> None:
+        """Make every acknowledged write durable now, whatever the durability mode."""
+        self._check_open()
+        self._flush()
+
+    def close(self) -> None:
+        """Flush and release resources; idempotent."""
+        if self._closed:
+            return
+        try:
+            self._close()
+        finally:
+            self._closed = True
+
+    def stats(self) -> dict[str, Any]:
+        """What this store is and did: backend name, durability, and backend-specific counters."""
+        out: dict[str, Any] = {"backend": self.name, "durability": self.durability}
+        out.update(self._stats())
+        return out
+
+    # -- primitives -----------------------------------------------------------------------
+    @abc.abstractmethod
+    def _put(self, key: str, value: bytes) -> None: ...
+
+    @abc.abstractmethod
+    def _get(self, key: str) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def _delete(self, key: str) -> None: ...
+
+    @abc.abstractmethod
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]: ...
+
+    def _put_many(self, items: list[tuple[str, bytes]]) -> None:
+        for key, value in items:
+            self._put(key, value)
+
+    def _get_many(self, keys: list[str]) -> dict[str, bytes]:
+        out = {}
+        for key in keys:
+            value = self._get(key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    def _flush(self) -> None:
+        pass
+
+    def _close(self) -> None:
+        pass
+
+    def _stats(self) -> dict[str, Any]:
+        return {}
+
+
+# ------------------------------------------------------------------------- retry with backoff
+@dataclass
+class Retry:
+    """Bounded retry with exponential backoff and jitter, for networked backends.
+
+    Only exceptions in ``retry_on`` are retried; after ``attempts`` tries (or ``deadline``
+    seconds) the last error is raised as :class:`BackendUnavailableError` naming ``what``.
+    """
+
+    attempts: int = 5
+    base_delay: float = 0.05
+    max_delay: float = 1.0
+    deadline: float = 10.0
+    retry_on: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        start = time.monotonic()
+        delay = self.base_delay
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return fn()
+            except self.retry_on as exc:
+                spent = time.monotonic() - start
+                if attempt == self.attempts or spent + delay > self.deadline:
+                    raise BackendUnavailableError(
+                        f"{what} failed after {attempt} attempts in {spent:.1f}s: {exc}"
+                    ) from exc
+                self.sleep(delay * (0.5 + random.random() / 2))
+                delay = min(delay * 2, self.max_delay)
+        raise AssertionError("unreachable")

@@ -1,0 +1,69 @@
+"""Backend name -> implementation, and ``open_backend``.
+
+Backends are imported lazily so that using ``indexed_fs`` never needs redis-py, happybase or
+boto3 installed.  A new backend joins everything (CLI, conformance suite, Spark conf) by adding
+one line to ``_BUILTIN`` or by calling :func:`register`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import Backend, BackendUnavailableError, UnknownBackendError
+
+_BUILTIN: dict[str, str] = {
+    "memory": "backends.memory:MemoryBackend",
+    "default_fs": "backends.default_fs:DefaultFSBackend",
+    "indexed_fs": "backends.indexed_fs:IndexedFSBackend",
+    "redis": "backends.redis:RedisBackend",
+    "hbase": "backends.hbase:HBaseBackend",
+    "minio": "backends.minio:MinioBackend",
+}
+
+#: the extra each backend's client library comes from (``pip install 'ckptbench[servers]'``)
+_NEEDS_EXTRA = {"redis": "redis", "hbase": "happybase", "minio": "boto3"}
+
+_registry: dict[str, str | type[Backend]] = dict(_BUILTIN)
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    """Class decorator (or plain call) adding a backend under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no name")
+    _registry[cls.name] = cls
+    return cls
+
+
+def backend_names() -> list[str]:
+    """Every registered backend name, in registration order."""
+    return list(_registry)
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class behind ``name``; a clear error listing the valid names otherwise."""
+    try:
+        entry = _registry[name]
+    except (KeyError, TypeError):
+        raise UnknownBackendError(
+            f"unknown backend {name!r}; valid backends: {', '.join(backend_names())}"
+        ) from None
+    if isinstance(entry, str):
+        module_name, _, attr = entry.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.split(".")[0] in _NEEDS_EXTRA.values():
+                raise BackendUnavailableError(
+                    f"backend {name!r} needs the Python package {exc.name!r}; "
+                    f"install it with: pip install 'ckptbench[servers]'"
+                ) from exc
+            raise
+        entry = getattr(module, attr)
+        _registry[name] = entry
+    return entry
+
+
+def open_backend(name: str, **options: Any) -> Backend:
+    """Open the store ``name`` with ``options`` (``durability=`` is common to all)."""
+    return backend_class(name)(**options)
