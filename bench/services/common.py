@@ -1,0 +1,187 @@
+"""What every managed server shares: its state directory, pid file, start/stop and readiness wait.
+
+A service module (``redis.py``, ``hbase.py``, ``minio.py``, later ``nfs.py``) exposes:
+
+    NAME: str
+    install(log) -> None                          idempotent; caches in the usual user caches
+    start(ctx: ServiceContext, **opts) -> dict    start if not running, wait until it answers;
+                                                  returns status(ctx)
+    stop(ctx) -> None                             graceful stop (TERM, then KILL after a timeout)
+    status(ctx) -> dict                           {"name", "running", "pid", "address", "version",
+                                                   "settings": {...durability-relevant...}}
+    client_options(ctx, namespace: str) -> dict   backend options for talking to the running
+                                                  server, isolated under ``namespace`` (a key
+                                                  prefix, table or bucket prefix)
+
+Errors for the user are :class:`ServiceError` with a message naming the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+
+class ServiceError(RuntimeError):
+    """A service could not be installed, started or reached; the message says how to fix it."""
+
+
+def default_state_root() -> Path:
+    """``$CKPTBENCH_STATE`` or ``<project>/.state``: data, logs and pid files of every server."""
+    env = os.environ.get("CKPTBENCH_STATE")
+    if env:
+        return Path(env).expanduser().resolve()
+    return Path(__file__).resolve().parents[2] / ".state"
+
+
+def cache_dir(*parts: str) -> Path:
+    """A directory under the user's cache (``$XDG_CACHE_HOME`` or ``~/.cache``)/ckptbench."""
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    path = base.joinpath("ckptbench", *parts)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass
+class ServiceContext:
+    """Where one service keeps its things: ``<state root>/<name>/{data,logs}`` and its pid file."""
+
+    name: str
+    root: Path
+
+    @classmethod
+    def for_service(cls, name: str, root: Path | None = None) -> "ServiceContext":
+        ctx = cls(name, (root or default_state_root()) / name)
+        ctx.data_dir.mkdir(parents=True, exist_ok=True)
+        ctx.log_dir.mkdir(parents=True, exist_ok=True)
+        return ctx
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "pid"
+
+    def read_pid(self) -> int | None:
+        """The recorded pid if that process is still alive, else ``None``."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if pid_alive(pid) else None
+
+
+def log(msg: str) -> None:
+    print(f"[services] {msg}", file=sys.stderr, flush=True)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child still answers kill(0); look at its state
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    with contextlib.suppress(OSError):
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    return False
+
+
+def require_port_free(name: str, host: str, port: int) -> None:
+    if port_open(host, port):
+        raise ServiceError(
+            f"{name}: port {host}:{port} is already taken by another process; stop it "
+            f"(e.g. `ss -ltnp 'sport = :{port}'` shows who) or choose another port"
+        )
+
+
+def spawn(ctx: ServiceContext, argv: Sequence[str], env: dict | None = None,
+          cwd: str | os.PathLike | None = None) -> int:
+    """Start ``argv`` detached (own session, survives the CLI), output in ``logs/<name>.log``."""
+    logfile = open(ctx.log_dir / f"{ctx.name}.log", "ab")
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdout=logfile, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, cwd=cwd, start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise ServiceError(f"{ctx.name}: cannot run {argv[0]!r}: {exc.strerror}") from exc
+    finally:
+        logfile.close()
+    ctx.pid_file.write_text(str(proc.pid))
+    return proc.pid
+
+
+def wait_until(ctx: ServiceContext, ready: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``ready`` until true; fail with the log's tail if the process died or time ran out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if ctx.read_pid() is None:
+            raise ServiceError(f"{ctx.name} exited while starting; {tail_log(ctx)}")
+        time.sleep(0.2)
+    raise ServiceError(f"{ctx.name}: {what} not ready after {timeout:.0f}s; {tail_log(ctx)}")
+
+
+def tail_log(ctx: ServiceContext, lines: int = 15) -> str:
+    path = ctx.log_dir / f"{ctx.name}.log"
+    with contextlib.suppress(OSError):
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+        return f"last lines of {path}:\n" + "\n".join(text)
+    return f"no log at {path}"
+
+
+def stop_pid(ctx: ServiceContext, timeout: float = 20.0) -> None:
+    """SIGTERM the service's process group, SIGKILL it after ``timeout``; forget the pid."""
+    pid = ctx.read_pid()
+    if pid is not None:
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if pid_alive(pid):
+            _signal_group(pid, signal.SIGKILL)
+    with contextlib.suppress(FileNotFoundError):
+        ctx.pid_file.unlink()
+
+
+def kill_pid(ctx: ServiceContext) -> None:
+    """SIGKILL the service (a real crash, for durability audits); the pid file stays for status."""
+    pid = ctx.read_pid()
+    if pid is not None:
+        _signal_group(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
