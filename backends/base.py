@@ -128,6 +128,8 @@ class Backend(abc.ABC):
     durability_modes: ClassVar[tuple[str, ...]] = ("none",)
     #: backend-specific options (``durability`` is added for every backend).
     options: ClassVar[Mapping[str, Option]] = {}
+    #: whether data outlives ``close()`` (every real store; not ``memory``).
+    persistent: ClassVar[bool] = True
 
     def __init__(self, **options: Any) -> None:
         self.config = self.parse_options(options)

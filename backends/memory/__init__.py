@@ -13,6 +13,7 @@ from ..base import Backend
 class MemoryBackend(Backend):
     name = "memory"
     durability_modes = ("none",)
+    persistent = False
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

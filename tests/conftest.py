@@ -1,0 +1,73 @@
+"""Shared fixtures: a store factory for every registered backend.
+
+File backends get a fresh directory; server backends get the real server started by
+``bench services`` (``./dev test`` starts them first) and a namespace of their own, so tests never
+see each other's keys.  A server that cannot be reached fails the test loudly — never a skip.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from backends import Backend, backend_class, backend_names, open_backend
+
+SERVER_BACKENDS = ("redis", "hbase", "minio")
+
+_started: set[str] = set()
+
+
+def server_options(name: str, namespace: str) -> dict[str, Any]:
+    """Options for talking to the real ``name`` server, started on first use."""
+    import bench.services as services
+
+    if name not in _started:
+        services.up([name])
+        _started.add(name)
+    return services.client_options(name, namespace)
+
+
+def backend_options(name: str, tmp_path: Path) -> dict[str, Any]:
+    """The options that open ``name`` in isolation for one test."""
+    if name in SERVER_BACKENDS:
+        return server_options(name, f"t{uuid.uuid4().hex[:12]}")
+    if "path" in backend_class(name).all_options():
+        return {"path": str(tmp_path / f"{name}-store")}
+    return {}
+
+
+def _marks(name: str) -> list:
+    return [getattr(pytest.mark, name), pytest.mark.server] if name in SERVER_BACKENDS else []
+
+
+ALL_BACKENDS = [pytest.param(n, marks=_marks(n), id=n) for n in backend_names()]
+
+
+@pytest.fixture(params=ALL_BACKENDS)
+def backend_name(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_factory(backend_name: str, tmp_path: Path) -> Callable[..., Backend]:
+    """``store_factory(**extra)`` opens the parametrized backend; the same options each call, so a
+    second call after ``close()`` reopens the same data.  Stores still open at the end are closed."""
+    base = backend_options(backend_name, tmp_path)
+    opened: list[Backend] = []
+
+    def make(**extra: Any) -> Backend:
+        store = open_backend(backend_name, **{**base, **extra})
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(store_factory) -> Backend:
+    return store_factory()
