@@ -111,7 +111,12 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     return False
 
 
-def require_port_free(name: str, host: str, port: int) -> None:
+def require_port_free(name: str, host: str, port: int, wait: float = 0.0) -> None:
+    """Fail unless ``port`` is free; ``wait`` seconds of grace let a just-killed server's threads
+    finish exiting (a SIGKILLed thread-group leader shows as a zombie before its sockets close)."""
+    deadline = time.monotonic() + wait
+    while port_open(host, port) and time.monotonic() < deadline:
+        time.sleep(0.1)
     if port_open(host, port):
         raise ServiceError(
             f"{name}: port {host}:{port} is already taken by another process; stop it "
@@ -185,3 +190,22 @@ def _signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
+
+
+# ------------------------------------------------------------------ remembered start options
+def save_options(ctx: ServiceContext, opts: dict) -> None:
+    """Remember how the service was started (port, policy...) for ``client_options``/``restart``."""
+    import json
+
+    (ctx.root / "options.json").write_text(json.dumps(opts, sort_keys=True))
+
+
+def load_options(ctx: ServiceContext) -> dict:
+    """The options of the last start, or ``{}`` if it was never started from this state dir."""
+    import json
+
+    with contextlib.suppress(OSError, ValueError):
+        opts = json.loads((ctx.root / "options.json").read_text())
+        if isinstance(opts, dict):
+            return opts
+    return {}

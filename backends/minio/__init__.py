@@ -1,0 +1,231 @@
+"""``minio``: one S3 object per checkpoint, for MinIO or any S3-compatible endpoint.
+
+Talks plain S3 through boto3 (path-style addressing, signature v4), so the same backend works
+against AWS S3: leave ``endpoint`` empty (boto3 then uses AWS's regional endpoint), set ``region``,
+``bucket`` and credentials (``access_key``/``secret_key``, or empty to use boto3's usual chain:
+environment, ``~/.aws``, instance role).  The bucket is created if it is missing.
+
+Object names: ``<prefix><hex of the key's UTF-8>``, with a ``/`` every 200 hex digits (MinIO
+keeps each name segment under 255 bytes).  Keys are arbitrary ``str`` (``/``, ``..``, control
+characters, lone surrogates) and S3 forbids or rewrites some of those, so each key is
+hex-encoded.  Hex keeps byte order and prefixes, so ``ListObjectsV2`` (which lists in UTF-8 byte
+order) returns keys already in ``scan`` order and ``scan(prefix)`` is a server-side prefix list.
+The price: a key may have at most about (1024 - len(prefix)) / 2 bytes.
+
+Durability is the server's (one mode, ``server``): a PUT is acknowledged after MinIO has written
+it with ``O_DSYNC``/``fdatasync``; AWS S3 acknowledges after storing it redundantly.
+
+Every request is bounded: connect/read timeouts and botocore's own bounded retries ("standard"
+mode, ``retries`` attempts); the final failure is a :class:`BackendUnavailableError` naming the
+endpoint and the fix.  ``put_many``/``get_many`` run on a bounded thread pool (boto3 clients are
+thread-safe).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from typing import Any, Callable, Iterator, TypeVar
+
+import boto3
+import botocore.exceptions as bex
+from botocore.config import Config
+
+from ..base import Backend, BackendUnavailableError, BadOptionError, Option, StorageFullError
+
+T = TypeVar("T")
+
+MAX_OBJECT_NAME = 1024
+_CHUNK = 200  # hex characters per object name segment (MinIO: at most 255 bytes each)
+_FULL_CODES = {"XMinioStorageFull", "StorageFull", "EntityTooLarge"}
+# "403": a HEAD reply has no body, so no error code either
+_AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"}
+_NETWORK_ERRORS = (bex.EndpointConnectionError, bex.ConnectTimeoutError, bex.ReadTimeoutError,
+                   bex.ConnectionClosedError, bex.ConnectionError, ConnectionError, TimeoutError)
+
+
+def encode_key(key: str) -> str:
+    """Order- and prefix-preserving object name for an arbitrary ``str`` key.
+
+    Hex of the UTF-8 bytes, cut into ``/``-separated chunks of ``_CHUNK`` characters because
+    MinIO stores an object as a directory path and a path segment may not exceed 255 bytes.
+    The cuts sit at fixed offsets and ``/`` sorts before every hex digit, so order and prefixes
+    survive the cutting.
+    """
+    text = key.encode("utf-8", "surrogatepass").hex()
+    return "/".join(text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK))
+
+
+def decode_key(name: str) -> str:
+    return bytes.fromhex(name.replace("/", "")).decode("utf-8", "surrogatepass")
+
+
+class MinioBackend(Backend):
+    name = "minio"
+    durability_modes = ("server",)
+    options = {
+        "endpoint": Option(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),
+        "bucket": Option(str, "ckptbench", "bucket holding the checkpoints (created if missing)"),
+        "prefix": Option(str, "ckpt/", "object name prefix of this store"),
+        "access_key": Option(str, "ckptbench", "S3 access key (empty: boto3's credential chain)"),
+        "secret_key": Option(str, "ckptbench-secret", "S3 secret key"),
+        "region": Option(str, "us-east-1", "S3 region"),
+        "timeout": Option(float, 5.0, "connect and read timeout per request, seconds"),
+        "retries": Option(int, 3, "total attempts per request (botocore standard retry mode)"),
+        "max_workers": Option(int, 8, "threads for put_many/get_many/scan"),
+    }
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        cfg = self.config
+        if cfg["timeout"] <= 0 or cfg["retries"] < 1 or cfg["max_workers"] < 1:
+            raise BadOptionError("backend 'minio': timeout must be > 0, retries and "
+                                 "max_workers >= 1")
+        if len(cfg["prefix"].encode()) >= MAX_OBJECT_NAME:
+            raise BadOptionError(f"backend 'minio': prefix must be shorter than "
+                                 f"{MAX_OBJECT_NAME} bytes")
+        self.bucket = cfg["bucket"]
+        self.where = f"{cfg['endpoint'] or 'AWS S3'} bucket {self.bucket}"
+        self._client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=cfg["endpoint"] or None,
+            region_name=cfg["region"],
+            aws_access_key_id=cfg["access_key"] or None,
+            aws_secret_access_key=cfg["secret_key"] or None,
+            config=Config(
+                signature_version="s3v4",
+                s3={"addressing_style": "path"},
+                connect_timeout=cfg["timeout"], read_timeout=cfg["timeout"],
+                retries={"total_max_attempts": cfg["retries"], "mode": "standard"},
+                max_pool_connections=max(10, cfg["max_workers"]),
+            ),
+        )
+        self._pool = cf.ThreadPoolExecutor(cfg["max_workers"], thread_name_prefix="minio")
+        self._server: str | None = None
+        try:
+            self._ensure_bucket()
+        except BaseException:
+            self._pool.shutdown()
+            self._client.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one S3 request; turn every failure into a typed error that names the fix."""
+        try:
+            return fn()
+        except _NETWORK_ERRORS as exc:
+            raise BackendUnavailableError(
+                f"minio {what} at {self.where} failed after {self.config['retries']} attempts: "
+                f"{exc}; is the server running? start it with `bench services up minio`"
+            ) from exc
+        except bex.ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in _FULL_CODES:
+                raise StorageFullError(f"minio {what} at {self.where}: {exc}") from exc
+            if code in _AUTH_CODES:
+                raise BackendUnavailableError(
+                    f"minio {what} at {self.where} was refused ({code}); check access_key/"
+                    f"secret_key (CKPTBENCH_MINIO_USER/PASSWORD for `bench services`)"
+                ) from exc
+            raise BackendUnavailableError(f"minio {what} at {self.where}: {exc}") from exc
+        except bex.BotoCoreError as exc:
+            raise BackendUnavailableError(f"minio {what} at {self.where}: {exc}") from exc
+
+    def _ensure_bucket(self) -> None:
+        def head() -> dict | None:
+            try:
+                return self._client.head_bucket(Bucket=self.bucket)
+            except bex.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket"):
+                    return None
+                raise
+
+        reply = self._call("HeadBucket", head)
+        if reply is None:
+            def create() -> None:
+                try:
+                    self._client.create_bucket(Bucket=self.bucket)
+                except bex.ClientError as exc:  # a concurrent opener won the race
+                    if exc.response.get("Error", {}).get("Code") != "BucketAlreadyOwnedByYou":
+                        raise
+
+            self._call("CreateBucket", create)
+            reply = self._call("HeadBucket", head) or {}
+        headers = reply.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        self._server = headers.get("server")
+
+    def _name(self, key: str) -> str:
+        name = self.config["prefix"] + encode_key(key)
+        if len(name.encode()) > MAX_OBJECT_NAME:
+            raise ValueError(
+                f"key too long for S3: {len(key.encode('utf-8', 'surrogatepass'))} bytes; the "
+                f"limit with prefix {self.config['prefix']!r} is about "
+                f"{(MAX_OBJECT_NAME - len(self.config['prefix'].encode())) * 100 // 201} bytes"
+            )
+        return name
+
+    def _parallel(self, fn: Callable[[Any], T], args: list) -> list[T]:
+        if len(args) <= 1:
+            return [fn(a) for a in args]
+        return list(self._pool.map(fn, args))  # re-raises the first failure
+
+    # -- primitives -------------------------------------------------------------------------
+    def _put(self, key: str, value: bytes) -> None:
+        name = self._name(key)
+        self._call("PutObject", lambda: self._client.put_object(
+            Bucket=self.bucket, Key=name, Body=value))
+
+    def _get_name(self, name: str) -> bytes | None:
+        def fetch() -> bytes | None:
+            try:
+                return self._client.get_object(Bucket=self.bucket, Key=name)["Body"].read()
+            except bex.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                    return None
+                raise
+
+        return self._call("GetObject", fetch)
+
+    def _get(self, key: str) -> bytes | None:
+        return self._get_name(self._name(key))
+
+    def _delete(self, key: str) -> None:
+        name = self._name(key)
+        self._call("DeleteObject", lambda: self._client.delete_object(
+            Bucket=self.bucket, Key=name))
+
+    def _put_many(self, items: list[tuple[str, bytes]]) -> None:
+        latest = dict(items)  # a repeated key: its last value wins, as with sequential puts
+        self._parallel(lambda kv: self._put(*kv), list(latest.items()))
+
+    def _get_many(self, keys: list[str]) -> dict[str, bytes]:
+        unique = list(dict.fromkeys(keys))
+        values = self._parallel(self._get, unique)
+        return {k: v for k, v in zip(unique, values) if v is not None}
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        base = self.config["prefix"]
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=base + encode_key(prefix)))
+        while True:
+            page = self._call("ListObjectsV2", lambda: next(pages, None))
+            if page is None:
+                return
+            found = []
+            for obj in page.get("Contents", []):
+                try:
+                    found.append((decode_key(obj["Key"][len(base):]), obj["Key"]))
+                except ValueError:
+                    continue  # not written by this backend
+            values = self._parallel(self._get_name, [name for _, name in found])
+            for (key, _), value in zip(found, values):
+                if value is not None:  # deleted since the listing
+                    yield key, value
+
+    def _close(self) -> None:
+        self._pool.shutdown()
+        self._client.close()
+
+    def _stats(self) -> dict[str, Any]:
+        return {"endpoint": self.config["endpoint"] or "AWS S3", "bucket": self.bucket,
+                "prefix": self.config["prefix"], "server": self._server}

@@ -1,0 +1,248 @@
+"""``redis``: one Redis string per checkpoint, ``SET``/``GET`` under a key prefix (as in S4).
+
+Durability is a *server* setting in Redis (the AOF ``appendfsync`` policy: ``always`` fsyncs before
+replying, ``everysec`` about once a second, ``no`` leaves it to the OS), so the backend declares one
+mode, ``server``: a put is as durable as the server's policy makes it.  ``stats()`` reports the
+server's real ``appendonly``/``appendfsync`` (``CONFIG GET``) so every result says what was
+measured; ``require_appendfsync=always`` makes ``open`` fail if the server runs another policy.
+Choose the policy with ``bench services up redis --durability always|everysec|no``.
+
+``flush()`` is a real barrier: nothing under ``always``; ``WAITAOF`` on Redis >= 7.2; otherwise an
+AOF rewrite (``BGREWRITEAOF``, which fsyncs a complete new AOF) and a wait for it to finish.
+
+Every call is bounded: socket timeouts (a dead or stopped server never hangs a caller) and
+:class:`backends.base.Retry` (``retries`` retries with backoff within ``timeout`` seconds); the
+final failure is a :class:`BackendUnavailableError` naming ``host:port`` and the fix.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator, TypeVar
+
+import redis
+
+from ..base import (
+    Backend,
+    BackendUnavailableError,
+    BadOptionError,
+    Option,
+    Retry,
+    StorageFullError,
+)
+
+T = TypeVar("T")
+
+_GLOB_CHARS = b"\\*?[]"
+_SCAN_BATCH = 1000
+
+
+def glob_escape(raw: bytes) -> bytes:
+    """Escape Redis glob metacharacters so ``raw`` matches only itself in ``SCAN MATCH``."""
+    out = bytearray()
+    for byte in raw:
+        if byte in _GLOB_CHARS:
+            out += b"\\"
+        out.append(byte)
+    return bytes(out)
+
+
+def _encode(key: str) -> bytes:
+    # surrogatepass: any Python str is a valid key, and byte order still follows code points
+    return key.encode("utf-8", "surrogatepass")
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogatepass")
+
+
+class RedisBackend(Backend):
+    name = "redis"
+    durability_modes = ("server",)
+    options = {
+        "host": Option(str, "127.0.0.1", "Redis server host"),
+        "port": Option(int, 6379, "Redis server port"),
+        "db": Option(int, 0, "logical database number"),
+        "password": Option(str, None, "AUTH password (none by default)"),
+        "prefix": Option(str, "ckpt:", "prefix of every key this store writes"),
+        "timeout": Option(float, 5.0, "socket timeout and retry deadline, seconds"),
+        "retries": Option(int, 3, "retries (with backoff) of a failed call before giving up"),
+        "wait_replicas": Option(int, 0, "after writes, WAIT until this many replicas have them"),
+        "require_appendfsync": Option(
+            str, "", "fail at open unless the server's appendfsync is this policy",
+            ("", "always", "everysec", "no"),
+        ),
+    }
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        cfg = self.config
+        if cfg["timeout"] <= 0 or cfg["retries"] < 0 or cfg["wait_replicas"] < 0:
+            raise BadOptionError(
+                "backend 'redis': timeout must be > 0, retries and wait_replicas >= 0"
+            )
+        self.address = f"{cfg['host']}:{cfg['port']}"
+        self._prefix = _encode(cfg["prefix"])
+        self._retry = Retry(
+            attempts=cfg["retries"] + 1, deadline=cfg["timeout"],
+            retry_on=(redis.ConnectionError, redis.TimeoutError, OSError),
+        )
+        self._client = redis.Redis(
+            host=cfg["host"], port=cfg["port"], db=cfg["db"], password=cfg["password"],
+            socket_timeout=cfg["timeout"], socket_connect_timeout=cfg["timeout"],
+            retry=None,  # our own bounded Retry is the only retry loop
+        )
+        self._server: dict[str, Any] = {}
+        try:
+            self._server = self._server_settings()
+        except BaseException:
+            self._client.close()
+            raise
+        wanted = cfg["require_appendfsync"]
+        actual = self._server.get("appendfsync")
+        if wanted and (actual != wanted or self._server.get("appendonly") != "yes"):
+            self._client.close()
+            raise BackendUnavailableError(
+                f"backend 'redis': server {self.address} runs appendonly="
+                f"{self._server.get('appendonly')} appendfsync={actual}, but "
+                f"require_appendfsync={wanted}; restart it with "
+                f"`bench services up redis --durability {wanted}`"
+            )
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with bounded retries; every failure becomes a typed error naming the fix."""
+        try:
+            return self._retry.call(f"redis {what} at {self.address}", fn)
+        except BackendUnavailableError as exc:
+            raise BackendUnavailableError(
+                f"{exc}; is the server running? start it with `bench services up redis`"
+            ) from exc.__cause__
+        except redis.ResponseError as exc:
+            text = str(exc)
+            if text.startswith("OOM") or "No space left" in text:
+                raise StorageFullError(f"redis at {self.address}: {text}") from exc
+            raise BackendUnavailableError(f"redis at {self.address} {what}: {text}") from exc
+        except redis.RedisError as exc:
+            raise BackendUnavailableError(f"redis at {self.address} {what}: {exc}") from exc
+
+    def _server_settings(self) -> dict[str, Any]:
+        def fetch() -> dict[str, Any]:
+            version = self._client.info("server").get("redis_version", "")
+            conf = self._client.config_get("append*")
+            return {
+                "version": version,
+                "appendonly": conf.get("appendonly"),  # redis-py decodes CONFIG GET replies
+                "appendfsync": conf.get("appendfsync"),
+            }
+
+        return self._call("CONFIG GET", fetch)
+
+    def _k(self, key: str) -> bytes:
+        return self._prefix + _encode(key)
+
+    def _after_write(self) -> None:
+        n = self.config["wait_replicas"]
+        if n:
+            # WAIT blocks for 80 % of the socket timeout, so its own reply arrives before that
+            wait_ms = max(1, int(self.config["timeout"] * 800))
+            got = self._call("WAIT", lambda: self._client.wait(n, wait_ms))
+            if got < n:
+                raise BackendUnavailableError(
+                    f"redis at {self.address}: only {got} of {n} replicas acknowledged the write "
+                    f"within {wait_ms} ms; check the replicas or lower wait_replicas"
+                )
+
+    # -- primitives -------------------------------------------------------------------------
+    def _put(self, key: str, value: bytes) -> None:
+        self._call("SET", lambda: self._client.set(self._k(key), value))
+        self._after_write()
+
+    def _get(self, key: str) -> bytes | None:
+        return self._call("GET", lambda: self._client.get(self._k(key)))
+
+    def _delete(self, key: str) -> None:
+        self._call("DEL", lambda: self._client.delete(self._k(key)))
+        self._after_write()
+
+    def _put_many(self, items: list[tuple[str, bytes]]) -> None:
+        mapping = {self._k(k): v for k, v in items}  # last value of a repeated key wins
+        self._call("MSET", lambda: self._client.mset(mapping))
+        self._after_write()
+
+    def _get_many(self, keys: list[str]) -> dict[str, bytes]:
+        if not keys:
+            return {}
+        values = self._call("MGET", lambda: self._client.mget([self._k(k) for k in keys]))
+        return {k: v for k, v in zip(keys, values) if v is not None}
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        pattern = glob_escape(self._k(prefix)) + b"*"
+
+        def all_keys() -> list[bytes]:
+            return list(self._client.scan_iter(match=pattern, count=_SCAN_BATCH))
+
+        found = sorted(set(self._call("SCAN", all_keys)))
+        cut = len(self._prefix)
+        for start in range(0, len(found), _SCAN_BATCH):
+            batch = found[start:start + _SCAN_BATCH]
+            values = self._call("MGET", lambda b=batch: self._client.mget(b))
+            for raw, value in zip(batch, values):
+                if value is not None:  # deleted since the SCAN
+                    yield _decode(raw[cut:]), value
+
+    def _flush(self) -> None:
+        settings = self._server_settings()
+        if settings["appendonly"] == "yes" and settings["appendfsync"] == "always":
+            return
+        if tuple(int(p) for p in settings["version"].split(".")[:2]) >= (7, 2) \
+                and settings["appendonly"] == "yes":
+            self._call("WAITAOF", lambda: self._client.execute_command(
+                "WAITAOF", 1, 0, int(self.config["timeout"] * 1000)))
+            return
+        self._rewrite_aof()
+
+    def _rewrite_aof(self) -> None:
+        """BGREWRITEAOF and wait until a rewrite that began after this call has finished."""
+        def persistence() -> dict:
+            return self._call("INFO", lambda: self._client.info("persistence"))
+
+        deadline = time.monotonic() + max(60.0, self.config["timeout"])
+        before = persistence().get("aof_rewrites", 0)
+        while True:
+            try:
+                self._call("BGREWRITEAOF", self._client.bgrewriteaof)
+                break
+            except BackendUnavailableError as exc:
+                if "already in progress" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        while time.monotonic() < deadline:
+            info = persistence()
+            if (not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled")
+                    and info.get("aof_rewrites", 0) > before):
+                if info.get("aof_last_bgrewrite_status") != "ok":
+                    raise BackendUnavailableError(
+                        f"redis at {self.address}: AOF rewrite failed; see the server log"
+                    )
+                return
+            time.sleep(0.02)
+        raise BackendUnavailableError(
+            f"redis at {self.address}: AOF rewrite did not finish in time; see the server log")
+
+    def _close(self) -> None:
+        self._client.close()
+
+    def _stats(self) -> dict[str, Any]:
+        if not self.closed:
+            try:
+                self._server = self._server_settings()
+            except BackendUnavailableError:
+                pass  # a dead server: report what open() saw
+        return {
+            "address": self.address,
+            "prefix": self.config["prefix"],
+            "server_version": self._server.get("version"),
+            "server_appendonly": self._server.get("appendonly"),
+            "server_appendfsync": self._server.get("appendfsync"),
+        }

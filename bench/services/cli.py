@@ -1,0 +1,93 @@
+"""``bench services up|down|status|kill [NAME...]``: the command line over :mod:`bench.services`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import MODULES, ServiceError, down, kill, status, up
+from .common import log
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``services`` to the ``bench`` sub-command parsers."""
+    p = subparsers.add_parser(
+        "services", help="install, start, stop and inspect the real servers (redis, hbase, minio)",
+        description="Manage the real servers behind the networked backends; every server "
+                    "listens on 127.0.0.1 only and keeps its data under --state-dir.",
+    )
+    _configure(p)
+    return p
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=("up", "down", "status", "kill"),
+                   help="up: install if missing, start, wait until ready; down: stop; "
+                        "status: show; kill: SIGKILL (crash audits)")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"services (default: all of {', '.join(MODULES)})")
+    p.add_argument("--durability", choices=("always", "everysec", "no"),
+                   help="redis AOF appendfsync policy (default everysec; changed live if running)")
+    p.add_argument("--port", type=int, help="listening port (only with one NAME)")
+    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.add_argument("--state-dir", help="data, logs and pid files (default $CKPTBENCH_STATE "
+                                       "or <project>/.state)")
+
+
+def _describe(st: dict) -> str:
+    if not st.get("running"):
+        extra = f" ({st['error']})" if st.get("error") else ""
+        return f"{st['name']}: not running{extra}"
+    settings = " ".join(f"{k}={v}" for k, v in (st.get("settings") or {}).items())
+    return (f"{st['name']}: listening on {st['address']} pid {st.get('pid')} "
+            f"version {st.get('version')} {settings}").rstrip()
+
+
+def run(args: argparse.Namespace) -> int:
+    names = list(args.names) or list(MODULES)
+    if args.port is not None and len(names) != 1:
+        print("bench services: --port needs exactly one service NAME", file=sys.stderr)
+        return 2
+    if args.action == "kill" and not args.names:
+        print("bench services: kill needs the NAME of the service to crash", file=sys.stderr)
+        return 2
+    failed = 0
+    statuses = []
+    for name in names:
+        try:
+            if args.action == "up":
+                for st in up([name], state_dir=args.state_dir, durability=args.durability,
+                             port=args.port):
+                    print(_describe(st))
+            elif args.action == "down":
+                down([name], state_dir=args.state_dir)
+                print(f"{name}: stopped")
+            elif args.action == "kill":
+                kill(name, state_dir=args.state_dir)
+                print(f"{name}: killed (SIGKILL)")
+            else:
+                statuses.extend(status([name], state_dir=args.state_dir))
+        except ServiceError as exc:
+            failed += 1
+            if args.action == "status":
+                statuses.append({"name": name, "running": False, "error": str(exc)})
+            else:
+                log(str(exc))
+    if args.action == "status":
+        if args.json:
+            print(json.dumps(statuses, indent=2, default=str))
+        else:
+            for st in statuses:
+                print(_describe(st))
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.services.cli")
+    _configure(p)
+    return run(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""HBase 2.6 standalone plus its Thrift1 gateway, from Maven Central jars, on loopback.
+
+Two JVMs make one service:
+
+* ``HMaster start`` with ``hbase.cluster.distributed=false`` runs the master, one region server and
+  an in-process ZooKeeper (``127.0.0.1:<zk_port>``); its pid is the service pid (``ctx.pid_file``),
+  so ``kill_pid(ctx)`` is a real crash of the store.
+* ``ThriftServer start`` (thread pool, buffered transport, binary protocol: happybase's defaults)
+  on ``127.0.0.1:<thrift_port>``; its pid lives in ``<state>/hbase/thrift/pid``.
+
+No tarball: ``hbase_files/pom.xml`` pins the artifacts and ``mvn dependency:build-classpath``
+resolves them into Maven's own cache (``~/.m2``); the classpath is kept under
+``~/.cache/ckptbench/hbase/<version>/``.
+
+Durability, honestly (see :data:`WAL_DURABILITY`): the WAL is on and every acknowledged put has
+been hsync'ed *as far as Hadoop's local file system goes* — and Hadoop 2.10's local streams are not
+``Syncable``, so hsync is a plain flush into the OS page cache, never an fsync.  A killed HBase
+process loses nothing acknowledged; a kernel crash or power loss can.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from string import Template
+from typing import Callable
+
+from .common import (
+    ServiceContext,
+    ServiceError,
+    cache_dir,
+    log,
+    pid_alive,
+    port_open,
+    require_port_free,
+    spawn,
+    stop_pid,
+    tail_log,
+    wait_until,
+)
+
+NAME = "hbase"
+VERSION = "2.6.1"  # newest 2.6.x with hbase-thrift on Maven Central; pinned in hbase_files/pom.xml
+HADOOP_VERSION = "2.10.2"  # what hbase 2.6.1's published poms pull in
+HOST = "127.0.0.1"
+ZK_PORT = 2181
+THRIFT_PORT = 9090
+START_TIMEOUT = 180.0
+
+FILES = Path(__file__).resolve().with_name("hbase_files")
+
+#: what bin/hbase adds on JDK >= 11 (HBase's hbase-surefire.jdk11.flags), plus its logging bridge
+JDK_FLAGS = [
+    "-XX:+UseG1GC",
+    "-Djava.util.logging.config.class=org.apache.hadoop.hbase.logging.JulToSlf4jInitializer",
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
+]
+
+#: what "the WAL is on" buys on a file:// rootdir (checked in the Hadoop 2.10.2 jars: neither
+#: RawLocalFileSystem's stream nor ChecksumFileSystem's is Syncable, so FSDataOutputStream.hsync()
+#: falls back to flush(); the durability audit in tests/test_hbase.py SIGKILLs the JVM)
+WAL_DURABILITY = (
+    "WAL on; a put is acknowledged after the WAL sync, which on the local file system "
+    f"(Hadoop {HADOOP_VERSION} LocalFileSystem, not Syncable) is a flush to the OS page cache, "
+    "no fsync: survives an HBase process crash (SIGKILL), not a kernel crash or power loss"
+)
+
+
+# ----------------------------------------------------------------------------------- install
+def _pom() -> Path:
+    return FILES / "pom.xml"
+
+
+def _classpath_file() -> Path:
+    """The resolved classpath, keyed by the pom's content so that editing the pom re-resolves."""
+    digest = hashlib.sha256(_pom().read_bytes()).hexdigest()[:12]
+    return cache_dir("hbase", VERSION) / f"classpath-{digest}.txt"
+
+
+def _read_classpath() -> str | None:
+    """The cached classpath if every jar in it is still in the Maven cache."""
+    try:
+        text = _classpath_file().read_text().strip()
+    except OSError:
+        return None
+    jars = text.split(":")
+    if not text or not all(Path(j).is_file() for j in jars):
+        return None
+    return text
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise ServiceError(
+            "hbase: needs Java 17 and `java` is not on PATH; install it with "
+            "`apt-get install openjdk-17-jre-headless` (or put a JDK 17 on PATH)"
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)', out)
+    major = int(match.group(1)) if match else 0
+    if major < 11:
+        raise ServiceError(
+            f"hbase: {java} is Java {major or '?'}; HBase {VERSION} here needs Java 11+ (17 "
+            "tested); install `openjdk-17-jre-headless` and put it first on PATH"
+        )
+    return java
+
+
+def install(log: Callable[[str], None]) -> None:
+    """Resolve the HBase jars with Maven (idempotent: skipped when the classpath is cached)."""
+    _java()
+    if _read_classpath() is not None:
+        log(f"hbase {VERSION}: already installed ({_classpath_file()})")
+        return
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ServiceError(
+            "hbase: needs Maven to fetch the HBase jars from Maven Central and `mvn` is not on "
+            "PATH; install it with `apt-get install maven`"
+        )
+    target = _classpath_file()
+    tmp = target.with_suffix(".tmp")
+    log(f"hbase {VERSION}: resolving jars from Maven Central (first time: ~1 min, ~130 MB)")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [mvn, "-q", "-B", "-f", str(_pom()), "dependency:build-classpath",
+         f"-Dmdep.outputFile={tmp}"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0 or not tmp.is_file():
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise ServiceError(
+            f"hbase: `mvn dependency:build-classpath` failed (exit {proc.returncode}); is Maven "
+            f"Central reachable (proxy settings in ~/.m2/settings.xml)?\n{tail}"
+        )
+    tmp.replace(target)
+    log(f"hbase {VERSION}: installed in {time.monotonic() - started:.0f}s ({target})")
+
+
+# ------------------------------------------------------------------------------------- start
+def _thrift_ctx(ctx: ServiceContext) -> ServiceContext:
+    """The Thrift gateway's own pid file and log, inside the hbase state directory."""
+    return ServiceContext.for_service("thrift", ctx.root)
+
+
+def _options_file(ctx: ServiceContext) -> Path:
+    return ctx.root / "options.json"
+
+
+def _saved_options(ctx: ServiceContext) -> dict:
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(_options_file(ctx).read_text())
+    return {"zk_port": ZK_PORT, "thrift_port": THRIFT_PORT, "wal_provider": "asyncfs"}
+
+
+def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
+    conf = ctx.root / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    site = Template((FILES / "hbase-site.xml.tmpl").read_text()).substitute(
+        data=ctx.data_dir, zk_port=opts["zk_port"], thrift_port=opts["thrift_port"],
+        wal_provider=opts["wal_provider"],
+    )
+    (conf / "hbase-site.xml").write_text(site)
+    shutil.copyfile(FILES / "log4j2.properties", conf / "log4j2.properties")
+    return conf
+
+
+def _jvm(java: str, conf: Path, classpath: str, heap: str, log_dir: Path, proc: str) -> list[str]:
+    return [
+        java, f"-Dproc_{proc}", "-XX:OnOutOfMemoryError=kill -9 %p", f"-Xmx{heap}",
+        *JDK_FLAGS,
+        f"-Dlog4j2.configurationFile={conf / 'log4j2.properties'}",
+        f"-Dhbase.log.dir={log_dir}", "-Dhbase.home.dir=" + str(conf.parent),
+        "-Djava.net.preferIPv4Stack=true",
+        "-cp", f"{conf}:{classpath}",
+    ]
+
+
+def _thrift_ready(port: int) -> bool:
+    """happybase can list tables: the gateway answers and the master behind it is up."""
+    import happybase  # the client the backend uses; imported late so install() never needs it
+
+    conn = happybase.Connection(HOST, port, timeout=3000, autoconnect=False)
+    try:
+        conn.open()
+        conn.tables()
+        return True
+    except Exception:  # noqa: BLE001 - any failure just means "not yet"
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT_PORT,
+          heap: str = "1g", thrift_heap: str = "256m", wal_provider: str = "asyncfs",
+          timeout: float = START_TIMEOUT) -> dict:
+    """Start HBase and its Thrift gateway unless running; wait until happybase lists tables."""
+    thrift = _thrift_ctx(ctx)
+    master_pid, thrift_pid = ctx.read_pid(), thrift.read_pid()
+    if master_pid is not None and thrift_pid is not None:
+        port = _saved_options(ctx)["thrift_port"]
+        wait_until(ctx, lambda: _thrift_ready(port), timeout, f"thrift gateway 127.0.0.1:{port}")
+        return status(ctx)
+    if master_pid is None and thrift_pid is not None:
+        # a gateway left over from a crashed master: start both afresh
+        stop_pid(thrift, timeout=10)
+    opts = {"zk_port": int(zk_port), "thrift_port": int(thrift_port),
+            "wal_provider": wal_provider}
+    install(log)
+    classpath = _read_classpath()
+    java = _java()
+    conf = _write_conf(ctx, opts)
+    _options_file(ctx).write_text(json.dumps(opts))
+    if master_pid is None:
+        require_port_free(NAME, HOST, opts["zk_port"])
+        require_port_free(NAME, HOST, opts["thrift_port"])
+        spawn(ctx, [*_jvm(java, conf, classpath, heap, ctx.log_dir, "master"),
+                    "org.apache.hadoop.hbase.master.HMaster", "start"])
+    else:
+        require_port_free(NAME, HOST, opts["thrift_port"])
+    spawn(thrift, [*_jvm(java, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
+                   "org.apache.hadoop.hbase.thrift.ThriftServer",
+                   "-b", HOST, "-p", str(opts["thrift_port"]), "-threadpool", "start"])
+
+    def ready() -> bool:
+        if thrift.read_pid() is None:
+            raise ServiceError(f"hbase: the Thrift gateway exited while starting; {tail_log(thrift)}")
+        return _thrift_ready(opts["thrift_port"])
+
+    try:
+        wait_until(ctx, ready, timeout, f"thrift gateway 127.0.0.1:{opts['thrift_port']}")
+    except ServiceError:
+        stop(ctx)
+        raise
+    return status(ctx)
+
+
+# ----------------------------------------------------------------------------- stop / status
+def stop(ctx: ServiceContext) -> None:
+    """Stop the gateway, then HBase (SIGTERM: the region server closes regions; KILL after 60 s)."""
+    stop_pid(_thrift_ctx(ctx), timeout=15)
+    stop_pid(ctx, timeout=60)
+
+
+def status(ctx: ServiceContext) -> dict:
+    opts = _saved_options(ctx)
+    master_pid, thrift_pid = ctx.read_pid(), _thrift_ctx(ctx).read_pid()
+    running = (master_pid is not None and thrift_pid is not None
+               and port_open(HOST, opts["thrift_port"]))
+    return {
+        "name": NAME,
+        "running": running,
+        "pid": master_pid,
+        "thrift_pid": thrift_pid,
+        "address": f"{HOST}:{opts['thrift_port']}",
+        "zookeeper": f"{HOST}:{opts['zk_port']}",
+        "version": VERSION,
+        "settings": {
+            "mode": "standalone (master + region server + ZooKeeper in one JVM)",
+            "rootdir": f"file://{ctx.data_dir}/root",
+            "wal": "on (backend durability=wal puts with SYNC_WAL; skip_wal puts skip it)",
+            "wal_provider": opts["wal_provider"],
+            "wal_durability": WAL_DURABILITY,
+            "hbase.unsafe.stream.capability.enforce": "false",
+            "hadoop": HADOOP_VERSION,
+        },
+    }
+
+
+def client_options(ctx: ServiceContext, namespace: str) -> dict:
+    """Backend options for the running server, isolated in a table named after ``namespace``."""
+    opts = _saved_options(ctx)
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace).strip("._-") or "default"
+    return {"host": HOST, "port": opts["thrift_port"], "table": f"ckptbench_{safe}"}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Install the real servers without starting them (idempotent; cached in the user caches):
+#   redis: apt-get install redis-server redis-tools     (needs root)
+#   minio: go install github.com/minio/minio@<pin>      (needs Go >= 1.24; ~4 min the first time)
+#   hbase: Maven Central jars                            (see bench/services/hbase.py)
+# Usage: scripts/install_servers.sh [redis] [minio] [hbase]   (default: all)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$PATH:/usr/local/go/bin"
+exec "$ROOT/.venv/bin/python" -c '
+import sys
+import bench.services as services
+try:
+    services.install(sys.argv[1:] or None)
+except services.ServiceError as exc:
+    sys.exit(f"install_servers: {exc}")
+' "$@"

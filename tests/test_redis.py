@@ -1,0 +1,192 @@
+"""The ``redis`` backend against the real Redis server (no mocks).
+
+Everyday operations use the shared server (``bench services up redis``, left running); crash and
+fault tests start a private server on a free port under ``tmp_path`` so they never disturb other
+tests that share the default one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+import uuid
+
+import pytest
+
+import bench.services as services
+from backends import BackendUnavailableError, BadOptionError, open_backend
+from backends.redis import glob_escape
+
+pytestmark = [pytest.mark.redis, pytest.mark.server]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def shared() -> None:
+    """The shared server is up (started if needed); a start failure fails the test loudly."""
+    services.up(["redis"])
+
+
+@pytest.fixture
+def opts(shared) -> dict:
+    return services.client_options("redis", f"t{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def private(tmp_path):
+    """A private Redis in ``tmp_path`` on a free port: ``private(durability=...)`` -> state dir."""
+    started = []
+
+    def start(durability: str = "everysec") -> str:
+        state = str(tmp_path / "state")
+        services.up(["redis"], state_dir=state, port=free_port(), durability=durability)
+        started.append(state)
+        return state
+
+    yield start
+    for state in started:
+        services.down(["redis"], state_dir=state)
+
+
+def test_put_get_delete_and_batches(opts):
+    with open_backend("redis", **opts) as s:
+        assert s.get("a") is None
+        s.put("a", b"1")
+        s.put("a", b"2")
+        assert s.get("a") == b"2"
+        s.put_many([("b", b"x"), ("c", b""), ("b", b"y")])
+        assert s.get_many(["a", "b", "c", "zz"]) == {"a": b"2", "b": b"y", "c": b""}
+        s.delete("a")
+        s.delete("a")
+        assert s.get("a") is None
+
+
+def test_scan_is_sorted_and_escapes_glob_characters(opts):
+    keys = ["b", "a*", "a?x", "a[1]", "a\\", "a", "é", "\udc80", "a/..", "ab"]
+    with open_backend("redis", **opts) as s:
+        s.put_many({k: k.encode("utf-8", "surrogatepass") for k in keys})
+        assert [k for k, _ in s.scan()] == sorted(keys)
+        assert [k for k, _ in s.scan("a*")] == ["a*"]
+        assert [k for k, _ in s.scan("a[")] == ["a[1]"]
+        assert [k for k, _ in s.scan("a")] == sorted(k for k in keys if k.startswith("a"))
+        assert dict(s.scan())["é"] == "é".encode()
+
+
+def test_glob_escape():
+    assert glob_escape(b"a*b?[c]\\") == b"a\\*b\\?\\[c\\]\\\\"
+
+
+def test_namespaces_are_isolated(shared):
+    one = open_backend("redis", **services.client_options("redis", f"n{uuid.uuid4().hex[:8]}"))
+    two = open_backend("redis", **services.client_options("redis", f"n{uuid.uuid4().hex[:8]}"))
+    with one, two:
+        one.put("k", b"1")
+        assert two.get("k") is None and list(two.scan()) == []
+        assert list(one.scan()) == [("k", b"1")]
+
+
+def test_stats_report_the_servers_real_aof_policy(opts):
+    with open_backend("redis", **opts) as s:
+        stats = s.stats()
+    assert stats["durability"] == "server"
+    assert stats["server_appendonly"] == "yes"
+    assert stats["server_appendfsync"] in ("always", "everysec", "no")
+
+
+def test_require_appendfsync_mismatch_is_a_clear_error(opts):
+    with open_backend("redis", **opts) as s:
+        actual = s.stats()["server_appendfsync"]
+    other = "no" if actual != "no" else "always"
+    with pytest.raises(BackendUnavailableError, match=f"--durability {other}"):
+        open_backend("redis", require_appendfsync=other, **opts)
+    open_backend("redis", require_appendfsync=actual, **opts).close()
+
+
+def test_flush_is_a_barrier_under_everysec(opts):
+    # on Redis < 7.2 this runs BGREWRITEAOF and waits for it; it must return, not hang
+    with open_backend("redis", **opts) as s:
+        s.put("f", b"v")
+        s.flush()
+        assert s.get("f") == b"v"
+
+
+def test_wait_replicas_without_replicas_fails_within_timeout(opts):
+    with open_backend("redis", wait_replicas=1, timeout=0.5, **opts) as s:
+        with pytest.raises(BackendUnavailableError, match="replicas"):
+            s.put("w", b"v")
+
+
+def test_bad_options_are_clear(opts):
+    with pytest.raises(BadOptionError, match="timeout"):
+        open_backend("redis", **{**opts, "timeout": 0})
+
+
+def test_nothing_listening_is_unavailable_with_the_fix():
+    with pytest.raises(BackendUnavailableError, match="bench services up redis"):
+        open_backend("redis", port=free_port(), timeout=0.5, retries=1)
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_appendfsync_always_loses_no_acknowledged_write(private):
+    state = private("always")
+    opts = services.client_options("redis", "audit", state_dir=state)
+    report = services.crash_audit(
+        "redis", lambda: open_backend("redis", retries=0, **opts), state_dir=state)
+    print(f"redis appendfsync=always crash audit: {report}")
+    assert report["acknowledged"] > 0
+    assert report["writer_error"] is not None  # the kill really hit the writer
+    assert report["lost"] == 0, report
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_appendfsync_no_reports_lost_writes(private, record_property):
+    state = private("no")
+    opts = services.client_options("redis", "audit", state_dir=state)
+    report = services.crash_audit(
+        "redis", lambda: open_backend("redis", retries=0, **opts), state_dir=state)
+    # a process crash keeps the page cache, so usually nothing is lost; a power loss would differ
+    print(f"redis appendfsync=no crash audit: {report}")
+    record_property("redis_no_lost", report["lost"])
+    assert report["acknowledged"] > 0
+    assert isinstance(report["lost"], int) and 0 <= report["lost"] <= report["acknowledged"]
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_stopped_or_frozen_server_fails_fast_and_recovers(private):
+    state = private("everysec")
+    opts = services.client_options("redis", "fault", state_dir=state)
+    with open_backend("redis", timeout=1.0, retries=2, **opts) as s:
+        s.put("k", b"1")
+        services.down(["redis"], state_dir=state)
+        for op in (lambda: s.put("k", b"2"), lambda: s.get("k"), lambda: list(s.scan())):
+            began = time.monotonic()
+            with pytest.raises(BackendUnavailableError, match="bench services up redis"):
+                op()
+            assert time.monotonic() - began < 10  # bounded, not a hang
+        services.restart("redis", state_dir=state)
+        assert s.get("k") == b"1"  # the same store object reconnects
+        s.put("k", b"3")
+
+        pid = services.status(["redis"], state_dir=state)[0]["pid"]
+        os.kill(pid, signal.SIGSTOP)  # alive but silent: only the socket timeout saves us
+        try:
+            began = time.monotonic()
+            with pytest.raises(BackendUnavailableError):
+                s.get("k")
+            assert time.monotonic() - began < 10
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert s.get("k") == b"3"
