@@ -1,0 +1,219 @@
+"""``hbase``: one HBase row per checkpoint, through the Thrift1 gateway (happybase).
+
+The thesis schema: row key = the checkpoint key (UTF-8), column ``data:checkpoint``, column family
+``data`` keeping one version.  HBase orders rows by their key bytes, and UTF-8 byte order is code
+point order, so a row-range scan returns keys in ``str`` order.
+
+Durability modes:
+
+* ``wal`` (default) — each put/delete is written with ``SYNC_WAL``: acknowledged after the region
+  server synced its write-ahead log.  How durable that sync is depends on the server's file system
+  (``bench services status hbase`` says; on a local ``file://`` rootdir it survives a process crash
+  but not a power loss).
+* ``skip_wal`` — the edit lives only in the region server's memstore until HBase flushes it; a
+  crash of the server loses it.  ``flush()`` forces it out (see :meth:`HBaseBackend._flush`).
+
+Every call goes through a :class:`happybase.ConnectionPool` (threads share the backend) with a
+socket timeout and :class:`~backends.base.Retry`, so a dead or hung server becomes a
+:class:`~backends.base.BackendUnavailableError` within about ``(retries + 1) * timeout``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Any, Callable, Iterator, TypeVar
+
+import happybase
+from Hbase_thrift import AlreadyExists, IOError as HBaseIOError  # loaded by happybase's import
+from thriftpy2.transport import TTransportException
+
+from ..base import Backend, BackendUnavailableError, BadOptionError, Option, Retry
+
+T = TypeVar("T")
+
+FAMILY = "data"
+COLUMN = b"data:checkpoint"
+
+#: failures worth another try: no connection, a broken or timed-out socket, or the region server
+#: refusing for now (region moving, server starting) — never bad arguments
+_TRANSIENT = (TTransportException, OSError, socket.timeout, HBaseIOError,
+              happybase.NoConnectionsAvailable)
+
+
+def _row_stop(prefix: bytes) -> bytes | None:
+    """The first row key after every key starting with ``prefix`` (``None``: to the end)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+class HBaseBackend(Backend):
+    name = "hbase"
+    durability_modes = ("wal", "skip_wal")
+    options = {
+        "host": Option(str, "127.0.0.1", "HBase Thrift1 gateway host"),
+        "port": Option(int, 9090, "HBase Thrift1 gateway port (buffered transport, binary protocol)"),
+        "table": Option(str, "ckptbench", "table holding the checkpoints; created if missing"),
+        "timeout": Option(int, 10000, "socket timeout of one Thrift call, in ms"),
+        "retries": Option(int, 3, "extra tries of a failed call, with exponential backoff"),
+        "pool_size": Option(int, 8, "Thrift connections shared by the threads using this store"),
+        "batch_size": Option(int, 1000, "rows per Thrift call in put_many/get_many/scan"),
+    }
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        cfg = self.config
+        for opt in ("timeout", "pool_size", "batch_size"):
+            if cfg[opt] < 1:
+                raise BadOptionError(f"backend 'hbase': option {opt}={cfg[opt]} must be >= 1")
+        if cfg["retries"] < 0:
+            raise BadOptionError(f"backend 'hbase': option retries={cfg['retries']} must be >= 0")
+        self.address = f"{cfg['host']}:{cfg['port']}"
+        self.table_name: str = cfg["table"]
+        self._wal = self.durability == "wal"
+        self._batch = cfg["batch_size"]
+        timeout_s = cfg["timeout"] / 1000
+        self._retry = Retry(attempts=cfg["retries"] + 1, deadline=timeout_s * (cfg["retries"] + 1),
+                            retry_on=_TRANSIENT)
+        # wait for a pooled connection at most as long as one call may take
+        self._pool_wait = timeout_s
+        self._pool: happybase.ConnectionPool | None = None  # made by the first (retried) call
+        self._pool_lock = threading.Lock()
+        self._ensure_table()
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _call(self, op: str, fn: Callable[[happybase.Table], T]) -> T:
+        """Run ``fn`` on the table with a pooled connection, retried; typed error at the end."""
+
+        def attempt() -> T:
+            with self._connections().connection(timeout=self._pool_wait) as conn:
+                return fn(conn.table(self.table_name))
+
+        try:
+            return self._retry.call(f"hbase {op}", attempt)
+        except BackendUnavailableError as exc:
+            raise BackendUnavailableError(
+                f"HBase Thrift gateway at {self.address} is unavailable ({exc}); start it with "
+                f"`bench services up hbase` or point --opt host=/port= at a running one"
+            ) from exc
+
+    def _connections(self) -> happybase.ConnectionPool:
+        """The pool, created on first use: creating it already connects (and may fail)."""
+        if self._pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    cfg = self.config
+                    self._pool = happybase.ConnectionPool(
+                        cfg["pool_size"], host=cfg["host"], port=cfg["port"],
+                        timeout=cfg["timeout"], autoconnect=False,
+                    )
+        return self._pool
+
+    def _ensure_table(self) -> None:
+        """Create the table (family ``data``, one version) unless it exists with that family."""
+        name = self.table_name.encode()
+
+        def ensure(table: happybase.Table) -> None:
+            conn = table.connection
+            if name not in conn.tables():
+                try:
+                    conn.create_table(self.table_name, {FAMILY: {"max_versions": 1}})
+                except AlreadyExists:
+                    pass  # another client won the race
+            families = table.families()
+            if FAMILY.encode() not in families:
+                raise BadOptionError(
+                    f"backend 'hbase': table {self.table_name!r} exists without column family "
+                    f"{FAMILY!r}; choose another table with --opt table=NAME"
+                )
+
+        self._call("create table", ensure)
+
+    # -- primitives -----------------------------------------------------------------------
+    def _put(self, key: str, value: bytes) -> None:
+        row = key.encode()
+        self._call("put", lambda t: t.put(row, {COLUMN: value}, wal=self._wal))
+
+    def _put_many(self, items: list[tuple[str, bytes]]) -> None:
+        rows = [(k.encode(), v) for k, v in items]
+
+        def put_all(table: happybase.Table) -> None:
+            # one mutateRows call per batch_size rows; a retry resends all (puts are idempotent)
+            with table.batch(batch_size=self._batch, wal=self._wal) as batch:
+                for row, value in rows:
+                    batch.put(row, {COLUMN: value})
+
+        self._call("put_many", put_all)
+
+    def _get(self, key: str) -> bytes | None:
+        row = key.encode()
+        data = self._call("get", lambda t: t.row(row, columns=[COLUMN]))
+        return data.get(COLUMN)
+
+    def _get_many(self, keys: list[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for start in range(0, len(keys), self._batch):
+            rows = [k.encode() for k in keys[start:start + self._batch]]
+            found = self._call("get_many", lambda t: t.rows(rows, columns=[COLUMN]))
+            for row, data in found:
+                if COLUMN in data:
+                    out[row.decode()] = data[COLUMN]
+        return out
+
+    def _delete(self, key: str) -> None:
+        row = key.encode()
+        self._call("delete", lambda t: t.delete(row, wal=self._wal))
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        # page by row range: each page is one retried call, and no connection is held while the
+        # caller consumes the iterator
+        start = prefix.encode() or None
+        stop = _row_stop(prefix.encode())
+        while True:
+            page = self._call("scan", lambda t: list(t.scan(
+                row_start=start, row_stop=stop, columns=[COLUMN],
+                batch_size=self._batch, limit=self._batch)))
+            for row, data in page:
+                if COLUMN in data:
+                    yield row.decode(), data[COLUMN]
+            if len(page) < self._batch:
+                return
+            start = page[-1][0] + b"\x00"
+
+    def _flush(self) -> None:
+        """``wal``: nothing to do, every acknowledged edit is in the WAL.  ``skip_wal``: Thrift1
+        has no memstore flush, so the table is disabled and re-enabled — closing its regions
+        writes their memstores to HFiles.  That takes seconds and blocks every client of the
+        table meanwhile; it is the price of asking skip_wal for durability."""
+        if self._wal:
+            return
+
+        def cycle(table: happybase.Table) -> None:
+            conn = table.connection
+            if conn.is_table_enabled(self.table_name):
+                conn.disable_table(self.table_name)
+            conn.enable_table(self.table_name)
+
+        self._call("flush", cycle)
+
+    def _close(self) -> None:
+        # not flushing skip_wal here: disabling a table shared with other clients is not a side
+        # effect a close() should have; call flush() explicitly
+        pool, self._pool = self._pool, None
+        while pool is not None:
+            try:
+                conn = pool._queue.get_nowait()  # happybase has no ConnectionPool.close()
+            except Exception:  # noqa: BLE001 - queue.Empty: all closed
+                break
+            conn.close()
+
+    def _stats(self) -> dict[str, Any]:
+        return {
+            "table": self.table_name,
+            "wal": "on (SYNC_WAL)" if self._wal else "off (SKIP_WAL)",
+            "server": self.address,
+            "pool_size": self.config["pool_size"],
+            "timeout_ms": self.config["timeout"],
+        }

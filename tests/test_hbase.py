@@ -1,0 +1,217 @@
+"""The ``hbase`` backend against a real standalone HBase + Thrift gateway (no mocks).
+
+The module fixture starts the service through ``bench.services.hbase`` (reusing a running one) and
+fails loudly if it cannot; HBase is left running for the other tests.  The crash tests SIGKILL or
+stop the server and start it again.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import happybase
+import pytest
+
+from backends.base import BackendUnavailableError, BadOptionError
+from backends.registry import open_backend
+from bench.services import hbase as service
+from bench.services.common import ServiceContext, kill_pid, log
+
+pytestmark = [pytest.mark.server, pytest.mark.hbase]
+
+
+@pytest.fixture(scope="module")
+def ctx() -> ServiceContext:
+    ctx = ServiceContext.for_service("hbase")
+    service.install(log)
+    status = service.start(ctx)  # idempotent; raises ServiceError (test error) if it cannot start
+    assert status["running"], status
+    return ctx
+
+
+@pytest.fixture
+def opts(ctx, request):
+    """Options for a fresh table of this test; the table is dropped afterwards."""
+    options = service.client_options(ctx, f"test_{request.node.name}_{uuid.uuid4().hex[:8]}")
+    yield options
+    if service.status(ctx)["running"]:
+        conn = happybase.Connection(options["host"], options["port"], timeout=20000)
+        try:
+            if options["table"].encode() in conn.tables():
+                conn.delete_table(options["table"], disable=True)
+        finally:
+            conn.close()
+
+
+@pytest.fixture
+def store(opts):
+    with open_backend("hbase", **opts) as backend:
+        yield backend
+
+
+def _wait_readable(opts: dict, key: str, deadline: float = 120.0) -> None:
+    """After a restart HBase replays the dead server's WAL before the region serves again."""
+    end = time.monotonic() + deadline
+    while True:
+        try:
+            with open_backend("hbase", **opts, timeout=5000, retries=0) as b:
+                b.get(key)
+                return
+        except BackendUnavailableError:
+            if time.monotonic() > end:
+                raise
+            time.sleep(1)
+
+
+def test_status_and_client_options(ctx):
+    status = service.status(ctx)
+    assert status["running"] and status["address"] == "127.0.0.1:9090"
+    assert "page cache" in status["settings"]["wal_durability"]
+    opts = service.client_options(ctx, "a/b c")
+    assert opts["table"] == "ckptbench_a_b_c" and opts["port"] == 9090
+
+
+def test_put_get_delete(store):
+    assert store.get("pe-1") is None
+    store.put("pe-1", b"v1")
+    store.put("pe-1", b"v2")  # only the latest checkpoint matters
+    assert store.get("pe-1") == b"v2"
+    store.put("pe-2", b"")
+    assert store.get("pe-2") == b""
+    store.delete("pe-1")
+    store.delete("absent")
+    assert store.get("pe-1") is None
+    stats = store.stats()
+    assert stats["backend"] == "hbase" and stats["wal"].startswith("on")
+    assert stats["server"] == "127.0.0.1:9090" and stats["table"].startswith("ckptbench_test_")
+
+
+def test_many_and_threads(store):
+    items = {f"pe-{i:04d}": os.urandom(100) for i in range(2500)}  # > batch_size: several calls
+    store.put_many(items)
+    got = store.get_many(list(items) + ["missing"])
+    assert got == items
+
+    def writer(n: int) -> None:
+        for i in range(50):
+            store.put(f"t{n}-{i}", str(i).encode())
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.get_many([f"t{n}-49" for n in range(6)]) == {f"t{n}-49": b"49" for n in range(6)}
+
+
+def test_scan_order_prefix_and_paging(opts):
+    keys = ["b", "a/2", "a/10", "a/1", "a", "é", "z", "a\U0001F600", "ab"]
+    with open_backend("hbase", **opts, batch_size=2) as store:  # tiny pages: paging is exercised
+        store.put_many({k: k.encode() for k in keys})
+        assert [k for k, _ in store.scan()] == sorted(keys)
+        assert list(store.scan("a/")) == [(k, k.encode()) for k in sorted(keys) if k.startswith("a/")]
+        assert [k for k, _ in store.scan("a")] == sorted(k for k in keys if k.startswith("a"))
+        assert list(store.scan("nothing")) == []
+
+
+def test_skip_wal_and_bad_options(opts):
+    with open_backend("hbase", **opts, durability="skip_wal") as store:
+        store.put("k", b"v")
+        store.flush()  # disable/enable: the memstore goes to an HFile
+        assert store.get("k") == b"v"
+        assert store.stats()["wal"].startswith("off")
+    with pytest.raises(BadOptionError):
+        open_backend("hbase", **opts, durability="fsync")
+    with pytest.raises(BadOptionError):
+        open_backend("hbase", **opts, timeout=0)
+
+
+def test_dead_port_fails_fast_with_clear_error():
+    start = time.monotonic()
+    with pytest.raises(BackendUnavailableError) as err:
+        open_backend("hbase", port=1, timeout=1000, retries=2)
+    assert time.monotonic() - start < 15  # no hang (a bound, not a speed target)
+    assert "127.0.0.1:1" in str(err.value) and "bench services up hbase" in str(err.value)
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_wal_survives_sigkill(ctx, opts):
+    """Every put acknowledged with the WAL on is there after the HBase JVM is SIGKILLed."""
+    acked: dict[str, bytes] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def writer() -> None:
+        with open_backend("hbase", **opts, timeout=2000, retries=1) as store:
+            i = 0
+            while not stop.is_set():
+                key, value = f"pe-{i:06d}", os.urandom(1024)
+                try:
+                    store.put(key, value)
+                except BackendUnavailableError as exc:
+                    errors.append(exc)
+                    return
+                acked[key] = value
+                i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < 300 and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.05)
+    kill_pid(ctx)  # SIGKILL the master/region server JVM in the middle of the run
+    thread.join(timeout=60)
+    stop.set()
+    assert not thread.is_alive(), "writer hung after the server was killed"
+    assert errors and len(acked) >= 300, (len(acked), errors)
+
+    service.start(ctx)  # restarts master (WAL replay) and gateway
+    _wait_readable(opts, "pe-000000")
+    with open_backend("hbase", **opts, timeout=20000) as store:
+        got = store.get_many(list(acked))
+    missing = sorted(set(acked) - set(got))
+    assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"
+    assert all(got[k] == v for k, v in acked.items())
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+def test_server_stopped_mid_run_then_back(ctx, opts):
+    """Stopping the server mid-run turns ops into BackendUnavailableError (no hang); the same
+    store works again once the server is back."""
+    store = open_backend("hbase", **opts, timeout=2000, retries=2)
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while True:
+            try:
+                store.put(f"k{i}", b"x")
+            except BackendUnavailableError as exc:
+                failure.append(exc)
+                done.set()
+                return
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    time.sleep(1.0)
+    service.stop(ctx)
+    assert done.wait(timeout=30), "ops hung after the server stopped"
+    thread.join(timeout=5)
+    assert "127.0.0.1:9090" in str(failure[0]) and "bench services up hbase" in str(failure[0])
+    begin = time.monotonic()
+    with pytest.raises(BackendUnavailableError):
+        store.get("k0")
+    assert time.monotonic() - begin < 15
+
+    service.start(ctx)
+    _wait_readable(opts, "k0")
+    store.put("after", b"restart")
+    assert store.get("after") == b"restart" and store.get("k0") == b"x"
+    store.close()
