@@ -1,0 +1,25 @@
+"""YCSB-like workload layer: generators, workload definitions, runner, measurements.
+
+Independent of the CLI (``bench`` imports this package, never the other way round).
+"""
+
+from .core import PRESETS, CoreWorkload, WorkloadError, WorkloadSpec, deterministic_value, preset
+from .measure import Measurements, Recorder
+from .runner import PhaseResult, VerifyResult, fsync_baseline, load, run, verify
+
+__all__ = [
+    "PRESETS",
+    "CoreWorkload",
+    "Measurements",
+    "PhaseResult",
+    "Recorder",
+    "VerifyResult",
+    "WorkloadError",
+    "WorkloadSpec",
+    "deterministic_value",
+    "fsync_baseline",
+    "load",
+    "preset",
+    "run",
+    "verify",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, Iterator
 
@@ -33,10 +34,8 @@ class MemoryBackend(Backend):
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         with self._lock:
-            keys = list(self._data.irange(minimum=prefix)) if prefix else list(self._data)
+            keys = list(itertools.takewhile(lambda k: k.startswith(prefix), self._data.irange(minimum=prefix)))
         for key in keys:
-            if not key.startswith(prefix):
-                break
             value = self._data.get(key)
             if value is not None:
                 yield key, value

@@ -1,0 +1,369 @@
+"""Load and run phases: client threads, pacing to a target rate, intended start times, progress.
+
+* **Load** inserts the ``records`` keys in order.  With ``batch > 1`` it uses ``put_many`` in
+  chunks (one histogram value per chunk, named ``INSERT-BATCH``); with ``batch == 1`` it does one
+  ``put`` per key, recorded as ``INSERT`` exactly like YCSB's load phase.
+* **Run** starts ``threads`` clients.  ``operations`` is split across them as YCSB does;
+  ``duration`` (seconds) stops them early.  With ``target`` (ops/s for the whole run) each
+  thread paces itself to ``target / threads`` and measures ``Intended-<OP>`` from the time the
+  op *should* have started, which corrects coordinated omission.
+* A backend exception fails only that op: it is counted ``Return=ERROR`` and its latency goes
+  to ``<OP>-FAILED``; the run goes on.  A few distinct error messages are kept for the report.
+
+Also here: :func:`fsync_baseline` (bare append + fdatasync loop, the floor for durable stores)
+and :func:`verify` (read back every key after a reopen, counting missing and corrupt values).
+
+The calling thread only watches: it calls ``progress(done)`` and prints a status line every
+``status_interval`` seconds while the clients work.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, TextIO
+
+from .core import Client, CoreWorkload
+from .measure import Measurements, Recorder
+
+#: how many distinct error messages a phase keeps
+MAX_ERROR_SAMPLES = 5
+
+
+@dataclass
+class PhaseResult:
+    """What one phase did: wall time, operations, measurements, sample errors."""
+
+    name: str
+    runtime_ms: float
+    operations: int
+    measurements: Measurements
+    errors: dict[str, int] = field(default_factory=dict)
+    #: keys written (load phase; equals operations when batch == 1)
+    keys: int = 0
+
+    @property
+    def throughput(self) -> float:
+        return self.operations / (self.runtime_ms / 1000.0) if self.runtime_ms > 0 else 0.0
+
+
+class _ErrorLog:
+    """Thread-safe sample of distinct error messages with their counts."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, exc: BaseException) -> None:
+        text = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            if text in self.counts or len(self.counts) < MAX_ERROR_SAMPLES:
+                self.counts[text] = self.counts.get(text, 0) + 1
+
+
+def _watch(
+    workers: Sequence[threading.Thread],
+    done: list[int],
+    total: int | None,
+    progress: Callable[[int], None] | None,
+    status_interval: float | None,
+    status_out: TextIO | None,
+    start: float,
+) -> None:
+    """Poll the workers' op counters until they finish; report progress and status lines."""
+    tick = 0.1
+    next_status = start + status_interval if status_interval else None
+    last_ops, last_t = 0, start
+    while True:
+        alive = [w for w in workers if w.is_alive()]
+        if not alive:
+            break
+        alive[0].join(tick)
+        ops = sum(done)
+        if progress is not None:
+            progress(ops)
+        now = time.perf_counter()
+        if next_status is not None and now >= next_status and status_out is not None:
+            rate = (ops - last_ops) / (now - last_t) if now > last_t else 0.0
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            line = f"{stamp} {int(now - start)} sec: {ops} operations; {rate:.1f} current ops/sec"
+            if total:
+                line += f"; {100.0 * ops / total:.1f}% done"
+            print(line, file=status_out, flush=True)
+            last_ops, last_t = ops, now
+            next_status += status_interval
+    if progress is not None:
+        progress(sum(done))
+
+
+# ----------------------------------------------------------------------------------------- load
+def load(
+    store: Any,
+    workload: CoreWorkload,
+    *,
+    batch: int = 1000,
+    value_for: Callable[[str], bytes] | None = None,
+    progress: Callable[[int], None] | None = None,
+    status_interval: float | None = None,
+    status_out: TextIO | None = None,
+) -> PhaseResult:
+    """Insert every record of ``workload`` (keys in YCSB order).  ``value_for(key)`` gives the
+    value; by default random bytes of the workload's value size."""
+    keys = workload.load_keys()
+    client = workload.client(-1)  # the load's own random stream
+    make_value = value_for or (lambda _key: client.values.next())
+    recorder = Recorder()
+    errors = _ErrorLog()
+    done = [0]
+    batch = max(1, batch)
+    name = "INSERT" if batch == 1 else "INSERT-BATCH"
+
+    def work() -> None:
+        perf = time.perf_counter_ns
+        for i in range(0, len(keys), batch):
+            chunk = keys[i : i + batch]
+            items = [(k, make_value(k)) for k in chunk]
+            st = perf()
+            try:
+                if batch == 1:
+                    store.put(items[0][0], items[0][1])
+                else:
+                    store.put_many(items)
+                status = "OK"
+            except Exception as exc:  # noqa: BLE001 - a failed op is data, not a crash
+                errors.add(exc)
+                status = "ERROR"
+            lat = (perf() - st) // 1000
+            if status == "OK":
+                recorder.ok(name, lat)
+            else:
+                recorder.failed(name, status, lat)
+            done[0] = i + len(chunk)
+
+    start = time.perf_counter()
+    worker = threading.Thread(target=work, name="ckptbench-load", daemon=True)
+    worker.start()
+    _watch([worker], done, len(keys), progress, status_interval, status_out, start)
+    worker.join()
+    runtime_ms = (time.perf_counter() - start) * 1000.0
+    # operations = keys written, so throughput is keys/s whatever the batch size
+    return PhaseResult("load", runtime_ms, done[0], recorder.drain(), errors.counts, done[0])
+
+
+# ------------------------------------------------------------------------------------------ run
+def run(
+    store: Any,
+    workload: CoreWorkload,
+    *,
+    threads: int = 1,
+    operations: int | None = None,
+    duration: float | None = None,
+    target: float | None = None,
+    progress: Callable[[int], None] | None = None,
+    status_interval: float | None = None,
+    status_out: TextIO | None = None,
+) -> PhaseResult:
+    """The transaction phase.  ``operations`` defaults to the workload's operation count; with
+    ``duration`` only, clients run until the time is up."""
+    threads = max(1, threads)
+    if operations is None and duration is None:
+        operations = workload.spec.operations
+    per_thread: list[int | None] = [
+        None if operations is None else operations // threads + (i < operations % threads)
+        for i in range(threads)
+    ]
+    per_thread_rate = target / threads if target else None
+    recorders = [Recorder() for _ in range(threads)]
+    clients = [workload.client(i) for i in range(threads)]
+    errors = _ErrorLog()
+    done = [0] * threads
+    start_ns = [0]
+    deadline_ns = [None]
+    ready = threading.Barrier(threads + 1)
+
+    def work(i: int) -> None:
+        _client_loop(
+            i, clients[i], store, recorders[i], errors, done, per_thread[i],
+            per_thread_rate, ready, start_ns, deadline_ns,
+        )
+
+    workers = [
+        threading.Thread(target=work, args=(i,), name=f"ckptbench-client-{i}", daemon=True)
+        for i in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    start_ns[0] = time.perf_counter_ns()
+    if duration is not None:
+        deadline_ns[0] = start_ns[0] + int(duration * 1e9)
+    ready.wait()  # every client sees the same start time
+    start = start_ns[0] / 1e9
+    _watch(workers, done, operations, progress, status_interval, status_out, start)
+    for w in workers:
+        w.join()
+    runtime_ms = (time.perf_counter_ns() - start_ns[0]) / 1e6
+    merged = Measurements()
+    for rec in recorders:
+        merged.merge(rec.drain())
+    return PhaseResult("run", runtime_ms, sum(done), merged, errors.counts)
+
+
+def _client_loop(
+    index: int,
+    client: Client,
+    store: Any,
+    recorder: Recorder,
+    errors: _ErrorLog,
+    done: list[int],
+    count: int | None,
+    rate: float | None,
+    ready: threading.Barrier,
+    start_ns: list[int],
+    deadline_ns: list[int | None],
+) -> None:
+    """One client thread.  Kept flat and local-variable heavy: it is the harness's hot path."""
+    ready.wait()
+    perf = time.perf_counter_ns
+    next_op = client.next_op
+    ops = client.ops
+    record = recorder.record
+    record_ok = recorder.ok
+    record_failed = recorder.failed
+    deadline = deadline_ns[0]
+    interval_ns = int(1e9 / rate) if rate else 0
+    intended = start_ns[0] - interval_ns  # the first op is intended at the start
+    intended_names = {op: "Intended-" + op for op in ops}
+    k = 0
+    while count is None or k < count:
+        if deadline is not None and perf() >= deadline:
+            break
+        op = next_op()
+        if interval_ns:
+            intended += interval_ns
+            wait = intended - perf()
+            if wait > 0:
+                time.sleep(wait / 1e9)
+        t0 = perf()
+        try:
+            status, st, en = ops[op](store)
+        except Exception as exc:  # noqa: BLE001 - a failed op is counted, the run goes on
+            st, en = t0, perf()  # the whole attempt, key choice included
+            errors.add(exc)
+            status = "ERROR"
+        if status == "OK":
+            record_ok(op, (en - st) // 1000)
+        else:
+            record_failed(op, status, (en - st) // 1000)
+        if interval_ns:
+            record(intended_names[op], (en - intended) // 1000)
+        k += 1
+        done[index] = k
+
+
+# ------------------------------------------------------------------------------------ baseline
+def fsync_baseline(
+    directory: str,
+    *,
+    operations: int,
+    value_size: int,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> PhaseResult:
+    """The floor a durable store is measured against: ``os.write`` + ``os.fdatasync`` of each
+    value to one append-only file in ``directory`` (one thread).  Latencies go to ``APPEND``."""
+    import os
+    import random
+
+    from .core import ValueSource
+
+    values = ValueSource(value_size, random.Random(f"{seed}/baseline"))
+    recorder = Recorder()
+    path = os.path.join(directory, "baseline.log")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    done = [0]
+
+    def work() -> None:
+        perf = time.perf_counter_ns
+        for k in range(operations):
+            value = values.next()
+            st = perf()
+            os.write(fd, value)
+            os.fdatasync(fd)
+            recorder.ok("APPEND", (perf() - st) // 1000)
+            done[0] = k + 1
+
+    try:
+        start = time.perf_counter()
+        worker = threading.Thread(target=work, name="ckptbench-baseline", daemon=True)
+        worker.start()
+        _watch([worker], done, operations, progress, None, None, start)
+        worker.join()
+        runtime_ms = (time.perf_counter() - start) * 1000.0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return PhaseResult("baseline", runtime_ms, done[0], recorder.drain())
+
+
+# ------------------------------------------------------------------------------------ recovery
+@dataclass
+class VerifyResult:
+    """Read-back of every key after a reopen: READ latencies plus what did not match."""
+
+    phase: PhaseResult
+    missing: int
+    corrupt: int
+
+
+def verify(
+    store: Any,
+    keys: Sequence[str],
+    value_for: Callable[[str], bytes],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> VerifyResult:
+    """Read every key once (``READ`` latencies) and compare with ``value_for(key)``.
+
+    A key that reads back ``None`` is *missing*; a different value, or a ``CorruptDataError``
+    from the store, is *corrupt*.  Other exceptions count as ``Return=ERROR``.
+    """
+    from backends.base import CorruptDataError
+
+    recorder = Recorder()
+    errors = _ErrorLog()
+    counts = {"missing": 0, "corrupt": 0}
+    done = [0]
+
+    def work() -> None:
+        perf = time.perf_counter_ns
+        for k, key in enumerate(keys):
+            st = perf()
+            try:
+                value = store.get(key)
+                lat = (perf() - st) // 1000
+                if value is None:
+                    counts["missing"] += 1
+                    recorder.failed("READ", "NOT_FOUND", lat)
+                elif value != value_for(key):
+                    counts["corrupt"] += 1
+                    recorder.failed("READ", "UNEXPECTED_STATE", lat)
+                else:
+                    recorder.ok("READ", lat)
+            except CorruptDataError as exc:
+                counts["corrupt"] += 1
+                errors.add(exc)
+                recorder.failed("READ", "UNEXPECTED_STATE", (perf() - st) // 1000)
+            except Exception as exc:  # noqa: BLE001 - counted, the read-back goes on
+                errors.add(exc)
+                recorder.failed("READ", "ERROR", (perf() - st) // 1000)
+            done[0] = k + 1
+
+    start = time.perf_counter()
+    worker = threading.Thread(target=work, name="ckptbench-verify", daemon=True)
+    worker.start()
+    _watch([worker], done, len(keys), progress, None, None, start)
+    worker.join()
+    runtime_ms = (time.perf_counter() - start) * 1000.0
+    phase = PhaseResult("verify", runtime_ms, done[0], recorder.drain(), errors.counts)
+    return VerifyResult(phase, counts["missing"], counts["corrupt"])
