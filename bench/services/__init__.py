@@ -26,6 +26,7 @@ MODULES: dict[str, str] = {
     "redis": "bench.services.redis",
     "hbase": "bench.services.hbase",
     "minio": "bench.services.minio",
+    "nfs": "bench.services.nfs",
 }
 
 __all__ = ["MODULES", "ServiceError", "install", "up", "down", "status", "kill", "restart",

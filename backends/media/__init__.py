@@ -1,0 +1,163 @@
+"""Storage media under the file backends: a local/POSIX directory or an NFS export without a mount.
+
+``open_medium(path)`` returns :class:`~backends.media.local.LocalMedium` for a plain path (also a
+kernel NFS mount) and :class:`~backends.media.nfs.NfsMedium` for an ``nfs://HOST/EXPORT/DIR?...``
+URL (userspace client nfs-rs).  Both offer the same operations with the same semantics; paths are
+relative to the medium's root directory (created on open):
+
+* ``open_append(p)`` -> :class:`AppendFile`: ``append(data) -> offset`` (not yet durable),
+  ``sync()`` (durable), ``size``, ``close()``; ``open_read(p)`` -> :class:`ReadFile`:
+  ``pread(offset, n)``, ``size()``, ``close()``.
+* ``write_atomic(p, data)`` (temp + sync + rename + directory sync), ``read_file``, ``rename``,
+  ``listdir``, ``delete``, ``size``, ``truncate``, ``makedirs``, ``exists``, ``sync_dir``.
+
+Errors: a missing file is :class:`FileNotFoundError` (as with ``os``); a full medium is
+:class:`~backends.base.StorageFullError`; an unreachable server, a timeout or a permission
+problem is :class:`~backends.base.BackendUnavailableError` naming the path and the fix.
+
+The local hot path stays raw: ``LocalMedium`` append files expose ``fd`` and do one
+``os.write``/``os.fdatasync`` per call, so a backend may keep using plain fds locally.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+
+from ..base import BackendUnavailableError, StorageFullError
+
+__all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "is_nfs_url", "map_os_error"]
+
+
+def is_nfs_url(path: str) -> bool:
+    return str(path).startswith("nfs://")
+
+
+def open_medium(path: str, label: str = "medium") -> "Medium":
+    """The medium behind ``path``: NFS for ``nfs://`` URLs, else the local file system.
+
+    ``label`` (e.g. the backend name) starts every error message.
+    """
+    if is_nfs_url(path):
+        from .nfs import NfsMedium
+
+        return NfsMedium(str(path), label)
+    from .local import LocalMedium
+
+    return LocalMedium(str(path), label)
+
+
+def map_os_error(exc: OSError, label: str, where: str) -> Exception:
+    """The typed error for an ``OSError`` on ``where`` (the caller raises it ``from exc``)."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StorageFullError(
+            f"{label}: no space left under {where}; the write was not acknowledged and stored "
+            f"data is intact — free space or use another --opt path=DIR")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return BackendUnavailableError(f"{label}: cannot write under {where}: "
+                                       f"{exc.strerror or exc}; fix its permissions or choose "
+                                       f"another --opt path=DIR")
+    return exc
+
+
+class AppendFile(abc.ABC):
+    """A file opened for appending; ``append`` returns the offset the bytes were written at."""
+
+    size: int
+
+    @abc.abstractmethod
+    def append(self, data: bytes) -> int: ...
+
+    @abc.abstractmethod
+    def sync(self) -> None:
+        """Make every appended byte durable (fdatasync / NFS WRITE+COMMIT)."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "AppendFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ReadFile(abc.ABC):
+    """A file opened for positional reads."""
+
+    @abc.abstractmethod
+    def pread(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (fewer only at the end of the file)."""
+
+    @abc.abstractmethod
+    def size(self) -> int: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> "ReadFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Medium(abc.ABC):
+    """A directory tree on some storage; every path is relative to :attr:`root`."""
+
+    kind: str = ""
+
+    def __init__(self, path: str, label: str) -> None:
+        self.path = path  # what the user gave, for messages
+        self.label = label
+
+    @abc.abstractmethod
+    def open_append(self, rel: str) -> AppendFile: ...
+
+    @abc.abstractmethod
+    def open_read(self, rel: str) -> ReadFile: ...
+
+    @abc.abstractmethod
+    def read_file(self, rel: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def write_atomic(self, rel: str, data: bytes, sync: bool = True) -> None:
+        """Replace ``rel`` by ``data`` all-or-nothing (temp file, sync, rename, directory sync)."""
+
+    @abc.abstractmethod
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically rename, replacing ``dst``."""
+
+    @abc.abstractmethod
+    def listdir(self, rel: str = "") -> list[str]: ...
+
+    @abc.abstractmethod
+    def delete(self, rel: str, missing_ok: bool = True) -> None: ...
+
+    @abc.abstractmethod
+    def size(self, rel: str) -> int: ...
+
+    @abc.abstractmethod
+    def truncate(self, rel: str, size: int) -> None: ...
+
+    @abc.abstractmethod
+    def makedirs(self, rel: str) -> None: ...
+
+    @abc.abstractmethod
+    def exists(self, rel: str) -> bool: ...
+
+    @abc.abstractmethod
+    def sync_dir(self, rel: str = "") -> None:
+        """Make creates/renames/unlinks in directory ``rel`` durable."""
+
+    def close(self) -> None:
+        """Release connections; idempotent."""
+
+    def __enter__(self) -> "Medium":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"

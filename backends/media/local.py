@@ -1,0 +1,126 @@
+"""The local/POSIX medium: thin wrappers over ``os.*`` (also right for a kernel NFS mount).
+
+Nothing is added on the hot path: an append is one ``os.write`` (looped only on a short write) and
+a sync one ``os.fdatasync``; backends that want raw descriptors use :attr:`LocalAppendFile.fd`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..fsutil import fsync_dir, prepare_dir
+from . import AppendFile, Medium, ReadFile, map_os_error
+
+
+class LocalAppendFile(AppendFile):
+    def __init__(self, path: str, label: str) -> None:
+        self.path, self.label = path, label
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+
+    def append(self, data: bytes) -> int:
+        offset = self.size
+        try:
+            written = os.write(self.fd, data)
+            while written < len(data):
+                written += os.write(self.fd, memoryview(data)[written:])
+        except OSError as exc:
+            raise map_os_error(exc, self.label, self.path) from exc
+        self.size = offset + len(data)
+        return offset
+
+    def sync(self) -> None:
+        try:
+            os.fdatasync(self.fd)
+        except OSError as exc:
+            raise map_os_error(exc, self.label, self.path) from exc
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class LocalReadFile(ReadFile):
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def pread(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class LocalMedium(Medium):
+    kind = "local"
+
+    def __init__(self, path: str, label: str = "medium") -> None:
+        super().__init__(path, label)
+        self.root = prepare_dir(label, path)
+
+    def full(self, rel: str) -> str:
+        """The absolute path of ``rel`` (for backends that use ``os`` directly)."""
+        return os.path.join(self.root, rel) if rel else self.root
+
+    def open_append(self, rel: str) -> LocalAppendFile:
+        return LocalAppendFile(self.full(rel), self.label)
+
+    def open_read(self, rel: str) -> LocalReadFile:
+        return LocalReadFile(self.full(rel))
+
+    def read_file(self, rel: str) -> bytes:
+        with open(self.full(rel), "rb") as f:
+            return f.read()
+
+    def write_atomic(self, rel: str, data: bytes, sync: bool = True) -> None:
+        final = self.full(rel)
+        tmp = f"{final}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                view, done = memoryview(data), 0
+                while done < len(data):
+                    done += os.write(fd, view[done:])
+                if sync:
+                    os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+            if sync:
+                fsync_dir(os.path.dirname(final))
+        except OSError as exc:
+            raise map_os_error(exc, self.label, final) from exc
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(self.full(src), self.full(dst))
+
+    def listdir(self, rel: str = "") -> list[str]:
+        return os.listdir(self.full(rel))
+
+    def delete(self, rel: str, missing_ok: bool = True) -> None:
+        try:
+            os.unlink(self.full(rel))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def size(self, rel: str) -> int:
+        return os.stat(self.full(rel)).st_size
+
+    def truncate(self, rel: str, size: int) -> None:
+        os.truncate(self.full(rel), size)
+
+    def makedirs(self, rel: str) -> None:
+        os.makedirs(self.full(rel), exist_ok=True)
+
+    def exists(self, rel: str) -> bool:
+        return os.path.exists(self.full(rel))
+
+    def sync_dir(self, rel: str = "") -> None:
+        fsync_dir(self.full(rel))

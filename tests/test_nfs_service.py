@@ -1,0 +1,152 @@
+"""``bench services up nfs`` against the real nfs-ganesha: status, RPC cost, crash and restart.
+
+Crash tests use a private server (own state dir and ports) so the shared one is never disturbed.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+
+import pytest
+
+import bench.services as services
+from backends.base import BackendUnavailableError
+from backends.media import open_medium
+from bench.services import nfs
+
+pytestmark = [pytest.mark.server]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_status_reports_the_server():
+    st = services.up(["nfs"], rtt=0)[0]
+    assert st["running"] and st["pid"] and st["version"]
+    assert st["settings"]["protocols"] == "NFSv3,NFSv4.1"
+    assert st["settings"]["graceless"] is True
+    assert "private network namespace" in st["settings"]["rpcbind"] or \
+        st["settings"]["rpcbind"] == "host rpcbind"
+    path = services.client_options("nfs", "ns1")["path"]
+    assert path.startswith("nfs://127.0.0.1/") and "/ns1?version=3" in path
+
+
+@pytest.mark.parametrize("version", ["3", "4.1"])
+def test_both_protocol_versions(version):
+    services.up(["nfs"], rtt=0)
+    ctx = services.context("nfs")
+    with open_medium(nfs.url(ctx, f"v{uuid.uuid4().hex[:8]}", version=version), "test") as m:
+        m.write_atomic("k", b"v")
+        assert m.read_file("k") == b"v"
+
+
+def test_rpc_count_per_durable_append_and_atomic_write():
+    """Counts ONC RPC calls through an in-process proxy; prints them (no assertion on speed)."""
+    services.up(["nfs"], rtt=0)
+    ctx = services.context("nfs")
+    opts = services.status(["nfs"])[0]["settings"]
+    pn, pm = free_port(), free_port()
+    proxy = nfs.DelayProxy([(pn, opts["server_port"]), (pm, opts["mount_port"])]).start_in_thread()
+    url = nfs.url(ctx, f"rpc{uuid.uuid4().hex[:8]}").replace(
+        f"nfsport={opts['server_port']}", f"nfsport={pn}").replace(
+        f"mountport={opts['mount_port']}", f"mountport={pm}")
+    with open_medium(url, "test") as m:
+        f = m.open_append("log")
+        f.append(b"x")
+        f.sync()
+        before = proxy.calls
+        for _ in range(20):
+            f.append(b"x" * 1024)
+            f.sync()
+        per_append = (proxy.calls - before) / 20
+        before = proxy.calls
+        for i in range(20):
+            m.write_atomic(f"k{i}", b"y" * 1024)
+        per_file = (proxy.calls - before) / 20
+        f.close()
+    print(f"\nRPCs per durable 1 KiB append: {per_append:.1f}; per atomic file write: {per_file:.1f}")
+    assert 1 <= per_append <= 3
+    assert 2 <= per_file <= 12
+
+
+def test_rtt_proxy_adds_delay():
+    services.up(["nfs"], rtt=0)
+    ctx = services.context("nfs")
+    opts = services.status(["nfs"])[0]["settings"]
+    pn, pm = free_port(), free_port()
+    nfs.DelayProxy([(pn, opts["server_port"]), (pm, opts["mount_port"])], rtt_ms=20).start_in_thread()
+    url = nfs.url(ctx, "rtt").replace(f"nfsport={opts['server_port']}", f"nfsport={pn}").replace(
+        f"mountport={opts['mount_port']}", f"mountport={pm}")
+    with open_medium(url, "test") as m:
+        t = time.perf_counter()
+        m.exists("nothing")
+        assert time.perf_counter() - t >= 0.018  # at least one delayed round trip
+
+
+@pytest.mark.crash
+def test_kill_mid_run_then_restart_keeps_acknowledged_data(tmp_path):
+    state = tmp_path / "state"
+    port, mport = free_port(), free_port()
+    services.up(["nfs"], state_dir=state, port=port, mount_port=mport)
+    ctx = services.context("nfs", state)
+    url = nfs.url(ctx, "crash").replace("version=3", "version=3&timeout=3")
+    acked: list[int] = []
+    errors: list[BaseException] = []
+    medium = open_medium(url, "test")
+    log = medium.open_append("log")
+    stop = threading.Event()
+
+    def writer() -> None:
+        try:
+            i = 0
+            while not stop.is_set():
+                log.append(i.to_bytes(8, "big") + b"z" * 1016)
+                log.sync()
+                acked.append(i)
+                medium.write_atomic(f"key-{i % 50}", i.to_bytes(8, "big"))
+                i += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        thread = threading.Thread(target=writer)
+        thread.start()
+        time.sleep(1.0)
+        services.kill("nfs", state_dir=state)
+        killed = time.monotonic()
+        thread.join(30)
+        assert not thread.is_alive(), "the writer hung after the server was killed"
+        stop.set()
+        assert errors and isinstance(errors[0], BackendUnavailableError), errors
+        assert "bench services up nfs" in str(errors[0])
+        assert time.monotonic() - killed < 20
+        assert acked, "nothing was acknowledged before the kill"
+
+        services.restart("nfs", state_dir=state)
+        with open_medium(url, "test") as again:
+            data = again.read_file("log")
+            found = {int.from_bytes(data[o:o + 8], "big") for o in range(0, len(data) - 1023, 1024)}
+            assert set(acked) <= found
+            again.write_atomic("after", b"ok")  # works after the restart
+            assert again.read_file("after") == b"ok"
+        # the medium that saw the crash reconnects by itself
+        medium.write_atomic("same-medium", b"ok")
+        assert medium.read_file("same-medium") == b"ok"
+    finally:
+        stop.set()
+        medium._appenders.clear()
+        medium.close()
+        services.down(["nfs"], state_dir=state)
+
+
+def test_services_up_fails_loudly_on_a_taken_port(tmp_path):
+    services.up(["nfs"], rtt=0)
+    taken = services.status(["nfs"])[0]["settings"]["server_port"]
+    with pytest.raises(services.ServiceError, match="already taken"):
+        services.up(["nfs"], state_dir=tmp_path / "s", port=taken, mount_port=free_port())
