@@ -8,7 +8,7 @@ VENV="$ROOT/.venv"
 export PATH="$VENV/bin:$PATH"
 export CKPTBENCH_STATE="${CKPTBENCH_STATE:-$ROOT/.state}"
 
-SERVERS="${CKPTBENCH_TEST_SERVERS:-redis hbase minio}"
+SERVERS="${CKPTBENCH_TEST_SERVERS:-redis hbase minio nfs}"
 started=()
 cleanup() {
   if [ ${#started[@]} -gt 0 ]; then

@@ -13,7 +13,7 @@ from .common import log
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``services`` to the ``bench`` sub-command parsers."""
     p = subparsers.add_parser(
-        "services", help="install, start, stop and inspect the real servers (redis, hbase, minio)",
+        "services", help="install, start, stop and inspect the real servers (redis, hbase, minio, nfs)",
         description="Manage the real servers behind the networked backends; every server "
                     "listens on 127.0.0.1 only and keeps its data under --state-dir.",
     )
@@ -30,6 +30,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--durability", choices=("always", "everysec", "no"),
                    help="redis AOF appendfsync policy (default everysec; changed live if running)")
     p.add_argument("--port", type=int, help="listening port (only with one NAME)")
+    p.add_argument("--rtt", type=float, metavar="MS",
+                   help="nfs: add this round-trip delay (a userspace TCP delay proxy) to emulate a LAN hop")
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.add_argument("--state-dir", help="data, logs and pid files (default $CKPTBENCH_STATE "
                                        "or <project>/.state)")
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.action == "up":
                 for st in up([name], state_dir=args.state_dir, durability=args.durability,
-                             port=args.port):
+                             port=args.port, rtt=args.rtt):
                     print(_describe(st))
             elif args.action == "down":
                 down([name], state_dir=args.state_dir)
