@@ -1,0 +1,379 @@
+"""indexed_fs on real files: rotation, flush, rebuild, torn tails, corruption, GC, compaction
+racing writers, the single-writer lock (also across processes) and a real full disk (tmpfs)."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from backends import open_backend
+from backends.base import CorruptDataError, StorageFullError, StoreLockedError
+from backends.indexed_fs.segment import HEADER_SIZE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def opened(path: Path, **opts):
+    opts.setdefault("index_flush_interval", 0)
+    return open_backend("indexed_fs", path=str(path), **opts)
+
+
+def segments(path: Path) -> list[Path]:
+    return sorted(path.glob("*.seg"))
+
+
+def snapshots(path: Path) -> list[Path]:
+    return sorted(path.glob("snap-*.idx"))
+
+
+def flip(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_rotation_orders_segments_and_keeps_every_value(tmp_path):
+    s = opened(tmp_path, segment_size=1000)
+    model = {f"k{i:03d}": os.urandom(100 + i) for i in range(60)}
+    for k, v in model.items():
+        s.put(k, v)
+    names = [p.name for p in segments(tmp_path)]
+    assert len(names) > 5 and names == sorted(names)
+    assert all(p.stat().st_size <= 1000 for p in segments(tmp_path)[:-1])
+    assert dict(s.scan()) == model
+    s.close()
+    with opened(tmp_path, segment_size=1000) as s:
+        assert dict(s.scan()) == model
+
+
+def test_put_many_is_one_append_and_one_sync(tmp_path):
+    with opened(tmp_path) as s:
+        before = s.stats()["syncs"]
+        s.put_many({f"b{i}": b"x" * i for i in range(50)})
+        st = s.stats()
+        assert st["syncs"] == before + 1
+        assert st["per_segment"][st["active_segment"]]["live_entries"] == 50
+        assert s.get_many(["b3", "nope"]) == {"b3": b"xxx"}
+
+
+def test_flush_syncs_and_index_flush_writes_snapshot(tmp_path):
+    s = opened(tmp_path, durability="none", index_flush_interval=0.05)
+    s.put("a", b"1")
+    assert s.stats()["syncs"] == 0
+    s.flush()
+    assert s.stats()["syncs"] == 1
+    deadline = time.monotonic() + 10
+    while not snapshots(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert snapshots(tmp_path), "the background index flush wrote no snapshot"
+    s.close()
+    assert len(snapshots(tmp_path)) == 1  # older snapshots go once the new one is durable
+
+
+def test_interval_durability_syncs_in_the_background(tmp_path):
+    with opened(tmp_path, durability="interval", sync_interval_ms=20) as s:
+        s.put("a", b"1")
+        deadline = time.monotonic() + 10
+        while s.stats()["syncs"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.stats()["syncs"] >= 1
+
+
+def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
+    s = opened(tmp_path)  # durability=sync
+    def writer(t: int) -> None:
+        for i in range(40):
+            s.put(f"t{t}-{i}", f"{t}/{i}".encode())
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st = s.stats()
+    assert st["keys"] == 320 and st["syncs"] <= 320  # a sync may cover several writers
+    assert st["group_commit_max_batch"] >= 1
+    s.close()
+    with opened(tmp_path) as s:
+        assert s.get_many([f"t{t}-39" for t in range(8)]) == {
+            f"t{t}-39": f"{t}/39".encode() for t in range(8)}
+
+
+def test_rebuild_from_snapshot_then_scan_of_the_rest(tmp_path):
+    s = opened(tmp_path, segment_size=4000)
+    model = {f"k{i}": os.urandom(50) for i in range(200)}
+    s.put_many(model)
+    s.write_snapshot()
+    extra = {f"k{i}": os.urandom(50) for i in range(150, 260)}
+    for k, v in extra.items():
+        s.put(k, v)
+    s.delete("k0")
+    model.update(extra)
+    del model["k0"]
+    s._stop.set()  # simulate a crash: no snapshot on close
+    s._close_files()
+    s._closed = True
+    with opened(tmp_path, segment_size=4000) as s:
+        st = s.stats()
+        assert st["snapshot_used"] is not None
+        assert st["records_scanned"] == len(extra) + 1  # only what the snapshot does not cover
+        assert dict(s.scan()) == model and s.get("k0") is None
+
+
+def test_rebuild_from_full_scan_without_snapshot(tmp_path):
+    with opened(tmp_path, segment_size=3000) as s:
+        model = {f"k{i}": os.urandom(40) for i in range(100)}
+        s.put_many(model)
+        for i in range(0, 100, 3):
+            s.delete(f"k{i}")
+            del model[f"k{i}"]
+    for p in snapshots(tmp_path):
+        p.unlink()
+    with opened(tmp_path, segment_size=3000) as s:
+        st = s.stats()
+        assert st["snapshot_used"] is None and st["records_scanned"] > 0
+        assert dict(s.scan()) == model
+
+
+def _two_versions(tmp_path):
+    with opened(tmp_path) as s:
+        s.put("a", b"A" * 100)
+        s.put("b", b"old")
+        s.put("b", b"B" * 100)  # the last record of the active segment
+    for p in snapshots(tmp_path):
+        p.unlink()
+    return segments(tmp_path)[-1]
+
+
+def test_torn_tail_mid_record_is_truncated(tmp_path):
+    seg = _two_versions(tmp_path)
+    size = seg.stat().st_size
+    os.truncate(seg, size - 40)
+    with opened(tmp_path) as s:
+        st = s.stats()
+        assert st["torn_tail_truncated"] == 1 and st["corrupt_records"] == 0
+        assert s.get("b") == b"old" and s.get("a") == b"A" * 100
+        s.put("c", b"after")  # the store appends cleanly after the cut
+    with opened(tmp_path) as s:
+        assert s.get("c") == b"after" and s.get("b") == b"old"
+
+
+@pytest.mark.parametrize("where", ["value", "length"])
+def test_flipped_bytes_in_last_record_are_a_torn_tail(tmp_path, where):
+    seg = _two_versions(tmp_path)
+    size = seg.stat().st_size
+    last = size - (HEADER_SIZE + 1 + 100)
+    flip(seg, size - 5 if where == "value" else last + 13)  # value byte / value-length field
+    with opened(tmp_path) as s:
+        assert s.stats()["torn_tail_truncated"] == 1
+        assert s.get("b") == b"old"
+    assert seg.stat().st_size == last
+
+
+def test_corrupt_middle_record_is_counted_and_skipped(tmp_path):
+    with opened(tmp_path) as s:
+        s.put("x", b"x-old" * 10)
+        s.put("y", b"y-only" * 10)  # will be damaged: the live record of y
+        s.put("x", b"x-new" * 10)
+        s.put("z", b"z" * 50)
+    for p in snapshots(tmp_path):
+        p.unlink()
+    seg = segments(tmp_path)[-1]
+    rec = HEADER_SIZE + 1 + 50
+    flip(seg, rec + HEADER_SIZE + 10)  # a byte inside y's value
+    with opened(tmp_path) as s:
+        st = s.stats()
+        assert st["corrupt_records"] == 1 and st["torn_tail_truncated"] == 0
+        assert s.get("y") is None  # skipped, never returned
+        assert s.get("x") == b"x-new" * 10 and s.get("z") == b"z" * 50
+        assert dict(s.scan()) == {"x": b"x-new" * 10, "z": b"z" * 50}
+
+
+def test_get_raises_on_corrupt_live_record(tmp_path):
+    with opened(tmp_path) as s:
+        s.put("a", b"a" * 64)
+        s.put("b", b"b" * 64)
+    seg = segments(tmp_path)[-1]
+    flip(seg, HEADER_SIZE + 1 + 20)  # inside a's value; the snapshot still points at it
+    with opened(tmp_path) as s:
+        with pytest.raises(CorruptDataError, match="'a'"):
+            s.get("a")
+        with pytest.raises(CorruptDataError):
+            list(s.scan())
+        assert s.get("b") == b"b" * 64
+
+
+def test_corrupt_snapshot_falls_back_to_full_scan(tmp_path):
+    model = {f"k{i}": os.urandom(30) for i in range(300)}
+    with opened(tmp_path) as s:
+        s.put_many(model)
+    snap = snapshots(tmp_path)[0]
+    flip(snap, snap.stat().st_size // 2)
+    with opened(tmp_path) as s:
+        st = s.stats()
+        assert st["snapshots_invalid"] == 1 and st["snapshot_used"] is None
+        assert st["records_scanned"] == 300
+        assert dict(s.scan()) == model
+    assert snapshots(tmp_path) != [snap]  # the damaged one was superseded on close
+    with opened(tmp_path) as s:
+        assert s.stats()["snapshots_invalid"] == 0 and dict(s.scan()) == model
+
+
+def test_gc_deletes_dead_sealed_segments_but_never_a_live_value(tmp_path):
+    s = opened(tmp_path, segment_size=600)
+    s.put("keep", b"K" * 100)  # lives in segment 1 for ever
+    for r in range(20):
+        for k in ("a", "b", "c"):
+            s.put(k, bytes([r]) * 100)
+    s._gc()
+    st = s.stats()
+    assert st["segments_deleted"] > 0
+    assert 1 in st["per_segment"]  # still holds the latest value of "keep"
+    assert all(p["live_entries"] > 0 for sid, p in st["per_segment"].items()
+               if sid != st["active_segment"])
+    assert s.get("keep") == b"K" * 100 and s.get("a") == bytes([19]) * 100
+    s.close()
+    with opened(tmp_path, segment_size=600) as s:
+        assert s.get("keep") == b"K" * 100 and s.get("c") == bytes([19]) * 100
+
+
+def test_compaction_rewrites_live_records_and_deleted_keys_stay_deleted(tmp_path):
+    s = opened(tmp_path, segment_size=2000)
+    s.put("gone", b"G" * 200)  # an old value whose tombstone must outlive it
+    model = {}
+    for r in range(30):
+        k = f"k{r % 10}"
+        model[k] = os.urandom(100)
+        s.put(k, model[k])
+        if r == 3:
+            s.delete("gone")
+    s.put("keep", b"x")
+    model["keep"] = b"x"
+    before = s.stats()["segments"]
+    done = s.compact()
+    assert done["segments"] > 0 and s.stats()["segments"] < before + 1
+    assert dict(s.scan()) == model and s.get("gone") is None
+    s.close()
+    for p in snapshots(tmp_path):
+        p.unlink()  # the full scan must not resurrect "gone"
+    with opened(tmp_path, segment_size=2000) as s:
+        assert dict(s.scan()) == model and s.get("gone") is None
+        assert s.stats()["corrupt_records"] == 0
+
+
+def test_compaction_races_concurrent_writers_and_newer_always_wins(tmp_path):
+    s = opened(tmp_path, segment_size=3000, durability="none")
+    threads, rounds = 4, 400
+    models: list[dict[str, bytes | None]] = [{} for _ in range(threads)]
+    stop = threading.Event()
+
+    def writer(t: int) -> None:
+        rnd = random.Random(t)
+        for i in range(rounds):
+            k = f"t{t}-{rnd.randrange(30)}"
+            if rnd.random() < 0.15:
+                s.delete(k)
+                models[t][k] = None
+            else:
+                v = f"{t}:{i}".encode() * rnd.randrange(1, 20)
+                s.put(k, v)
+                models[t][k] = v
+
+    def compactor() -> None:
+        while not stop.is_set():
+            s.compact()
+
+    c = threading.Thread(target=compactor)
+    c.start()
+    ws = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    for w in ws:
+        w.start()
+    for w in ws:
+        w.join()
+    stop.set()
+    c.join()
+    s.compact()
+    expected = {k: v for m in models for k, v in m.items() if v is not None}
+    assert dict(s.scan()) == expected
+    assert s.stats()["compactions"] > 0
+    s.close()
+    for p in snapshots(tmp_path):
+        p.unlink()
+    with opened(tmp_path, segment_size=3000) as s:
+        assert dict(s.scan()) == expected
+
+
+def test_unstorable_keys_are_clear_errors_and_write_nothing(tmp_path):
+    with opened(tmp_path) as s:
+        with pytest.raises(ValueError, match="at most 65536"):
+            s.put("k" * 70_000, b"v")
+        with pytest.raises(ValueError, match="utf-8"):
+            s.put("bad\udc80", b"v")
+        assert s.stats()["total_bytes"] == 0
+
+
+def test_second_opener_in_same_process_is_locked_out(tmp_path):
+    with opened(tmp_path):
+        with pytest.raises(StoreLockedError, match="locked"):
+            opened(tmp_path)
+    opened(tmp_path).close()  # released on close
+
+
+def test_second_opener_in_another_process_gets_a_clear_error(tmp_path):
+    code = (
+        "import sys\n"
+        "from backends import open_backend\n"
+        "from backends.base import StoreLockedError\n"
+        "try:\n"
+        f"    open_backend('indexed_fs', path={str(tmp_path)!r})\n"
+        "except StoreLockedError as e:\n"
+        "    print('LOCKED', e); sys.exit(3)\n"
+    )
+    with opened(tmp_path):
+        r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert "LOCKED" in r.stdout and "locked by another process" in r.stdout
+    assert str(os.getpid()) in r.stdout
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a 2 MiB tmpfs to fill (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_full_disk_is_storage_full_and_acknowledged_data_survives(small_tmpfs):
+    path = small_tmpfs / "store"
+    s = opened(path, segment_size=256 * 1024)
+    acked: dict[str, bytes] = {}
+    with pytest.raises(StorageFullError, match="no space left"):
+        for i in range(10_000):
+            v = os.urandom(10_000)
+            k = f"k{i % 300}"  # 300 x 10 kB live > 2 MiB: must fill up
+            s.put(k, v)
+            acked[k] = v
+    assert acked, "nothing fitted before the disk was full"
+    for k, v in acked.items():
+        assert s.get(k) == v
+    s.close()  # may not manage to write the snapshot: the next open scans instead
+    with opened(path, segment_size=256 * 1024) as s:
+        st = s.stats()
+        assert st["corrupt_records"] == 0 and st["torn_tail_truncated"] == 0
+        assert dict(s.scan()) == acked
