@@ -7,6 +7,7 @@ see each other's keys.  A server that cannot be reached fails the test loudly â€
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -71,3 +72,18 @@ def store_factory(backend_name: str, tmp_path: Path) -> Callable[..., Backend]:
 @pytest.fixture
 def store(store_factory) -> Backend:
     return store_factory()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path):
+    """A real 2 MiB tmpfs to fill up (full-disk tests); needs root, as CI and ./dev test have."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a 2 MiB tmpfs to fill (needs root): {res.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

@@ -78,21 +78,9 @@ def test_directory_locked_by_another_process(name, tmp_path):
         assert again.get("k") == b"v"
 
 
-@pytest.fixture
-def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {res.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
 @pytest.mark.parametrize("name", FILE_BACKENDS)
-def test_full_disk(name, tiny_tmpfs):
-    path = str(tiny_tmpfs / "store")
+def test_full_disk(name, small_tmpfs):
+    path = str(small_tmpfs / "store")
     # indexed_fs preallocates nothing, but keep its segments small so the disk fills mid-segment
     extra = {"segment_size": 256 * 1024} if name == "indexed_fs" else {}
     acked = {}

@@ -191,3 +191,22 @@ def test_recovery_after_sigkill(backend, tmp_path):
     assert lines[("RECOVERY", "Crash")] == "true"
     assert lines[("RECOVERY", "Missing")] == "0"
     assert lines[("RECOVERY", "Corrupt")] == "0"
+
+
+@pytest.mark.parametrize("backend", ["default_fs", "indexed_fs"])
+def test_recovery_eager_prefetches_with_get_many(backend, tmp_path):
+    needs(backend)
+    proc = bench("recovery", "--backend", backend, "--records", "2500", "--value-size", "50",
+                 "--eager", "--opt", f"path={tmp_path / 'store'}")
+    assert proc.returncode == 0, proc.stderr
+    lines = parse(proc.stdout)
+    assert lines[("RECOVERY", "Eager")] == "true"
+    assert lines[("RECOVERY", "Missing")] == "0"
+    assert lines[("READ", "Return=OK")] == "2500"
+    assert lines[("READ-PREFETCH", "Operations")] == "3"  # batches of 1000
+
+
+def test_spark_is_wired_like_services():
+    proc = bench("--help")
+    assert proc.returncode == 0 and "spark" in proc.stdout
+    assert bench("spark", "--help").returncode == 0

@@ -345,20 +345,6 @@ def test_second_opener_in_another_process_gets_a_clear_error(tmp_path):
     assert str(os.getpid()) in r.stdout
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a 2 MiB tmpfs to fill (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
 def test_full_disk_is_storage_full_and_acknowledged_data_survives(small_tmpfs):
     path = small_tmpfs / "store"
     s = opened(path, segment_size=256 * 1024)
