@@ -72,6 +72,14 @@ class DirLock:
             self.fd = -1
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written: a nearly full disk gives a *short* write first and
+    ``ENOSPC`` only on the next call, so a single unchecked write can acknowledge half a record."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def fsync_dir(path: str) -> None:
     """Make a directory's entries (creates, renames, unlinks) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

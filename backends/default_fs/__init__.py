@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote
 import crc32c
 
 from ..base import Backend, CorruptDataError, Option
-from ..fsutil import DirLock, fsync_dir, prepare_dir, storage_errors
+from ..fsutil import DirLock, fsync_dir, prepare_dir, storage_errors, write_all
 
 _HEADER = struct.Struct("<III")  # crc, key length, value length
 _SUFFIX = ".ckpt"
@@ -87,7 +87,7 @@ class DefaultFSBackend(Backend):
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
-                    os.write(fd, _encode(key, value))
+                    write_all(fd, _encode(key, value))
                     if self._sync:
                         os.fsync(fd)
                 finally:

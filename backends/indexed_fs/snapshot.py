@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fsutil import fsync_dir
+from ..fsutil import fsync_dir, write_all
 from .segment import crc
 
 MAGIC = b"IFSSNAP2"
@@ -109,9 +109,7 @@ def write(path: str, number: int, covered: tuple[int, int], next_seq: int,
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for p in parts:
-            view = memoryview(p)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, p)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
