@@ -149,4 +149,5 @@ class DefaultFSBackend(Backend):
 
     def _stats(self) -> dict[str, Any]:
         return {"path": self.path, "medium": self.medium.kind, "puts": self._puts,
-                "leftover_temp_files_removed": self._removed_tmp}
+                "leftover_temp_files_removed": self._removed_tmp,
+                "lock_lost": getattr(self._lock, "lost", False)}  # lease lock (NFS) taken over

@@ -526,6 +526,7 @@ class IndexedFSBackend(Backend):
                 total_bytes=sum(p["size"] for p in per_seg.values()), per_segment=per_seg,
             )
         out["dead_bytes"] = out["total_bytes"] - out["live_bytes"]
+        out["lock_lost"] = getattr(self._lockfile, "lost", False)  # lease lock (NFS) taken over
         out["rebuild_notes"] = list(out["rebuild_notes"])
         syncs = out["syncs"]
         out["group_commit_avg_batch"] = round(self._synced_writes / syncs, 2) if syncs else 0.0
