@@ -111,7 +111,9 @@ class NfsReadFile(ReadFile):
 
     def pread(self, offset: int, size: int) -> bytes:
         m = self.medium
-        m.settle(self.rel)
+        appender = m._appenders.get(self.rel)
+        if appender is not None and offset + size > appender.durable:
+            appender.sync()  # the range reaches bytes still pending: push them first
         with m.guard("read", self.rel):
             if self._gen != m.generation:
                 self._file = m.client.open(m.abs(self.rel), "rb")
