@@ -5,6 +5,11 @@ keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`); d
 reclaimed by GC and compaction (:mod:`.compaction`).  This module ties them together: the write
 path with group commit, reads, the open-time rebuild, and the background threads.
 
+The data directory is a storage medium (:mod:`backends.media`, opened by
+:func:`~backends.fsutil.open_data_dir`): a local path keeps raw-fd segments (``pwrite`` +
+``fdatasync``) and an ``flock``; an ``nfs://`` URL uses buffered NFS segments (one WRITE+COMMIT
+per group commit) and a lease lock file (:class:`~backends.fsutil.LeaseLock`).
+
 Locking: ``_lock`` guards the index, the segment table and appends (held only for the
 ``pwrite``, never for an fsync).  ``_cond`` coordinates group commit: a writer whose bytes are not
 yet durable either becomes the one syncer (``fdatasync`` releases the GIL, so other writers keep
