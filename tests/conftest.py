@@ -3,6 +3,10 @@
 File backends get a fresh directory; server backends get the real server started by
 ``bench services`` (``./dev test`` starts them first) and a namespace of their own, so tests never
 see each other's keys.  A server that cannot be reached fails the test loudly — never a skip.
+
+The file backends also run over NFS: the parameters ``default_fs@nfs`` and ``indexed_fs@nfs``
+open them on a fresh directory of the real nfs-ganesha export (an ``nfs://`` URL, userspace
+client), marked ``server`` and ``nfs``.  ``backend_name`` is always the plain backend name.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import pytest
 from backends import Backend, backend_class, backend_names, open_backend
 
 SERVER_BACKENDS = ("redis", "hbase", "minio")
+#: file backends that also run on the NFS server, as parameter ``NAME@nfs``
+NFS_BACKENDS = ("default_fs", "indexed_fs")
 
 _started: set[str] = set()
 
@@ -31,8 +37,15 @@ def server_options(name: str, namespace: str) -> dict[str, Any]:
     return services.client_options(name, namespace)
 
 
+def nfs_dir(prefix: str = "t") -> str:
+    """A fresh directory on the real NFS server, as an ``nfs://`` URL."""
+    return server_options("nfs", f"{prefix}{uuid.uuid4().hex[:12]}")["path"]
+
+
 def backend_options(name: str, tmp_path: Path) -> dict[str, Any]:
-    """The options that open ``name`` in isolation for one test."""
+    """The options that open ``name`` (or ``NAME@nfs``) in isolation for one test."""
+    if name.endswith("@nfs"):
+        return {"path": nfs_dir()}
     if name in SERVER_BACKENDS:
         return server_options(name, f"t{uuid.uuid4().hex[:12]}")
     if "path" in backend_class(name).all_options():
@@ -44,19 +57,28 @@ def _marks(name: str) -> list:
     return [getattr(pytest.mark, name), pytest.mark.server] if name in SERVER_BACKENDS else []
 
 
-ALL_BACKENDS = [pytest.param(n, marks=_marks(n), id=n) for n in backend_names()]
+ALL_BACKENDS = [pytest.param(n, marks=_marks(n), id=n) for n in backend_names()] + [
+    pytest.param(f"{n}@nfs", marks=[pytest.mark.nfs, pytest.mark.server], id=f"{n}@nfs")
+    for n in NFS_BACKENDS
+]
 
 
 @pytest.fixture(params=ALL_BACKENDS)
-def backend_name(request) -> str:
+def backend_param(request) -> str:
+    """``NAME`` or ``NAME@nfs`` (a file backend on the NFS server)."""
     return request.param
 
 
 @pytest.fixture
-def store_factory(backend_name: str, tmp_path: Path) -> Callable[..., Backend]:
+def backend_name(backend_param: str) -> str:
+    return backend_param.split("@")[0]
+
+
+@pytest.fixture
+def store_factory(backend_param: str, backend_name: str, tmp_path: Path) -> Callable[..., Backend]:
     """``store_factory(**extra)`` opens the parametrized backend; the same options each call, so a
     second call after ``close()`` reopens the same data.  Stores still open at the end are closed."""
-    base = backend_options(backend_name, tmp_path)
+    base = backend_options(backend_param, tmp_path)
     opened: list[Backend] = []
 
     def make(**extra: Any) -> Backend:

@@ -127,3 +127,40 @@ def test_default_fs_drops_leftover_temp_files(tmp_path):
     with open_backend("default_fs", path=str(path)) as store:
         assert store.stats()["leftover_temp_files_removed"] == 1
         assert [k for k, _ in store.scan("")] == ["k"]
+
+
+def _nfs_dir() -> str:
+    import bench.services as services
+
+    services.up(["nfs"])
+    return services.client_options("nfs", f"bad{uuid.uuid4().hex[:10]}")["path"]
+
+
+@pytest.mark.server
+@pytest.mark.nfs
+@pytest.mark.parametrize("name", FILE_BACKENDS)
+def test_corrupt_data_over_nfs_is_detected_not_returned(name):
+    from backends.media import open_medium
+
+    path = _nfs_dir()
+    with open_backend(name, path=path) as store:
+        store.put("pe-1", b"A" * 100)
+        store.put("pe-2", b"B" * 100)
+    with open_medium(path, "test") as medium:
+        victim = "pe-1.ckpt" if name == "default_fs" else "000000001.seg"
+        blob = bytearray(medium.read_file(victim))
+        blob[50 if name == "indexed_fs" else -10] ^= 0xFF  # indexed_fs: inside pe-1's value
+        medium.write_atomic(victim, bytes(blob))
+    with open_backend(name, path=path) as store:
+        with pytest.raises(CorruptDataError, match="pe-1"):
+            store.get("pe-1")
+        assert store.get("pe-2") == b"B" * 100
+
+
+@pytest.mark.server
+@pytest.mark.nfs
+@pytest.mark.parametrize("name", FILE_BACKENDS)
+def test_unreachable_nfs_server_is_a_clear_error(name):
+    url = "nfs://127.0.0.1/nowhere?version=3&nfsport=1&mountport=1&timeout=2"
+    with pytest.raises(BackendUnavailableError, match="bench services up nfs"):
+        open_backend(name, path=url)

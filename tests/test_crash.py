@@ -6,6 +6,10 @@ reopens the directory and checks: every acknowledged write is there with its exa
 (a write in flight may or may not have landed), nothing else appears, no corrupt record.
 24 rounds on one directory, varying rotation (small segments), background compaction and index
 flushes, and sometimes forcing a full-scan rebuild by deleting the snapshot.
+
+It runs on a local directory and on the real NFS server (an ``nfs://`` URL, userspace client):
+there nfs-rs writes are durable when they return (WRITE+COMMIT), so a SIGKILLed client loses no
+acknowledged write either, and the next open breaks the dead writer's lease lock at once.
 """
 
 from __future__ import annotations
@@ -17,11 +21,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from backends import open_backend
+from backends.media import open_medium
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 sys.path.insert(0, str(HELPERS))
@@ -31,7 +37,7 @@ ROUNDS = 24
 _ABSENT = object()
 
 
-def _run_child(path: Path, rnd: random.Random, round_no: int) -> list[str]:
+def _run_child(path: str, rnd: random.Random, round_no: int) -> list[str]:
     seg_size = rnd.choice((4096, 16384, 64 * 1024 * 1024))
     compaction = rnd.choice((0, 0.02, 0.1))
     flush = rnd.choice((0, 0.05, 0.3))
@@ -63,11 +69,30 @@ def _run_child(path: Path, rnd: random.Random, round_no: int) -> list[str]:
     return lines
 
 
+def _store_dir(where: str, tmp_path: Path) -> str:
+    if where == "local":
+        return str(tmp_path / "store")
+    import bench.services as services
+
+    services.up(["nfs"])
+    return services.client_options("nfs", f"crash{uuid.uuid4().hex[:10]}")["path"]
+
+
+def _delete_snapshots(path: str) -> None:
+    """Force a full-scan rebuild."""
+    with open_medium(path, "test") as medium:
+        for name in medium.listdir():
+            if name.startswith("snap-") and name.endswith(".idx"):
+                medium.delete(name)
+
+
 @pytest.mark.crash
 @pytest.mark.timeout(120)
-def test_acknowledged_writes_survive_sigkill(tmp_path):
+@pytest.mark.parametrize("where", ["local", pytest.param("nfs", marks=[pytest.mark.server,
+                                                                         pytest.mark.nfs])])
+def test_acknowledged_writes_survive_sigkill(tmp_path, where):
     rnd = random.Random(int(os.environ.get("CKPT_CRASH_SEED", "20261122")))
-    path = tmp_path / "store"
+    path = _store_dir(where, tmp_path)
     model: dict[str, bytes | None] = {}  # key -> latest known value (None: deleted)
     total_acked = compactions = max_segments_seen = 0
     for round_no in range(ROUNDS):
@@ -88,9 +113,8 @@ def test_acknowledged_writes_survive_sigkill(tmp_path):
                 pending.pop(key, None)
                 total_acked += 1
         if round_no % 4 == 3:
-            for snap in path.glob("snap-*.idx"):
-                snap.unlink()  # force a full-scan rebuild
-        with open_backend("indexed_fs", path=str(path), index_flush_interval=0) as store:
+            _delete_snapshots(path)
+        with open_backend("indexed_fs", path=path, index_flush_interval=0) as store:
             st = store.stats()
             assert st["corrupt_records"] == 0, st["rebuild_notes"]
             max_segments_seen = max(max_segments_seen, st["active_segment"])

@@ -10,6 +10,10 @@ File format: ``CRC32C(4) | key length(4) | value length(4) | key | value`` — t
 everything after itself, so a torn or flipped file is detected and never returned as data.  The key
 is inside the file because a file name cannot hold every key: names are the key percent-encoded, or
 ``~<sha1>`` when that would be too long.
+
+The directory is a storage medium (:mod:`backends.media`): a local path (also a kernel NFS mount)
+or an ``nfs://`` URL; the write is the medium's ``write_atomic`` (locally: ``os.write``,
+``fdatasync``, ``rename``, directory ``fsync``; over NFS: WRITE+COMMIT, RENAME).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from urllib.parse import quote, unquote
 import crc32c
 
 from ..base import Backend, CorruptDataError, Option
-from ..fsutil import DirLock, fsync_dir, prepare_dir, storage_errors, write_all
+from ..fsutil import lock_dir, open_data_dir, storage_errors
 
 _HEADER = struct.Struct("<III")  # crc, key length, value length
 _SUFFIX = ".ckpt"
@@ -62,8 +66,13 @@ class DefaultFSBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = prepare_dir(self.name, self.config["path"])
-        self._lock = DirLock(self.name, self.path)
+        self.medium = open_data_dir(self.name, self.config["path"])
+        self.path = self.medium.root
+        try:
+            self._lock = lock_dir(self.name, self.medium)
+        except BaseException:
+            self.medium.close()
+            raise
         self._sync = self.durability == "sync"
         self._removed_tmp = self._remove_leftover_temp_files()
         self._puts = 0
@@ -71,46 +80,25 @@ class DefaultFSBackend(Backend):
     def _remove_leftover_temp_files(self) -> int:
         """A crash between create and rename leaves a temp file: never data, so drop it."""
         count = 0
-        for entry in os.scandir(self.path):
-            if entry.name.startswith(_TMP_PREFIX):
-                os.unlink(entry.path)
+        for name in self.medium.listdir():
+            if name.startswith(_TMP_PREFIX):
+                self.medium.delete(name)
                 count += 1
         return count
 
-    def _file(self, key: str) -> str:
-        return os.path.join(self.path, _file_name(key))
-
     def _put(self, key: str, value: bytes) -> None:
-        target = self._file(key)
-        tmp = os.path.join(self.path, f"{_TMP_PREFIX}{os.getpid()}-{threading.get_ident()}")
+        tmp = f"{_TMP_PREFIX}{os.getpid()}-{threading.get_ident()}"
         with storage_errors(self.name, self.path):
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    write_all(fd, _encode(key, value))
-                    if self._sync:
-                        os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, target)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
-            if self._sync:
-                fsync_dir(self.path)
+            self.medium.write_atomic(_file_name(key), _encode(key, value), self._sync, tmp)
         self._puts += 1
 
     def _get(self, key: str) -> bytes | None:
-        path = self._file(key)
+        name = _file_name(key)
         try:
-            with open(path, "rb") as f:
-                blob = f.read()
+            blob = self.medium.read_file(name)
         except FileNotFoundError:
             return None
-        stored_key, value = _decode(path, blob)
+        stored_key, value = _decode(f"{name} in {self.path}", blob)
         if stored_key != key:  # a hash-named file belongs to another key (sha1 collision)
             return None
         return value
@@ -118,45 +106,48 @@ class DefaultFSBackend(Backend):
     def _delete(self, key: str) -> None:
         with storage_errors(self.name, self.path):
             try:
-                os.unlink(self._file(key))
+                self.medium.delete(_file_name(key), missing_ok=False)
             except FileNotFoundError:
                 return
             if self._sync:
-                fsync_dir(self.path)
+                self.medium.sync_dir()
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        found: list[tuple[str, str]] = []
-        for entry in os.scandir(self.path):
-            name = entry.name
+        found: list[str] = []
+        for name in self.medium.listdir():
             if not name.endswith(_SUFFIX):
                 continue
             if name.startswith("~"):  # hashed name: the key is only inside the file
                 try:
-                    with open(entry.path, "rb") as f:
-                        head = f.read(_HEADER.size)
-                        _, klen, _ = _HEADER.unpack(head)
-                        key = f.read(klen).decode()
+                    head = self.medium.read_file(name)
+                    _, klen, _ = _HEADER.unpack_from(head)
+                    key = head[_HEADER.size : _HEADER.size + klen].decode()
                 except (OSError, struct.error, UnicodeDecodeError):
                     continue
             else:
                 key = unquote(name[: -len(_SUFFIX)])
             if key.startswith(prefix):
-                found.append((key, entry.path))
+                found.append(key)
         found.sort()
-        for key, path in found:
+        for key in found:
             value = self._get(key)
             if value is not None:
                 yield key, value
 
     def _flush(self) -> None:
-        fsync_dir(self.path)
+        self.medium.sync_dir()
 
     def _close(self) -> None:
         try:
             if not self._sync:
-                os.sync()  # `none` promises nothing per write, but close leaves data on disk
+                self.medium.sync_all()  # `none` promises nothing per write, but close leaves data on disk
         finally:
-            self._lock.release()
+            try:
+                self._lock.release()
+            finally:
+                self.medium.close()
 
     def _stats(self) -> dict[str, Any]:
-        return {"path": self.path, "puts": self._puts, "leftover_temp_files_removed": self._removed_tmp}
+        return {"path": self.path, "medium": self.medium.kind, "puts": self._puts,
+                "leftover_temp_files_removed": self._removed_tmp,
+                "lock_lost": getattr(self._lock, "lost", False)}  # lease lock (NFS) taken over

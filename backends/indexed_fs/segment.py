@@ -8,6 +8,10 @@ order).  Each record is::
 all little-endian; the CRC covers every byte after itself.  ``flags`` bit 0 marks a tombstone
 (a delete, empty value).  ``seq`` is a store-wide write number: when several records of one key
 exist (an overwrite, or a copy left by compaction) the highest ``seq`` is the truth.
+
+Two implementations behind :func:`open_segment`: :class:`Segment` on a local directory keeps the
+hot path a raw ``os.pwrite``/``os.fdatasync`` on one fd; :class:`MediumSegment` goes through the
+medium's append/read files (NFS: appends are buffered and one ``sync`` sends them all).
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ import os
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import crc32c as _crc32c
 
 from ..base import CorruptDataError
+
+if TYPE_CHECKING:
+    from ..media import Medium
 
 HEADER = struct.Struct("<IQIIB")
 HEADER_SIZE = HEADER.size  # 21
@@ -39,10 +47,10 @@ def segment_name(seg_id: int) -> str:
     return f"{seg_id:09d}{SUFFIX}"
 
 
-def list_segment_ids(path: str) -> list[int]:
-    """Ids of the segment files in ``path``, oldest first."""
+def list_segment_ids(medium: "Medium") -> list[int]:
+    """Ids of the segment files in the medium's directory, oldest first."""
     out = []
-    for name in os.listdir(path):
+    for name in medium.listdir():
         m = _NAME.match(name)
         if m:
             out.append(int(m.group(1)))
@@ -75,12 +83,21 @@ def decode(data: bytes, key: str | None = None) -> tuple[int, str, bytes, int]:
     return seq, k, data[HEADER_SIZE + klen :], flags
 
 
-class Segment:
-    """One open segment file: one fd for ``pwrite`` appends and ``pread`` reads (thread-safe)."""
+def open_segment(medium: "Medium", seg_id: int, create: bool = False) -> "AnySegment":
+    """Segment ``seg_id`` of ``medium`` (``create``: a new, empty one)."""
+    if medium.kind == "local":
+        return Segment(medium, seg_id, create)
+    return MediumSegment(medium, seg_id, create)
 
-    def __init__(self, directory: str, seg_id: int, create: bool = False) -> None:
+
+class Segment:
+    """One open local segment file: one fd for ``pwrite`` appends and ``pread`` reads
+    (thread-safe)."""
+
+    def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
         self.id = seg_id
-        self.path = os.path.join(directory, segment_name(seg_id))
+        self.name = segment_name(seg_id)
+        self.path = medium.full(self.name)  # type: ignore[attr-defined]
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -132,6 +149,47 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class MediumSegment:
+    """A segment on a non-local medium (NFS): appends go to the medium's append file (buffered
+    until :meth:`sync`), reads to its read file (which first pushes pending appends)."""
+
+    def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
+        self.id = seg_id
+        self.name = self.path = segment_name(seg_id)
+        self.medium = medium
+        if create and medium.exists(self.name):
+            raise FileExistsError(f"segment {self.name} already exists in {medium.path}")
+        self._out = medium.open_append(self.name)
+        self._in = medium.open_read(self.name)
+        self.size = self._out.size
+        self.min_seq = 0 if not create else 1 << 63
+
+    def append(self, data: bytes) -> int:
+        off = self._out.append(data)
+        self.size = off + len(data)
+        return off
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self._in.pread(offset, size)
+
+    def read_all(self, start: int = 0) -> bytes:
+        size = self.medium.size(self.name)
+        return self._in.pread(start, size - start) if size > start else b""
+
+    def truncate(self, size: int) -> None:
+        self.medium.truncate(self.name, size)
+        self.size = size
+
+    def sync(self) -> None:
+        self._out.sync()
+
+    def close(self) -> None:
+        try:
+            self._out.close()
+        finally:
+            self._in.close()
 
 
 @dataclass
@@ -212,3 +270,6 @@ def scan(data: bytes, seg_id: int, base: int, last: bool, values: dict, tombs: d
     if res.tail_at is not None:
         res.tail_at += base
     return res
+
+
+AnySegment = Segment | MediumSegment

@@ -9,21 +9,24 @@ are one fixed-width utf-8 array, also adopted as is (or, if some key contains NU
 column and a blob).  The CRC covers the whole file before it.  The header records the position
 ``(segment, offset)`` the snapshot covers: the open scans the log only from there.
 
-Writing: temp file, fsync, atomic rename, directory fsync; only then are older snapshots deleted,
+Writing (``Medium.write_atomic``): temp file, sync, atomic rename, directory sync; only then are
+older snapshots deleted,
 so a crash at any point leaves at least one complete snapshot (or none, if there never was one).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..fsutil import fsync_dir, write_all
 from .segment import crc
+
+if TYPE_CHECKING:
+    from ..media import Medium
 
 MAGIC = b"IFSSNAP2"
 _HEAD = struct.Struct("<8sBQQQQQQQQQ")  # magic, key mode, n, n_tombs, n_segs, cov seg, cov off,
@@ -45,10 +48,10 @@ class Snapshot:
     seg_min_seq: dict[int, int]
 
 
-def list_numbers(path: str) -> list[int]:
-    """Snapshot numbers present in ``path``, newest first."""
+def list_numbers(medium: "Medium") -> list[int]:
+    """Snapshot numbers present in the medium's directory, newest first."""
     out = []
-    for name in os.listdir(path):
+    for name in medium.listdir():
         m = _NAME.match(name)
         if m:
             out.append(int(m.group(1)))
@@ -73,7 +76,7 @@ def _decode_lengths(blob: bytes, n: int) -> list[str]:
     return [blob[a:b].decode("utf-8") for a, b in zip(starts, ends.tolist())]
 
 
-def write(path: str, number: int, covered: tuple[int, int], next_seq: int,
+def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int,
           keys: np.ndarray | list[bytes], cols: tuple[np.ndarray, ...],
           tombs: dict[str, tuple[int, int, int, int]], seg_min_seq: dict[int, int]) -> str:
     """Write snapshot ``number`` durably and delete older ones; return its file name.
@@ -104,36 +107,19 @@ def write(path: str, number: int, covered: tuple[int, int], next_seq: int,
         c = crc(p, c)
     parts.append(c.to_bytes(4, "little"))
     name = file_name(number)
-    final = os.path.join(path, name)
-    tmp = final + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        for p in parts:
-            write_all(fd, p)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    os.close(fd)
-    os.rename(tmp, final)
-    fsync_dir(path)
-    for old in list_numbers(path):
+    medium.write_atomic(name, parts)
+    for old in list_numbers(medium):
         if old < number:
             try:
-                os.unlink(os.path.join(path, file_name(old)))
+                medium.delete(file_name(old))
             except OSError:
                 pass
     return name
 
 
-def read(path: str, number: int) -> Snapshot:
+def read(medium: "Medium", number: int) -> Snapshot:
     """Load and verify one snapshot; ``ValueError`` if it is damaged in any way."""
-    with open(os.path.join(path, file_name(number)), "rb") as f:
-        data = f.read()
+    data = medium.read_file(file_name(number))
     if len(data) < _HEAD.size + 4 or data[:8] != MAGIC:
         raise ValueError("not a snapshot file (bad magic or too short)")
     if crc(memoryview(data)[:-4]) != int.from_bytes(data[-4:], "little"):

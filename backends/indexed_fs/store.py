@@ -5,6 +5,11 @@ keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`); d
 reclaimed by GC and compaction (:mod:`.compaction`).  This module ties them together: the write
 path with group commit, reads, the open-time rebuild, and the background threads.
 
+The data directory is a storage medium (:mod:`backends.media`, opened by
+:func:`~backends.fsutil.open_data_dir`): a local path keeps raw-fd segments (``pwrite`` +
+``fdatasync``) and an ``flock``; an ``nfs://`` URL uses buffered NFS segments (one WRITE+COMMIT
+per group commit) and a lease lock file (:class:`~backends.fsutil.LeaseLock`).
+
 Locking: ``_lock`` guards the index, the segment table and appends (held only for the
 ``pwrite``, never for an fsync).  ``_cond`` coordinates group commit: a writer whose bytes are not
 yet durable either becomes the one syncer (``fdatasync`` releases the GIL, so other writers keep
@@ -13,7 +18,6 @@ appending meanwhile and form the next batch) or waits for a sync that covers its
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter
@@ -22,10 +26,11 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..base import Backend, BadOptionError, CorruptDataError, Option, StorageFullError
-from ..fsutil import DirLock, fsync_dir, prepare_dir, storage_errors
+from ..fsutil import lock_dir, open_data_dir, storage_errors
 from . import compaction, snapshot
 from .index import Entry, Index
-from .segment import FLAG_TOMBSTONE, MAX_KEY_LEN, Segment, decode, encode, list_segment_ids, scan
+from .segment import (FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, list_segment_ids,
+                      open_segment, scan)
 
 MiB = 1 << 20
 
@@ -74,14 +79,15 @@ class IndexedFSBackend(Backend):
                 f"backend 'indexed_fs': option compaction_live_ratio="
                 f"{cfg['compaction_live_ratio']} must be between 0 and 1"
             )
-        self.path = prepare_dir(self.name, cfg["path"])
+        self.medium = open_data_dir(self.name, cfg["path"])
+        self.path = self.medium.root
         self._segment_size: int = cfg["segment_size"]
         self._sync_writes = self.durability == "sync"
         self._lock = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
         self._snap_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one deleter of segments at a time (GC, compaction)
-        self._segments: dict[int, Segment] = {}
+        self._segments: dict[int, AnySegment] = {}
         self._index = Index()
         self._gc_pending: set[int] = set()
         self._gc_due = False
@@ -91,7 +97,7 @@ class IndexedFSBackend(Backend):
         self._synced_writes = 0
         self._syncing = False
         self._pins: Counter[int] = Counter()  # segment id -> fsyncs in flight (under _cond)
-        self._unsynced: list[Segment] = []  # durability=none: sealed without a sync
+        self._unsynced: list[AnySegment] = []  # durability=none: sealed without a sync
         self._snap_number = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -102,7 +108,11 @@ class IndexedFSBackend(Backend):
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
         )
-        self._lockfile = DirLock(self.name, self.path)
+        try:
+            self._lockfile = lock_dir(self.name, self.medium)
+        except BaseException:
+            self.medium.close()
+            raise
         try:
             with storage_errors(self.name, self.path):
                 self._open()
@@ -113,12 +123,13 @@ class IndexedFSBackend(Backend):
 
     def _open(self) -> None:
         t0 = time.perf_counter()
-        for name in os.listdir(self.path):
+        medium = self.medium
+        for name in medium.listdir():
             if name.endswith(".tmp"):
-                os.unlink(os.path.join(self.path, name))
-        ids = list_segment_ids(self.path)
+                medium.delete(name)
+        ids = list_segment_ids(medium)
         for sid in ids:
-            self._segments[sid] = Segment(self.path, sid)
+            self._segments[sid] = open_segment(medium, sid)
         snap = self._load_snapshot(ids)
         c = self.counters
         index = self._index
@@ -189,9 +200,9 @@ class IndexedFSBackend(Backend):
         if ids and self._segments[last_id].size < self._segment_size:
             self._active = self._segments[last_id]
         else:
-            self._active = Segment(self.path, (last_id or 0) + 1, create=True)
+            self._active = open_segment(medium, (last_id or 0) + 1, create=True)
             self._segments[self._active.id] = self._active
-            fsync_dir(self.path)
+            medium.sync_dir()
         self._tail = (self._active, 0, 0)
         self._gc_pending = {s for s in self._segments if s != self._active.id
                             and index.live.get(s, (0,))[0] == 0}
@@ -201,11 +212,11 @@ class IndexedFSBackend(Backend):
     def _load_snapshot(self, ids: list[int]) -> snapshot.Snapshot | None:
         """The newest snapshot that verifies and fits the segment files; damaged ones are
         counted (and kept for inspection until the next successful flush) — never fatal."""
-        numbers = snapshot.list_numbers(self.path)
+        numbers = snapshot.list_numbers(self.medium)
         self._snap_number = max(numbers, default=0)  # the next flush outnumbers damaged ones too
         for number in numbers:
             try:
-                snap = snapshot.read(self.path, number)
+                snap = snapshot.read(self.medium, number)
                 cseg, coff = snap.covered
                 if cseg in self._segments and self._segments[cseg].size < coff:
                     raise ValueError(f"covers segment {cseg} up to {coff}, past its end")
@@ -276,7 +287,7 @@ class IndexedFSBackend(Backend):
         self._tail = (seg, self._written, self._nwrites)
         return self._written
 
-    def _rotate_locked(self) -> Segment:
+    def _rotate_locked(self) -> AnySegment:
         """Seal the active segment (durably, unless durability=none) and start the next one."""
         old = self._active
         with storage_errors(self.name, self.path):
@@ -284,13 +295,13 @@ class IndexedFSBackend(Backend):
                 old.sync()
             else:  # synced by the next flush / GC / compaction / snapshot
                 self._unsynced.append(old)
-            new = Segment(self.path, old.id + 1, create=True)
+            new = open_segment(self.medium, old.id + 1, create=True)
             try:
                 if self.durability != "none":
-                    fsync_dir(self.path)
+                    self.medium.sync_dir()
             except OSError:  # leave no unregistered file behind to clash with the next try
                 new.close()
-                os.unlink(new.path)
+                self.medium.delete(new.name)
                 raise
         self._segments[new.id] = new
         self._active = new
@@ -346,7 +357,7 @@ class IndexedFSBackend(Backend):
                 for seg in segs:
                     seg.sync()
                 if new_files:
-                    fsync_dir(self.path)
+                    self.medium.sync_dir()
         finally:
             with self._cond:
                 self._pins.subtract(s.id for s in segs)
@@ -423,8 +434,8 @@ class IndexedFSBackend(Backend):
                 self._cond.wait()
         for seg in gone:
             seg.close()
-            os.unlink(seg.path)
-        fsync_dir(self.path)
+            self.medium.delete(seg.name)
+        self.medium.sync_dir()
         self.counters["segments_deleted"] += len(gone)
         return [s.id for s in gone]
 
@@ -444,7 +455,7 @@ class IndexedFSBackend(Backend):
             self._flush()  # the snapshot never points past durable data
             keys, cols = self._index.materialize(frozen)
             with storage_errors(self.name, self.path):
-                name = snapshot.write(self.path, self._snap_number + 1, covered, next_seq, keys,
+                name = snapshot.write(self.medium, self._snap_number + 1, covered, next_seq, keys,
                                       cols, frozen.tombs, seg_min)
             self._snap_number += 1
             self.counters["snapshots_written"] += 1
@@ -496,9 +507,12 @@ class IndexedFSBackend(Backend):
             self._close_files()
 
     def _close_files(self) -> None:
-        for seg in self._segments.values():
-            seg.close()
-        self._lockfile.release()
+        try:
+            for seg in self._segments.values():
+                seg.close()
+            self._lockfile.release()
+        finally:
+            self.medium.close()
 
     # -------------------------------------------------------------------------------- stats
     def _stats(self) -> dict[str, Any]:
@@ -511,12 +525,13 @@ class IndexedFSBackend(Backend):
             }
             out = dict(self.counters)
             out.update(
-                keys=len(self._index), tombstones=len(self._index.tombs),
+                medium=self.medium.kind, keys=len(self._index), tombstones=len(self._index.tombs),
                 segments=len(self._segments), active_segment=self._active.id,
                 live_bytes=sum(p["live_bytes"] for p in per_seg.values()),
                 total_bytes=sum(p["size"] for p in per_seg.values()), per_segment=per_seg,
             )
         out["dead_bytes"] = out["total_bytes"] - out["live_bytes"]
+        out["lock_lost"] = getattr(self._lockfile, "lost", False)  # lease lock (NFS) taken over
         out["rebuild_notes"] = list(out["rebuild_notes"])
         syncs = out["syncs"]
         out["group_commit_avg_batch"] = round(self._synced_writes / syncs, 2) if syncs else 0.0

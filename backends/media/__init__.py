@@ -8,8 +8,10 @@ relative to the medium's root directory (created on open):
 * ``open_append(p)`` -> :class:`AppendFile`: ``append(data) -> offset`` (not yet durable),
   ``sync()`` (durable), ``size``, ``close()``; ``open_read(p)`` -> :class:`ReadFile`:
   ``pread(offset, n)``, ``size()``, ``close()``.
-* ``write_atomic(p, data)`` (temp + sync + rename + directory sync), ``read_file``, ``rename``,
-  ``listdir``, ``delete``, ``size``, ``truncate``, ``makedirs``, ``exists``, ``sync_dir``.
+* ``write_atomic(p, data)`` (temp + sync + rename + directory sync; ``data`` may be a list of
+  parts), ``create_exclusive(p, data)`` (atomic create-if-absent, for lock files), ``read_file``,
+  ``rename``, ``listdir``, ``delete``, ``size``, ``truncate``, ``makedirs``, ``exists``,
+  ``sync_dir``, ``sync_all``.
 
 Errors: a missing file is :class:`FileNotFoundError` (as with ``os``); a full medium is
 :class:`~backends.base.StorageFullError`; an unreachable server, a timeout or a permission
@@ -26,7 +28,7 @@ import errno
 
 from ..base import BackendUnavailableError, StorageFullError
 
-__all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "is_nfs_url", "map_os_error"]
+__all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "is_nfs_url", "map_os_error", "parts_of"]
 
 
 def is_nfs_url(path: str) -> bool:
@@ -58,6 +60,11 @@ def map_os_error(exc: OSError, label: str, where: str) -> Exception:
                                        f"{exc.strerror or exc}; fix its permissions or choose "
                                        f"another --opt path=DIR")
     return exc
+
+
+def parts_of(data: "bytes | list[bytes]") -> list:
+    """``write_atomic``'s data as a list of parts."""
+    return data if isinstance(data, list) else [data]
 
 
 class AppendFile(abc.ABC):
@@ -121,8 +128,15 @@ class Medium(abc.ABC):
     def read_file(self, rel: str) -> bytes: ...
 
     @abc.abstractmethod
-    def write_atomic(self, rel: str, data: bytes, sync: bool = True) -> None:
-        """Replace ``rel`` by ``data`` all-or-nothing (temp file, sync, rename, directory sync)."""
+    def write_atomic(self, rel: str, data: "bytes | list[bytes]", sync: bool = True,
+                     tmp: str | None = None) -> None:
+        """Replace ``rel`` by ``data`` (bytes, or a list of parts written in order) all-or-nothing:
+        temp file ``tmp`` (default ``rel + ".tmp"``; give a unique name when several threads may
+        write the same ``rel``), sync, rename, directory sync.  On failure the temp file is removed."""
+
+    @abc.abstractmethod
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` holding ``data`` if it does not exist; ``False`` if it does."""
 
     @abc.abstractmethod
     def rename(self, src: str, dst: str) -> None:
@@ -149,6 +163,10 @@ class Medium(abc.ABC):
     @abc.abstractmethod
     def sync_dir(self, rel: str = "") -> None:
         """Make creates/renames/unlinks in directory ``rel`` durable."""
+
+    def sync_all(self) -> None:
+        """Make every write made through this medium durable (used on close without per-write
+        syncs).  Nothing to do where every write is durable on return (NFS via nfs-rs)."""
 
     def close(self) -> None:
         """Release connections; idempotent."""

@@ -6,10 +6,11 @@ a sync one ``os.fdatasync``; backends that want raw descriptors use :attr:`Local
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from ..fsutil import fsync_dir, prepare_dir
-from . import AppendFile, Medium, ReadFile, map_os_error
+from . import AppendFile, Medium, ReadFile, map_os_error, parts_of
 
 
 class LocalAppendFile(AppendFile):
@@ -78,24 +79,43 @@ class LocalMedium(Medium):
         with open(self.full(rel), "rb") as f:
             return f.read()
 
-    def write_atomic(self, rel: str, data: bytes, sync: bool = True) -> None:
+    def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None) -> None:
         final = self.full(rel)
-        tmp = f"{final}.tmp"
+        tmp = self.full(tmp) if tmp else f"{final}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                view, done = memoryview(data), 0
-                while done < len(data):
-                    done += os.write(fd, view[done:])
-                if sync:
-                    os.fdatasync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, final)
+                try:
+                    for part in parts_of(data):
+                        view = memoryview(part)
+                        while view:
+                            view = view[os.write(fd, view):]
+                    if sync:
+                        os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, final)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
             if sync:
                 fsync_dir(os.path.dirname(final))
         except OSError as exc:
             raise map_os_error(exc, self.label, final) from exc
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        try:
+            fd = os.open(self.full(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(os.path.dirname(self.full(rel)))
+        return True
 
     def rename(self, src: str, dst: str) -> None:
         os.replace(self.full(src), self.full(dst))
@@ -124,3 +144,6 @@ class LocalMedium(Medium):
 
     def sync_dir(self, rel: str = "") -> None:
         fsync_dir(self.full(rel))
+
+    def sync_all(self) -> None:
+        os.sync()

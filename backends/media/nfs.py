@@ -8,6 +8,10 @@ the server lets us mount is mounted, the rest is created with ``mkdir -p``.
 Semantics match the local medium: ``append`` buffers in memory (like the page cache) and
 ``sync`` sends the buffered bytes with one durable nfs-rs ``write_at`` (WRITE, plus COMMIT when
 the server answers UNSTABLE); reads, sizes and renames of a file first push its pending appends.
+Appends and syncs may come from different threads: a sync takes the pending bytes under a short
+lock and sends them with no lock held for appenders, so threads keep appending during the RPC and
+the next sync sends all of theirs at once (group commit).  A failed sync puts its bytes back, so
+they are retried by the next one (like dirty pages after a writeback error).
 After a connection error the next call reconnects, so a restarted server is used again.
 """
 
@@ -16,12 +20,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import posixpath
+import threading
 import uuid
 from typing import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
-from . import AppendFile, Medium, ReadFile
+from . import AppendFile, Medium, ReadFile, parts_of
 
 DEFAULT_TIMEOUT = 10.0
 FLUSH_BYTES = 1 << 20  # pending appends pushed without waiting for sync(), like writeback
@@ -46,32 +51,44 @@ class NfsAppendFile(AppendFile):
         self.durable = self.size  # bytes [0, durable) are on the server
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._buf_lock = threading.Lock()  # _pending, _pending_bytes, size
+        self._io_lock = threading.Lock()  # one WRITE in flight per file, in offset order
         self._file = None
         self._gen = -1
         medium._appenders[rel] = self
 
     def append(self, data: bytes) -> int:
-        offset = self.size
-        self._pending.append(bytes(data))
-        self._pending_bytes += len(data)
-        self.size += len(data)
-        if self._pending_bytes >= FLUSH_BYTES:
+        with self._buf_lock:
+            offset = self.size
+            self._pending.append(bytes(data))
+            self._pending_bytes += len(data)
+            self.size += len(data)
+            full = self._pending_bytes >= FLUSH_BYTES
+        if full:
             self.sync()
         return offset
 
     def sync(self) -> None:
-        if not self._pending:
-            return
-        data = b"".join(self._pending)
-        m = self.medium
-        with m.guard("write", self.rel):
-            if self._file is None or self._gen != m.generation:
-                self._file = m.client.open(m.abs(self.rel), "r+b")
-                self._gen = m.generation
-            m.client_write(self._file, data, self.durable)
-        self.durable += len(data)
-        self._pending.clear()
-        self._pending_bytes = 0
+        with self._io_lock:
+            with self._buf_lock:
+                if not self._pending:
+                    return
+                chunks, self._pending = self._pending, []
+                nbytes, self._pending_bytes = self._pending_bytes, 0
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            m = self.medium
+            try:
+                with m.guard("write", self.rel):
+                    if self._file is None or self._gen != m.generation:
+                        self._file = m.client.open(m.abs(self.rel), "r+b")
+                        self._gen = m.generation
+                    m.client_write(self._file, data, self.durable)
+            except BaseException:
+                with self._buf_lock:  # not durable: keep the bytes for the next sync
+                    self._pending[:0] = chunks
+                    self._pending_bytes += nbytes
+                raise
+            self.durable += len(data)
 
     def close(self) -> None:
         try:
@@ -94,7 +111,9 @@ class NfsReadFile(ReadFile):
 
     def pread(self, offset: int, size: int) -> bytes:
         m = self.medium
-        m.settle(self.rel)
+        appender = m._appenders.get(self.rel)
+        if appender is not None and offset + size > appender.durable:
+            appender.sync()  # the range reaches bytes still pending: push them first
         with m.guard("read", self.rel):
             if self._gen != m.generation:
                 self._file = m.client.open(m.abs(self.rel), "rb")
@@ -130,6 +149,7 @@ class NfsMedium(Medium):
         self.client = None
         self._appenders: dict[str, NfsAppendFile] = {}
         self._base = ""
+        self._connect_lock = threading.Lock()
         self._connect(create=True)
 
     # -- connection -----------------------------------------------------------------------
@@ -172,7 +192,9 @@ class NfsMedium(Medium):
         """Typed errors for one client call; a dead connection is replaced on the next call."""
         nfs_rs = _nfs_rs()
         if self.client is None:
-            self._connect()
+            with self._connect_lock:
+                if self.client is None:
+                    self._connect()
         try:
             yield
         except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError):
@@ -227,15 +249,42 @@ class NfsMedium(Medium):
             with self.client.open(self.abs(rel), "rb") as f:
                 return f.read_at(0, self.client.stat(self.abs(rel)).size)
 
-    def write_atomic(self, rel: str, data: bytes, sync: bool = True) -> None:
+    def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None) -> None:
         # nfs-rs writes are durable when they return and NFS renames/creates are synchronous
-        # on the server, so ``sync`` costs nothing extra here.
-        tmp = f"{rel}.tmp-{uuid.uuid4().hex[:8]}"
+        # on the server, so ``sync`` costs nothing extra here.  Parts are joined: one durable
+        # write (one COMMIT) instead of one per part.
+        parts = parts_of(data)
+        blob = parts[0] if len(parts) == 1 else b"".join(parts)
+        tmp = tmp or f"{rel}.tmp"
         with self.guard("write", rel):
+            try:
+                with self.client.open(self.abs(tmp), "wb") as f:
+                    if blob:
+                        self.client_write(f, blob, 0)
+                self.client.rename(self.abs(tmp), self.abs(rel))
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.client.unlink(self.abs(tmp), missing_ok=True)
+                raise
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """The classic NFS lock-file recipe: write a uniquely named file, then hard-link it to
+        ``rel`` (LINK is atomic on the server and fails if ``rel`` exists).  A retransmitted LINK
+        may report "exists" for our own link, so on that answer the link count decides."""
+        tmp = f"{rel}.new-{uuid.uuid4().hex[:12]}"
+        with self.guard("create", rel):
             with self.client.open(self.abs(tmp), "wb") as f:
                 if data:
                     self.client_write(f, data, 0)
-            self.client.rename(self.abs(tmp), self.abs(rel))
+            try:
+                try:
+                    self.client.link(self.abs(tmp), self.abs(rel))
+                    return True
+                except FileExistsError:
+                    return self.client.stat(self.abs(tmp)).nlink == 2
+            finally:
+                with contextlib.suppress(Exception):
+                    self.client.unlink(self.abs(tmp), missing_ok=True)
 
     def rename(self, src: str, dst: str) -> None:
         self.settle(src)
