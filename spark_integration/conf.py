@@ -1,0 +1,169 @@
+"""``spark.ckptbench.*`` -> one validated, picklable :class:`Settings`.
+
+Read once on the driver (from a ``SparkConf``, a ``SparkSession`` or a plain mapping), validated
+with one clear message per mistake, and shipped to the executors inside the task closures — so
+executors never read the Spark conf and a cluster run behaves like ``local[*]``.
+
+Keys (all optional except the backend when the protocol writes checkpoints):
+
+  spark.ckptbench.backend             a registered backend name (``backends.backend_names()``)
+  spark.ckptbench.backend.<option>    that backend's options (validated by its ``parse_options``)
+  spark.ckptbench.protocol            none | uncoordinated | coordinated | logio
+  spark.ckptbench.interval            micro-batches per checkpoint (coordinated epoch length)
+  spark.ckptbench.fullEvery           a full snapshot every N epochs (others are incremental)
+  spark.ckptbench.jobId               namespace of this run's keys in the backend
+  spark.ckptbench.stateDir            executor-local directory of the operators' working state
+  spark.ckptbench.failAt              comma-separated event offsets at which to kill an instance
+  spark.ckptbench.failInstance        the instance to kill (default: 0)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from backends import backend_class
+from backends.base import CkptError
+
+PREFIX = "spark.ckptbench."
+BACKEND_PREFIX = PREFIX + "backend."
+PROTOCOLS = ("none", "uncoordinated", "coordinated", "logio")
+#: protocols implemented so far (the others are rejected with a clear message)
+IMPLEMENTED = ("none", "coordinated", "uncoordinated")
+
+_KEYS = ("backend", "protocol", "interval", "fullEvery", "jobId", "stateDir", "failAt", "failInstance")
+
+
+class SparkIntegrationError(CkptError, ValueError):
+    """A Spark-integration setting or state that cannot be used as given."""
+
+
+def default_state_dir() -> str:
+    """tmpfs when there is one: working state is memory, not durable storage."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    return os.path.join(base, "ckptbench-spark")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an executor needs to know; plain data, so it pickles into closures."""
+
+    backend: str | None = None
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    protocol: str = "none"
+    interval: int = 1
+    full_every: int = 10
+    job_id: str = ""
+    state_dir: str = ""
+    fail_at: tuple[int, ...] = ()
+    fail_instance: int = 0
+
+    @property
+    def writes_checkpoints(self) -> bool:
+        return self.protocol != "none"
+
+
+def _entries(conf: Any) -> dict[str, str]:
+    """``spark.ckptbench.*`` entries of a SparkSession, SparkConf or mapping."""
+    if hasattr(conf, "sparkContext"):  # SparkSession
+        conf = conf.sparkContext.getConf()
+    if hasattr(conf, "getAll"):  # SparkConf
+        items = conf.getAll()
+    elif isinstance(conf, Mapping):
+        items = conf.items()
+    else:
+        raise TypeError(f"expected a SparkSession, SparkConf or mapping, not {type(conf).__name__}")
+    return {str(k): str(v) for k, v in items if str(k).startswith(PREFIX)}
+
+
+def _int(key: str, text: str, minimum: int) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise SparkIntegrationError(f"{PREFIX}{key}={text!r} is not an integer") from None
+    if value < minimum:
+        raise SparkIntegrationError(f"{PREFIX}{key}={value} must be >= {minimum}")
+    return value
+
+
+def from_conf(conf: Any) -> Settings:
+    """Validate the ``spark.ckptbench.*`` entries of ``conf`` into :class:`Settings`."""
+    entries = _entries(conf)
+    plain: dict[str, str] = {}
+    backend_opts: dict[str, str] = {}
+    for key, value in entries.items():
+        if key.startswith(BACKEND_PREFIX):
+            backend_opts[key[len(BACKEND_PREFIX):]] = value
+            continue
+        short = key[len(PREFIX):]
+        if short not in _KEYS:
+            raise SparkIntegrationError(
+                f"unknown Spark conf key {key!r}; valid keys: "
+                + ", ".join(PREFIX + k for k in _KEYS)
+                + f", {BACKEND_PREFIX}<option>"
+            )
+        plain[short] = value
+
+    protocol = plain.get("protocol", "none").strip().lower()
+    if protocol not in PROTOCOLS:
+        raise SparkIntegrationError(
+            f"{PREFIX}protocol={protocol!r} is not valid; valid protocols: {', '.join(PROTOCOLS)}"
+        )
+    if protocol not in IMPLEMENTED:
+        raise SparkIntegrationError(
+            f"{PREFIX}protocol={protocol!r} is not implemented yet; implemented: {', '.join(IMPLEMENTED)}"
+        )
+
+    backend = plain.get("backend", "").strip() or None
+    options: dict[str, Any] = {}
+    if backend is None:
+        if protocol != "none":
+            raise SparkIntegrationError(
+                f"{PREFIX}protocol={protocol} writes checkpoints but {PREFIX}backend is not set; "
+                f"set it, e.g. --conf {PREFIX}backend=indexed_fs --conf {BACKEND_PREFIX}path=DIR"
+            )
+        if backend_opts:
+            raise SparkIntegrationError(
+                f"{BACKEND_PREFIX}{sorted(backend_opts)[0]} is set but {PREFIX}backend is not"
+            )
+    else:
+        cls = backend_class(backend)  # UnknownBackendError lists the valid names
+        if not cls.persistent and protocol != "none":
+            raise SparkIntegrationError(
+                f"{PREFIX}backend={backend!r} keeps its data inside one process, but Spark executors "
+                f"run in separate Python workers; use a shared store (e.g. default_fs, indexed_fs, redis)"
+            )
+        # BadOptionError names the bad option and the valid ones; keep only what was given so
+        # defaults stay the backend's own.
+        cls.parse_options(backend_opts)
+        options = dict(backend_opts)
+        if "path" in options:
+            options["path"] = os.path.abspath(os.path.expanduser(options["path"]))
+
+    fail_at: tuple[int, ...] = ()
+    if plain.get("failAt", "").strip():
+        parts = [p for p in plain["failAt"].replace(" ", "").split(",") if p]
+        fail_at = tuple(sorted(_int("failAt", p, 0) for p in parts))
+
+    return Settings(
+        backend=backend,
+        backend_options=options,
+        protocol=protocol,
+        interval=_int("interval", plain.get("interval", "1"), 1),
+        full_every=_int("fullEvery", plain.get("fullEvery", "10"), 1),
+        job_id=plain.get("jobId", "").strip() or f"job-{uuid.uuid4().hex[:10]}",
+        state_dir=plain.get("stateDir", "").strip() or default_state_dir(),
+        fail_at=fail_at,
+        fail_instance=_int("failInstance", plain.get("failInstance", "0"), 0),
+    )
+
+
+def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The inverse helper for launchers: ``{"protocol": "coordinated"}`` -> Spark conf entries."""
+    out = {PREFIX + k: str(v) for k, v in settings_kv.items() if v is not None}
+    for k, v in (backend_options or {}).items():
+        out[BACKEND_PREFIX + k] = str(v)
+    return out

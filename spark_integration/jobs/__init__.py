@@ -1,0 +1,1 @@
+"""spark-submit entry points (each file is a job script)."""

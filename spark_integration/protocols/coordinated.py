@@ -1,0 +1,137 @@
+"""``coordinated``: epochs every ``interval`` micro-batches, committed by the driver.
+
+A micro-batch boundary is a natural barrier: a micro-batch ends only when every instance has
+processed all of its input, so no marker alignment is needed (the Spark analogue of Flink's
+aligned barriers at ``interval`` micro-batches).
+
+Write pattern, epoch ``e``:
+  * each instance ``i`` writes ``<job>/i<i>/e<e>``: the keys it changed since epoch ``e-1``
+    (incremental), or all its keys when ``e`` is a full-snapshot epoch (1, 1+F, 1+2F, ... with
+    ``F = fullEvery``); the write is durable when the task ends;
+  * only after **all** instances' tasks succeeded, the driver writes ``<job>/driver/commit/e<e>``
+    with the source offset after the epoch — the epoch exists from then on;
+  * once a full-snapshot epoch is committed, older epochs (instance blobs and commit records) are
+    deleted; instances delete their own blobs at their next checkpoint (no shared locks).
+Recovery: read the last commit record, roll **every** instance back to it (its full snapshot plus
+the increments after it) and replay the source from the recorded offset.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..conf import Settings, SparkIntegrationError
+from ..store import participant_store
+from .base import CommitResult, Protocol, Recovery
+
+_COMMIT = "commit/"
+
+
+def _epoch_key(epoch: int) -> str:
+    return f"e{epoch:010d}"
+
+
+@dataclass(frozen=True)
+class EpochCheckpoint:
+    epoch: int
+    full: bool
+    gc_from: int  # instance deletes its epochs [gc_from, gc_below)
+    gc_below: int
+
+
+@dataclass(frozen=True)
+class EpochRestore:
+    epoch: int  # 0: nothing committed yet -> empty state
+    base: int  # the full-snapshot epoch the chain starts from
+
+
+class CoordinatedProtocol(Protocol):
+    name = "coordinated"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.gc_done = 1  # every epoch below this is deleted everywhere
+
+    def base_of(self, epoch: int) -> int:
+        return epoch - (epoch - 1) % self.settings.full_every
+
+    # -- driver side ------------------------------------------------------------------------
+    def plan_checkpoint(self, batch_seq: int) -> Any:
+        if batch_seq % self.settings.interval:
+            return None
+        epoch = batch_seq // self.settings.interval
+        last = self._last_committed_epoch
+        gc_below = self.base_of(last) if last else 1
+        return EpochCheckpoint(epoch, self.base_of(epoch) == epoch, self.gc_done, max(self.gc_done, gc_below))
+
+    _last_committed_epoch = 0
+
+    def commit(self, token: Any, end_offset: int, stats: list[dict]) -> list[CommitResult]:
+        if token is None:
+            return []
+        record = {"epoch": token.epoch, "end_offset": end_offset, "base": self.base_of(token.epoch),
+                  "instances": len(stats), "time": time.time()}
+        with participant_store(self.settings, "driver") as store:
+            store.put(_COMMIT + _epoch_key(token.epoch), json.dumps(record).encode())
+            committed_at = time.time()
+            # commit records below the instances' GC bound are no longer needed either
+            for e in range(token.gc_from, token.gc_below):
+                store.delete(_COMMIT + _epoch_key(e))
+            ops = store.ops
+        self._last_committed_epoch = token.epoch
+        self.gc_done = token.gc_below
+        starts = [s["ckpt_start"] for s in stats if s["ckpt_start"] > 0]
+        return [CommitResult(
+            checkpoint_ms=(committed_at - min(starts)) * 1e3 if starts else 0.0,
+            bytes=sum(s["ckpt_bytes"] for s in stats) + len(json.dumps(record)),
+            ops=ops + sum(s["backend_ops"] for s in stats),
+        )]
+
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
+        with participant_store(self.settings, "driver") as store:
+            records = list(store.scan(_COMMIT))
+        if not records:
+            return Recovery(restore=EpochRestore(0, 0), replay_from=0)
+        record = json.loads(records[-1][1])
+        self._last_committed_epoch = record["epoch"]
+        return Recovery(restore=EpochRestore(record["epoch"], record["base"]), replay_from=record["end_offset"])
+
+    # -- instance side ----------------------------------------------------------------------
+    def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
+        from ..operators import encode_pairs
+
+        start = time.time()
+        t = time.perf_counter()
+        blob = encode_pairs(*state.items(only_dirty=not token.full))
+        with participant_store(settings, f"i{instance}") as store:
+            store.put(_epoch_key(token.epoch), blob)
+            store.flush()
+            for e in range(token.gc_from, token.gc_below):
+                store.delete(_epoch_key(e))
+            ops = store.ops
+        state.dirty[:] = False
+        return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3,
+                "ckpt_bytes": len(blob), "backend_ops": ops}
+
+    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
+        from ..operators import KeyedState, decode_pairs
+
+        state = KeyedState()
+        if token.epoch == 0:
+            return state
+        names = [_epoch_key(e) for e in range(token.base, token.epoch + 1)]
+        with participant_store(settings, f"i{instance}") as store:
+            blobs = store.get_many(names)
+        missing = [n for n in names if n not in blobs]
+        if missing:
+            raise SparkIntegrationError(
+                f"coordinated: instance {instance} of job {settings.job_id} misses checkpoint(s) "
+                f"{', '.join(missing)} of committed epoch {token.epoch}; the backend lost data"
+            )
+        for name in names:  # full snapshot first, then the increments in epoch order
+            state.set(*decode_pairs(blobs[name]))
+        state.dirty[:] = False
+        return state

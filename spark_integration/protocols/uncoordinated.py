@@ -1,0 +1,213 @@
+"""``uncoordinated``: instances checkpoint on their own schedules; senders log their messages.
+
+Write pattern:
+  * the stage feeding the keyed stage (the source partitions, *senders*) **logs** every message
+    before the shuffle: per micro-batch ``b`` and destination instance ``i``, sender ``s`` writes the
+    keys it sends to ``i`` as ``<job>/log-s<s>/d<i>/b<b>`` (channel ``s -> i``, sequence number ``b``);
+  * instance ``i`` checkpoints every ``interval`` micro-batches, staggered by ``i`` (its own
+    clock, not aligned with the others), **asynchronously**: the task hands a copy of its state to a
+    writer thread through a bounded drop-oldest queue (S4's SafeKeeper discipline) and goes on; the
+    checkpoint ``<job>/i<i>/c<b>`` records the last sequence number processed on every channel
+    (``b``: each channel carries one message per micro-batch);
+  * log GC: once instance ``i``'s checkpoint at ``b`` is durable, senders delete ``d<i>/b<=b``.
+Recovery of a failed instance, **alone**: restore its latest durable checkpoint, replay the logged
+messages after it (every sender's ``d<i>/b`` for later ``b``), and go on; instances that had
+already applied the failed micro-batch skip it on the re-run (deduplication by sequence number).
+
+Recovery line: the senders are stateless and log everything they send, and the keyed instances
+send nothing to each other, so no checkpoint can hold an orphan and the line is every instance's
+latest durable checkpoint (no useless checkpoints in this topology; :mod:`..recovery_line` holds
+the general computation for topologies with stateful senders).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backends.safekeeper import DropOldestQueue
+
+from ..conf import Settings
+from ..store import participant_store
+from .base import CommitResult, Protocol, Recovery
+
+QUEUE_CAPACITY = 4
+
+
+def _log_key(dest: int, batch: int) -> str:
+    return f"d{dest}/b{batch:010d}"
+
+
+def _ckpt_key(batch: int) -> str:
+    return f"c{batch:010d}"
+
+
+@dataclass(frozen=True)
+class InstanceSchedule:
+    interval: int  # instance i checkpoints after micro-batch b when (b + i) % interval == 0
+
+
+@dataclass(frozen=True)
+class LogRestore:
+    batch_seq: int  # the micro-batch being re-run
+    senders: int  # channels into every instance
+
+
+@dataclass(frozen=True)
+class LogPlan:
+    batch_seq: int
+    gc: tuple  # ((dest, from_batch, below_batch), ...) log entries senders delete
+
+
+# ------------------------------------------------------------------ the asynchronous writer
+_queue: DropOldestQueue | None = None
+_queue_lock = threading.Lock()
+
+
+def _durable_path(settings: Settings, instance: int) -> str:
+    base = os.path.join(settings.state_dir, settings.job_id)
+    os.makedirs(base, exist_ok=True)
+    return os.path.join(base, f"i{instance}.durable")
+
+
+def _writer_loop(queue: DropOldestQueue) -> None:
+    while (item := queue.get()) is not None:
+        settings, instance, batch, blob, started = item
+        try:
+            with participant_store(settings, f"i{instance}") as store:
+                older = [k for k, _ in store.scan("c") if k < _ckpt_key(batch)]
+                store.put(_ckpt_key(batch), blob)
+                store.flush()
+                for key in older:  # only the latest durable checkpoint is ever restored
+                    store.delete(key)
+                ops = store.ops
+        except Exception:  # noqa: BLE001 - a lost checkpoint is recovered from an older one
+            continue
+        # executor-local note of what is durable: read by this instance's next task -> driver
+        info = f"{batch} {started} {(time.time() - started) * 1e3} {len(blob)} {ops}"
+        path = _durable_path(settings, instance)
+        with open(path + ".tmp", "w") as f:
+            f.write(info)
+        os.replace(path + ".tmp", path)
+
+
+def _submit(item: tuple) -> None:
+    global _queue
+    with _queue_lock:
+        if _queue is None:
+            _queue = DropOldestQueue(QUEUE_CAPACITY)
+            threading.Thread(target=_writer_loop, args=(_queue,), name="ckpt-writer", daemon=True).start()
+    _queue.put(item)
+
+
+def _read_durable(settings: Settings, instance: int) -> dict:
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        with open(_durable_path(settings, instance)) as f:
+            batch, started, ms, size, ops = f.read().split()
+        return {"durable": int(batch), "ckpt_start": float(started), "ckpt_ms": float(ms),
+                "ckpt_bytes": int(size), "backend_ops": int(ops)}
+    return {}
+
+
+# ------------------------------------------------------------------------------ the sender
+def log_partition(settings: Settings, plan: LogPlan, parallelism: int, batches: Any) -> Any:
+    """``mapInArrow`` body of the senders: log per destination, then pass the events on."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    sender = TaskContext.get().partitionId()
+    out, parts = [], {d: [] for d in range(parallelism)}
+    for rb in batches:
+        dest = rb.column("dest").to_numpy()
+        keys = rb.column("key").to_numpy()
+        for d in range(parallelism):
+            parts[d].append(keys[dest == d])
+        out.append(rb.drop_columns(["dest"]) if hasattr(rb, "drop_columns") else
+                   pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1]))
+    with participant_store(settings, f"log-s{sender}") as store:
+        for d, chunks in parts.items():
+            keys = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
+            store.put(_log_key(d, plan.batch_seq), keys.astype("<i8").tobytes())
+        store.flush()
+        for dest, lo, hi in plan.gc:
+            for b in range(lo, hi):
+                store.delete(_log_key(dest, b))
+    yield from out
+
+
+class UncoordinatedProtocol(Protocol):
+    name = "uncoordinated"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.durable: dict[int, int] = {}  # instance -> latest durable checkpoint batch seen
+        self.gc_done: dict[int, int] = {}  # instance -> log entries below this are deleted
+
+    # -- driver side ------------------------------------------------------------------------
+    def plan_checkpoint(self, batch_seq: int) -> Any:
+        return InstanceSchedule(self.settings.interval)  # each instance decides on its own clock
+
+    def prepare(self, df: Any, plan: Any, parallelism: int) -> Any:
+        from pyspark.sql import functions as F
+
+        gc = tuple((i, self.gc_done.get(i, 1), d + 1) for i, d in self.durable.items()
+                   if d + 1 > self.gc_done.get(i, 1))
+        for i, lo, hi in gc:
+            self.gc_done[i] = hi
+        # the destination exactly as repartition(P, "key") computes it (Murmur3 hash, seed 42)
+        with_dest = df.withColumn("dest", F.expr(f"pmod(hash(key), {parallelism})").cast("long"))
+        fn = functools.partial(log_partition, self.settings, LogPlan(plan.batch_seq, gc), parallelism)
+        return with_dest.mapInArrow(fn, df.schema)
+
+    def commit(self, token: Any, end_offset: int, stats: list[dict]) -> list[CommitResult]:
+        out = []
+        for s in stats:
+            if s["durable"] > self.durable.get(s["instance"], 0):
+                self.durable[s["instance"]] = s["durable"]
+                out.append(CommitResult(s["ckpt_ms"], s["ckpt_bytes"], s["backend_ops"]))
+        return out
+
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
+        # no rewind: each instance decides alone (keep, skip as duplicate, or restore + log replay)
+        return Recovery(restore=LogRestore(batch_seq, parallelism), replay_from=failed_batch_start)
+
+    # -- instance side ----------------------------------------------------------------------
+    def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
+        from ..operators import encode_pairs
+
+        if (batch_seq + instance) % token.interval == 0:  # this instance's own (staggered) clock
+            _submit((settings, instance, batch_seq, encode_pairs(*state.items()), time.time()))
+        return _read_durable(settings, instance)
+
+    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
+        from ..operators import KeyedState, decode_pairs, load_state
+
+        local = load_state(settings, instance)
+        if local is not None and local.version >= token.batch_seq - 1:
+            return local  # intact (applies the batch) or already applied it (skipped as duplicate)
+        state = KeyedState()
+        with participant_store(settings, f"i{instance}") as store:
+            found = list(store.scan("c"))
+        if found:
+            key, blob = found[-1]
+            state.set(*decode_pairs(blob))
+            state.version = int(key[1:])
+        missing = [_log_key(instance, b) for b in range(state.version + 1, token.batch_seq)]
+        for sender in range(token.senders):  # replay every channel s -> instance after the line
+            with participant_store(settings, f"log-s{sender}") as store:
+                blobs = store.get_many(missing) if missing else {}
+            for name in missing:
+                if name in blobs:
+                    keys = np.frombuffer(blobs[name], "<i8")
+                    state.apply(keys)
+                    state.replayed += len(keys)
+        state.version = token.batch_seq - 1
+        state.dirty[:] = False
+        return state

@@ -1,0 +1,223 @@
+"""A replayable, deterministic streaming source (PySpark Python Data Source API).
+
+Event ``i`` is a pure function of ``(seed, i)``: a counter-based hash (splitmix64) turns the pair
+into uniform numbers, which become a zipfian key and, for NexMark bids, a bidder and a price.  So
+any offset range can be regenerated at any time, on any machine, vectorized with numpy — which is
+what makes the protocols' replay ("rewind the source to offset X") and the ground truth in
+:mod:`spark_integration.verify` possible without storing the input.
+
+Offsets are event sequence numbers: ``{"seq": n}`` means events ``[0, n)`` have been offered.
+With ``rate`` > 0, event ``i`` becomes available at ``t0 + i / rate``, ``t0`` being the query's
+first offset request (so Spark's query start-up creates no backlog; the driver derives ``t0``
+from its first micro-batch); with ``rate`` = 0 everything is available at once.  Each
+micro-batch takes at most ``maxEventsPerBatch`` events.
+
+Schemas (``key`` is always the grouping key, so one keyed operator serves every job):
+  * ``wordcount``: ``seq long, key long`` — ``key`` is the word id (word text would be ``w<key>``).
+  * ``bids`` (NexMark): ``seq long, key long, bidder long, price long`` — ``key`` is the auction.
+
+Use it as ``spark.dataSource.register(CkptSource)`` then
+``spark.readStream.format("ckptbench").options(**source_options(...)).load()``; the same format
+read as a batch with ``start``/``end`` options gives the replay of an offset range.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from .conf import SparkIntegrationError
+
+KINDS = ("wordcount", "bids")
+SCHEMAS = {
+    "wordcount": "seq long, key long",
+    "bids": "seq long, key long, bidder long, price long",
+}
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer over a uint64 array (wrapping arithmetic)."""
+    z = z + _GOLDEN
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def uniform(seed: int, stream: int, seq: np.ndarray) -> np.ndarray:
+    """Uniform floats in [0, 1) for event numbers ``seq``; independent per ``(seed, stream)``."""
+    salt = _mix(np.array([(seed * 1_000_003 + stream) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
+    h = _mix(seq.astype(np.uint64) ^ salt)
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+@functools.lru_cache(maxsize=16)
+def _zipf_cdf(keys: int, skew: float) -> np.ndarray:
+    ranks = np.arange(1, keys + 1, dtype=np.float64)
+    weights = ranks ** -skew if skew > 0 else np.ones(keys)
+    cdf = np.cumsum(weights)
+    return cdf / cdf[-1]
+
+
+def zipf_keys(seed: int, stream: int, seq: np.ndarray, keys: int, skew: float) -> np.ndarray:
+    """Key ids in ``[0, keys)`` with P(key k) ∝ 1/(k+1)^skew (skew 0 = uniform)."""
+    idx = np.searchsorted(_zipf_cdf(keys, skew), uniform(seed, stream, seq), side="right")
+    return np.minimum(idx, keys - 1).astype(np.int64)
+
+
+def generate(kind: str, seed: int, keys: int, skew: float, start: int, end: int) -> dict[str, np.ndarray]:
+    """Columns of events ``[start, end)`` — the single definition of the input."""
+    seq = np.arange(start, end, dtype=np.int64)
+    cols = {"seq": seq, "key": zipf_keys(seed, 1, seq, keys, skew)}
+    if kind == "bids":
+        cols["bidder"] = (uniform(seed, 2, seq) * (keys * 10)).astype(np.int64)
+        # prices: a long-tailed distribution between 1 and ~10^4 (NexMark prices are skewed too)
+        cols["price"] = (np.exp(uniform(seed, 3, seq) * 9.2)).astype(np.int64) + 1
+    elif kind != "wordcount":
+        raise SparkIntegrationError(f"unknown event kind {kind!r}; valid kinds: {', '.join(KINDS)}")
+    return cols
+
+
+def source_options(
+    kind: str,
+    events: int,
+    keys: int,
+    skew: float,
+    seed: int = 42,
+    rate: float = 0.0,
+    max_batch: int = 200_000,
+    partitions: int = 2,
+) -> dict[str, str]:
+    """The ``.options(...)`` of a streaming read (Spark options are strings)."""
+    return {
+        "kind": kind,
+        "events": str(events),
+        "keys": str(keys),
+        "skew": str(skew),
+        "seed": str(seed),
+        "rate": str(rate),
+        "maxEventsPerBatch": str(max_batch),
+        "numPartitions": str(partitions),
+    }
+
+
+class _Params:
+    """The parsed options, shared by the batch and the stream reader."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark options are case-insensitive
+        self.kind = options.get("kind", "wordcount")
+        if self.kind not in KINDS:
+            raise SparkIntegrationError(f"source option kind={self.kind!r}; valid kinds: {', '.join(KINDS)}")
+        self.events = int(options.get("events", "1000000"))
+        self.keys = int(options.get("keys", "10000"))
+        self.skew = float(options.get("skew", "1.0"))
+        self.seed = int(options.get("seed", "42"))
+        self.rate = float(options.get("rate", "0"))
+        self.max_batch = int(options.get("maxeventsperbatch", "200000"))
+        self.partitions = max(1, int(options.get("numpartitions", "2")))
+        self.start = int(options.get("start", "0"))
+        self.end = int(options.get("end", str(self.events)))
+
+    def split(self, start: int, end: int) -> list:
+        from pyspark.sql.datasource import InputPartition
+
+        n = max(1, min(self.partitions, end - start))
+        bounds = np.linspace(start, end, n + 1).astype(np.int64)
+        return [InputPartition((int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def read(self, partition: Any) -> Iterator[Any]:
+        import pyarrow as pa
+
+        start, end = partition.value
+        chunk = 1 << 16
+        for a in range(start, end, chunk):
+            cols = generate(self.kind, self.seed, self.keys, self.skew, a, min(end, a + chunk))
+            yield pa.RecordBatch.from_pydict(cols)
+
+
+def _make_classes():
+    """Build the Data Source classes lazily, so importing this module never needs pyspark."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    class CkptBatchReader(DataSourceReader):
+        def __init__(self, params: _Params) -> None:
+            self.p = params
+
+        def partitions(self):
+            return self.p.split(self.p.start, self.p.end)
+
+        def read(self, partition):
+            return self.p.read(partition)
+
+    class CkptStreamReader(DataSourceStreamReader):
+        def __init__(self, params: _Params) -> None:
+            self.p = params
+            self.t0: float | None = None  # pacing starts at the first offset request
+
+        def initialOffset(self) -> dict:
+            return {"seq": self.p.start}
+
+        def getDefaultReadLimit(self):
+            return ReadMaxRows(self.p.max_batch)
+
+        def _available(self) -> int:
+            if self.p.rate <= 0:
+                return self.p.events
+            if self.t0 is None:
+                self.t0 = time.time()
+            return min(self.p.events, int((time.time() - self.t0) * self.p.rate))
+
+        def latestOffset(self, start: dict, limit) -> dict:
+            begin = int(start["seq"])
+            end = self._available()
+            if isinstance(limit, ReadMaxRows):
+                end = min(end, begin + limit.max_rows)
+            elif not isinstance(limit, ReadAllAvailable):
+                end = min(end, begin + self.p.max_batch)
+            return {"seq": max(begin, end)}
+
+        def reportLatestOffset(self) -> dict:
+            return {"seq": self._available()}
+
+        def partitions(self, start: dict, end: dict):
+            return self.p.split(int(start["seq"]), int(end["seq"]))
+
+        def read(self, partition):
+            return self.p.read(partition)
+
+        def commit(self, end: dict) -> None:
+            pass
+
+    class CkptSource(DataSource):
+        """``format("ckptbench")``: deterministic word-count / NexMark-bid events."""
+
+        @classmethod
+        def name(cls) -> str:
+            return "ckptbench"
+
+        def schema(self) -> str:
+            return SCHEMAS[_Params(dict(self.options)).kind]
+
+        def reader(self, schema):
+            return CkptBatchReader(_Params(dict(self.options)))
+
+        def streamReader(self, schema):
+            return CkptStreamReader(_Params(dict(self.options)))
+
+    return CkptSource
+
+
+def __getattr__(name: str):
+    if name == "CkptSource":
+        cls = _make_classes()
+        globals()["CkptSource"] = cls
+        return cls
+    raise AttributeError(name)

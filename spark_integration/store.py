@@ -1,0 +1,92 @@
+"""Backend access for one participant (the driver, or operator instance ``i``) of a Spark job.
+
+The file backends take a single-writer lock on their directory, and Spark runs a task in whichever
+Python worker is idle — so two processes may act for the same instance one after the other, and
+the driver and the instances are always different processes.  Hence:
+
+* every participant has its own namespace: keys ``<jobId>/<owner>/...``, and for backends with a
+  ``path`` option its own sub-directory ``<path>/<jobId>/<owner>`` (no lock is ever shared);
+* path backends are opened for a use and closed after it (releasing the lock; a worker that
+  crashed released it too), retrying briefly while a dying task of the same instance still holds it;
+* server backends (redis, ...) keep one connection per process, reused across tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Iterator
+
+from backends import Backend, backend_class, open_backend
+from backends.base import StoreLockedError
+
+from .conf import Settings
+
+_cached: dict[tuple, Backend] = {}
+
+
+def _is_path_backend(settings: Settings) -> bool:
+    return "path" in backend_class(settings.backend).all_options()
+
+
+def prefix(settings: Settings, owner: str) -> str:
+    return f"{settings.job_id}/{owner}/"
+
+
+class Scoped:
+    """The backend seen through one participant's key prefix, counting the operations issued."""
+
+    def __init__(self, backend: Backend, key_prefix: str) -> None:
+        self.backend, self.prefix, self.ops = backend, key_prefix, 0
+
+    def put(self, key: str, value: bytes) -> None:
+        self.ops += 1
+        self.backend.put(self.prefix + key, value)
+
+    def get(self, key: str) -> bytes | None:
+        self.ops += 1
+        return self.backend.get(self.prefix + key)
+
+    def delete(self, key: str) -> None:
+        self.ops += 1
+        self.backend.delete(self.prefix + key)
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes]:
+        self.ops += 1
+        found = self.backend.get_many([self.prefix + k for k in keys])
+        return {k[len(self.prefix):]: v for k, v in found.items()}
+
+    def scan(self, key_prefix: str = "") -> list[tuple[str, bytes]]:
+        self.ops += 1
+        return [(k[len(self.prefix):], v) for k, v in self.backend.scan(self.prefix + key_prefix)]
+
+    def flush(self) -> None:
+        self.backend.flush()
+
+
+@contextlib.contextmanager
+def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -> Iterator[Scoped]:
+    """The backend as seen by ``owner`` ("driver", "i0", ...), for the duration of a ``with``."""
+    options = dict(settings.backend_options)
+    if _is_path_backend(settings):
+        options["path"] = os.path.join(options["path"], settings.job_id, owner)
+        deadline = time.monotonic() + lock_wait
+        while True:
+            try:
+                store = open_backend(settings.backend, **options)
+                break
+            except StoreLockedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        try:
+            yield Scoped(store, "")
+        finally:
+            store.close()
+        return
+    key = (settings.backend, tuple(sorted(options.items())))
+    store = _cached.get(key)
+    if store is None or store.closed:
+        store = _cached[key] = open_backend(settings.backend, **options)
+    yield Scoped(store, prefix(settings, owner))

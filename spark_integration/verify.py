@@ -1,0 +1,52 @@
+"""Failure-free ground truth from the source, and the exactly-once comparison.
+
+The truth is computed without Spark, straight from the deterministic event function
+(:func:`spark_integration.source.generate`) in numpy chunks, so it shares nothing with the job's
+operators, protocols or backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .source import generate
+
+
+def ground_truth(kind: str, seed: int, keys: int, skew: float, events: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Count per key id of events ``[0, events)`` (index = key id)."""
+    counts = np.zeros(keys, np.int64)
+    for start in range(0, events, chunk):
+        cols = generate(kind, seed, keys, skew, start, min(events, start + chunk))
+        bc = np.bincount(cols["key"], minlength=keys)
+        if len(bc) > len(counts):
+            counts = np.concatenate([counts, np.zeros(len(bc) - len(counts), np.int64)])
+        counts[: len(bc)] += bc
+    return counts
+
+
+@dataclass
+class Comparison:
+    exactly_once: bool
+    keys_compared: int
+    wrong_keys: int
+    expected_total: int
+    actual_total: int
+
+    def describe(self) -> str:
+        if self.exactly_once:
+            return f"exactly-once: {self.keys_compared} keys, {self.actual_total} events counted once"
+        return (f"NOT exactly-once: {self.wrong_keys} of {self.keys_compared} keys differ; "
+                f"counted {self.actual_total} events, expected {self.expected_total}")
+
+
+def compare(expected: np.ndarray, actual_keys: np.ndarray, actual_counts: np.ndarray) -> Comparison:
+    """Final per-key state (sparse pairs, keys may repeat across nothing) vs the ground truth."""
+    size = max(len(expected), int(actual_keys.max()) + 1 if len(actual_keys) else 0)
+    actual = np.zeros(size, np.int64)
+    np.add.at(actual, actual_keys, actual_counts)
+    exp = np.zeros(size, np.int64)
+    exp[: len(expected)] = expected
+    wrong = int(np.count_nonzero(actual != exp))
+    return Comparison(wrong == 0, int(np.count_nonzero(exp | actual)), wrong, int(exp.sum()), int(actual.sum()))
