@@ -2,7 +2,13 @@
 
     bench write-heavy --backend indexed_fs [--baseline]     # the thesis' 90 % update / 10 % read mix
     bench ycsb-a ... ycsb-f --backend NAME                  # YCSB's core workloads
-    bench recovery --backend NAME --records N [--crash]     # reopen time + read-back verification
+    bench recovery --backend NAME --records N [--crash] [--eager]  # reopen + read-back verification
+    bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
+    bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
+    bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4]
+    bench report RESULTS.json... --plot FILE.png            # re-plot saved results
+    bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
+    bench spark ...                                         # spark_integration (when present)
     bench services up|down|status|kill [NAME...]            # the real servers (bench.services)
 
 Output (stdout) is YCSB's text format.  One invocation does both phases: the load phase is
@@ -106,34 +112,50 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                     "reads and updates, --read-proportion alone sets update = 1 - read.",
     )
     _add_backend_args(p)
-    p.add_argument("--records", type=_positive_int, help=f"records loaded (default {spec.records})")
-    p.add_argument("--ops", type=_positive_int, help=f"operations run (default {spec.operations})")
+    _add_spec_args(p, spec)
+    p.add_argument("--processes", type=int, default=1, metavar="N",
+                   help="client processes, each with --threads threads (beyond the GIL; "
+                        "histograms merged exactly).  memory: each process has its own store; "
+                        "file backends lock their directory and refuse N > 1")
+    p.add_argument("--target", type=_positive_float, metavar="OPS",
+                   help="target ops/s over all processes and threads; adds Intended-<OP> "
+                        "latencies")
+    p.add_argument("--skip-load", action="store_true",
+                   help="do not load (the store at --opt path= already holds the records)")
+    p.add_argument("--status-interval", type=_positive_float, metavar="SECONDS",
+                   help="print a status line to stderr this often")
+    p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
+    if name == "write-heavy":
+        p.add_argument("--baseline", action="store_true",
+                       help="after the run, time bare os.write+fdatasync appends of the same "
+                            "values in the same kind of directory, and print the ratio")
+    p.set_defaults(func=cmd_workload, workload=name)
+
+
+def _add_spec_args(p: argparse.ArgumentParser, spec: core.WorkloadSpec | None) -> None:
+    """The workload's YCSB property overrides (shared by a run, ``compare`` and ``sweep``)."""
+    dflt = (lambda v: f" (default {v})") if spec is not None else (lambda v: "")
+    p.add_argument("--records", type=_positive_int,
+                   help="records loaded" + dflt(spec.records if spec else None))
+    p.add_argument("--ops", type=_positive_int,
+                   help="operations run" + dflt(spec.operations if spec else None))
     p.add_argument("--duration", type=_positive_float, metavar="SECONDS",
                    help="stop the run phase after this long (with --ops: whichever comes first)")
-    p.add_argument("--value-size", type=_positive_int, help=f"bytes per value (default {spec.value_size})")
+    p.add_argument("--value-size", type=_positive_int,
+                   help="bytes per value" + dflt(spec.value_size if spec else None))
     p.add_argument("--read-proportion", type=_proportion)
     p.add_argument("--update-proportion", type=_proportion)
     p.add_argument("--insert-proportion", type=_proportion)
     p.add_argument("--scan-proportion", type=_proportion)
     p.add_argument("--rmw-proportion", type=_proportion, help="read-modify-write proportion")
     p.add_argument("--distribution", "--request-distribution", dest="distribution",
-                   choices=core.DISTRIBUTIONS, help=f"key popularity (default {spec.distribution})")
+                   choices=core.DISTRIBUTIONS,
+                   help="key popularity" + dflt(spec.distribution if spec else None))
     p.add_argument("--max-scan-length", type=_positive_int, help="longest scan (default 100)")
     p.add_argument("--threads", type=int, default=1, help="client threads (default 1)")
-    p.add_argument("--target", type=_positive_float, metavar="OPS",
-                   help="target ops/s over all threads; adds Intended-<OP> latencies")
     p.add_argument("--load-batch", type=int, default=1000, metavar="N",
                    help="keys per put_many in the load phase; 1 = one put per key, measured as "
                         "INSERT like YCSB (default 1000)")
-    p.add_argument("--skip-load", action="store_true",
-                   help="do not load (the store at --opt path= already holds the records)")
-    p.add_argument("--status-interval", type=_positive_float, metavar="SECONDS",
-                   help="print a status line to stderr this often")
-    if name == "write-heavy":
-        p.add_argument("--baseline", action="store_true",
-                       help="after the run, time bare os.write+fdatasync appends of the same "
-                            "values in the same kind of directory, and print the ratio")
-    p.set_defaults(func=cmd_workload, workload=name)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--crash", action="store_true",
                    help="load in a child process that is SIGKILLed before it closes the store")
     p.add_argument("--load-batch", type=int, default=1000, metavar="N")
+    p.add_argument("--eager", action="store_true",
+                   help="prefetch every key with get_many before the PEs use them (READ-PREFETCH "
+                        "latency per batch); default lazy: one get per key on first use")
     p.set_defaults(func=cmd_recovery)
 
     # hidden: the child side of `recovery --crash`
@@ -163,8 +188,132 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_recovery_child)
     sub._choices_actions = [a for a in sub._choices_actions if a.dest != "_recovery-load"]
 
+    _add_checkpoint_parser(sub)
+    _add_compare_parsers(sub)
+    _add_thesis_parser(sub)
     _add_services(sub)
+    _add_spark(sub)
     return parser
+
+
+CHECKPOINT_EPILOG = """\
+The storage queue drops its oldest checkpoint when full, so drops show the rate a backend cannot
+sustain (thesis Fig 4.7).  Measured on this shared 2-core VM (local disk, 1 writer, 10000 events):
+  bench checkpoint --backend default_fs --rate 1200    # Dropped 5697 (wrote ~410/s)
+  bench checkpoint --backend indexed_fs --rate 1200    # Dropped 0    (kept up: 1200/s)
+  --rate 1500: default_fs dropped 6889, indexed_fs 0; --rate 3000 --queue 10 --events 3000:
+  default_fs dropped 2383, indexed_fs 1249 (the test's setting).  default_fs sustained 300-900
+  checkpoints/s depending on the machine's load, indexed_fs 1,900-4,400/s.
+"""
+
+
+def _add_checkpoint_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "checkpoint", help="S4 word-count checkpointing through the SafeKeeper model",
+        description="A zipfian stream of word events at --rate events/s; each event updates its "
+                    "PE's counter and checkpoints it through the S4 SafeKeeper (serialization "
+                    "queue -> bounded drop-oldest storage queue -> writer threads -> callback). "
+                    "Prints checkpoints written/dropped/failed and CHECKPOINT-WRITE latencies.",
+        epilog=CHECKPOINT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_backend_args(p)
+    p.add_argument("--rate", type=float, default=400.0,
+                   help="events/s, paced to intended times; 0 = unpaced (default 400)")
+    p.add_argument("--events", type=_positive_int, default=10_000, help="events (default 10000)")
+    p.add_argument("--pes", type=_positive_int, default=1000, help="distinct words/PEs (default 1000)")
+    p.add_argument("--queue", type=_positive_int, default=1000,
+                   help="storage queue capacity (default 1000, S4's)")
+    p.add_argument("--serialization-queue", type=_positive_int, default=1000, metavar="N",
+                   help="serialization queue capacity (default 1000, S4's)")
+    p.add_argument("--writers", type=_positive_int, default=1, help="writer threads (default 1)")
+    p.add_argument("--skew", type=float, default=0.99,
+                   help="zipfian constant of the word stream; 0 = uniform (default 0.99)")
+    p.add_argument("--crash-recover", action="store_true",
+                   help="run in a child process, SIGKILL it after the queue drained, reopen the "
+                        "store (timed) and read each PE's state on first use (RECOVERY-READ), "
+                        "verifying the last acknowledged checkpoint")
+    p.add_argument("--eager", action="store_true",
+                   help="with --crash-recover: prefetch all states with get_many instead")
+    p.set_defaults(func=cmd_checkpoint)
+
+
+def _csv_list(kind: type) -> Any:
+    def parse(text: str) -> list:
+        try:
+            items = [kind(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+        if not items:
+            raise argparse.ArgumentTypeError("the list is empty")
+        return items
+    return parse
+
+
+def _add_compare_parsers(sub: Any) -> None:
+    for name, helptext in (
+        ("compare", "run one workload on several backends with identical settings"),
+        ("sweep", "raise the target rate (or threads) per backend until throughput stops growing"),
+    ):
+        p = sub.add_parser(name, help=helptext, description=helptext + ".  Backends that cannot "
+                           "open are reported as skipped with the reason.")
+        p.add_argument("workload", choices=list(PRESETS), metavar="WORKLOAD",
+                       help=", ".join(PRESETS))
+        p.add_argument("--backends", type=_csv_list(str), required=True, metavar="A,B,...")
+        p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                       help="option given to every backend that has it")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--json", metavar="FILE", help="write the results here")
+        p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
+        p.add_argument("--plot", metavar="FILE.png",
+                       help=f"chart (default results/{name}-<workload>.png)")
+        p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
+        _add_spec_args(p, None)
+        if name == "compare":
+            p.add_argument("--target", type=_positive_float, metavar="OPS")
+            p.set_defaults(func=cmd_compare)
+        else:
+            p.add_argument("--targets", default="auto", metavar="R1,R2,...|auto",
+                           help="target rates to try (default auto: 100, 200, 400, ...)")
+            p.add_argument("--threads-sweep", type=_csv_list(int), metavar="1,2,4,...",
+                           help="sweep the thread count instead of the target rate")
+            p.add_argument("--point-seconds", type=_positive_float, default=3.0,
+                           help="length of each point (default 3 s)")
+            p.set_defaults(func=cmd_sweep)
+    p = sub.add_parser("report", help="re-plot (and tabulate) saved JSON results",
+                       description="Re-plot saved results: sweeps as latency-vs-throughput "
+                                   "curves, compares and single runs as bar charts.")
+    p.add_argument("results", nargs="+", metavar="RESULTS.json")
+    p.add_argument("--plot", metavar="FILE.png", required=True)
+    p.add_argument("--csv", metavar="FILE", help="also write the first document as CSV")
+    p.set_defaults(func=cmd_report)
+
+
+def _add_thesis_parser(sub: Any) -> None:
+    from . import experiments
+
+    p = sub.add_parser("thesis", help="reproduce one of the S4 thesis' experiments",
+                       description="Run one thesis experiment; writes results/<name>.json and "
+                                   ".png and prints the thesis' figure beside ours.  table5.2 "
+                                   "is built from the other experiments' JSON.")
+    p.add_argument("experiment", choices=list(experiments.EXPERIMENTS))
+    p.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not tens)")
+    p.add_argument("--out", default="results", metavar="DIR", help="output directory")
+    p.set_defaults(func=lambda args: (experiments.run(args.experiment, args.out, args.quick), 0)[1])
+
+
+def _add_spark(sub: Any) -> None:
+    """``bench spark`` comes from spark_integration.cli when that module exists."""
+    try:
+        from spark_integration import cli as spark_cli
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("spark_integration"):
+            raise
+        p = sub.add_parser("spark", help="Spark integration (not available yet)")
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=lambda args: _fail_usage(
+            "bench spark is not available in this installation (spark_integration/cli.py is missing)"))
+        return
+    p = spark_cli.add_parser(sub)
+    p.set_defaults(func=spark_cli.run)
 
 
 def _add_services(sub: Any) -> None:
@@ -256,6 +405,10 @@ def cmd_workload(args: argparse.Namespace) -> int:
     options = _backend_options(args)
     if args.skip_load and "path" in backend_class(args.backend).all_options() and not options.get("path"):
         raise UsageError("--skip-load needs the existing store's --opt path=DIR")
+    if args.processes < 1:
+        raise UsageError(f"--processes must be >= 1 (got {args.processes})")
+    if args.processes > 1:
+        return _workload_processes(args, spec, options)
     out_lines: list[str] = []
     phases: dict[str, runner.PhaseResult] = {}
     with _data_dir(args.backend, options) as path:
@@ -298,7 +451,55 @@ def cmd_workload(args: argparse.Namespace) -> int:
             workload=args.workload, backend=args.backend,
             config=_config(args, options, workload_spec=spec.to_dict()),
             phases=phases, backend_stats=stats, extra=extra))
+    _maybe_csv(args, phases)
     return 0
+
+
+def _workload_processes(args: argparse.Namespace, spec: core.WorkloadSpec,
+                        options: dict[str, Any]) -> int:
+    """``--processes N > 1``: load once (shared stores) or per process (memory), run, merge."""
+    from workloads import parallel
+
+    if getattr(args, "baseline", False):
+        raise UsageError("--baseline needs a file backend, which cannot run with --processes > 1")
+    mode = parallel.check_backend(args.backend)
+    phases: dict[str, runner.PhaseResult] = {}
+    stats = None
+    if mode == "shared" and not args.skip_load:
+        store = open_backend(args.backend, **options)
+        try:
+            phases["load"] = runner.load(store, core.CoreWorkload(spec, seed=args.seed),
+                                         batch=args.load_batch)
+        finally:
+            store.close()
+    operations = None if args.duration and args.ops is None else spec.operations
+    bar = _progress(args, "run", operations)
+    try:
+        own_load, phases["run"] = parallel.run_processes(
+            args.backend, options, spec, processes=args.processes, threads=args.threads,
+            seed=args.seed, operations=operations, duration=args.duration, target=args.target,
+            load_batch=args.load_batch, progress=bar.update,
+            status_interval=args.status_interval, status_out=sys.stderr)
+    finally:
+        bar.close()
+    if own_load is not None:
+        phases = {"load": own_load, **phases}
+    for name, phase in phases.items():
+        report.print_errors(phase)
+        report.print_lines(report.phase_lines(phase, "LOAD-" if name == "load" else ""))
+    if args.json:
+        report.write_json(args.json, report.result_json(
+            workload=args.workload, backend=args.backend,
+            config=_config(args, options, workload_spec=spec.to_dict()),
+            phases=phases, backend_stats=stats))
+    _maybe_csv(args, phases)
+    return 0
+
+
+def _maybe_csv(args: argparse.Namespace, phases: dict[str, runner.PhaseResult]) -> None:
+    if getattr(args, "csv", None):
+        report.write_csv(args.csv, {"schema": report.SCHEMA, "backend": args.backend,
+                                    "phases": {n: report.phase_json(p) for n, p in phases.items()}})
 
 
 def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
@@ -374,7 +575,8 @@ def cmd_recovery(args: argparse.Namespace) -> int:
         try:
             bar = _progress(args, "verify", args.records)
             try:
-                result = runner.verify(store, workload.load_keys(), value_for, progress=bar.update)
+                result = runner.verify(store, workload.load_keys(), value_for,
+                                       eager=args.eager, progress=bar.update)
             finally:
                 bar.close()
             stats = store.stats()
@@ -384,6 +586,7 @@ def cmd_recovery(args: argparse.Namespace) -> int:
     report.print_errors(result.phase)
     report.print_lines([
         f"[RECOVERY], Crash, {'true' if args.crash else 'false'}",
+        f"[RECOVERY], Eager, {'true' if args.eager else 'false'}",
         f"[RECOVERY], OpenTime(ms), {open_ms!r}",
         f"[RECOVERY], Records, {args.records}",
         f"[RECOVERY], Missing, {result.missing}",
@@ -393,9 +596,171 @@ def cmd_recovery(args: argparse.Namespace) -> int:
         report.write_json(args.json, report.result_json(
             workload="recovery", backend=args.backend, config=_config(args, options),
             phases=phases, backend_stats=stats,
-            extra={"recovery": {"crash": args.crash, "open_ms": open_ms,
+            extra={"recovery": {"crash": args.crash, "eager": args.eager, "open_ms": open_ms,
                                 "missing": result.missing, "corrupt": result.corrupt}}))
     return 0 if result.missing == 0 and result.corrupt == 0 else EXIT_RUNTIME
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    from workloads import checkpoint as ck
+
+    spec = ck.CheckpointSpec(rate=args.rate, events=args.events, pes=args.pes, queue=args.queue,
+                             serialization_queue=args.serialization_queue, writers=args.writers, skew=args.skew, seed=args.seed).validate()
+    if args.eager and not args.crash_recover:
+        raise UsageError("--eager only applies to --crash-recover; add --crash-recover")
+    options = _backend_options(args)
+    if args.crash_recover and not backend_class(args.backend).persistent:
+        raise UsageError(f"backend {args.backend!r} keeps nothing after a crash; --crash-recover "
+                         f"needs a persistent backend (e.g. indexed_fs, default_fs)")
+    recovery = None
+    with _data_dir(args.backend, options):
+        if args.crash_recover:
+            result = ck.run_checkpoint_then_crash(args.backend, options, spec)
+            bar = _progress(args, "recover", len(result.last_written))
+            try:
+                recovery = ck.reopen_and_recover(args.backend, options, result,
+                                                 eager=args.eager, progress=bar.update)
+            finally:
+                bar.close()
+        else:
+            store = open_backend(args.backend, **options)
+            try:
+                bar = _progress(args, "checkpoint", spec.events)
+                try:
+                    result = ck.run_checkpoint(store, spec, progress=bar.update)
+                finally:
+                    bar.close()
+            finally:
+                store.close()
+    report.print_errors(result.phase)
+    lines = report.checkpoint_lines(result)
+    extra: dict[str, Any] = {"checkpoint": result.summary()}
+    phases = {"run": result.phase}
+    if recovery is not None:
+        open_ms, verified = recovery
+        report.print_errors(verified.phase)
+        lines += report.recovery_lines(open_ms, verified, crash=True, eager=args.eager)
+        phases["recovery"] = verified.phase
+        extra["recovery"] = {"crash": True, "eager": args.eager, "open_ms": open_ms,
+                             "missing": verified.missing, "corrupt": verified.corrupt}
+    report.print_lines(lines)
+    if args.json:
+        report.write_json(args.json, report.result_json(
+            workload="checkpoint", backend=args.backend, config=_config(args, options),
+            phases=phases, backend_stats=None, extra=extra))
+    if recovery is not None and (recovery[1].missing or recovery[1].corrupt):
+        return EXIT_RUNTIME
+    return 0
+
+
+def _multi_spec(args: argparse.Namespace) -> tuple[core.WorkloadSpec, dict[str, Any]]:
+    """The workload and the options shared by every backend of a compare/sweep (checked first,
+    so a typo fails before any backend runs)."""
+    if args.threads < 1:
+        raise UsageError(f"--threads must be >= 1 (got {args.threads})")
+    spec = _spec(args)
+    options: dict[str, Any] = dict(parse_kv(args.opt))
+    for backend in args.backends:
+        try:
+            cls = backend_class(backend)
+        except CkptError:
+            if isinstance(sys.exc_info()[1], UnknownBackendError):
+                raise
+            continue  # missing client package: reported as skipped by the run
+        own = {k: v for k, v in options.items() if k in cls.all_options()}
+        cls.parse_options(own)
+    return spec, options
+
+
+def _options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    try:
+        names = backend_class(backend).all_options()
+    except CkptError:
+        return dict(options)
+    return {k: v for k, v in options.items() if k in names}
+
+
+def _finish_multi(args: argparse.Namespace, kind: str, doc: dict[str, Any],
+                  table: list[str]) -> int:
+    print("\n".join(table))
+    if args.json:
+        report.write_json(args.json, doc)
+    if args.csv:
+        report.write_csv(args.csv, doc)
+    plot = args.plot or os.path.join("results", f"{kind}-{args.workload}.png")
+    (report.plot_compare if kind == "compare" else report.plot_sweep)(doc, plot)
+    print(f"plot: {plot}", file=sys.stderr)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from workloads import session
+
+    spec, options = _multi_spec(args)
+    operations = None if args.duration and args.ops is None else spec.operations
+    outcomes = []
+    for backend in args.backends:
+        outcome = session.run_workload(backend, _options_for(backend, options), spec,
+                                       seed=args.seed, threads=args.threads,
+                                       operations=operations, duration=args.duration,
+                                       target=args.target, load_batch=args.load_batch)
+        print(f"bench: compare: {backend}: "
+              + (f"skipped: {outcome.skipped}" if outcome.skipped
+                 else f"{outcome.run.throughput:.1f} ops/s"), file=sys.stderr)
+        outcomes.append(outcome)
+    doc = {"schema": report.COMPARE_SCHEMA, "workload": args.workload,
+           "config": _config(args, options, workload_spec=spec.to_dict()),
+           "environment": report.environment(),
+           "results": [report.outcome_json(o) for o in outcomes]}
+    return _finish_multi(args, "compare", doc, report.compare_table(doc))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from workloads import session
+
+    spec, options = _multi_spec(args)
+    targets = None
+    if args.targets != "auto" and not args.threads_sweep:
+        targets = _csv_list(float)(args.targets)
+    results = []
+    for backend in args.backends:
+        points = session.sweep(
+            backend, _options_for(backend, options), spec, targets=targets,
+            threads_list=args.threads_sweep, point_seconds=args.point_seconds, seed=args.seed,
+            on_point=lambda o: print(
+                f"bench: sweep: {o.backend} {o.params}: "
+                + (f"skipped: {o.skipped}" if o.skipped else f"{o.run.throughput:.1f} ops/s"),
+                file=sys.stderr))
+        results += [report.outcome_json(o) for o in points]
+    doc = {"schema": report.SWEEP_SCHEMA, "workload": args.workload,
+           "config": _config(args, options, workload_spec=spec.to_dict()),
+           "environment": report.environment(), "results": results}
+    return _finish_multi(args, "sweep", doc, report.sweep_table(doc))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    docs = []
+    for path in args.results:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                docs.append(json.load(fh))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read results file {path}: {exc}")
+    try:
+        report.plot_results(docs, args.plot)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"cannot plot these results: {exc}")
+    for doc in docs:
+        if doc.get("schema") == report.SWEEP_SCHEMA:
+            print("\n".join(report.sweep_table(doc)))
+        elif doc.get("schema") == report.COMPARE_SCHEMA:
+            print("\n".join(report.compare_table(doc)))
+    if args.csv:
+        report.write_csv(args.csv, docs[0])
+    print(f"plot: {args.plot}", file=sys.stderr)
+    return 0
 
 
 def _crash_load(args: argparse.Namespace, options: dict[str, Any]) -> tuple[float, int]:

@@ -68,6 +68,35 @@ def phase_lines(phase: PhaseResult, prefix: str = "") -> list[str]:
     return lines + measurement_lines(phase.measurements, prefix)
 
 
+def checkpoint_lines(result: Any) -> list[str]:
+    """The checkpoint workload: ``[OVERALL]`` (throughput = checkpoints written/s), the
+    SafeKeeper's counts under ``[CHECKPOINT]``, then ``[CHECKPOINT-WRITE]`` and ``[EVENT-LAG]``."""
+    lines = phase_lines(result.phase)
+    at = lines.index(next(line for line in lines if "Throughput" in line)) + 1
+    lines[at:at] = [
+        f"[CHECKPOINT], Events, {result.submitted}",
+        f"[CHECKPOINT], EventRate(events/sec), {_num(float(result.event_rate))}",
+        f"[CHECKPOINT], Written, {result.written}",
+        f"[CHECKPOINT], Dropped, {result.dropped}",
+        f"[CHECKPOINT], Failed, {result.failed}",
+        f"[CHECKPOINT], WriteRate(ckpt/sec), {_num(float(result.write_rate))}",
+    ]
+    return lines
+
+
+def recovery_lines(open_ms: float, verified: Any, *, crash: bool, eager: bool) -> list[str]:
+    """``[RECOVERY]`` summary (open time, missing/corrupt) and the read phase's op lines."""
+    return [
+        f"[RECOVERY], Crash, {'true' if crash else 'false'}",
+        f"[RECOVERY], Eager, {'true' if eager else 'false'}",
+        f"[RECOVERY], OpenTime(ms), {_num(float(open_ms))}",
+        f"[RECOVERY], Records, {verified.phase.operations}",
+        f"[RECOVERY], Missing, {verified.missing}",
+        f"[RECOVERY], Corrupt, {verified.corrupt}",
+        f"[RECOVERY], RunTime(ms), {int(round(verified.phase.runtime_ms))}",
+    ] + measurement_lines(verified.phase.measurements)
+
+
 def print_lines(lines: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write("".join(line + "\n" for line in lines))
@@ -138,3 +167,197 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
         json.dump(doc, fh, indent=2, sort_keys=False, default=str)
         fh.write("\n")
     os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------- compare / sweep documents
+COMPARE_SCHEMA = "ckptbench.compare/1"
+SWEEP_SCHEMA = "ckptbench.sweep/1"
+
+
+def outcome_json(outcome: Any) -> dict[str, Any]:
+    """One backend's entry in a compare/sweep document: ``skipped`` + reason, or its phases and
+    the all-ops summary (``overall``: count, mean/p50/p99 µs)."""
+    from workloads.session import overall
+
+    if outcome.skipped:
+        return {"backend": outcome.backend, "params": outcome.params, "skipped": outcome.skipped}
+    run = outcome.run
+    return {"backend": outcome.backend, "params": outcome.params, "skipped": None,
+            "throughput_ops_sec": run.throughput,
+            "overall": overall(run.measurements),
+            "intended": overall(run.measurements, intended=True),
+            "phases": {name: phase_json(p) for name, p in outcome.phases.items()}}
+
+
+def _ops(entry: dict[str, Any]) -> dict[str, Any]:
+    ops = entry["phases"]["run"]["operations"]
+    return {n: s for n, s in ops.items()
+            if s.get("count") and not n.startswith("Intended-") and not n.endswith("-FAILED")}
+
+
+def compare_table(doc: dict[str, Any]) -> list[str]:
+    """Throughput, p50/p99 per op and ratios to the first backend that ran."""
+    entries = doc["results"]
+    ran = [e for e in entries if not e["skipped"]]
+    op_names = sorted({n for e in ran for n in _ops(e)})
+    head = f"{'backend':<12} {'ops/s':>10} {'x first':>8}"
+    for n in op_names:
+        head += f" {n + ' p50':>14} {n + ' p99':>14}"
+    lines = [head]
+    base = ran[0] if ran else None
+    for e in entries:
+        if e["skipped"]:
+            lines.append(f"{e['backend']:<12} skipped: {e['skipped']}")
+            continue
+        ratio = e["throughput_ops_sec"] / base["throughput_ops_sec"] if base["throughput_ops_sec"] else 0
+        row = f"{e['backend']:<12} {e['throughput_ops_sec']:>10.1f} {ratio:>7.3g}x"
+        for n in op_names:
+            s = _ops(e).get(n)
+            row += (f" {s['p50_us']:>11}us {s['p99_us']:>11}us" if s else f" {'-':>14} {'-':>14}")
+        lines.append(row)
+    return lines
+
+
+def sweep_table(doc: dict[str, Any]) -> list[str]:
+    """One row per sweep point: backend, target/threads, throughput, mean/p50/p99 latency."""
+    lines = [f"{'backend':<12} {'target':>8} {'threads':>7} {'ops/s':>10} {'mean us':>10} "
+             f"{'p50 us':>8} {'p99 us':>8} {'int.mean us':>12} {'int.p99 us':>11}"]
+    for e in doc["results"]:
+        p = e["params"]
+        target = f"{p['target']:.0f}" if p.get("target") else "-"
+        if e["skipped"]:
+            lines.append(f"{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
+                         f"skipped: {e['skipped']}")
+            continue
+        o, i = e["overall"], e.get("intended") or {}
+        lines.append(f"{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
+                     f"{e['throughput_ops_sec']:>10.1f} {o['mean_us'] or 0:>10.1f} "
+                     f"{o['p50_us'] or 0:>8} {o['p99_us'] or 0:>8}"
+                     + (f" {i['mean_us']:>12.1f} {i['p99_us']:>11}" if i.get("count") else ""))
+    return lines
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _ensure_dir(path: str) -> None:
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+
+
+def plot_compare(doc: dict[str, Any], path: str) -> None:
+    """Bar chart: throughput per backend (left), p50/p99 of every op per backend (right)."""
+    plt = _pyplot()
+    ran = [e for e in doc["results"] if not e["skipped"]]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    names = [e["backend"] for e in ran]
+    ax1.bar(names, [e["throughput_ops_sec"] for e in ran], color="tab:blue")
+    ax1.set_yscale("log")
+    ax1.set_ylabel("throughput (ops/s, log)")
+    ax1.set_title(f"{doc.get('workload', '')}: throughput")
+    ops = sorted({n for e in ran for n in _ops(e)})
+    width = 0.8 / max(1, 2 * len(ops))
+    for i, op in enumerate(ops):
+        for j, (pct, hatch) in enumerate((("p50_us", ""), ("p99_us", "//"))):
+            xs = [k + (2 * i + j) * width - 0.4 + width / 2 for k in range(len(ran))]
+            ys = [(_ops(e).get(op) or {}).get(pct) or 0 for e in ran]
+            ax2.bar(xs, ys, width, hatch=hatch, label=f"{op} {pct[:3]}")
+    ax2.set_xticks(range(len(ran)), names)
+    ax2.set_yscale("log")
+    ax2.set_ylabel("latency (us, log)")
+    ax2.set_title("latency per op")
+    ax2.legend(fontsize=7)
+    skipped = [f"{e['backend']}: skipped" for e in doc["results"] if e["skipped"]]
+    if skipped:
+        fig.text(0.01, 0.01, "; ".join(skipped), fontsize=7)
+    fig.tight_layout()
+    _ensure_dir(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_sweep(doc: dict[str, Any], path: str) -> None:
+    """Latency vs throughput, one curve per backend (the thesis' Fig 4.1 shape).  Target-rate
+    sweeps plot the intended latency (queueing included), thread sweeps the service latency."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    by_backend: dict[str, list[dict[str, Any]]] = {}
+    for e in doc["results"]:
+        by_backend.setdefault(e["backend"], []).append(e)
+    for backend, entries in by_backend.items():
+        pts = []
+        for e in entries:
+            if e["skipped"]:
+                continue
+            lat = e.get("intended") if (e.get("intended") or {}).get("count") else e["overall"]
+            if lat["mean_us"] is not None:
+                pts.append((e["throughput_ops_sec"], lat["mean_us"] / 1000.0))
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
+        else:
+            ax.plot([], [], label=f"{backend} (skipped)")
+    ax.set_xlabel("throughput (ops/s)")
+    ax.set_ylabel("average latency (ms)")
+    ax.set_title(f"{doc.get('workload', '')}: latency vs throughput")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    _ensure_dir(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_results(docs: list[dict[str, Any]], path: str) -> None:
+    """Re-plot saved results: sweeps as curves, compares as bars, single runs as one compare."""
+    if all(d.get("schema") == SWEEP_SCHEMA for d in docs):
+        plot_sweep({"workload": docs[0].get("workload"),
+                    "results": [e for d in docs for e in d["results"]]}, path)
+        return
+    results = []
+    for d in docs:
+        if d.get("schema") in (COMPARE_SCHEMA, SWEEP_SCHEMA):
+            results += d["results"]
+        elif d.get("schema") == SCHEMA:
+            run = d["phases"]["run"]
+            ops = run["operations"]
+            results.append({"backend": d["backend"], "params": {}, "skipped": None,
+                            "throughput_ops_sec": run["throughput_ops_sec"],
+                            "phases": {"run": {"operations": ops}}})
+        else:
+            raise ValueError(f"not a ckptbench result (schema {d.get('schema')!r})")
+    plot_compare({"workload": docs[0].get("workload"), "results": results}, path)
+
+
+def write_csv(path: str, doc: dict[str, Any]) -> None:
+    """One row per (backend, point, phase, operation): counts, throughput and latencies in µs."""
+    import csv
+
+    if doc.get("schema") == SCHEMA:
+        entries = [{"backend": doc["backend"], "params": {}, "skipped": None,
+                    "phases": doc["phases"]}]
+    else:
+        entries = doc["results"]
+    cols = ["backend", "target", "threads", "phase", "operation", "count", "throughput_ops_sec",
+            "mean_us", "p50_us", "p95_us", "p99_us", "p999_us", "errors", "skipped"]
+    _ensure_dir(path)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for e in entries:
+            p = e.get("params") or {}
+            if e.get("skipped"):
+                w.writerow([e["backend"], p.get("target"), p.get("threads")] + [""] * 10
+                           + [e["skipped"]])
+                continue
+            for phase, pj in e["phases"].items():
+                for op, s in pj["operations"].items():
+                    w.writerow([e["backend"], p.get("target"), p.get("threads"), phase, op,
+                                s["count"], pj.get("throughput_ops_sec"), s["mean_us"],
+                                s["p50_us"], s["p95_us"], s["p99_us"], s["p999_us"],
+                                s["errors"], ""])

@@ -172,3 +172,25 @@ def test_sequential_distribution_is_shared_across_threads():
     assert result.measurements.summary("READ")["ok"] == 150
     # the two threads drew from one counter: 150 draws so far, the next key is number 50
     assert workload.sequential.next() == 50
+
+
+def test_processes_merge_histograms_exactly_and_split_ops():
+    from workloads import parallel
+
+    spec = core.preset("write-heavy", records=200, operations=3001)
+    load_phase, result = parallel.run_processes("memory", {}, spec, processes=2, threads=2,
+                                                seed=4, operations=3001)
+    assert result.operations == 3001
+    m = result.measurements
+    assert m.summary("READ")["count"] + m.summary("UPDATE")["count"] == 3001
+    assert load_phase.keys == 400  # memory: each process loads its own store
+    assert parallel.split(7, 3) == [3, 2, 2] and parallel.split(None, 2) == [None, None]
+
+
+def test_processes_refuse_file_backends_with_a_clear_error():
+    from backends import BadOptionError
+    from workloads import parallel
+
+    with pytest.raises(BadOptionError, match="locks its data directory"):
+        parallel.check_backend("indexed_fs")
+    assert parallel.check_backend("memory") == "own"

@@ -163,9 +163,11 @@ def run(
     progress: Callable[[int], None] | None = None,
     status_interval: float | None = None,
     status_out: TextIO | None = None,
+    client_offset: int = 0,
 ) -> PhaseResult:
     """The transaction phase.  ``operations`` defaults to the workload's operation count; with
-    ``duration`` only, clients run until the time is up."""
+    ``duration`` only, clients run until the time is up.  Thread ``i`` uses client
+    ``client_offset + i`` (several processes use disjoint client streams)."""
     threads = max(1, threads)
     if operations is None and duration is None:
         operations = workload.spec.operations
@@ -175,7 +177,7 @@ def run(
     ]
     per_thread_rate = target / threads if target else None
     recorders = [Recorder() for _ in range(threads)]
-    clients = [workload.client(i) for i in range(threads)]
+    clients = [workload.client(client_offset + i) for i in range(threads)]
     errors = _ErrorLog()
     done = [0] * threads
     start_ns = [0]
@@ -321,9 +323,17 @@ def verify(
     keys: Sequence[str],
     value_for: Callable[[str], bytes],
     *,
+    eager: bool = False,
+    prefetch_batch: int = 1000,
+    name: str = "READ",
     progress: Callable[[int], None] | None = None,
 ) -> VerifyResult:
     """Read every key once (``READ`` latencies) and compare with ``value_for(key)``.
+
+    Lazy (default): one ``get`` per key, as a PE reads its state on first use.  Eager: prefetch
+    everything first with ``get_many`` in batches of ``prefetch_batch`` (one latency per batch
+    under ``<name>-PREFETCH``), then each read is served from memory.  ``name`` is the section
+    the reads are recorded under (``READ``; the checkpoint workload uses ``RECOVERY-READ``).
 
     A key that reads back ``None`` is *missing*; a different value, or a ``CorruptDataError``
     from the store, is *corrupt*.  Other exceptions count as ``Return=ERROR``.
@@ -335,28 +345,45 @@ def verify(
     counts = {"missing": 0, "corrupt": 0}
     done = [0]
 
+    prefetched: dict[str, bytes] = {}
+
+    def prefetch() -> None:
+        perf = time.perf_counter_ns
+        for i in range(0, len(keys), prefetch_batch):
+            chunk = list(keys[i : i + prefetch_batch])
+            st = perf()
+            try:
+                prefetched.update(store.get_many(chunk))
+                recorder.ok(name + "-PREFETCH", (perf() - st) // 1000)
+            except Exception as exc:  # noqa: BLE001 - those keys then read back as missing
+                errors.add(exc)
+                recorder.failed(name + "-PREFETCH", "ERROR", (perf() - st) // 1000)
+
     def work() -> None:
         perf = time.perf_counter_ns
+        if eager:
+            prefetch()
+        get = prefetched.get if eager else store.get
         for k, key in enumerate(keys):
             st = perf()
             try:
-                value = store.get(key)
+                value = get(key)
                 lat = (perf() - st) // 1000
                 if value is None:
                     counts["missing"] += 1
-                    recorder.failed("READ", "NOT_FOUND", lat)
+                    recorder.failed(name, "NOT_FOUND", lat)
                 elif value != value_for(key):
                     counts["corrupt"] += 1
-                    recorder.failed("READ", "UNEXPECTED_STATE", lat)
+                    recorder.failed(name, "UNEXPECTED_STATE", lat)
                 else:
-                    recorder.ok("READ", lat)
+                    recorder.ok(name, lat)
             except CorruptDataError as exc:
                 counts["corrupt"] += 1
                 errors.add(exc)
-                recorder.failed("READ", "UNEXPECTED_STATE", (perf() - st) // 1000)
+                recorder.failed(name, "UNEXPECTED_STATE", (perf() - st) // 1000)
             except Exception as exc:  # noqa: BLE001 - counted, the read-back goes on
                 errors.add(exc)
-                recorder.failed("READ", "ERROR", (perf() - st) // 1000)
+                recorder.failed(name, "ERROR", (perf() - st) // 1000)
             done[0] = k + 1
 
     start = time.perf_counter()

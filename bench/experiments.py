@@ -1,0 +1,365 @@
+"""``bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2``: the S4 thesis' experiments, one command
+each (REFERENCE.md §1).  This module only orchestrates: workloads come from :mod:`workloads`,
+tables and charts from :mod:`bench.report`.  Each experiment writes ``results/<name>.json`` and
+``results/<name>.png`` and prints the thesis' figure beside ours.  Backends that cannot open
+(server down, client package missing) are listed as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Callable
+
+from . import report
+
+FS_BACKENDS = ["default_fs", "indexed_fs"]
+PERSISTENT_BACKENDS = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
+SERVER_BACKENDS = {"redis", "hbase", "minio"}
+
+THESIS = {
+    "fig4.1": "thesis Fig 4.1 (NFS): default FS hardly passes 700 ops/s; indexed FS saturates "
+              "near 2,100 ops/s at 20 ms.  Fig 5.1 (local ext3): default FS < 500 ops/s; "
+              "indexed FS 700 ops/s < 10 ms.",
+    "fig4.2": "thesis Fig 4.2: 1,000,000 PEs' index rebuilt in < 250 ms (~70-byte entries).",
+    "fig4.5": "thesis Figs 4.5/4.6 (400 ev/s, 10,000 events, 1,000 PEs, NFS): indexed FS 4.85x "
+              "faster writes and 3x faster reads than default FS; HBase writes ~ Redis writes; "
+              "HBase reads slower than its writes.",
+    "fig4.7": "thesis Fig 4.7: default FS <= 400 checkpoints/s (150/s with 1,000,000 PEs); "
+              "indexed FS ~1,300/s regardless of the number of PEs.",
+    "table5.2": "thesis Table 5.2: default FS - no dependency, few PEs, rare checkpoints; indexed "
+                "FS - favours writes, costly recovery, many PEs, frequent checkpoints; Redis - "
+                "fastest, durability not full; HBase - favours writes, many PEs, durable via WAL.",
+}
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def backend_options(backend: str) -> dict[str, Any]:
+    """Options for a fresh, isolated store: servers get their own namespace (no server is
+    started here: one that is down makes the backend *skipped*)."""
+    if backend in SERVER_BACKENDS:
+        import bench.services as services
+
+        return services.client_options(backend, f"thesis{uuid.uuid4().hex[:8]}")
+    return {}
+
+
+def _skip_reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _write(out_dir: str, name: str, doc: dict[str, Any]) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{name}.json")
+    report.write_json(path, doc)
+    return path
+
+
+def _plot(path: str, draw: Callable[[Any], None]) -> None:
+    plt = report._pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    draw(ax)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------- fig 4.1
+def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
+    """Sweep write-heavy (90 % update, 1 KB, 1,000 PEs) over default_fs, indexed_fs, raising
+    client threads 1..32 until throughput stops growing."""
+    from workloads import core, session
+
+    spec = core.preset("write-heavy")
+    results = []
+    for backend in FS_BACKENDS:
+        # the thesis raised YCSB client threads until saturation: service latency vs throughput
+        points = session.sweep(backend, {}, spec, threads_list=[1, 2, 4, 8, 16, 32],
+                               point_seconds=1.0 if quick else 3.0,
+                               on_point=lambda o: _say(f"fig4.1: {o.backend} {o.params}: " + (
+                                   o.skipped or f"{o.run.throughput:.0f} ops/s")))
+        results += [report.outcome_json(o) for o in points]
+    doc = {"schema": report.SWEEP_SCHEMA, "experiment": "fig4.1", "workload": "write-heavy",
+           "quick": quick, "environment": report.environment(), "results": results}
+    report.plot_sweep(doc, os.path.join(out_dir, "fig4.1.png"))
+    print("\n".join(report.sweep_table(doc)))
+    best = {}
+    for e in results:
+        if not e["skipped"]:
+            best[e["backend"]] = max(best.get(e["backend"], 0.0), e["throughput_ops_sec"])
+    doc["summary"] = {"max_throughput_ops_sec": best}
+    print("ours: max throughput " + ", ".join(f"{b} {t:.0f} ops/s" for b, t in best.items()))
+    return doc
+
+
+# ------------------------------------------------------------------------------------- fig 4.2
+def _load_child(conn: Any, backend: str, options: dict[str, Any], n: int, value_size: int) -> None:
+    from backends import open_backend
+    from workloads import core, runner
+
+    try:
+        store = open_backend(backend, **options)
+        spec = core.WorkloadSpec(name="fig4.2", records=n, operations=0, read=1.0,
+                                 value_size=value_size)
+        result = runner.load(store, core.CoreWorkload(spec), batch=10_000)
+        store.flush()
+        conn.send(("ok", result.runtime_ms))
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("error", _skip_reason(exc)))
+        return
+    while True:
+        time.sleep(3600)  # SIGKILLed here, before close
+
+
+def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
+    """indexed_fs open (index rebuild) time after a crash, for 10^3 .. 10^6 PEs of ~40 bytes."""
+    from backends import CkptError, open_backend
+
+    counts = [10**3, 10**4, 10**5] if quick else [10**3, 10**4, 10**5, 10**6]
+    ctx = multiprocessing.get_context("fork")
+    rows = []
+    for n in counts:
+        tmp = tempfile.mkdtemp(prefix="ckptbench-fig42-")
+        options = {"path": os.path.join(tmp, "store"), "durability": "none"}
+        try:
+            parent, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_load_child, args=(child, "indexed_fs", options, n, 40),
+                               daemon=True)
+            proc.start()
+            child.close()
+            try:
+                status, payload = parent.recv()
+            finally:
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.join()
+            if status != "ok":
+                raise CkptError(f"fig4.2 load of {n} PEs failed: {payload}")
+            row = {"pes": n, "load_ms": payload}
+            for label in ("crash", "clean"):
+                t0 = time.perf_counter()
+                store = open_backend("indexed_fs", **options)
+                row[f"open_after_{label}_ms"] = (time.perf_counter() - t0) * 1000.0
+                store.close()  # the second open is after this clean close
+            rows.append(row)
+            _say(f"fig4.2: {n} PEs: open after crash {row['open_after_crash_ms']:.1f} ms, "
+                 f"after clean close {row['open_after_clean_ms']:.1f} ms")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def draw(ax: Any) -> None:
+        xs = [r["pes"] for r in rows]
+        ax.plot(xs, [r["open_after_crash_ms"] for r in rows], marker="o", label="after crash")
+        ax.plot(xs, [r["open_after_clean_ms"] for r in rows], marker="s", label="after clean close")
+        ax.axhline(250, color="grey", ls="--", label="thesis: 10^6 PEs < 250 ms")
+        ax.set_xscale("log")
+        ax.set_xlabel("number of PEs (keys, ~40-byte values)")
+        ax.set_ylabel("indexed_fs open / index rebuild (ms)")
+        ax.set_title("Fig 4.2: index rebuild time")
+        ax.legend()
+
+    _plot(os.path.join(out_dir, "fig4.2.png"), draw)
+    print(f"{'PEs':>9} {'open after crash ms':>20} {'open after clean ms':>20}")
+    for r in rows:
+        print(f"{r['pes']:>9} {r['open_after_crash_ms']:>20.1f} {r['open_after_clean_ms']:>20.1f}")
+    return {"schema": "ckptbench.thesis/1", "experiment": "fig4.2", "quick": quick,
+            "environment": report.environment(), "rows": rows}
+
+
+# ---------------------------------------------------------------------------------- fig 4.5/4.6
+def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
+    """Checkpoint workload per backend (400 ev/s, 10,000 events, 1,000 PEs), crash, lazy read."""
+    from workloads import checkpoint as ck
+
+    spec = ck.CheckpointSpec(rate=400, events=2000 if quick else 10_000, pes=1000)
+    rows = []
+    for backend in PERSISTENT_BACKENDS:
+        try:
+            options = backend_options(backend)
+            tmp = None
+            if backend in FS_BACKENDS:
+                tmp = tempfile.mkdtemp(prefix=f"ckptbench-fig45-{backend}-")
+                options["path"] = os.path.join(tmp, "store")
+            try:
+                result = ck.run_checkpoint_then_crash(backend, options, spec)
+                open_ms, verified = ck.reopen_and_recover(backend, options, result)
+            finally:
+                if tmp:
+                    shutil.rmtree(tmp, ignore_errors=True)
+        except Exception as exc:  # noqa: BLE001 - any failure to open = skipped, with reason
+            rows.append({"backend": backend, "skipped": _skip_reason(exc)})
+            _say(f"fig4.5: {backend}: skipped: {_skip_reason(exc)}")
+            continue
+        w = result.phase.measurements.summary("CHECKPOINT-WRITE")
+        r = verified.phase.measurements.summary("RECOVERY-READ")
+        rows.append({"backend": backend, "skipped": None, "checkpoint": result.summary(),
+                     "write": w, "read": r, "open_ms": open_ms,
+                     "missing": verified.missing, "corrupt": verified.corrupt})
+        _say(f"fig4.5: {backend}: write mean {w['mean_us']:.0f} us, read mean "
+             f"{r['mean_us']:.0f} us, dropped {result.dropped}")
+    ran = [r for r in rows if not r["skipped"]]
+
+    def draw(ax: Any) -> None:
+        xs = range(len(ran))
+        ax.bar([x - 0.2 for x in xs], [r["write"]["mean_us"] / 1000 for r in ran], 0.4,
+               label="write (Fig 4.5)")
+        ax.bar([x + 0.2 for x in xs], [r["read"]["mean_us"] / 1000 for r in ran], 0.4,
+               label="lazy recovery read (Fig 4.6)")
+        ax.set_xticks(list(xs), [r["backend"] for r in ran])
+        ax.set_yscale("log")
+        ax.set_ylabel("mean latency (ms, log)")
+        ax.set_title(f"Figs 4.5/4.6: word count, {spec.rate:.0f} ev/s, {spec.events} events")
+        ax.legend()
+
+    _plot(os.path.join(out_dir, "fig4.5.png"), draw)
+    print(f"{'backend':<12} {'write mean us':>14} {'write p99 us':>13} {'read mean us':>13} "
+          f"{'read p99 us':>12} {'dropped':>8} {'open ms':>8}")
+    for r in rows:
+        if r["skipped"]:
+            print(f"{r['backend']:<12} skipped: {r['skipped']}")
+            continue
+        print(f"{r['backend']:<12} {r['write']['mean_us']:>14.0f} {r['write']['p99_us']:>13} "
+              f"{r['read']['mean_us']:>13.1f} {r['read']['p99_us']:>12} "
+              f"{r['checkpoint']['dropped']:>8} {r['open_ms']:>8.1f}")
+    by = {r["backend"]: r for r in ran}
+    if "default_fs" in by and "indexed_fs" in by:
+        wr = by["default_fs"]["write"]["mean_us"] / by["indexed_fs"]["write"]["mean_us"]
+        rr = by["default_fs"]["read"]["mean_us"] / max(by["indexed_fs"]["read"]["mean_us"], 1e-9)
+        print(f"ours: indexed_fs writes {wr:.2f}x faster, reads {rr:.2f}x faster than default_fs")
+    return {"schema": "ckptbench.thesis/1", "experiment": "fig4.5", "quick": quick,
+            "spec": vars(spec), "environment": report.environment(), "rows": rows}
+
+
+# ------------------------------------------------------------------------------------- fig 4.7
+def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
+    """Storage-queue throughput vs number of PEs: events offered at 5,000/s (above what either
+    FS backend sustains here), storage queue 1000; checkpoints written/s and drops counted."""
+    from backends import open_backend
+    from workloads import checkpoint as ck
+
+    counts = [10**2, 10**3, 10**4] if quick else [10**3, 10**4, 10**5, 10**6]
+    rate = 5000.0
+    events = 5000 if quick else 50_000
+    rows = []
+    for backend in FS_BACKENDS:
+        for n in counts:
+            tmp = tempfile.mkdtemp(prefix=f"ckptbench-fig47-{backend}-")
+            try:
+                store = open_backend(backend, path=os.path.join(tmp, "store"))
+                try:
+                    result = ck.run_checkpoint(store, ck.CheckpointSpec(
+                        rate=rate, events=events, pes=n, queue=1000))
+                finally:
+                    store.close()
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            rows.append({"backend": backend, "pes": n, **result.summary()})
+            _say(f"fig4.7: {backend} {n} PEs: {result.write_rate:.0f} ckpt/s, "
+                 f"dropped {result.dropped} of {events}")
+
+    def draw(ax: Any) -> None:
+        for backend in FS_BACKENDS:
+            pts = [r for r in rows if r["backend"] == backend]
+            ax.plot([r["pes"] for r in pts], [r["write_rate"] for r in pts], marker="o",
+                    label=backend)
+        ax.set_xscale("log")
+        ax.set_xlabel("number of PEs")
+        ax.set_ylabel("storage-queue throughput (checkpoints/s)")
+        ax.set_title(f"Fig 4.7: {events} events at {rate:.0f}/s, storage queue 1000")
+        ax.legend()
+
+    _plot(os.path.join(out_dir, "fig4.7.png"), draw)
+    print(f"{'backend':<12} {'PEs':>9} {'ckpt/s':>9} {'written':>8} {'dropped':>8}")
+    for r in rows:
+        print(f"{r['backend']:<12} {r['pes']:>9} {r['write_rate']:>9.0f} {r['written']:>8} "
+              f"{r['dropped']:>8}")
+    return {"schema": "ckptbench.thesis/1", "experiment": "fig4.7", "quick": quick,
+            "events": events, "environment": report.environment(), "rows": rows}
+
+
+# ----------------------------------------------------------------------------------- table 5.2
+TRADEOFFS = {
+    "default_fs": ("none", "one file per PE; fsync+rename"),
+    "indexed_fs": ("none", "append log + in-memory index; rebuild on open"),
+    "redis": ("redis-server", "per AOF policy (not full by default)"),
+    "hbase": ("HBase + ZooKeeper", "WAL"),
+    "minio": ("MinIO server", "object store"),
+    "memory": ("none", "none (lost on exit)"),
+}
+
+
+def table52(out_dir: str, quick: bool) -> dict[str, Any]:
+    """Trade-off table from the measured results/fig4.1, fig4.5, fig4.7 JSON (run those first)."""
+    def load(name: str) -> dict[str, Any] | None:
+        path = os.path.join(out_dir, f"{name}.json")
+        if not os.path.exists(path):
+            _say(f"table5.2: {path} missing; run `bench thesis {name}` first (column left empty)")
+            return None
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+
+    f41, f45, f47 = load("fig4.1"), load("fig4.5"), load("fig4.7")
+    rows: dict[str, dict[str, Any]] = {b: {"backend": b} for b in PERSISTENT_BACKENDS}
+    if f41:
+        for b, t in f41.get("summary", {}).get("max_throughput_ops_sec", {}).items():
+            rows[b]["max_write_heavy_ops_sec"] = t
+    if f45:
+        for r in f45["rows"]:
+            if r["skipped"]:
+                rows[r["backend"]]["skipped"] = r["skipped"]
+            else:
+                rows[r["backend"]].update(write_mean_us=r["write"]["mean_us"],
+                                          read_mean_us=r["read"]["mean_us"],
+                                          open_ms=r["open_ms"])
+    if f47:
+        for r in f47["rows"]:
+            key = "queue_ckpt_sec_by_pes"
+            rows[r["backend"]].setdefault(key, {})[str(r["pes"])] = r["write_rate"]
+    print(f"{'backend':<11} {'dependency':<18} {'durability':<40} {'max ops/s':>9} "
+          f"{'write us':>9} {'read us':>8} {'queue ckpt/s (PEs)':<24}")
+    for b, r in rows.items():
+        dep, dur = TRADEOFFS[b]
+        q = r.get("queue_ckpt_sec_by_pes") or {}
+        qtext = " ".join(f"{v:.0f}({k})" for k, v in q.items())
+        if r.get("skipped") and "write_mean_us" not in r:
+            print(f"{b:<11} {dep:<18} {dur:<40} skipped: {r['skipped'][:60]}")
+            continue
+        mx = r.get("max_write_heavy_ops_sec")
+        wr, rd = r.get("write_mean_us"), r.get("read_mean_us")
+        print(f"{b:<11} {dep:<18} {dur:<40} {f'{mx:.0f}' if mx else '-':>9} "
+              f"{f'{wr:.0f}' if wr else '-':>9} {f'{rd:.1f}' if rd else '-':>8} {qtext:<24}")
+        r.update(dependency=dep, durability=dur)
+    return {"schema": "ckptbench.thesis/1", "experiment": "table5.2",
+            "environment": report.environment(), "rows": list(rows.values())}
+
+
+EXPERIMENTS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
+    "fig4.1": fig41,
+    "fig4.2": fig42,
+    "fig4.5": fig45,
+    "fig4.6": fig45,  # one run measures both: writes (4.5) and lazy recovery reads (4.6)
+    "fig4.7": fig47,
+    "table5.2": table52,
+}
+
+
+def run(name: str, out_dir: str = "results", quick: bool = False) -> dict[str, Any]:
+    """Run experiment ``name``, write ``<out_dir>/<name>.json`` (+ PNG), print ours and theirs."""
+    os.makedirs(out_dir, exist_ok=True)
+    name = "fig4.5" if name == "fig4.6" else name
+    doc = EXPERIMENTS[name](out_dir, quick)
+    path = _write(out_dir, name, doc)
+    print(THESIS[name])
+    _say(f"wrote {path}" + ("" if name == "table5.2" else f" and {out_dir}/{name}.png"))
+    return doc

@@ -1,0 +1,139 @@
+"""``bench compare``, ``bench sweep`` and ``bench report``: tables, JSON, CSV, PNG, and backends
+that cannot open reported as skipped (never dropped)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from workloads import core, session
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_compare_table_json_csv_png_and_skipped_backend(tmp_path):
+    out, png, table = tmp_path / "c.json", tmp_path / "c.png", tmp_path / "c.csv"
+    # redis on port 1: a real connection refusal -> skipped with the reason
+    proc = bench("compare", "write-heavy", "--backends", "memory,indexed_fs,redis",
+                 "--opt", "port=1", "--ops", "300", "--records", "100",
+                 "--json", str(out), "--plot", str(png), "--csv", str(table))
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()
+    assert rows[0].split()[:3] == ["backend", "ops/s", "x"]
+    assert rows[1].startswith("memory") and "1x" in rows[1]
+    assert rows[2].startswith("indexed_fs")
+    assert rows[3].startswith("redis") and "skipped:" in rows[3]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "ckptbench.compare/1"
+    assert [e["backend"] for e in doc["results"]] == ["memory", "indexed_fs", "redis"]
+    assert doc["results"][2]["skipped"] and "refused" in doc["results"][2]["skipped"].lower()
+    assert doc["results"][1]["phases"]["run"]["operations_done"] == 300
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with table.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["backend"] for r in rows} == {"memory", "indexed_fs", "redis"}
+
+
+def test_compare_default_plot_path_is_under_results(tmp_path):
+    proc = bench("compare", "ycsb-c", "--backends", "memory", "--ops", "100", "--records", "50",
+                 cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "results" / "compare-ycsb-c.png").exists()
+
+
+def test_compare_unknown_backend_is_a_usage_error():
+    proc = bench("compare", "write-heavy", "--backends", "memory,nosuch")
+    assert proc.returncode == 2 and "unknown backend 'nosuch'" in proc.stderr
+
+
+def test_sweep_runs_explicit_targets_with_intended_latencies():
+    """Explicit targets are all tried while throughput grows; each point records Intended-."""
+    spec = core.preset("write-heavy", records=100, operations=100)
+
+
+    points = session.sweep("memory", {}, spec, targets=[200, 400, 800], point_seconds=0.5)
+    assert [p.params["target"] for p in points] == [200.0, 400.0, 800.0]
+    assert all(p.run.measurements.summary("Intended-UPDATE")["count"] for p in points)
+
+
+def test_sweep_cli_and_report_replot(tmp_path):
+    out, png = tmp_path / "s.json", tmp_path / "s.png"
+    proc = bench("sweep", "write-heavy", "--backends", "memory,default_fs", "--targets",
+                 "200,400", "--point-seconds", "0.5", "--records", "100",
+                 "--json", str(out), "--plot", str(png))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:4] == ["backend", "target", "threads", "ops/s"]
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["memory", "200"], ["memory", "400"], ["default_fs", "200"], ["default_fs", "400"]]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "ckptbench.sweep/1" and len(doc["results"]) == 4
+    assert png.exists()
+    replot = tmp_path / "again.png"
+    proc = bench("report", str(out), "--plot", str(replot))
+    assert proc.returncode == 0, proc.stderr
+    assert replot.read_bytes()[:4] == b"\x89PNG"
+    assert "memory" in proc.stdout
+
+
+def test_sweep_threads(tmp_path):
+    proc = bench("sweep", "ycsb-c", "--backends", "memory", "--threads-sweep", "1,2",
+                 "--point-seconds", "0.3", "--records", "50", "--plot", str(tmp_path / "t.png"))
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split()[2] for line in proc.stdout.splitlines()[1:]] == ["1", "2"]
+
+
+def test_report_single_run_and_csv_on_runs(tmp_path):
+    run_json, run_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    proc = bench("write-heavy", "--backend", "memory", "--ops", "200", "--json", str(run_json),
+                 "--csv", str(run_csv), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    ops = {row["operation"] for row in csv.DictReader(run_csv.open())}
+    assert {"READ", "UPDATE"} <= ops
+    proc = bench("report", str(run_json), "--plot", str(tmp_path / "r.png"))
+    assert proc.returncode == 0, proc.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    proc = bench("report", str(bad), "--plot", str(tmp_path / "x.png"))
+    assert proc.returncode == 2 and "cannot plot" in proc.stderr
+
+
+def test_sweep_stop_rule_two_flat_points(monkeypatch):
+    """Pure logic: stop after two consecutive points gaining < 5 % (fake throughputs)."""
+    from workloads.measure import Measurements
+    from workloads.runner import PhaseResult
+
+    tputs = iter([100, 200, 300, 305, 310, 900])
+
+    def fake(backend, options, spec, **kw):
+        ops = next(tputs)
+        return session.Outcome(backend, {"run": PhaseResult("run", 1000.0, ops, Measurements())})
+
+    monkeypatch.setattr(session, "run_workload", fake)
+    points = session.sweep("memory", {}, core.preset("write-heavy"))
+    assert [p.run.operations for p in points] == [100, 200, 300, 305, 310]
+    assert [p.params["target"] for p in points][:3] == [100.0, 200.0, 400.0]
+
+
+def test_thesis_fig42_quick_and_table52(tmp_path):
+    """The thesis commands write JSON + PNG and print the thesis' figure beside ours."""
+    proc = bench("thesis", "fig4.2", "--quick", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "thesis Fig 4.2" in proc.stdout
+    doc = json.loads((tmp_path / "fig4.2.json").read_text())
+    assert [r["pes"] for r in doc["rows"]] == [1000, 10000, 100000]
+    assert all(r["open_after_crash_ms"] > 0 for r in doc["rows"])
+    assert (tmp_path / "fig4.2.png").exists()
+    # table5.2 from whatever results exist; missing experiments are named, not invented
+    proc = bench("thesis", "table5.2", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "run `bench thesis fig4.1` first" in proc.stderr
+    assert "indexed_fs" in proc.stdout and "thesis Table 5.2" in proc.stdout
