@@ -65,9 +65,15 @@ class Index:
         """After :func:`.segment.scan` filled ``d`` (as a plain dict) and ``tombs`` of an empty
         index: sort the keys once and count the per-segment accounting."""
         self.d._list.update(dict.keys(self.d))
+        live = self.live
         for entries in (dict.values(self.d), self.tombs.values()):
-            for s, _o, z, _q in entries:
-                self._add_bulk(s, 1, z)
+            for s, _o, z, _q in entries:  # inlined _add_bulk: 10^6 calls cost ~0.3 s
+                acc = live.get(s)
+                if acc is None:
+                    live[s] = [1, z]
+                else:
+                    acc[0] += 1
+                    acc[1] += z
 
     def _add_bulk(self, sid: int, count: int, size: int) -> None:
         acc = self.live.get(sid)

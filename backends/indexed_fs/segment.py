@@ -249,7 +249,9 @@ def scan(data: bytes, seg_id: int, base: int, last: bool, values: dict, tombs: d
             pos = rend
             continue
         key = data[pos + H : pos + H + klen].decode("utf-8", "replace")
-        cur = vget(key) or tget(key)
+        cur = vget(key)
+        if cur is None and tombs:
+            cur = tget(key)
         if cur is None or seq >= cur[3]:
             if flags:
                 tombs[key] = (seg_id, base + pos, rend - pos, seq)
