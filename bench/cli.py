@@ -429,6 +429,9 @@ def cmd_workload(args: argparse.Namespace) -> int:
                 report.print_lines(out_lines)
             # --duration alone: run until the time is up; otherwise the op count
             operations = None if args.duration and args.ops is None else spec.operations
+            # --baseline brackets the run (half of its loop before, half after) so that a disk
+            # whose speed drifts during the run affects both sides alike
+            leg = _baseline_leg(args, spec, path, (operations or 2000) // 2) if getattr(args, "baseline", False) else None
             bar = _progress(args, "run", operations)
             try:
                 phases["run"] = runner.run(store, workload, threads=args.threads,
@@ -445,7 +448,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
             store.close()
         extra: dict[str, Any] = {}
         if getattr(args, "baseline", False):
-            extra["baseline"] = _baseline(args, spec, path, phases["run"])
+            extra["baseline"] = _baseline(args, spec, path, phases["run"], leg)
     if args.json:
         report.write_json(args.json, report.result_json(
             workload=args.workload, backend=args.backend,
@@ -502,21 +505,30 @@ def _maybe_csv(args: argparse.Namespace, phases: dict[str, runner.PhaseResult]) 
                                     "phases": {n: report.phase_json(p) for n, p in phases.items()}})
 
 
-def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
-              run: runner.PhaseResult) -> dict[str, Any]:
-    """Bare append+fdatasync loop beside the store; prints the [BASELINE] lines."""
+def _baseline_leg(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
+                  operations: int) -> runner.PhaseResult:
+    """One leg of the bare append+fdatasync loop, in the same kind of directory as the store."""
     parent = os.path.dirname(store_path) if store_path else None
     directory = tempfile.mkdtemp(prefix="ckptbench-baseline-", dir=parent)
     try:
-        bar = _progress(args, "baseline", run.operations)
+        bar = _progress(args, "baseline", operations)
         try:
-            base = runner.fsync_baseline(directory, operations=run.operations,
+            return runner.fsync_baseline(directory, operations=max(1, operations),
                                          value_size=spec.value_size, seed=args.seed,
                                          progress=bar.update)
         finally:
             bar.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
+              run: runner.PhaseResult, before: runner.PhaseResult) -> dict[str, Any]:
+    """Second leg of the bare loop after the run; prints the [BASELINE] lines for both legs."""
+    after = _baseline_leg(args, spec, store_path, max(1, run.operations - before.operations))
+    base = runner.PhaseResult("baseline", before.runtime_ms + after.runtime_ms,
+                              before.operations + after.operations,
+                              before.measurements.merge(after.measurements))
     ratio = run.throughput / base.throughput if base.throughput else 0.0
     lines = [
         f"[BASELINE], Throughput(ops/sec), {float(base.throughput)!r}",
@@ -524,8 +536,9 @@ def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str
         f"[BASELINE], Ratio, {ratio!r}",
     ] + report.measurement_lines(base.measurements, "BASELINE-")
     report.print_lines(lines)
+    parent = os.path.dirname(store_path) if store_path else None
     return {"directory_parent": parent or tempfile.gettempdir(), "ratio": ratio,
-            **report.phase_json(base)}
+            "legs_throughput": [before.throughput, after.throughput], **report.phase_json(base)}
 
 
 def _recovery_workload(args: argparse.Namespace) -> core.CoreWorkload:
