@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_checkpoint_parser(sub)
     _add_compare_parsers(sub)
     _add_thesis_parser(sub)
+    _add_peer_parser(sub)
     _add_services(sub)
     _add_spark(sub)
     return parser
@@ -246,6 +247,52 @@ def _csv_list(kind: type) -> Any:
             raise argparse.ArgumentTypeError("the list is empty")
         return items
     return parse
+
+
+def _add_peer_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "peer", help="our backend beside the server's own load tool (redis-benchmark)",
+        description="Runs redis-benchmark -t set, then --clients processes putting through the "
+                    "redis backend, then redis-benchmark again: same server, value size, "
+                    "connections and pipeline depth (put_many of --pipeline keys).  The ratio "
+                    "uses the mean of the two redis-benchmark runs.  Keys are left on the server "
+                    "under the backend's prefix (default ckptbench-peer:).")
+    p.add_argument("server", choices=["redis"])
+    p.add_argument("--clients", type=int, default=1, help="connections / client processes (default 1)")
+    p.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
+    p.add_argument("--ops", type=int, default=20000)
+    p.add_argument("--value-size", type=int, default=1024)
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="redis backend option (host, port, password, prefix, ...)")
+    p.add_argument("--json", metavar="FILE")
+    p.set_defaults(func=cmd_peer)
+
+
+def cmd_peer(args: argparse.Namespace) -> int:
+    from workloads import peer
+
+    if min(args.clients, args.pipeline, args.ops) < 1:
+        raise UsageError("--clients, --pipeline and --ops must be >= 1")
+    options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
+    open_backend("redis", **options).close()  # a clear error now if the server is not there
+    res = peer.compare_redis(options, clients=args.clients, pipeline=args.pipeline,
+                             ops=args.ops, value_size=args.value_size)
+    before, after = res.peer_throughput
+    report.print_lines([
+        f"[PEER], Clients, {res.clients}",
+        f"[PEER], Pipeline, {res.pipeline}",
+        f"[PEER], redis-benchmark Throughput(ops/sec), {before!r}",
+        f"[PEER], ckptbench Throughput(ops/sec), {res.ours_throughput!r}",
+        f"[PEER], redis-benchmark-again Throughput(ops/sec), {after!r}",
+        f"[PEER], Ratio, {res.ratio!r}",
+    ])
+    if args.json:
+        report.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
+                                       "clients": res.clients, "pipeline": res.pipeline,
+                                       "ops": res.ops, "value_size": res.value_size,
+                                       "peer_throughput": res.peer_throughput,
+                                       "ours_throughput": res.ours_throughput, "ratio": res.ratio})
+    return 0
 
 
 def _add_compare_parsers(sub: Any) -> None:

@@ -1,0 +1,45 @@
+"""`bench peer redis`: our backend and redis-benchmark against the same real server, one invocation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.redis, pytest.mark.server]
+
+
+def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
+    import bench.services as services
+
+    services.up(["redis"])
+    opts = services.client_options("redis", "peer-test")
+    out = tmp_path / "peer.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "peer", "redis", "--clients", "2", "--pipeline", "8",
+         "--ops", "4000", "--opt", f"host={opts['host']}", "--opt", f"port={opts['port']}",
+         "--opt", f"prefix={opts['prefix']}", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.rsplit(", ", 1) for line in proc.stdout.splitlines() if line.startswith("[PEER]"))
+    peer = float(lines["[PEER], redis-benchmark Throughput(ops/sec)"])
+    ours = float(lines["[PEER], ckptbench Throughput(ops/sec)"])
+    assert peer > 0 and ours > 0
+    doc = json.loads(out.read_text())
+    assert doc["clients"] == 2 and doc["pipeline"] == 8 and len(doc["peer_throughput"]) == 2
+    assert doc["ratio"] == pytest.approx(ours / (sum(doc["peer_throughput"]) / 2))
+    # every key our clients wrote is really on the server, under the namespace
+    from backends import open_backend
+
+    with open_backend("redis", **opts) as store:
+        assert len(store.get_many([f"user{i}" for i in range(4000)])) == 4000
+
+
+def test_peer_with_no_server_is_one_clear_error():
+    proc = subprocess.run([sys.executable, "-m", "bench", "peer", "redis", "--opt", "port=1",
+                           "--opt", "timeout=1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "bench: error:" in proc.stderr
