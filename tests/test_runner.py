@@ -194,3 +194,19 @@ def test_processes_refuse_file_backends_with_a_clear_error():
     with pytest.raises(BadOptionError, match="locks its data directory"):
         parallel.check_backend("indexed_fs")
     assert parallel.check_backend("memory") == "own"
+
+
+def test_unsustainable_target_shows_queueing_in_intended_latencies(tmp_path):
+    """A target far above what a durable file-per-key store sustains: every op starts late, so its
+    intended latency (from the scheduled start) exceeds its service latency — coordinated omission
+    made visible, as YCSB's Intended-<OP> lines do."""
+    spec = core.preset("write-heavy", read=0.0, update=1.0, records=50)
+    workload = core.CoreWorkload(spec, seed=5)
+    with open_backend("default_fs", path=str(tmp_path), durability="sync") as store:
+        runner.load(store, workload)
+        result = runner.run(store, workload, operations=300, target=1_000_000.0)
+    m = result.measurements
+    service, intended = m.summary("UPDATE"), m.summary("Intended-UPDATE")
+    assert service["count"] == intended["count"] == 300
+    assert intended["mean_us"] > 2 * service["mean_us"]
+    assert intended["max_us"] >= service["max_us"]
