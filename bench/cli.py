@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_parsers(sub)
     _add_thesis_parser(sub)
     _add_peer_parser(sub)
+    from . import storage_compare_cli
+
+    storage_compare_cli.add_parser(sub)
     _add_services(sub)
     _add_spark(sub)
     return parser

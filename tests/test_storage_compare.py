@@ -1,0 +1,104 @@
+"""``bench storage-compare``: quick runs (tiny op counts) over real media produce table, JSON, PNG.
+
+Speeds are never asserted (shared 2-core machine); only that every section ran, that every row
+carries its configuration, and that the RPC counter saw at least one call per durable NFS write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from backends.base import BadOptionError
+from bench import storage_compare_cli as cli
+from tests.conftest import nfs_dir
+from workloads import storage_compare as sc
+
+QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2",
+         "--seconds", "3", "--recovery-keys", "300", "--rpc-ops", "5"]
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench")
+    cli.add_parser(parser.add_subparsers(dest="cmd", required=True))
+    return parser.parse_args(["storage-compare", *argv])
+
+
+def _run(tmp_path, media: str, capsys) -> tuple[dict, str]:
+    out_json, out_png = tmp_path / "sc.json", tmp_path / "sc.png"
+    rc = cli.run(_args(["--media", media, *QUICK, "--json", str(out_json),
+                        "--plot", str(out_png)]))
+    assert rc == 0
+    assert out_png.stat().st_size > 10_000  # a real chart, not an empty file
+    doc = json.loads(out_json.read_text())
+    return doc, capsys.readouterr().out
+
+
+def _check_sections(doc: dict, media: list[str]) -> None:
+    rows = doc["rows"]
+    for m in media:
+        mine = [r for r in rows if r["medium"] == m]
+        assert all(not r["skipped"] for r in mine), [r["skipped"] for r in mine if r["skipped"]]
+        t51 = [r for r in mine if r["section"] == "table5.1"]
+        assert {(r["pattern"], r["sync_per_op"]) for r in t51} == {
+            ("sequential", False), ("sequential", True), ("random", False), ("random", True)}
+        for r in t51:
+            assert r["ops_requested"] == 200 and r["record_bytes"] == 10 and r["ops_per_sec"] > 0
+            assert r["ops"] == (20 if r["sync_per_op"] or (r["kind"] == "nfs" and
+                                                          r["pattern"] == "random") else 200)
+        wh = [r for r in mine if r["section"] == "write-heavy"]
+        assert {(r["backend"], r["threads"]) for r in wh} == {
+            (b, t) for b in ("default_fs", "indexed_fs") for t in (1, 2)}
+        assert all(r["operations_done"] > 0 and not r["errors"] for r in wh)
+        assert all(r["workload"]["value_size"] == 1024 for r in wh)
+        assert f"indexed_over_default/{m}/x1" in doc["summary"]
+        rec = [r for r in mine if r["section"] == "recovery"]
+        assert len(rec) == 1 and rec[0]["keys"] == 300
+        assert rec[0]["open_after_crash_ms"] > 0 and rec[0]["open_after_clean_ms"] > 0
+        # the crash open rebuilt by scanning; the clean open used the snapshot of the close
+        assert rec[0]["after_crash"]["keys"] == rec[0]["after_clean"]["keys"] == 300
+
+
+def test_parse_media_rejects_bad_input_with_the_fix():
+    with pytest.raises(BadOptionError, match="unknown kind 'ssd'.*valid: local, tmpfs, nfs"):
+        sc.parse_media("ssd:/x")
+    with pytest.raises(BadOptionError, match="nfs needs a URL"):
+        sc.parse_media("nfs:/mnt/x")
+
+
+def test_sub_location_keeps_the_nfs_query():
+    url = "nfs://127.0.0.1/export/a?version=3&nfsport=2049"
+    assert sc.sub_location(url, "b") == "nfs://127.0.0.1/export/a/b?version=3&nfsport=2049"
+    assert sc.sub_location("/tmp/x", "b") == "/tmp/x/b"
+
+
+def test_unavailable_medium_is_reported_not_dropped(tmp_path, capsys):
+    (tmp_path / "disk").mkdir()
+    doc, out = _run(tmp_path, f"local:{tmp_path / 'disk'},tmpfs:{tmp_path / 'missing'}", capsys)
+    media = {m["name"]: m for m in doc["media"]}
+    assert "does not exist" in media["tmpfs"]["skipped"]
+    assert "SKIPPED tmpfs" in out
+    assert any(r["medium"] == "tmpfs" and r["skipped"] for r in doc["rows"])
+    _check_sections(doc, ["local"])
+
+
+@pytest.mark.server
+@pytest.mark.nfs
+def test_quick_run_over_local_tmpfs_and_nfs(tmp_path, capsys):
+    """Starts the real nfs-ganesha (fails loudly if it cannot) and compares three media."""
+    url = nfs_dir("sc")
+    (tmp_path / "disk").mkdir()
+    doc, out = _run(tmp_path, f"local:{tmp_path / 'disk'},tmpfs,nfs:{url}", capsys)
+    assert [m["name"] for m in doc["media"]] == ["local", "tmpfs", "nfs"]
+    _check_sections(doc, ["local", "tmpfs", "nfs"])
+    for header in ("Table 5.1", "write-heavy", "recovery", "RPC cost over NFS", "idx/def"):
+        assert header in out
+    rpc = {r["case"]: r for r in doc["rows"] if r["section"] == "rpc"}
+    assert set(rpc) == {"append", "indexed_fs", "default_fs"}
+    for r in rpc.values():
+        assert not r["skipped"] and r["rpcs_per_op"] >= 1  # a durable NFS write is >= 1 RPC
+    assert not [d for d in os.listdir("/dev/shm") if d.startswith("ckptbench-storage-compare-")
+                and d in doc["media"][1]["location"]]  # temp media removed
