@@ -5,7 +5,8 @@ Python dict (that alone costs ~0.4 s of CPU here, past the 250 ms open target):
 
 * the **base**: the entries loaded from an index snapshot, kept as the snapshot's own sorted
   numpy arrays (fixed-width utf-8 keys, searched with ``searchsorted``; utf-8 byte order is code
-  point order, i.e. ``str`` order) plus an ``alive`` mask;
+  point order, i.e. ``str`` order) plus an ``alive`` mask — or the same arrays built by a full
+  log rebuild (:meth:`Index.load_log`);
 * the **overlay**: a :class:`sortedcontainers.SortedDict` holding every entry written (or
   rebuilt by a log scan) since the open.  Writing a base key moves it to the overlay.
 
@@ -18,9 +19,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from operator import itemgetter
 
 import numpy as np
 from sortedcontainers import SortedDict
+
+from .segment import Records
+
+#: widest key (bytes, padded to 8) a full rebuild resolves in numpy; wider keys take the dict path
+_MAX_BULK_KEY = 256
 
 Entry = tuple[int, int, int, int]  # (segment id, offset, record size, seq)
 Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # seg, off, size, seq
@@ -53,7 +60,10 @@ class Index:
         self._base, self._cols = keys, cols
         self._alive = np.ones(len(keys), bool) if alive is None else alive
         self._nbase = int(self._alive.sum())
-        seg, size = cols[0][self._alive], cols[2][self._alive]
+        self._count(cols[0][self._alive], cols[2][self._alive])
+
+    def _count(self, seg: np.ndarray, size: np.ndarray) -> None:
+        """Add entries (their segment ids and record sizes) to the per-segment accounting."""
         if len(seg):
             ids, where = np.unique(seg, return_inverse=True)
             counts = np.bincount(where, minlength=len(ids))
@@ -61,19 +71,65 @@ class Index:
             for i, c, b in zip(ids.tolist(), counts.tolist(), sums.tolist()):
                 self._add_bulk(i, c, int(b))
 
+    def load_log(self, parts: list[Records]) -> bool:
+        """A full rebuild (no snapshot) into an empty index: resolve all records of the log at
+        once in numpy (highest seq wins, equal seq: the later record) and adopt the winning
+        values as the base layer, as if loaded from a snapshot — no per-key Python objects.
+        Only exact for keys that are ASCII without NUL (fixed-width bytes, str == bytes): returns
+        False, having changed nothing, for any other log; the caller then resolves record by
+        record (:func:`.segment.resolve`)."""
+        n = sum(len(r) for r in parts)
+        chunks = [ch for r in parts for ch in r.keys if len(ch)]
+        if not n or self._base is not None or self.d or self.tombs:
+            return False
+        w = max(ch.shape[1] if isinstance(ch, np.ndarray) else max(map(len, ch)) for ch in chunks)
+        w8 = -(-w // 8) * 8  # compared as big-endian u64 columns: padded to whole words
+        if w8 > _MAX_BULK_KEY:
+            return False
+        mat = np.zeros((n, w8), np.uint8)
+        at = 0
+        for ch in chunks:
+            m = len(ch)
+            if isinstance(ch, list):
+                blob = b"".join(ch)
+                if b"\0" in blob or not blob.isascii():
+                    return False
+                mat[at : at + m] = np.array(ch, f"S{w8}").view(np.uint8).reshape(m, w8)
+            else:
+                if not ch.all() or (ch >= 0x80).any():
+                    return False
+                mat[at : at + m, : ch.shape[1]] = ch
+            at += m
+        seg = np.concatenate([np.full(len(r), r.seg_id, np.uint32) for r in parts])
+        off = np.concatenate([r.offsets for r in parts]).astype(np.uint64)
+        size = np.concatenate([r.sizes for r in parts]).astype(np.uint32)
+        seq = np.concatenate([r.seqs for r in parts])
+        flags = np.concatenate([r.flags for r in parts])
+        words = mat.view(">u8")
+        # lexsort is stable: within one key and seq the file order (= scan order) stays
+        order = np.lexsort((seq,) + tuple(words[:, j] for j in range(words.shape[1] - 1, -1, -1)))
+        sorted_words = words[order]
+        last = np.ones(n, bool)
+        last[:-1] = (sorted_words[1:] != sorted_words[:-1]).any(axis=1)
+        win = order[last]
+        tomb = flags[win] != 0
+        vals = win[~tomb]
+        keys = np.ascontiguousarray(mat[vals, :w]).view(f"S{w}").ravel()
+        self.load_base(keys, (seg[vals], off[vals], size[vals], seq[vals]))
+        for i in win[tomb].tolist():
+            key = mat[i, :w].tobytes().rstrip(b"\0").decode("ascii")
+            self.set(key, (int(seg[i]), int(off[i]), int(size[i]), int(seq[i])), tomb=True)
+        return True
+
     def finish_scan(self) -> None:
-        """After :func:`.segment.scan` filled ``d`` (as a plain dict) and ``tombs`` of an empty
-        index: sort the keys once and count the per-segment accounting."""
+        """After :func:`.segment.resolve` filled ``d`` (as a plain dict) and ``tombs`` of an empty
+        index: sort the keys once and count the per-segment accounting (in numpy: a Python loop
+        over 10^6 entries costs ~0.3 s)."""
         self.d._list.update(dict.keys(self.d))
-        live = self.live
-        for entries in (dict.values(self.d), self.tombs.values()):
-            for s, _o, z, _q in entries:  # inlined _add_bulk: 10^6 calls cost ~0.3 s
-                acc = live.get(s)
-                if acc is None:
-                    live[s] = [1, z]
-                else:
-                    acc[0] += 1
-                    acc[1] += z
+        entries = list(dict.values(self.d)) + list(self.tombs.values())
+        seg = np.fromiter(map(itemgetter(0), entries), np.int64, len(entries))
+        size = np.fromiter(map(itemgetter(2), entries), np.int64, len(entries))
+        self._count(seg, size)
 
     def _add_bulk(self, sid: int, count: int, size: int) -> None:
         acc = self.live.get(sid)
@@ -135,25 +191,22 @@ class Index:
         return list(heapq.merge(over, base)) if over else base
 
     # -- updates (each keeps the per-segment accounting right) --------------------------------
-    def _add(self, e: Entry) -> None:
-        acc = self.live.get(e[0])
-        if acc is None:
-            self.live[e[0]] = [1, e[2]]
-        else:
-            acc[0] += 1
-            acc[1] += e[2]
-
     def _sub(self, e: Entry) -> None:
         acc = self.live[e[0]]
         acc[0] -= 1
         acc[1] -= e[2]
 
     def set(self, key: str, entry: Entry, tomb: bool = False) -> Entry | None:
-        """Make ``entry`` the latest record of ``key``; return the superseded one, if any."""
-        old = self.d.get(key)
+        """Make ``entry`` the latest record of ``key``; return the superseded one, if any.
+        On the put hot path: the accounting is inlined and an overwrite of an overlay key skips
+        ``SortedDict.__setitem__`` (the key is already in the sorted order)."""
+        d = self.d
+        old = dict.get(d, key)
         if old is not None:
             if tomb:
-                del self.d[key]
+                del d[key]
+            else:
+                dict.__setitem__(d, key, entry)
         else:
             i = self._base_row(key)
             if i >= 0:
@@ -164,13 +217,21 @@ class Index:
                 old = self.tombs.get(key)
                 if old is not None and not tomb:
                     del self.tombs[key]
+            if not tomb:
+                d[key] = entry
         if tomb:
             self.tombs[key] = entry
-        else:
-            self.d[key] = entry
+        live = self.live
         if old is not None:
-            self._sub(old)
-        self._add(entry)
+            acc = live[old[0]]
+            acc[0] -= 1
+            acc[1] -= old[2]
+        acc = live.get(entry[0])
+        if acc is None:
+            live[entry[0]] = [1, entry[2]]
+        else:
+            acc[0] += 1
+            acc[1] += entry[2]
         return old
 
     def drop_tomb(self, key: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..fsutil import lock_dir, open_data_dir, storage_errors
 from . import compaction, snapshot
 from .index import Entry, Index
 from .segment import (FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, list_segment_ids,
-                      open_segment, scan)
+                      open_segment, resolve, walk)
 
 MiB = 1 << 20
 
@@ -81,10 +81,12 @@ class IndexedFSBackend(Backend):
             )
         self.medium = open_data_dir(self.name, cfg["path"])
         self.path = self.medium.root
+        self._errors = storage_errors(self.name, self.path)  # stateless: one for every use
         self._segment_size: int = cfg["segment_size"]
         self._sync_writes = self.durability == "sync"
         self._lock = threading.Lock()
-        self._cond = threading.Condition(threading.Lock())
+        self._cond_lock = threading.Lock()  # `with` on it directly: Condition.__enter__ is Python
+        self._cond = threading.Condition(self._cond_lock)
         self._snap_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one deleter of segments at a time (GC, compaction)
         self._segments: dict[int, AnySegment] = {}
@@ -96,6 +98,9 @@ class IndexedFSBackend(Backend):
         self._synced = 0
         self._synced_writes = 0
         self._syncing = False
+        # group-commit counters, plain attributes (a dict update per put costs): see _stats
+        self._syncs = self._sync_requests = self._max_batch = 0
+        self._waiters = 0  # threads in _cond.wait() (see _wait)
         self._pins: Counter[int] = Counter()  # segment id -> fsyncs in flight (under _cond)
         self._unsynced: list[AnySegment] = []  # durability=none: sealed without a sync
         self._snap_number = 0
@@ -103,8 +108,8 @@ class IndexedFSBackend(Backend):
         self._threads: list[threading.Thread] = []
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
-            records_scanned=0, unresolved_snapshot_entries=0, open_time_ms=0.0, syncs=0,
-            sync_requests=0, group_commit_max_batch=0, snapshots_written=0, compactions=0,
+            records_scanned=0, unresolved_snapshot_entries=0, open_time_ms=0.0,
+            snapshots_written=0, compactions=0,
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
         )
@@ -166,8 +171,13 @@ class IndexedFSBackend(Backend):
             values, tombs = index.d, index.tombs  # filled in place, sorted once at the end
 
         last_id = ids[-1] if ids else None
+        parts = []  # full rebuild: every segment's records, resolved at once below
         for seg, start in plan:
-            res = scan(seg.read_all(start), seg.id, start, seg.id == last_id, values, tombs)
+            res, recs = walk(seg.read_all(start), seg.id, start, seg.id == last_id)
+            if snap is None:
+                parts.append(recs)
+            else:
+                resolve(recs, values, tombs)
             c["records_scanned"] += res.records
             c["corrupt_records"] += res.corrupt
             c["rebuild_notes"].extend(res.notes[:20])
@@ -186,7 +196,10 @@ class IndexedFSBackend(Backend):
                     c["rebuild_notes"].append(
                         f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
         if snap is None:
-            index.finish_scan()
+            if not index.load_log(parts):  # keys numpy cannot hold exactly: record by record
+                for recs in parts:
+                    resolve(recs, values, tombs)
+                index.finish_scan()
         else:
             index.merge(values, tombs)
             unresolved = [k for k in gone if index.latest(k) is None]
@@ -233,7 +246,17 @@ class IndexedFSBackend(Backend):
 
     # ------------------------------------------------------------------------------ writing
     def _put(self, key: str, value: bytes) -> None:
-        self._write([(key, value)])
+        # the single-record fast path of _write (no lists; the common case of a benchmark put)
+        kb = _key_bytes(key)
+        with self._lock:
+            seq = self._next_seq
+            rec = encode(seq, kb, value)
+            target = self._append_locked(rec, ((key, len(rec), seq, 0),))
+            self._next_seq = seq + 1
+        if self._sync_writes:
+            self._sync_to(target)
+        if self._gc_due:
+            self._gc()
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         self._write(items)
@@ -266,23 +289,26 @@ class IndexedFSBackend(Backend):
         if self._gc_due:
             self._gc()
 
-    def _append_locked(self, data: bytes, metas: list[tuple[str, int, int, int]]) -> int:
+    def _append_locked(self, data: bytes, metas: Sequence[tuple[str, int, int, int]]) -> int:
         """Append ``data`` (the records described by ``metas``: key, size, seq, flags) and point
         the index at them; caller holds ``_lock``.  Returns the group-commit target."""
-        seg = self._active
-        if seg.size and seg.size + len(data) > self._segment_size:
+        seg, n = self._active, len(data)
+        if seg.size and seg.size + n > self._segment_size:
             seg = self._rotate_locked()
-        with storage_errors(self.name, self.path):
+        try:
             off = seg.append(data)
-        index, pending, sid = self._index, self._gc_pending, seg.id
+        except OSError:
+            with self._errors:  # translated here, not by a `with` around every append
+                raise
+        index, sid = self._index, seg.id
         for key, size, seq, flags in metas:
             old = index.set(key, (sid, off, size, seq), flags == FLAG_TOMBSTONE)
             if old is not None and old[0] != sid and index.live[old[0]][0] == 0:
-                pending.add(old[0])
+                self._gc_pending.add(old[0])
             if seq < seg.min_seq:
                 seg.min_seq = seq
             off += size
-        self._written += len(data)
+        self._written += n
         self._nwrites += len(metas)
         self._tail = (seg, self._written, self._nwrites)
         return self._written
@@ -318,32 +344,44 @@ class IndexedFSBackend(Backend):
 
     def _sync_to(self, target: int) -> None:
         """Return once the first ``target`` appended bytes are durable (group commit)."""
-        cond = self._cond
-        with cond:
-            self.counters["sync_requests"] += 1
+        lock = self._cond_lock
+        with lock:
+            self._sync_requests += 1
             while self._synced < target:
                 if self._syncing:
-                    cond.wait()
+                    self._wait()
                     continue
                 seg, goal, nwrites = self._tail
+                sid = seg.id
                 self._syncing = True
-                self._pins[seg.id] += 1
-                cond.release()
+                self._pins[sid] += 1
+                lock.release()
                 try:
-                    with storage_errors(self.name, self.path):
-                        seg.sync()
+                    seg.sync()
+                except OSError:
+                    with self._errors:
+                        raise
                 finally:
-                    cond.acquire()
+                    lock.acquire()
                     self._syncing = False
-                    self._pins[seg.id] -= 1
-                    cond.notify_all()
+                    self._pins[sid] -= 1
+                    if self._waiters:  # notify_all costs ~1 µs of Python even with no waiter
+                        self._cond.notify_all()
                 if goal > self._synced:
                     batch = nwrites - self._synced_writes
                     self._synced, self._synced_writes = goal, nwrites
-                    c = self.counters
-                    c["syncs"] += 1
-                    if batch > c["group_commit_max_batch"]:
-                        c["group_commit_max_batch"] = batch
+                    self._syncs += 1
+                    if batch > self._max_batch:
+                        self._max_batch = batch
+
+    def _wait(self) -> None:
+        """``_cond.wait()`` (caller holds ``_cond``), counted so that notifiers can skip the
+        notify when nobody waits."""
+        self._waiters += 1
+        try:
+            self._cond.wait()
+        finally:
+            self._waiters -= 1
 
     def _flush(self) -> None:
         """Make everything appended so far durable (sealed segments too, under durability=none)."""
@@ -431,7 +469,7 @@ class IndexedFSBackend(Backend):
             return []
         with self._cond:  # a syncer may still be fdatasync-ing a just-sealed segment
             while any(self._pins[s.id] > 0 for s in gone):
-                self._cond.wait()
+                self._wait()
         for seg in gone:
             seg.close()
             self.medium.delete(seg.name)
@@ -524,6 +562,8 @@ class IndexedFSBackend(Backend):
                 for sid, s in sorted(self._segments.items())
             }
             out = dict(self.counters)
+            out.update(syncs=self._syncs, sync_requests=self._sync_requests,
+                       group_commit_max_batch=self._max_batch)
             out.update(
                 medium=self.medium.kind, keys=len(self._index), tombstones=len(self._index.tombs),
                 segments=len(self._segments), active_segment=self._active.id,
