@@ -46,7 +46,7 @@ from backends import (
 from workloads import core, runner
 from workloads.core import PRESETS, WorkloadError
 
-from . import report
+from . import report, spark_clients_cli
 from .progress import ProgressBar
 
 PROG = "bench"
@@ -117,6 +117,7 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                    help="client processes, each with --threads threads (beyond the GIL; "
                         "histograms merged exactly).  memory: each process has its own store; "
                         "file backends lock their directory and refuse N > 1")
+    spark_clients_cli.add_arguments(p)
     p.add_argument("--target", type=_positive_float, metavar="OPS",
                    help="target ops/s over all processes and threads; adds Intended-<OP> "
                         "latencies")
@@ -457,6 +458,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
         raise UsageError("--skip-load needs the existing store's --opt path=DIR")
     if args.processes < 1:
         raise UsageError(f"--processes must be >= 1 (got {args.processes})")
+    if spark_clients_cli.wanted(args):
+        return spark_clients_cli.run_distributed(args, spec, options)
     if args.processes > 1:
         return _workload_processes(args, spec, options)
     out_lines: list[str] = []

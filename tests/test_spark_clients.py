@@ -1,0 +1,148 @@
+"""Spark clients (``--spark-master``): exact merging, planning, and real local[2] runs on Redis."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import uuid
+
+import pytest
+
+from backends import BadOptionError, CkptError
+from bench import cli, spark_clients_cli
+from workloads import core
+from workloads import spark_clients as sc
+from workloads.measure import Recorder, new_histogram
+from workloads.runner import PhaseResult
+
+
+# ------------------------------------------------------------------------------- pure logic
+def _phase(values: list[int], runtime_ms: float) -> PhaseResult:
+    rec = Recorder()
+    for v in values:
+        rec.ok("UPDATE", v)
+    return PhaseResult("run", runtime_ms, len(values), rec.drain())
+
+
+def test_merged_histograms_equal_histogram_of_concatenated_samples():
+    rng = random.Random(7)
+    samples = [[int(rng.lognormvariate(6, 1.5)) for _ in range(n)] for n in (5000, 1, 12345)]
+    # through the same JSON payload the tasks send to the driver
+    parts = [sc.phase_from_payload(json.loads(json.dumps(sc.phase_payload(_phase(s, 10.0 * i), 0))))
+             for i, s in enumerate(samples, 1)]
+    merged = sc.merge_phases("run", parts)
+    whole = new_histogram()
+    for s in samples:
+        for v in s:
+            whole.record_value(v)
+    got = merged.measurements.histograms["UPDATE"]
+    assert list(got.counts) == list(whole.counts)
+    assert got.get_total_count() == whole.get_total_count() == sum(map(len, samples))
+    for pct in (0, 50, 90, 99, 99.9, 100):
+        assert got.get_value_at_percentile(pct) == whole.get_value_at_percentile(pct)
+    assert merged.measurements.statuses["UPDATE"]["OK"] == sum(map(len, samples))
+    assert merged.operations == sum(map(len, samples))
+    assert merged.runtime_ms == 30.0  # the slowest client
+
+
+def test_plan_splits_inserts_ops_and_target():
+    plans = sc.plan(1003, 4, threads=3, operations=10, target=100.0, own_store=False)
+    assert [p["insertcount"] for p in plans] == [251, 251, 251, 250]
+    covered = [k for p in plans for k in range(p["insertstart"], p["insertstart"] + p["insertcount"])]
+    assert covered == list(range(1003))  # disjoint slices covering every record, in order
+    assert [p["operations"] for p in plans] == [3, 3, 2, 2]
+    assert all(p["target"] == 25.0 for p in plans)
+    assert [p["client_offset"] for p in plans] == [0, 3, 6, 9]
+    own = sc.plan(10, 2, threads=1, operations=None, target=None, own_store=True)
+    assert [(p["insertstart"], p["insertcount"], p["operations"]) for p in own] == [(0, 10, None)] * 2
+
+
+def test_range_workload_loads_only_its_slice():
+    spec = core.preset("write-heavy", records=100)
+    w = sc.RangeWorkload(spec, 1, client=2, insertstart=40, insertcount=20)
+    assert w.load_keys() == core.CoreWorkload(spec, seed=1).load_keys()[40:60]
+
+
+def test_local_slots():
+    assert sc.local_slots("local") == 1
+    assert sc.local_slots("local[2]") == 2
+    assert sc.local_slots("local[3, 4]") == 3
+    assert sc.local_slots("local[*]") >= 1
+    assert sc.local_slots("spark://h:7077") is None
+
+
+def test_file_backends_and_bad_combinations_are_clear_errors():
+    with pytest.raises(BadOptionError, match="locks its data directory"):
+        sc.check_backend("indexed_fs")
+    spec = core.preset("write-heavy", records=10, operations=10)
+    with pytest.raises(BadOptionError, match=r"local\[3\]"):  # before any Spark start
+        sc.run_clients("memory", {}, spec, master="local[2]", clients=3)
+    with pytest.raises(BadOptionError, match="needs --spark-master"):
+        spark_clients_cli.wanted(argparse.Namespace(spark_master=None, clients=2))
+    assert not spark_clients_cli.wanted(argparse.Namespace(spark_master=None, clients=None))
+
+
+def test_clients_line_follows_throughput():
+    lines = ["[OVERALL], RunTime(ms), 5", "[OVERALL], Throughput(ops/sec), 1.0", "[READ], x"]
+    assert spark_clients_cli.clients_lines(lines, 3)[2] == "[OVERALL], Clients, 3"
+
+
+# ------------------------------------------------------------------------ real local[2] runs
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The bench parser, with the Spark options added if bench/cli.py does not have them yet."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    workload = sub.choices[argv[0]]
+    if not any("--spark-master" in a.option_strings for a in workload._actions):
+        spark_clients_cli.add_arguments(workload)
+    return parser.parse_args(argv)
+
+
+def _redis_opts(redis_options: dict) -> list[str]:
+    return [x for k, v in redis_options.items() for x in ("--opt", f"{k}={v}")]
+
+
+@pytest.fixture
+def redis_options():
+    import bench.services as services
+
+    services.up(["redis"])
+    return services.client_options("redis", f"t{uuid.uuid4().hex[:12]}")
+
+
+@pytest.mark.redis
+@pytest.mark.server
+@pytest.mark.slow
+def test_local2_two_clients_on_redis(tmp_path, redis_options, capsys):
+    out = tmp_path / "r.json"
+    args = _parse(["write-heavy", "--backend", "redis", *_redis_opts(redis_options),
+                   "--spark-master", "local[2]", "--clients", "2", "--records", "301",
+                   "--ops", "2001", "--threads", "2", "--json", str(out), "--no-progress"])
+    assert spark_clients_cli.run_distributed(args, cli._spec(args), cli._backend_options(args)) == 0
+    text = capsys.readouterr().out
+    assert "[OVERALL], Clients, 2" in text
+    assert "[OVERALL], Throughput(ops/sec)," in text and "[LOAD-OVERALL], Records, 301" in text
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "ckptbench.result/1" and doc["spark"]["clients"] == 2
+    clients = doc["clients"]
+    assert [c["client"] for c in clients] == [0, 1]
+    assert len({c["pid"] for c in clients}) == 2  # two real client processes
+    run = doc["phases"]["run"]
+    assert run["operations_done"] == sum(c["phases"]["run"]["operations_done"] for c in clients) == 2001
+    for op, summary in run["operations"].items():
+        assert summary["count"] == sum(c["phases"]["run"]["operations"][op]["count"] for c in clients)
+    assert [c["plan"]["insertcount"] for c in clients] == [151, 150]
+    assert all(c["phases"]["run"]["cpu_s"] > 0 for c in clients)
+    assert doc["phases"]["load"]["records"] == 301
+    assert doc["spark"]["start_skew_ms"]["run"] < 500  # the common start, not Spark's 1 s poll
+
+
+@pytest.mark.redis
+@pytest.mark.server
+@pytest.mark.slow
+def test_one_client_failing_stops_all_with_its_message(redis_options):
+    spec = core.preset("write-heavy", records=10, operations=10)
+    bad = {**redis_options, "port": 1}  # nothing listens there
+    with pytest.raises(CkptError, match=r"client \d: BackendUnavailableError"):
+        sc.run_clients("redis", bad, spec, master="local[2]", clients=2)
