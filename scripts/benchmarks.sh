@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The benchmark commands behind the README's figures, in one go (about 10 minutes on 2 cores).
+# Each prints its own YCSB-style lines; this script keeps only the lines the README quotes.
+# Run it on a quiet machine: every figure is a ratio measured side by side in one invocation.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+B="$ROOT/.venv/bin/bench"
+OUT="${1:-$ROOT/results}"
+mkdir -p "$OUT"
+say() { printf '\n## %s\n$ %s\n' "$1" "${*:2}"; }
+
+say "1 thread, write-only, sync: store vs bare append+fdatasync loop" \
+    bench write-heavy --backend indexed_fs --read-proportion 0 --ops 5000 --baseline
+"$B" write-heavy --backend indexed_fs --read-proportion 0 --ops 5000 --baseline --no-progress \
+  | grep -E '^\[(OVERALL|BASELINE)\], (Throughput|Ratio)'
+
+say "1 vs 16 threads, indexed_fs vs default_fs, write-only, sync (one invocation)" \
+    bench sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 --ops 8000
+"$B" sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 \
+  --ops 8000 --json "$OUT/threads.json" --plot "$OUT/threads.png" 2>&1 | grep -vE '^bench: sweep:'
+
+say "index rebuild, 10^6 keys, 40-byte values: clean close, then crash (full scan)" \
+    bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none [--crash]
+"$B" recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --no-progress \
+  | grep -E '^\[RECOVERY\], (OpenTime|Missing|Corrupt)'
+"$B" recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --crash --no-progress \
+  | grep -E '^\[RECOVERY\], (OpenTime|Missing|Corrupt)'
+
+say "harness overhead: memory backend, 1 and 2 processes" \
+    bench write-heavy --backend memory --read-proportion 0 --ops 300000 [--processes 2 --ops 600000]
+"$B" write-heavy --backend memory --read-proportion 0 --ops 300000 --no-progress | grep -E '^\[OVERALL\], Throughput'
+"$B" write-heavy --backend memory --read-proportion 0 --ops 600000 --processes 2 --no-progress | grep -E '^\[OVERALL\], Throughput'
+
+if "$B" services status redis --json 2>/dev/null | grep -q '"running": true'; then
+  for cp in "1 1" "2 16" "2 64"; do
+    set -- $cp
+    say "Redis backend vs redis-benchmark, $1 connection(s), pipeline $2" bench peer redis --clients $1 --pipeline $2 --ops 100000
+    "$B" peer redis --clients "$1" --pipeline "$2" --ops 100000 | grep -E 'Throughput|Ratio'
+  done
+else
+  echo "(redis not running: bench services up redis, then rerun for the peer figures)"
+fi
