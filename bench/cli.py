@@ -352,19 +352,12 @@ def _add_thesis_parser(sub: Any) -> None:
 
 
 def _add_spark(sub: Any) -> None:
-    """``bench spark`` comes from spark_integration.cli when that module exists."""
-    try:
-        from spark_integration import cli as spark_cli
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("spark_integration"):
-            raise
-        p = sub.add_parser("spark", help="Spark integration (not available yet)")
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=lambda args: _fail_usage(
-            "bench spark is not available in this installation (spark_integration/cli.py is missing)"))
-        return
-    p = spark_cli.add_parser(sub)
-    p.set_defaults(func=spark_cli.run)
+    """``bench spark`` and ``bench spark-matrix`` come from spark_integration.cli (pyspark is
+    imported only when they run)."""
+    from spark_integration import cli as spark_cli
+
+    spark_cli.add_parser(sub).set_defaults(func=spark_cli.run)
+    spark_cli.add_matrix_parser(sub).set_defaults(func=spark_cli.run_matrix)
 
 
 def _add_services(sub: Any) -> None:

@@ -32,7 +32,7 @@ PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
 PROTOCOLS = ("none", "uncoordinated", "coordinated", "logio")
 #: protocols implemented so far (the others are rejected with a clear message)
-IMPLEMENTED = ("none", "coordinated", "uncoordinated")
+IMPLEMENTED = ("none", "coordinated", "uncoordinated", "logio")
 
 _KEYS = ("backend", "protocol", "interval", "fullEvery", "jobId", "stateDir", "failAt", "failInstance")
 

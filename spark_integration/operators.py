@@ -42,13 +42,14 @@ class InstanceStateLost(SparkIntegrationError):
 class KeyedState:
     """Counts per key id (dense), the dirty set since the last checkpoint, and a version."""
 
-    __slots__ = ("counts", "dirty", "version", "replayed")
+    __slots__ = ("counts", "dirty", "version", "replayed", "last_events")
 
     def __init__(self, counts: np.ndarray | None = None, version: int = 0) -> None:
         self.counts = np.zeros(1024, np.int64) if counts is None else counts
         self.dirty = np.zeros(len(self.counts), bool)
         self.version = version
         self.replayed = 0  # events re-applied from a message log during a restore
+        self.last_events = -1  # events of micro-batch ``version`` this instance applied (-1: unknown)
 
     def _grow(self, size: int) -> None:
         if size > len(self.counts):
@@ -78,14 +79,15 @@ class KeyedState:
     # -- the executor-local file ------------------------------------------------------------
     def to_bytes(self) -> bytes:
         n = len(self.counts)
-        head = np.array([self.version, n], np.int64)
+        head = np.array([self.version, n, self.last_events], np.int64)
         return head.tobytes() + self.counts.tobytes() + self.dirty.tobytes()
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> "KeyedState":
-        version, n = np.frombuffer(blob, np.int64, 2)
-        state = cls(np.frombuffer(blob, np.int64, int(n), 16).copy(), int(version))
-        state.dirty = np.frombuffer(blob, bool, int(n), 16 + 8 * int(n)).copy()
+        version, n, last = np.frombuffer(blob, np.int64, 3)
+        state = cls(np.frombuffer(blob, np.int64, int(n), 24).copy(), int(version))
+        state.dirty = np.frombuffer(blob, bool, int(n), 24 + 8 * int(n)).copy()
+        state.last_events = int(last)
         return state
 
 
@@ -151,6 +153,8 @@ class BatchPlan:
     checkpoint: Any = None  # protocol token: checkpoint at the end of this batch
     kill_offset: int | None = None  # kill ``kill_instance`` once it sees an event >= this offset
     kill_instance: int = 0
+    #: on the re-run of a failed micro-batch: events per instance in it (to detect partial zombies)
+    expected: Any = None
 
 
 def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
@@ -163,6 +167,8 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
         restore_ms, replayed = 0.0, 0
         if plan.restore is not None:
             t = time.perf_counter()
+            if plan.expected is not None:
+                discard_zombie_work(settings, protocol, plan, instance)
             state = protocol.restore(settings, instance, plan.restore)
             replayed = getattr(state, "replayed", 0)
             restore_ms = (time.perf_counter() - t) * 1e3
@@ -178,6 +184,7 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
                 )
         # deduplication: a re-run batch this instance had already applied (sequence number = batch)
         duplicate = state.version == plan.batch_seq
+        ack_ops = 0 if duplicate else protocol.acknowledge(settings, instance, plan.batch_seq)
         events, lo, hi = 0, -1, -1
         for rb in batches:
             if rb.num_rows == 0:
@@ -194,6 +201,9 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
         ckpt: dict[str, Any] = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0, "durable": 0}
         if plan.checkpoint is not None and not duplicate:
             ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
+        ckpt["backend_ops"] += ack_ops
+        if not duplicate:
+            state.last_events = events
         state.version = plan.batch_seq
         save_state(settings, instance, state)
     row = {"instance": instance, "events": events, "min_seq": lo, "max_seq": hi, "restore_ms": restore_ms,
@@ -201,6 +211,26 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
     # by name, in the schema's order (mapInArrow matches columns by position)
     names = [f.split()[0] for f in STATS_SCHEMA.split(", ")]
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in names})
+
+
+def discard_zombie_work(settings: Settings, protocol: Any, plan: BatchPlan, instance: int) -> None:
+    """Undo what a task of the *failed* job did with a partial input.
+
+    When a job fails, Spark cancels its other tasks; a cancelled task's Arrow input can simply end
+    early, so the task "finishes" a micro-batch with part of its events, writes its local state
+    (and its protocol's commit) and only then is discarded by Spark.  The re-run's driver knows
+    how many events each instance must see in the batch: a local state at this batch with another
+    count is dropped (the instance recovers as a failed one), and any protocol record of this
+    batch not backed by a complete local state is deleted.
+    """
+    local = load_state(settings, instance)
+    if local is None:
+        return
+    complete = local.version == plan.batch_seq and local.last_events == plan.expected.get(instance, 0)
+    if local.version == plan.batch_seq and not complete:
+        drop_state(settings, instance)
+    if not complete:
+        protocol.discard(settings, instance, plan.batch_seq)
 
 
 def dump_partition(settings: Settings, instance: int) -> tuple[int, int, bytes]:

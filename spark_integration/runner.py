@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -122,7 +122,10 @@ def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: 
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.adaptive.enabled", "false")
-               .config("spark.driver.memory", "1g"))
+               .config("spark.driver.memory", "1g")
+               # deep py4j callback stacks (foreachBatch -> recovery jobs) overflowed the default
+               # 1 MB thread stack of the stream execution thread once in a long test session
+               .config("spark.driver.extraJavaOptions", "-Xss16m"))
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
@@ -175,7 +178,7 @@ class JobRunner:
             recovery = self.protocol.recover(start, self.batch_seq, self.spec.parallelism)
             replay = (self.spark.read.format("ckptbench").options(**self.source_opts)
                       .option("start", str(recovery.replay_from)).option("end", str(end)).load())
-            plan = self._plan(restore=recovery.restore)
+            plan = replace(self._plan(restore=recovery.restore), expected=self._expected_counts(start, end))
             t_run = time.time()
             try:
                 stats = self._execute(replay, plan)
@@ -192,6 +195,16 @@ class JobRunner:
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
             f"{MAX_RECOVERY_ATTEMPTS} recoveries; last error: {str(exc).splitlines()[0][:500]}"
         ) from exc
+
+    def _expected_counts(self, start: int, end: int) -> dict[int, int]:
+        """Events per instance in ``[start, end)`` (same hash as ``repartition(P, "key")``)."""
+        from pyspark.sql import functions as F
+
+        p = self.spec.parallelism
+        batch = (self.spark.read.format("ckptbench").options(**self.source_opts)
+                 .option("start", str(start)).option("end", str(end)).load())
+        rows = batch.groupBy(F.expr(f"pmod(hash(key), {p})").alias("d")).count().collect()
+        return {int(r["d"]): int(r["count"]) for r in rows}
 
     def _on_batch(self, df: Any, batch_id: int) -> None:
         try:

@@ -50,6 +50,8 @@ CASES = [  # (protocol, backend, fail-at offsets, instance killed)
     ("coordinated", "default_fs", "60000,150000,240000", 0),
     ("uncoordinated", "indexed_fs", "150000", 1),
     ("uncoordinated", "default_fs", "60000,150000,240000", 0),
+    ("logio", "indexed_fs", "150000", 1),
+    ("logio", "default_fs", "60000,150000,240000", 0),
 ]
 
 
@@ -67,7 +69,44 @@ def test_protocol_survives_killed_instances_exactly_once(spark, tmp_path, protoc
     owners = sorted(os.listdir(tmp_path / "store" / "wc1"))
     assert {"i0", "i1"} <= set(owners)
     assert ("driver" in owners) == (protocol == "coordinated")
-    assert any(o.startswith("log-") for o in owners) == (protocol == "uncoordinated")
+    assert any(o.startswith("log-") for o in owners) == (protocol in ("uncoordinated", "logio"))
+
+
+def _redis_options(namespace: str) -> dict:
+    import bench.services as services
+
+    services.up(["redis"])
+    return services.client_options("redis", namespace)
+
+
+@pytest.mark.parametrize("protocol", ["coordinated", "logio"])
+def test_redis_backend_one_failure_exactly_once(spark, tmp_path, protocol):
+    """A server backend: every participant's keys under the run's own prefix, then recovery."""
+    import uuid
+
+    ns = f"t{uuid.uuid4().hex[:8]}"
+    opts = _redis_options(ns)
+    entries = {PREFIX + "protocol": protocol, PREFIX + "backend": "redis", PREFIX + "jobId": "wc-r",
+               PREFIX + "stateDir": str(tmp_path / "work"), PREFIX + "failAt": "150000",
+               PREFIX + "failInstance": "0", PREFIX + "interval": "1"}
+    entries.update({PREFIX + "backend." + k: str(v) for k, v in opts.items()})
+    m = run_job(spark, from_conf(entries), JobSpec(**SPEC))
+    assert m.failures == 1 and m.exactly_once, m.verify_detail
+    import redis
+
+    client = redis.Redis(host=opts["host"], port=int(opts["port"]))
+    keys = [k.decode() for k in client.scan_iter(match=opts["prefix"] + "*", count=1000)]
+    assert keys and all(k.startswith(opts["prefix"] + "wc-r/") for k in keys)
+    if keys:
+        client.delete(*keys)
+
+
+def test_spark_state_baseline_is_exactly_once(spark):
+    from spark_integration.spark_state import run_spark_state
+
+    m = run_spark_state(spark, JobSpec(**{**SPEC, "events": 200_000}))
+    assert m.exactly_once, m.verify_detail
+    assert m.checkpoints >= 1 and m.throughput > 0
 
 
 def test_none_loses_state_on_failure(spark, tmp_path):

@@ -7,8 +7,12 @@ server's real ``appendonly``/``appendfsync`` (``CONFIG GET``) so every result sa
 measured; ``require_appendfsync=always`` makes ``open`` fail if the server runs another policy.
 Choose the policy with ``bench services up redis --durability always|everysec|no``.
 
-``flush()`` is a real barrier: nothing under ``always``; ``WAITAOF`` on Redis >= 7.2; otherwise an
-AOF rewrite (``BGREWRITEAOF``, which fsyncs a complete new AOF) and a wait for it to finish.
+``flush()`` is a real barrier: nothing under ``always``; ``WAITAOF`` on Redis >= 7.2; under
+``everysec`` on older servers, a wait until the server's once-a-second background fsync has covered
+this client's last write (2 s after it, Redis' documented bound, and no background fsync pending);
+under ``no`` (or AOF off), an AOF rewrite (``BGREWRITEAOF``, which fsyncs a complete new AOF) and a
+wait for it to finish.  The rewrite costs time proportional to the dataset, so runs that flush
+often belong on ``always`` or ``everysec``.
 
 Every call is bounded: socket timeouts (a dead or stopped server never hangs a caller) and
 :class:`backends.base.Retry` (``retries`` retries with backoff within ``timeout`` seconds); the
@@ -93,6 +97,7 @@ class RedisBackend(Backend):
             retry=None,  # our own bounded Retry is the only retry loop
         )
         self._server: dict[str, Any] = {}
+        self._last_write: float | None = None  # monotonic time of the last write (flush waits on it)
         try:
             self._server = self._server_settings()
         except BaseException:
@@ -142,6 +147,7 @@ class RedisBackend(Backend):
         return self._prefix + _encode(key)
 
     def _after_write(self) -> None:
+        self._last_write = time.monotonic()
         n = self.config["wait_replicas"]
         if n:
             # WAIT blocks for 80 % of the socket timeout, so its own reply arrives before that
@@ -200,7 +206,28 @@ class RedisBackend(Backend):
             self._call("WAITAOF", lambda: self._client.execute_command(
                 "WAITAOF", 1, 0, int(self.config["timeout"] * 1000)))
             return
+        if settings["appendonly"] == "yes" and settings["appendfsync"] == "everysec":
+            self._wait_everysec_fsync()
+            return
         self._rewrite_aof()
+
+    #: Redis' bound for ``everysec``: a write is fsynced within 2 s (it delays writes otherwise)
+    _EVERYSEC_BOUND = 2.0
+
+    def _wait_everysec_fsync(self) -> None:
+        """Wait until the background fsync has covered this client's last write."""
+        last = self._last_write
+        if last is not None:
+            wait = last + self._EVERYSEC_BOUND - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        deadline = time.monotonic() + max(10.0, self.config["timeout"])
+        while self._call("INFO", lambda: self._client.info("persistence")).get("aof_pending_bio_fsync"):
+            if time.monotonic() > deadline:
+                raise BackendUnavailableError(
+                    f"redis at {self.address}: the AOF fsync is still pending after the wait; "
+                    f"the server's disk is too slow — see the server log")
+            time.sleep(0.02)
 
     def _rewrite_aof(self) -> None:
         """BGREWRITEAOF and wait until a rewrite that began after this call has finished."""

@@ -20,6 +20,10 @@ def make_protocol(settings: Settings) -> Protocol:
         from .uncoordinated import UncoordinatedProtocol
 
         return UncoordinatedProtocol(settings)
+    if settings.protocol == "logio":
+        from .logio import LogioProtocol
+
+        return LogioProtocol(settings)
     raise SparkIntegrationError(f"protocol {settings.protocol!r} is not implemented yet")
 
 

@@ -59,6 +59,15 @@ class Protocol(abc.ABC):
         """After a failure: what every instance restores and from which offset the source replays."""
 
     # -- instance side ----------------------------------------------------------------------
+    def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:
+        """Before processing a micro-batch's events (LOG.io: assign them to an Input Set durably);
+        returns the backend operations issued."""
+        return 0
+
+    def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
+        """Delete what a cancelled task of a failed job may have written for ``batch_seq`` from a
+        partial input (see :func:`~..operators.discard_zombie_work`); default: nothing to do."""
+
     def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
         """Write ``state`` (what the token asks for); returns ckpt_start/ckpt_ms/ckpt_bytes/backend_ops."""
         return {}

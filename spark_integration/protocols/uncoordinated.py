@@ -186,6 +186,13 @@ class UncoordinatedProtocol(Protocol):
             _submit((settings, instance, batch_seq, encode_pairs(*state.items()), time.time()))
         return _read_durable(settings, instance)
 
+    def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
+        """A cancelled task may have checkpointed ``batch_seq`` from a partial input: drop it
+        (best effort: that task's writer thread may still be writing it)."""
+        with participant_store(settings, f"i{instance}") as store:
+            store.delete(_ckpt_key(batch_seq))
+            store.flush()
+
     def restore(self, settings: Settings, instance: int, token: Any) -> Any:
         from ..operators import KeyedState, decode_pairs, load_state
 

@@ -1,0 +1,255 @@
+"""``logio``: LOG.io's log-based protocol — every failed instance recovers alone, nothing blocks.
+
+Mapping of LOG.io's tables onto this job (senders = source partitions, receivers = the keyed
+instances; an *event* is one sender's message to one instance in one micro-batch, so its id is
+the per-output-port sequence number ``b`` = the micro-batch):
+
+* EVENT_LOG/EVENT_DATA of the senders: sender ``s`` **logs** its output event to instance ``i``
+  (``log-s<s>/d<i>/b<b>``, the keys) *before* it is shuffled — the same sender logging as
+  ``uncoordinated`` (:func:`.uncoordinated.log_partition`); logged and not yet acknowledged =
+  status *undone, no Input Set*.
+* Acknowledgement: before processing, instance ``i`` durably assigns the events it received
+  (``(s, b)`` for every sender ``s``) to its Input Set ``b``: one put of ``i<i>/ack/b<b>``.
+* Commit: after processing, **one atomic commit per Input Set**: a single checksummed record
+  ``i<i>/c/b<b>`` holding the Input Set's output events (the new counts of the keys it touched,
+  output port sequence number ``b``), the operator state (those same pairs are its delta; every
+  ``fullEvery`` Input Sets, and at every recovery commit, the full state instead), the per-input-
+  port high-water marks and the *done* marks (the Input Set's event ids).  It is written with ONE
+  ``put``, which every backend makes atomic on its own terms — an indexed_fs record with its CRC,
+  a Redis ``SET``, an HBase row, a MinIO object — and carries its own CRC-32 so a torn or corrupt
+  record is never taken as committed (its Input Set then stays acknowledged-undone and is
+  re-processed).  One record instead of a per-backend transaction (Redis MULTI, HBase row
+  mutations, ...) keeps the protocol identical on every backend; its cost is rewriting the output
+  pairs as state, which for a keyed count is the same bytes.
+
+Recovery of a failed instance ``i``, **alone** (its neighbours keep their working state; on the
+re-run of the failed micro-batch they drop the events they already processed by high-water mark):
+restore the latest full state + the later commit deltas; **re-process** the acknowledged but
+undone Input Sets from the senders' logs; **resend** the logged events nobody acknowledged yet
+(the re-run batch's own events, read from the log, not recomputed); commit each of them; the live
+delivery of the re-run batch is then a duplicate (event id <= high-water mark) and is dropped.
+
+GC of done events: once every instance committed micro-batch ``b`` (the driver saw the batch
+succeed), the senders delete their log entries up to ``b``; an instance writing a full-state
+commit deletes its older commit and acknowledgement records.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..conf import Settings, SparkIntegrationError
+from ..store import participant_store
+from .base import CommitResult, Protocol, Recovery
+from .uncoordinated import LogPlan, _log_key, log_partition
+
+_MAGIC = b"LGIO"
+_HEADER = struct.Struct("<4sII")  # magic, crc32 of the body, length of the JSON meta
+
+
+def _ack_key(b: int) -> str:
+    return f"ack/b{b:010d}"
+
+
+def _commit_key(b: int) -> str:
+    return f"c/b{b:010d}"
+
+
+def encode_commit(meta: dict, keys: np.ndarray, values: np.ndarray) -> bytes:
+    """One Input Set's commit record: header | JSON meta | pairs, checksummed as a whole."""
+    from ..operators import encode_pairs
+
+    body = json.dumps(meta, separators=(",", ":")).encode()
+    pairs = encode_pairs(keys, values)
+    return _HEADER.pack(_MAGIC, zlib.crc32(pairs, zlib.crc32(body)), len(body)) + body + pairs
+
+
+def decode_commit(blob: bytes) -> tuple[dict, np.ndarray, np.ndarray] | None:
+    """(meta, keys, values), or None for a torn/corrupt record (= not committed)."""
+    from ..operators import decode_pairs
+
+    if len(blob) < _HEADER.size:
+        return None
+    magic, crc, n = _HEADER.unpack_from(blob)
+    body, pairs = blob[_HEADER.size:_HEADER.size + n], blob[_HEADER.size + n:]
+    if magic != _MAGIC or len(body) != n or zlib.crc32(pairs, zlib.crc32(body)) != crc:
+        return None
+    try:
+        keys, values = decode_pairs(pairs)
+    except (ValueError, IndexError):
+        return None
+    return json.loads(body), keys, values
+
+
+@dataclass(frozen=True)
+class InputSetToken:
+    full: bool  # commit the full state (else the Input Set's outputs = the state delta)
+
+
+@dataclass(frozen=True)
+class LogioRestore:
+    batch_seq: int  # the micro-batch being re-run
+    senders: int
+    full_every: int
+
+
+def commit_input_set(store: Any, state: Any, b: int, senders: int, full: bool) -> tuple[int, int]:
+    """The atomic step: outputs + state + high-water marks + done marks in one put.
+
+    Returns (record bytes, number of output pairs).  A full commit also garbage-collects the
+    instance's older commit and acknowledgement records (everything they describe is done).
+    """
+    out_keys, out_values = state.items(only_dirty=True)
+    keys, values = state.items() if full else (out_keys, out_values)
+    meta = {"inset": b, "full": full, "hwm": {str(s): b for s in range(senders)},
+            "done": [[s, b] for s in range(senders)], "outputs": int(len(out_keys))}
+    blob = encode_commit(meta, keys, values)
+    store.put(_commit_key(b), blob)
+    store.flush()
+    if full:
+        old = [k for k, _ in store.scan("c/") if k < _commit_key(b)]
+        old += [k for k, _ in store.scan("ack/") if k <= _ack_key(b)]
+        for k in old:
+            store.delete(k)
+    state.dirty[:] = False
+    return len(blob), int(len(out_keys))
+
+
+def committed_state(store: Any) -> tuple[Any, int]:
+    """The state after the latest valid commit (latest full + later deltas) and its Input Set."""
+    from ..operators import KeyedState
+
+    records = []
+    for _key, blob in sorted(store.scan("c/")):
+        decoded = decode_commit(blob)
+        if decoded is not None:
+            records.append(decoded)
+    state, head = KeyedState(), 0
+    fulls = [n for n, (meta, _, _) in enumerate(records) if meta["full"]]
+    start = fulls[-1] if fulls else 0
+    for meta, keys, values in records[start:]:
+        if meta["inset"] != head + 1 and head and not meta["full"]:
+            break  # a gap: a later delta cannot be applied without the missing one
+        state.set(keys, values)
+        head = meta["inset"]
+    state.version = head
+    state.dirty[:] = False
+    return state, head
+
+
+class LogioProtocol(Protocol):
+    name = "logio"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.done_below = 1  # sender log entries below this micro-batch are deleted
+        self.last_ok = 0  # the last micro-batch every instance committed
+
+    # -- driver side ------------------------------------------------------------------------
+    def plan_checkpoint(self, batch_seq: int) -> Any:
+        return InputSetToken((batch_seq - 1) % self.settings.full_every == 0)
+
+    _senders = 2  # source partitions; set by prepare() before the protocol is pickled into tasks
+
+    def prepare(self, df: Any, plan: Any, parallelism: int) -> Any:
+        from pyspark.sql import functions as F
+
+        self._senders = parallelism
+        gc = ()
+        if self.last_ok + 1 > self.done_below:  # events of committed Input Sets are done
+            gc = tuple((d, self.done_below, self.last_ok + 1) for d in range(parallelism))
+            self.done_below = self.last_ok + 1
+        with_dest = df.withColumn("dest", F.expr(f"pmod(hash(key), {parallelism})").cast("long"))
+        fn = functools.partial(log_partition, self.settings, LogPlan(plan.batch_seq, gc), parallelism)
+        return with_dest.mapInArrow(fn, df.schema)
+
+    def commit(self, token: Any, end_offset: int, stats: list[dict]) -> list[CommitResult]:
+        # the job succeeded: every instance committed this micro-batch (live, at recovery, or
+        # earlier — a duplicate), so its events are done everywhere
+        self.last_ok = max(self.last_ok, max((s["durable"] for s in stats), default=0))
+        timed = [s for s in stats if s["ckpt_start"] > 0]
+        if not timed:
+            return []
+        start = min(s["ckpt_start"] for s in timed)
+        end = max(s["ckpt_start"] + s["ckpt_ms"] / 1e3 for s in timed)
+        return [CommitResult(checkpoint_ms=(end - start) * 1e3, bytes=sum(s["ckpt_bytes"] for s in stats),
+                             ops=sum(s["backend_ops"] for s in stats))]
+
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
+        # no rewind of anyone: each instance decides alone (keep, drop as duplicate, or recover)
+        return Recovery(restore=LogioRestore(batch_seq, parallelism, self.settings.full_every),
+                        replay_from=failed_batch_start)
+
+    # -- instance side ----------------------------------------------------------------------
+    def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:
+        """Assign this micro-batch's events (one per sender) to Input Set ``batch_seq``, durably."""
+        ack = json.dumps({"inset": batch_seq, "events": [[s, batch_seq] for s in range(self._senders)]})
+        with participant_store(settings, f"i{instance}") as store:
+            store.put(_ack_key(batch_seq), ack.encode())
+            store.flush()
+            return store.ops
+
+    def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
+        """A cancelled task committed Input Set ``batch_seq`` from a partial input: not a commit."""
+        with participant_store(settings, f"i{instance}") as store:
+            store.delete(_commit_key(batch_seq))
+            store.flush()
+
+    def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
+        start = time.time()
+        t = time.perf_counter()
+        with participant_store(settings, f"i{instance}") as store:
+            size, _ = commit_input_set(store, state, batch_seq, self._senders, token.full)
+            ops = store.ops
+        return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3, "ckpt_bytes": size,
+                "backend_ops": ops, "durable": batch_seq}
+
+    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
+        from ..operators import load_state
+
+        local = load_state(settings, instance)
+        with participant_store(settings, f"i{instance}") as store:
+            heads = sorted(k for k, _ in store.scan("c/"))
+            head = int(heads[-1][3:]) if heads else 0
+            if local is not None and local.version >= max(head, token.batch_seq - 1):
+                local.replayed = 0
+                return local  # a neighbour: intact, or already processed the batch (duplicate)
+            return recover_instance(settings, store, instance, token)
+
+
+def recover_instance(settings: Settings, store: Any, instance: int, token: LogioRestore) -> Any:
+    """Bring a failed instance back from the backend alone (see the module docstring)."""
+    state, head = committed_state(store)
+    acked = {int(k[5:]) for k, _ in store.scan("ack/")}
+    for b in range(head + 1, token.batch_seq + 1):
+        names = [_log_key(instance, b)]
+        chunks = []
+        for sender in range(token.senders):
+            with participant_store(settings, f"log-s{sender}") as log:
+                blob = log.get(names[0])
+            if blob is None:
+                break
+            chunks.append(np.frombuffer(blob, "<i8"))
+        if len(chunks) < token.senders:
+            if b < token.batch_seq:
+                raise SparkIntegrationError(
+                    f"logio: instance {instance} of job {settings.job_id} acknowledged Input Set {b} "
+                    f"but a sender's log entry {names[0]} is gone; the backend lost data")
+            break  # not logged yet: the live delivery of the re-run batch brings it
+        if b not in acked:  # resend of logged, unacknowledged events: acknowledge them now
+            store.put(_ack_key(b), json.dumps({"inset": b, "events": [[s, b] for s in range(token.senders)]}).encode())
+        for keys in chunks:  # re-process the Input Set
+            state.apply(keys)
+            state.replayed += len(keys)
+        state.last_events = sum(len(keys) for keys in chunks)
+        commit_input_set(store, state, b, token.senders, full=True)
+        state.version = b
+    return state
