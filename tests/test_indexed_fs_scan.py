@@ -113,3 +113,13 @@ def test_bulk_rebuild_matches_record_by_record_resolution(segments, runs):
     assert bulk.keys_from("") == list(slow.d.keys())
     assert {k: bulk.latest(k) for k in keys} == {k: slow.latest(k) for k in keys}
     assert bulk.live == slow.live
+
+
+def test_scan_matches_the_walk_with_short_runs_taken_as_runs(monkeypatch):
+    """The run path proper (numpy over equal-size records) at run lengths the property test
+    generates: shrink the run thresholds so runs of 4+ records are parsed as runs."""
+    from backends.indexed_fs import segment
+
+    monkeypatch.setattr(segment, "_RUN_FIRST", 4)
+    monkeypatch.setattr(segment, "_RUN_MIN", 4)
+    test_scan_matches_the_record_by_record_walk()
