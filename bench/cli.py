@@ -43,7 +43,7 @@ from backends import (
     open_backend,
     parse_kv,
 )
-from workloads import core, runner
+from workloads import core, runner, session
 from workloads.core import PRESETS, WorkloadError
 
 from . import report, spark_clients_cli
@@ -392,23 +392,6 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-@contextlib.contextmanager
-def _data_dir(backend: str, options: dict[str, Any]) -> Iterator[str | None]:
-    """A fresh temporary ``path`` for file backends unless one was given; removed afterwards."""
-    if "path" not in backend_class(backend).all_options():
-        yield None
-        return
-    if options.get("path"):
-        yield os.path.abspath(os.path.expanduser(options["path"]))
-        return
-    tmp = tempfile.mkdtemp(prefix=f"ckptbench-{backend}-")
-    options["path"] = os.path.join(tmp, "store")
-    try:
-        yield options["path"]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 def _progress(args: argparse.Namespace, label: str, total: int | None) -> ProgressBar:
     return ProgressBar(label, total, enabled=not args.no_progress)
 
@@ -457,7 +440,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         return _workload_processes(args, spec, options)
     out_lines: list[str] = []
     phases: dict[str, runner.PhaseResult] = {}
-    with _data_dir(args.backend, options) as path:
+    with session.data_dir(args.backend, options) as path:
         workload = core.CoreWorkload(spec, seed=args.seed)
         store = open_backend(args.backend, **options)
         try:
@@ -609,7 +592,7 @@ def cmd_recovery(args: argparse.Namespace) -> int:
     workload = _recovery_workload(args)
     value_for = _value_for(args)
     phases: dict[str, runner.PhaseResult] = {}
-    with _data_dir(args.backend, options) as _path:
+    with session.data_dir(args.backend, options) as _path:
         if args.crash:
             load_ms, loaded = _crash_load(args, options)
             print_load = [f"[LOAD-OVERALL], RunTime(ms), {int(round(load_ms))}",
@@ -672,7 +655,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         raise UsageError(f"backend {args.backend!r} keeps nothing after a crash; --crash-recover "
                          f"needs a persistent backend (e.g. indexed_fs, default_fs)")
     recovery = None
-    with _data_dir(args.backend, options):
+    with session.data_dir(args.backend, options):
         if args.crash_recover:
             result = ck.run_checkpoint_then_crash(args.backend, options, spec)
             bar = _progress(args, "recover", len(result.last_written))
@@ -753,7 +736,7 @@ def _finish_multi(args: argparse.Namespace, kind: str, doc: dict[str, Any],
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from workloads import session
+
 
     spec, options = _multi_spec(args)
     operations = None if args.duration and args.ops is None else spec.operations
@@ -775,7 +758,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from workloads import session
+
 
     spec, options = _multi_spec(args)
     targets = None

@@ -25,16 +25,15 @@ from .measure import Measurements
 from .runner import PhaseResult, load, run
 
 
-def check_backend(backend: str) -> str:
-    """``"own"`` (each process loads its own store), ``"shared"``, or a clear error."""
+def check_backend(backend: str, why: str = "so --processes > 1 cannot open it; use --threads, "
+                  "or a server backend (redis, hbase, minio) or memory") -> str:
+    """``"own"`` (each client loads its own store), ``"shared"``, or a clear error (``why``
+    says what follows from the single-process lock and the fix)."""
     from backends import BadOptionError, backend_class
 
     cls = backend_class(backend)
     if "path" in cls.all_options():
-        raise BadOptionError(
-            f"backend {backend!r} locks its data directory to one process, so --processes > 1 "
-            f"cannot open it; use --threads, or a server backend (redis, hbase, minio) or memory"
-        )
+        raise BadOptionError(f"backend {backend!r} locks its data directory to one process, {why}")
     return "shared" if cls.persistent else "own"
 
 

@@ -28,8 +28,12 @@ def data_dir(backend: str, options: dict[str, Any]) -> Iterator[str | None]:
     """A fresh temporary ``path`` for file backends unless one was given; removed afterwards."""
     from backends import backend_class
 
-    if "path" not in backend_class(backend).all_options() or options.get("path"):
-        yield options.get("path")
+    if "path" not in backend_class(backend).all_options():
+        yield None
+        return
+    if options.get("path"):
+        given = str(options["path"])
+        yield given if "://" in given else os.path.abspath(os.path.expanduser(given))
         return
     tmp = tempfile.mkdtemp(prefix=f"ckptbench-{backend}-")
     options["path"] = os.path.join(tmp, "store")

@@ -56,6 +56,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from . import parallel
+from .parallel import split
 from .core import CoreWorkload, WorkloadSpec
 from .measure import Measurements
 from .runner import PhaseResult, load, run
@@ -71,22 +73,9 @@ START_MARGIN_S = 1.5
 # ------------------------------------------------------------------------------------ planning
 def check_backend(backend: str) -> str:
     """``"shared"`` (one store for all clients), ``"own"`` (memory) or a clear error."""
-    from backends import BadOptionError, backend_class
-
-    cls = backend_class(backend)
-    if "path" in cls.all_options():
-        raise BadOptionError(
-            f"backend {backend!r} locks its data directory to one process, so Spark clients "
-            f"cannot share it; drop --spark-master, or use a server backend (redis, hbase, minio)"
-        )
-    return "shared" if cls.persistent else "own"
-
-
-def split(total: int | None, parts: int) -> list[int | None]:
-    """``total`` split as evenly as possible (YCSB's way: the first ones get the remainder)."""
-    if total is None:
-        return [None] * parts
-    return [total // parts + (i < total % parts) for i in range(parts)]
+    return parallel.check_backend(
+        backend, "so Spark clients cannot share it; drop --spark-master, or use a server backend "
+                 "(redis, hbase, minio)")
 
 
 def plan(records: int, clients: int, *, threads: int, operations: int | None,
