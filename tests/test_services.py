@@ -116,3 +116,19 @@ def test_cli_runs_as_a_module(state):
         [sys.executable, "-m", "bench.services.cli", "status", "redis", "--json",
          "--state-dir", state], capture_output=True, text=True, check=True).stdout
     assert '"running": true' in out  # what scripts/test.sh greps for
+
+
+def test_reusing_a_running_redis_keeps_its_durability_policy():
+    """`up` without --durability (every test fixture, every benchmark) must not change what a
+    running server was started to measure."""
+    current = services.status(["redis"])[0]
+    before = current["settings"]["appendfsync"] if current["running"] else None
+    try:
+        services.up(["redis"], durability="always")
+        services.up(["redis"])
+        assert services.status(["redis"])[0]["settings"]["appendfsync"] == "always"
+        services.up(["redis"], durability="everysec")
+        services.up(["redis"])
+        assert services.status(["redis"])[0]["settings"]["appendfsync"] == "everysec"
+    finally:
+        services.up(["redis"], durability=before or "everysec")

@@ -82,13 +82,16 @@ def _options(ctx: ServiceContext) -> dict:
 
 def start(ctx: ServiceContext, durability: str | None = None, port: int | None = None,
           **_ignored: Any) -> dict:
-    """Start (or reuse) the server; ``durability`` is the AOF ``appendfsync`` policy."""
-    policy = durability or DEFAULT_POLICY
-    if policy not in POLICIES:
-        raise ServiceError(f"redis: durability {policy!r} is not one of {', '.join(POLICIES)}")
-    port = int(port or DEFAULT_PORT)
+    """Start (or reuse) the server; ``durability`` is the AOF ``appendfsync`` policy.
+
+    Reusing a running server keeps its policy and port unless they are given: a test or a
+    benchmark that merely needs Redis up must not change what the run measures."""
+    if durability is not None and durability not in POLICIES:
+        raise ServiceError(f"redis: durability {durability!r} is not one of {', '.join(POLICIES)}")
     if ctx.read_pid() is not None:
         running = _options(ctx)
+        port = int(port or running["port"])
+        policy = durability or running.get("durability") or DEFAULT_POLICY
         if int(running["port"]) != port:
             raise ServiceError(
                 f"redis: already running on {HOST}:{running['port']}; "
@@ -100,6 +103,8 @@ def start(ctx: ServiceContext, durability: str | None = None, port: int | None =
             client.config_set("appendfsync", policy)
         save_options(ctx, {"port": port, "durability": policy})
         return status(ctx)
+    policy = durability or DEFAULT_POLICY
+    port = int(port or DEFAULT_PORT)
     require_port_free(NAME, HOST, port, wait=5)
     argv = [
         shutil.which("redis-server") or "redis-server",
