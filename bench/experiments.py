@@ -8,15 +8,15 @@ tables and charts from :mod:`bench.report`.  Each experiment writes ``results/<n
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
 import uuid
 from typing import Any, Callable
+
+from workloads import runner
 
 from . import report
 
@@ -104,49 +104,21 @@ def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------- fig 4.2
-def _load_child(conn: Any, backend: str, options: dict[str, Any], n: int, value_size: int) -> None:
-    from backends import open_backend
-    from workloads import core, runner
-
-    try:
-        store = open_backend(backend, **options)
-        spec = core.WorkloadSpec(name="fig4.2", records=n, operations=0, read=1.0,
-                                 value_size=value_size)
-        result = runner.load(store, core.CoreWorkload(spec), batch=10_000)
-        store.flush()
-        conn.send(("ok", result.runtime_ms))
-    except BaseException as exc:  # noqa: BLE001
-        conn.send(("error", _skip_reason(exc)))
-        return
-    while True:
-        time.sleep(3600)  # SIGKILLed here, before close
-
-
 def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
     """indexed_fs open (index rebuild) time after a crash, for 10^3 .. 10^6 PEs of ~40 bytes."""
     from backends import CkptError, open_backend
 
     counts = [10**3, 10**4, 10**5] if quick else [10**3, 10**4, 10**5, 10**6]
-    ctx = multiprocessing.get_context("fork")
     rows = []
     for n in counts:
         tmp = tempfile.mkdtemp(prefix="ckptbench-fig42-")
         options = {"path": os.path.join(tmp, "store"), "durability": "none"}
         try:
-            parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_load_child, args=(child, "indexed_fs", options, n, 40),
-                               daemon=True)
-            proc.start()
-            child.close()
             try:
-                status, payload = parent.recv()
-            finally:
-                if proc.is_alive():
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.join()
-            if status != "ok":
-                raise CkptError(f"fig4.2 load of {n} PEs failed: {payload}")
-            row = {"pes": n, "load_ms": payload}
+                load_ms = runner.load_then_crash("indexed_fs", options, n, 40)
+            except CkptError as exc:
+                raise CkptError(f"fig4.2 load of {n} PEs failed: {exc}") from exc
+            row = {"pes": n, "load_ms": load_ms}
             for label in ("crash", "clean"):
                 t0 = time.perf_counter()
                 store = open_backend("indexed_fs", **options)

@@ -394,3 +394,56 @@ def verify(
     runtime_ms = (time.perf_counter() - start) * 1000.0
     phase = PhaseResult("verify", runtime_ms, done[0], recorder.drain(), errors.counts)
     return VerifyResult(phase, counts["missing"], counts["corrupt"])
+
+
+# ------------------------------------------------------------------------- crash after a load
+def _load_then_hang(conn: Any, backend: str, options: dict[str, Any], records: int,
+                    value_size: int) -> None:
+    """Child process: load ``records`` keys, flush (durable), report, then wait to be SIGKILLed
+    — never closed, so an indexed store leaves no index snapshot behind."""
+    try:
+        from backends import open_backend
+
+        from .core import WorkloadSpec
+
+        store = open_backend(backend, **options)
+        spec = WorkloadSpec(name="crash-load", records=records, operations=0, read=1.0,
+                            value_size=value_size)
+        result = load(store, CoreWorkload(spec), batch=10_000)
+        store.flush()
+        conn.send(("ok", result.runtime_ms))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        time.sleep(3600)
+
+
+def load_then_crash(backend: str, options: dict[str, Any], records: int, value_size: int,
+                    timeout: float = 600.0) -> float:
+    """Load ``records`` keys in a child process and SIGKILL it before it closes the store (a
+    real crash); return the load time in ms.  Spawned, not forked: client libraries' threads
+    (nfs-rs, redis pools) do not survive a fork."""
+    import multiprocessing
+    import os
+    import signal
+
+    from backends import CkptError
+
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_load_then_hang,
+                       args=(child, backend, options, records, value_size), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout):
+            raise CkptError(f"loading {records} keys into {backend} took more than {timeout:.0f} s")
+        status, payload = parent.recv()
+    finally:
+        if proc.is_alive():
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.join()
+    if status != "ok":
+        raise CkptError(f"loading {records} keys into {backend} before the crash failed: {payload}")
+    return payload

@@ -21,11 +21,9 @@ A medium that cannot be used (NFS server down, no /dev/shm) is kept as *skipped*
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import random
 import shutil
-import signal
 import socket
 import tempfile
 import time
@@ -34,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from . import runner
 from backends.base import BadOptionError
 
 SCHEMA = "ckptbench.storage-compare/1"
@@ -338,47 +337,15 @@ def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], secon
 
 
 # ------------------------------------------------------------------------------ recovery rows
-def _load_then_hang(conn: Any, options: dict[str, Any], keys: int, value_size: int) -> None:
-    """Child process: load ``keys`` keys into indexed_fs, flush, report, then wait to be
-    SIGKILLed (no close, so no index snapshot)."""
-    try:
-        from backends import open_backend
-        from workloads import core, runner
-
-        store = open_backend("indexed_fs", **options)
-        spec = core.WorkloadSpec(name="recovery", records=keys, operations=0, read=1.0,
-                                 value_size=value_size)
-        result = runner.load(store, core.CoreWorkload(spec), batch=10_000)
-        store.flush()
-        conn.send(("ok", result.runtime_ms))
-    except BaseException as exc:  # noqa: BLE001 - sent to the parent
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-        return
-    while True:
-        time.sleep(3600)
-
-
 def recovery_one(location: str, keys: int, value_size: int = 40) -> dict[str, Any]:
     from backends import CkptError, open_backend
 
     options = {"path": location, "durability": "none", "index_flush_interval": 0.0}
-    ctx = multiprocessing.get_context("spawn")  # no fork of nfs-rs client threads
-    parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_load_then_hang, args=(child, options, keys, value_size),
-                       daemon=True)
-    proc.start()
-    child.close()
     try:
-        if not parent.poll(600):
-            raise CkptError(f"storage-compare: loading {keys} keys into {location} took > 600 s")
-        status, payload = parent.recv()
-    finally:
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.join()
-    if status != "ok":
-        raise CkptError(f"storage-compare: recovery load failed: {payload}")
-    row: dict[str, Any] = {"load_ms": payload}
+        load_ms = runner.load_then_crash("indexed_fs", options, keys, value_size)
+    except CkptError as exc:
+        raise CkptError(f"storage-compare: recovery load into {location} failed: {exc}") from exc
+    row: dict[str, Any] = {"load_ms": load_ms}
     for label in ("crash", "clean"):
         t0 = time.perf_counter()
         store = open_backend("indexed_fs", **options)
