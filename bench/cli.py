@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Iterator, NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from backends import (
     BadOptionError,
@@ -478,12 +478,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         extra: dict[str, Any] = {}
         if getattr(args, "baseline", False):
             extra["baseline"] = _baseline(args, spec, path, phases["run"], leg)
-    if args.json:
-        report.write_json(args.json, report.result_json(
-            workload=args.workload, backend=args.backend,
-            config=_config(args, options, workload_spec=spec.to_dict()),
-            phases=phases, backend_stats=stats, extra=extra))
-    _maybe_csv(args, phases)
+    write_results(args, options, spec, phases, stats, extra)
     return 0
 
 
@@ -519,13 +514,21 @@ def _workload_processes(args: argparse.Namespace, spec: core.WorkloadSpec,
     for name, phase in phases.items():
         report.print_errors(phase)
         report.print_lines(report.phase_lines(phase, "LOAD-" if name == "load" else ""))
+    write_results(args, options, spec, phases, stats)
+    return 0
+
+
+def write_results(args: argparse.Namespace, options: dict[str, Any], spec: core.WorkloadSpec,
+                  phases: dict[str, runner.PhaseResult], stats: dict[str, Any] | None,
+                  extra: dict[str, Any] | None = None) -> None:
+    """``--json`` and ``--csv`` of a workload run, however its clients ran (threads, processes
+    or Spark tasks), so every run has the same schema."""
     if args.json:
         report.write_json(args.json, report.result_json(
             workload=args.workload, backend=args.backend,
             config=_config(args, options, workload_spec=spec.to_dict()),
-            phases=phases, backend_stats=stats))
+            phases=phases, backend_stats=stats, extra=extra))
     _maybe_csv(args, phases)
-    return 0
 
 
 def _maybe_csv(args: argparse.Namespace, phases: dict[str, runner.PhaseResult]) -> None:
@@ -592,7 +595,7 @@ def cmd_recovery(args: argparse.Namespace) -> int:
     workload = _recovery_workload(args)
     value_for = _value_for(args)
     phases: dict[str, runner.PhaseResult] = {}
-    with session.data_dir(args.backend, options) as _path:
+    with session.data_dir(args.backend, options):
         if args.crash:
             load_ms, loaded = _crash_load(args, options)
             print_load = [f"[LOAD-OVERALL], RunTime(ms), {int(round(load_ms))}",

@@ -46,7 +46,7 @@ def run_distributed(args: argparse.Namespace, spec: WorkloadSpec, options: dict[
     """The workload command with ``--spark-master``: load and run on Spark, print, write JSON."""
     from workloads import spark_clients
 
-    from .cli import _config, _maybe_csv  # the workload command's own config/CSV writers
+    from .cli import write_results  # the workload command's own JSON/CSV writer
 
     if getattr(args, "processes", 1) != 1:
         raise BadOptionError("--processes and --spark-master both choose the client processes; "
@@ -66,15 +66,10 @@ def run_distributed(args: argparse.Namespace, spec: WorkloadSpec, options: dict[
             report.print_lines(report.phase_lines(phase, "LOAD-"))
         else:
             report.print_lines(clients_lines(report.phase_lines(phase), n))
-    if args.json:
-        extra = {
-            "spark": {"master": args.spark_master, "clients": n,
-                      "start_skew_ms": {name: result.start_skew_ms(name) for name in phases}},
-            "clients": result.clients_json(report.phase_json),
-        }
-        report.write_json(args.json, report.result_json(
-            workload=args.workload, backend=args.backend,
-            config=_config(args, options, workload_spec=spec.to_dict()),
-            phases=phases, backend_stats=None, extra=extra))
-    _maybe_csv(args, phases)
+    extra = {
+        "spark": {"master": args.spark_master, "clients": n,
+                  "start_skew_ms": {name: result.start_skew_ms(name) for name in phases}},
+        "clients": result.clients_json(report.phase_json),
+    }
+    write_results(args, options, spec, phases, None, extra)
     return 0

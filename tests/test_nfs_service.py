@@ -90,42 +90,60 @@ def test_rtt_proxy_adds_delay():
 
 
 @pytest.mark.crash
-def test_kill_mid_run_then_restart_keeps_acknowledged_data(tmp_path):
+def private_server(tmp_path, name: str) -> tuple:
+    """A private ganesha (own state dir and ports, so the shared one is never disturbed) and a
+    URL on it whose client gives up after 3 s."""
     state = tmp_path / "state"
-    port, mport = free_port(), free_port()
-    services.up(["nfs"], state_dir=state, port=port, mount_port=mport)
-    ctx = services.context("nfs", state)
-    url = nfs.url(ctx, "crash").replace("version=3", "version=3&timeout=3")
-    acked: list[int] = []
+    services.up(["nfs"], state_dir=state, port=free_port(), mount_port=free_port())
+    url = nfs.url(services.context("nfs", state), name).replace("version=3", "version=3&timeout=3")
+    return state, url
+
+
+def kill_while_writing(state, write_one) -> None:
+    """``write_one(i)`` in a thread until it raises; the server is SIGKILLed 1 s in, and the
+    writer must stop with one clear error naming the fix within 20 s (no hang)."""
     errors: list[BaseException] = []
-    medium = open_medium(url, "test")
-    log = medium.open_append("log")
     stop = threading.Event()
 
     def writer() -> None:
+        i = 0
         try:
-            i = 0
             while not stop.is_set():
-                log.append(i.to_bytes(8, "big") + b"z" * 1016)
-                log.sync()
-                acked.append(i)
-                medium.write_atomic(f"key-{i % 50}", i.to_bytes(8, "big"))
+                write_one(i)
                 i += 1
         except BaseException as exc:
             errors.append(exc)
 
+    thread = threading.Thread(target=writer)
+    thread.start()
     try:
-        thread = threading.Thread(target=writer)
-        thread.start()
         time.sleep(1.0)
         services.kill("nfs", state_dir=state)
         killed = time.monotonic()
         thread.join(30)
         assert not thread.is_alive(), "the writer hung after the server was killed"
-        stop.set()
+        assert time.monotonic() - killed < 20
         assert errors and isinstance(errors[0], BackendUnavailableError), errors
         assert "bench services up nfs" in str(errors[0])
-        assert time.monotonic() - killed < 20
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def test_kill_mid_run_then_restart_keeps_acknowledged_data(tmp_path):
+    state, url = private_server(tmp_path, "crash")
+    acked: list[int] = []
+    medium = open_medium(url, "test")
+    log = medium.open_append("log")
+
+    def write_one(i: int) -> None:
+        log.append(i.to_bytes(8, "big") + b"z" * 1016)
+        log.sync()
+        acked.append(i)
+        medium.write_atomic(f"key-{i % 50}", i.to_bytes(8, "big"))
+
+    try:
+        kill_while_writing(state, write_one)
         assert acked, "nothing was acknowledged before the kill"
 
         services.restart("nfs", state_dir=state)
@@ -139,7 +157,6 @@ def test_kill_mid_run_then_restart_keeps_acknowledged_data(tmp_path):
         medium.write_atomic("same-medium", b"ok")
         assert medium.read_file("same-medium") == b"ok"
     finally:
-        stop.set()
         medium._appenders.clear()
         medium.close()
         services.down(["nfs"], state_dir=state)
@@ -158,41 +175,20 @@ def test_file_backend_survives_a_killed_nfs_server(tmp_path, backend):
     timeout (no hang), and after the restart every acknowledged durable write is there."""
     from backends import open_backend
 
-    state = tmp_path / "state"
-    port, mport = free_port(), free_port()
-    services.up(["nfs"], state_dir=state, port=port, mount_port=mport)
-    ctx = services.context("nfs", state)
-    url = nfs.url(ctx, f"kill-{backend}").replace("version=3", "version=3&timeout=3")
+    state, url = private_server(tmp_path, f"kill-{backend}")
     acked: dict[str, bytes] = {}
     failed: dict[str, bytes] = {}  # the put that raised: its outcome is unknown, either is right
-    errors: list[BaseException] = []
     store = open_backend(backend, path=url, durability="sync")
-    stop = threading.Event()
 
-    def writer() -> None:
-        i = 0
-        try:
-            while not stop.is_set():
-                key, value = f"pe-{i % 40}", i.to_bytes(8, "big") * 16
-                failed[key] = value
-                store.put(key, value)
-                del failed[key]
-                acked[key] = value
-                i += 1
-        except BaseException as exc:
-            errors.append(exc)
+    def write_one(i: int) -> None:
+        key, value = f"pe-{i % 40}", i.to_bytes(8, "big") * 16
+        failed[key] = value
+        store.put(key, value)
+        del failed[key]
+        acked[key] = value
 
     try:
-        thread = threading.Thread(target=writer)
-        thread.start()
-        time.sleep(1.0)
-        services.kill("nfs", state_dir=state)
-        killed = time.monotonic()
-        thread.join(30)
-        assert not thread.is_alive(), "the writer hung after the server was killed"
-        assert time.monotonic() - killed < 20
-        assert errors and isinstance(errors[0], BackendUnavailableError), errors
-        assert "bench services up nfs" in str(errors[0])
+        kill_while_writing(state, write_one)
         assert acked, "nothing was acknowledged before the kill"
 
         services.restart("nfs", state_dir=state)
@@ -201,7 +197,6 @@ def test_file_backend_survives_a_killed_nfs_server(tmp_path, backend):
             for key, value in acked.items():
                 assert again.get(key) in (value, failed.get(key)), key
     finally:
-        stop.set()
         if not store.closed:
             try:
                 store.close()
