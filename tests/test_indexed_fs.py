@@ -88,6 +88,50 @@ def test_interval_durability_syncs_in_the_background(tmp_path):
         assert s.stats()["syncs"] >= 1
 
 
+def test_a_failed_group_sync_fails_its_leader_and_the_queue_moves_on(tmp_path):
+    """The leader's fdatasync fails (EIO, injected) while writers are queued behind it: the
+    leader gets the error, no queued writer hangs, and each of them is acknowledged only by a
+    later sync that succeeded."""
+    import errno
+    s = opened(tmp_path)
+    seg = s._active
+    real, calls = seg.sync, []
+    started = threading.Event()
+
+    def flaky_sync():
+        calls.append(1)
+        if len(calls) == 1:
+            started.set()
+            time.sleep(0.2)  # the other writers append and queue meanwhile
+            raise OSError(errno.EIO, "injected I/O error")
+        real()
+
+    seg.sync = flaky_sync
+    errors, acked = [], []
+
+    def writer(key: str) -> None:
+        try:
+            s.put(key, key.encode())
+            acked.append(key)
+        except Exception as exc:  # noqa: BLE001 - recorded and checked below
+            errors.append((key, exc))
+
+    first = threading.Thread(target=writer, args=("leader",))
+    first.start()
+    started.wait(5)
+    rest = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(6)]
+    for t in rest:
+        t.start()
+    for t in [first, *rest]:
+        t.join(10)
+        assert not t.is_alive(), "a writer hangs after a failed group sync"
+    assert [k for k, _ in errors] == ["leader"] and "I/O error" in str(errors[0][1])
+    assert sorted(acked) == [f"w{i}" for i in range(6)] and len(calls) >= 2
+    s.close()
+    with opened(tmp_path) as s:
+        assert all(s.get(k) == k.encode() for k in acked)
+
+
 def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
     s = opened(tmp_path)  # durability=sync
     def writer(t: int) -> None:
@@ -176,6 +220,68 @@ def test_flipped_bytes_in_last_record_are_a_torn_tail(tmp_path, where):
         assert s.stats()["torn_tail_truncated"] == 1
         assert s.get("b") == b"old"
     assert seg.stat().st_size == last
+
+
+def _crashed_copy(src: Path, dst: Path, segment_size: int = 1 << 20) -> Path:
+    """``dst``: what a crash would leave of the store being written in ``src`` — its files copied
+    while it is open (every put was synced), so the active segment still has reserved space."""
+    s = opened(src, segment_size=segment_size)
+    s.put("a", b"A" * 100)
+    s.put("b", b"B" * 100)
+    seg = segments(src)[-1]
+    assert seg.stat().st_size == segment_size  # reserved up front
+    dst.mkdir()
+    for p in src.iterdir():
+        if p.suffix == ".seg":
+            (dst / p.name).write_bytes(p.read_bytes())
+    s.close()
+    return segments(dst)[-1]
+
+
+def test_reserved_space_is_trimmed_on_close_and_not_damage_after_a_crash(tmp_path):
+    seg = _crashed_copy(tmp_path / "live", tmp_path / "crashed")
+    with opened(tmp_path / "crashed", segment_size=1 << 20) as s:
+        st = s.stats()
+        assert st["torn_tail_truncated"] == 0 and st["corrupt_records"] == 0, st["rebuild_notes"]
+        assert st["rebuild_notes"] == []
+        assert s.get("a") == b"A" * 100 and s.get("b") == b"B" * 100
+        s.put("c", b"C")  # appended right after b, inside the reserved space
+    records = 3 * HEADER_SIZE + 200 + 1 + 3
+    assert seg.stat().st_size == records  # a clean close leaves records only
+    assert segments(tmp_path / "live")[-1].stat().st_size == 2 * HEADER_SIZE + 202
+    with opened(tmp_path / "crashed") as s:
+        assert s.get("c") == b"C" and s.stats()["torn_tail_truncated"] == 0
+
+
+def test_torn_record_before_reserved_space_is_a_torn_tail(tmp_path):
+    seg = _crashed_copy(tmp_path / "live", tmp_path / "crashed")
+    last = HEADER_SIZE + 101  # b's record starts here
+    flip(seg, last + HEADER_SIZE + 50)  # a byte of b's value: its CRC fails, zeros follow
+    with opened(tmp_path / "crashed", segment_size=1 << 20) as s:
+        st = s.stats()
+        assert st["torn_tail_truncated"] == 1 and st["corrupt_records"] == 0
+        assert s.get("b") is None and s.get("a") == b"A" * 100
+    assert seg.stat().st_size == last
+
+
+def test_bytes_after_a_hole_in_reserved_space_are_cut(tmp_path):
+    """Non-zero bytes past the records (a later, unacknowledged write that reached the disk
+    before an earlier one) are cut, so no stale record can reappear after new appends."""
+    seg = _crashed_copy(tmp_path / "live", tmp_path / "crashed")
+    end = 2 * (HEADER_SIZE + 101)
+    with open(seg, "r+b") as f:
+        f.seek(end + 4096)
+        f.write(b"stale")
+    with opened(tmp_path / "crashed", segment_size=1 << 20) as s:
+        assert s.stats()["torn_tail_truncated"] == 1
+        assert s.get("b") == b"B" * 100
+    assert seg.stat().st_size == end
+
+
+def test_preallocate_off_keeps_plain_appends(tmp_path):
+    with opened(tmp_path, preallocate=False) as s:
+        s.put("a", b"x")
+        assert segments(tmp_path)[-1].stat().st_size == HEADER_SIZE + 2
 
 
 def test_corrupt_middle_record_is_counted_and_skipped(tmp_path):

@@ -94,9 +94,20 @@ def open_segment(medium: "Medium", seg_id: int, create: bool = False) -> "AnySeg
     return MediumSegment(medium, seg_id, create)
 
 
+def zeros_from(data: bytes, at: int) -> bool:
+    """Whether ``data[at:]`` is all zero bytes: space reserved by :meth:`Segment.reserve` that no
+    record reached, as opposed to a torn or damaged tail."""
+    return not np.frombuffer(data, np.uint8, offset=min(at, len(data))).any()
+
+
 class Segment:
     """One open local segment file: one fd for ``pwrite`` appends and ``pread`` reads
-    (thread-safe)."""
+    (thread-safe).
+
+    ``size`` is where the records end (the next append goes there); the file may be longer when
+    space past it was reserved (:meth:`reserve`): zeros, which the recovery scan tells apart from
+    a torn tail (:func:`zeros_from`) and :meth:`trim` gives back when the segment is sealed.
+    """
 
     def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
         self.id = seg_id
@@ -105,8 +116,36 @@ class Segment:
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
+        self.file_size = self.size  # records plus reserved space
         #: lowest seq of any record in the file (for the tombstone-drop rule); 0 = unknown
         self.min_seq = 0 if not create else 1 << 63
+
+    def reserve(self, total: int) -> bool:
+        """Allocate the file up to ``total`` bytes now (``fallocate``; the new space reads as
+        zeros) and make that durable once.  Why: an ``fdatasync`` after an append that grows the
+        file must also journal the new file size; inside allocated space it need not, which here
+        (ext4) gives ~1.4x the syncs per second — the trick of PostgreSQL's preallocated WAL
+        segments and RocksDB's ``allow_fallocate``.  Best effort: where the filesystem cannot
+        (no ``fallocate``, no room) the segment keeps growing by plain appends."""
+        if total <= self.file_size:
+            return True
+        try:
+            os.posix_fallocate(self.fd, self.file_size, total - self.file_size)
+            os.fsync(self.fd)
+        except OSError:
+            try:  # a failed fallocate may leave part of the range allocated: give it back
+                os.ftruncate(self.fd, self.file_size)
+            except OSError:
+                pass
+            return False
+        self.file_size = total
+        return True
+
+    def trim(self) -> None:
+        """Give back reserved space past the records (sealing or closing the segment)."""
+        if self.file_size > self.size:
+            os.ftruncate(self.fd, self.size)
+            self.file_size = self.size
 
     def append(self, data: bytes) -> int:
         """Write ``data`` at the end; return its offset.  On any error (``ENOSPC``) the file is
@@ -122,10 +161,13 @@ class Segment:
         except OSError:
             try:
                 os.ftruncate(self.fd, off)
+                self.file_size = off
             except OSError:
                 pass
             raise
-        self.size = off + n
+        self.size = end = off + n
+        if end > self.file_size:
+            self.file_size = end
         return off
 
     def read(self, offset: int, size: int) -> bytes:
@@ -146,10 +188,17 @@ class Segment:
     def truncate(self, size: int) -> None:
         os.ftruncate(self.fd, size)
         os.fsync(self.fd)
-        self.size = size
+        self.size = self.file_size = size
 
     def sync(self) -> None:
         os.fdatasync(self.fd)
+
+    def seal(self, durable: bool) -> None:
+        """The segment takes no more appends: trim its reserved space (and with ``durable``
+        make records and size durable — ``fsync``, since the size changed)."""
+        self.trim()
+        if durable:
+            os.fsync(self.fd)
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -188,8 +237,18 @@ class MediumSegment:
         self.medium.truncate(self.name, size)
         self.size = size
 
+    def reserve(self, total: int) -> bool:
+        return False  # an NFS COMMIT covers the size with the data anyway
+
+    def trim(self) -> None:
+        pass
+
     def sync(self) -> None:
         self._out.sync()
+
+    def seal(self, durable: bool) -> None:
+        if durable:
+            self._out.sync()
 
     def close(self) -> None:
         try:
@@ -206,6 +265,8 @@ class ScanResult:
     corrupt: int = 0
     #: offset where a torn/damaged tail starts (None if the file ends cleanly)
     tail_at: int | None = None
+    #: offset where reserved, never written space starts (all zeros to the end), if any
+    reserved_at: int | None = None
     min_seq: int = 1 << 63
     max_seq: int = 0
     notes: list[str] = field(default_factory=list)
@@ -332,6 +393,9 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
         pos += size
     if ones:
         chunks.append(_singles(arr, data, ones))
+    if res.tail_at is not None and zeros_from(data, res.tail_at):
+        end = res.reserved_at = res.tail_at  # the records end here; the rest is reserved space
+        res.tail_at = stop_note = None
 
     # phase 2: every CRC, then the columns of the good records
     if chunks:
@@ -378,6 +442,8 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
         res.min_seq, res.max_seq = int(seqs.min()), int(seqs.max())
     if res.tail_at is not None:
         res.tail_at += base
+    if res.reserved_at is not None:
+        res.reserved_at += base
     return res, Records(seg_id, starts + base, sizes, seqs, flags_a, keys)
 
 

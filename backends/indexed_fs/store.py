@@ -11,15 +11,17 @@ The data directory is a storage medium (:mod:`backends.media`, opened by
 per group commit) and a lease lock file (:class:`~backends.fsutil.LeaseLock`).
 
 Locking: ``_lock`` guards the index, the segment table and appends (held only for the
-``pwrite``, never for an fsync).  ``_cond`` coordinates group commit: a writer whose bytes are not
-yet durable either becomes the one syncer (``fdatasync`` releases the GIL, so other writers keep
-appending meanwhile and form the next batch) or waits for a sync that covers its bytes.
+``pwrite``, never for an fsync).  ``_cond_lock`` guards group commit: a writer whose bytes are
+not yet durable either becomes the one syncer (``fdatasync`` releases the GIL, so other writers
+keep appending meanwhile and form the next batch) or queues for a sync that covers its bytes
+(see :meth:`IndexedFSBackend._sync_to`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from _thread import allocate_lock as _new_lock
 from collections import Counter
 from typing import Any, Iterator, Sequence
 
@@ -62,6 +64,10 @@ class IndexedFSBackend(Backend):
         "compaction_interval": Option(
             float, 0.0, "seconds between background compaction runs; 0 = only compact()"
         ),
+        "preallocate": Option(
+            bool, True, "reserve each segment's space up front (fallocate) so that a sync "
+            "need not journal a growing file size; trimmed when sealed"
+        ),
     }
 
     # ------------------------------------------------------------------------------ opening
@@ -100,6 +106,7 @@ class IndexedFSBackend(Backend):
         self._syncing = False
         # group-commit counters, plain attributes (a dict update per put costs): see _stats
         self._syncs = self._sync_requests = self._max_batch = 0
+        self._queue: list[list] = []  # writers waiting for a sync: [target, lock, leads next]
         self._waiters = 0  # threads in _cond.wait() (see _wait)
         self._pins: Counter[int] = Counter()  # segment id -> fsyncs in flight (under _cond)
         self._unsynced: list[AnySegment] = []  # durability=none: sealed without a sync
@@ -174,6 +181,10 @@ class IndexedFSBackend(Backend):
         parts = []  # full rebuild: every segment's records, resolved at once below
         for seg, start in plan:
             res, recs = walk(seg.read_all(start), seg.id, start, seg.id == last_id)
+            if res.reserved_at is not None:  # reserved space left untrimmed by a crash
+                seg.size = res.reserved_at
+                if seg.id != last_id:
+                    seg.trim()
             if snap is None:
                 parts.append(recs)
             else:
@@ -216,6 +227,8 @@ class IndexedFSBackend(Backend):
             self._active = open_segment(medium, (last_id or 0) + 1, create=True)
             self._segments[self._active.id] = self._active
             medium.sync_dir()
+        if self.config["preallocate"]:
+            self._active.reserve(self._segment_size)
         self._tail = (self._active, 0, 0)
         self._gc_pending = {s for s in self._segments if s != self._active.id
                             and index.live.get(s, (0,))[0] == 0}
@@ -317,9 +330,8 @@ class IndexedFSBackend(Backend):
         """Seal the active segment (durably, unless durability=none) and start the next one."""
         old = self._active
         with storage_errors(self.name, self.path):
-            if self.durability != "none":
-                old.sync()
-            else:  # synced by the next flush / GC / compaction / snapshot
+            old.seal(durable=self.durability != "none")
+            if self.durability == "none":  # synced by the next flush / GC / compaction / snapshot
                 self._unsynced.append(old)
             new = open_segment(self.medium, old.id + 1, create=True)
             try:
@@ -329,13 +341,15 @@ class IndexedFSBackend(Backend):
                 new.close()
                 self.medium.delete(new.name)
                 raise
+            if self.config["preallocate"]:
+                new.reserve(self._segment_size)
         self._segments[new.id] = new
         self._active = new
         self._tail = (new, self._written, self._nwrites)
         if self.durability != "none":
-            with self._cond:  # everything written so far is durable now
+            with self._cond_lock:  # everything written so far is durable now
                 self._synced = max(self._synced, self._written)
-                self._cond.notify_all()
+                self._release_covered(handoff=False)
         if self._index.live.get(old.id, (0,))[0] == 0:
             self._gc_pending.add(old.id)
         if self._gc_pending:
@@ -343,17 +357,35 @@ class IndexedFSBackend(Backend):
         return new
 
     def _sync_to(self, target: int) -> None:
-        """Return once the first ``target`` appended bytes are durable (group commit)."""
+        """Return once the first ``target`` appended bytes are durable (group commit).
+
+        One writer at a time is the *leader*: it fdatasyncs everything appended so far (its own
+        bytes and those of the writers queued behind it), releases the writers that sync covered
+        and hands leadership to the first one still queued.  Each queued writer sleeps on a lock
+        of its own, so a sync wakes exactly the writers it covered, and they do not queue again
+        for one shared lock as ``Condition.notify_all`` would make them (1.4x the batches per
+        second at 16 threads here)."""
         lock = self._cond_lock
-        with lock:
-            self._sync_requests += 1
+        lock.acquire()
+        self._sync_requests += 1
+        if self._synced >= target:
+            lock.release()
+            return
+        if self._syncing:
+            me = [target, _new_lock(), False]  # target, its lock, "you lead next"
+            me[1].acquire()
+            self._queue.append(me)
+            lock.release()
+            me[1].acquire()  # released by a leader: our bytes are durable, or we lead next
+            if not me[2]:
+                return
+            lock.acquire()
+        else:
+            self._syncing = True
+        try:
             while self._synced < target:
-                if self._syncing:
-                    self._wait()
-                    continue
                 seg, goal, nwrites = self._tail
                 sid = seg.id
-                self._syncing = True
                 self._pins[sid] += 1
                 lock.release()
                 try:
@@ -363,9 +395,8 @@ class IndexedFSBackend(Backend):
                         raise
                 finally:
                     lock.acquire()
-                    self._syncing = False
                     self._pins[sid] -= 1
-                    if self._waiters:  # notify_all costs ~1 µs of Python even with no waiter
+                    if self._waiters:  # someone waits for the pin to go (segment deletion)
                         self._cond.notify_all()
                 if goal > self._synced:
                     batch = nwrites - self._synced_writes
@@ -373,6 +404,29 @@ class IndexedFSBackend(Backend):
                     self._syncs += 1
                     if batch > self._max_batch:
                         self._max_batch = batch
+        finally:  # also after a failed sync: the next writer tries (and reports) on its own
+            self._release_covered(handoff=True)
+            lock.release()
+
+    def _release_covered(self, handoff: bool) -> None:
+        """Wake the queued writers whose bytes are durable now; with ``handoff`` (the leader is
+        done) make the first one left the next leader.  Caller holds ``_cond_lock``."""
+        queue = self._queue
+        if queue:
+            synced, left = self._synced, []
+            for w in queue:
+                if w[0] <= synced:
+                    w[1].release()
+                else:
+                    left.append(w)
+            self._queue = queue = left
+        if handoff:
+            if queue:
+                nxt = queue.pop(0)
+                nxt[2] = True
+                nxt[1].release()
+            else:
+                self._syncing = False
 
     def _wait(self) -> None:
         """``_cond.wait()`` (caller holds ``_cond``), counted so that notifiers can skip the
@@ -547,6 +601,10 @@ class IndexedFSBackend(Backend):
     def _close_files(self) -> None:
         try:
             for seg in self._segments.values():
+                try:
+                    seg.trim()  # a clean directory holds records only
+                except OSError:
+                    pass  # the next open tells reserved zeros from records anyway
                 seg.close()
             self._lockfile.release()
         finally:
