@@ -1,4 +1,4 @@
-"""``bench spark``: run a keyed-count job on local Spark under a protocol and a backend.
+"""``bench spark``: run a keyed job (count or NexMark Q3 join) on Spark under a protocol and a backend.
 
 The CLI owner wires :func:`add_parser` / :func:`run` into ``bench``; ``python -m
 spark_integration.cli spark ...`` runs it standalone.  Arguments become ``spark.ckptbench.*``
@@ -16,8 +16,10 @@ from typing import Any
 from backends.base import CkptError, parse_kv
 
 from .conf import PROTOCOLS, from_conf, to_conf
+from .skew import SYNTAX as SKEW_SYNTAX, skew_arg
 
-JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids"}
+#: ``--job`` name -> :data:`.queries.QUERIES` kind
+JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3"}
 SPARK_STATE = "spark-state"
 
 
@@ -29,15 +31,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
+    p.add_argument("--job", choices=sorted(JOBS), default="wordcount",
+                   help="wordcount: S4 word count; nexmark-bids: bids per auction (Q12-style keyed "
+                        "count); nexmark-q3: NexMark Q3, persons JOIN auctions on the seller")
     p.add_argument("--protocol", choices=PROTOCOLS + (SPARK_STATE,), default="coordinated",
                    help=f"{SPARK_STATE}: Spark's own RocksDB state store baseline (no backend, no failures)")
     p.add_argument("--backend", help="registered backend name (required unless --protocol none)")
     p.add_argument("--opt", action="append", default=[], metavar="K=V", help="backend option (repeatable)")
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--rate", type=float, default=0.0, help="events/s (0: as fast as possible)")
-    p.add_argument("--keys", type=int, default=10_000)
-    p.add_argument("--skew", type=float, default=1.0, help="zipfian exponent (0: uniform)")
+    p.add_argument("--keys", type=int, default=10_000,
+                   help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
+    p.add_argument("--skew", type=skew_arg, default="1.0", help=SKEW_SYNTAX)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--parallelism", type=int, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
@@ -69,6 +74,10 @@ def run_spark_state_cli(args: argparse.Namespace) -> int:
     if args.fail_at or args.backend:
         print(f"error: --protocol {SPARK_STATE} uses Spark's own state store: drop --backend/--fail-at",
               file=sys.stderr)
+        return 2
+    if JOBS[args.job] == "q3":
+        print(f"error: --protocol {SPARK_STATE} covers the keyed counts (wordcount, nexmark-bids), "
+              f"not {args.job}", file=sys.stderr)
         return 2
     spec = JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew, seed=args.seed,
                    rate=args.rate, parallelism=args.parallelism, max_batch=args.batch, verify=args.verify)
@@ -127,6 +136,8 @@ def add_matrix_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--protocols", default="none,coordinated,uncoordinated,logio",
                    help="comma-separated, from: " + ", ".join(PROTOCOLS))
     p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
+    p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
+    p.add_argument("--skew", type=skew_arg, default="1.0", help=SKEW_SYNTAX)
     p.add_argument("--no-spark-state", action="store_true", help=f"skip the {SPARK_STATE} baseline")
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--keys", type=int, default=10_000)
@@ -156,13 +167,13 @@ def run_matrix(args: argparse.Namespace) -> int:
             raise CkptError(f"--protocols: {bad[0]!r} is not a protocol; valid: {', '.join(PROTOCOLS)}")
         for b in backends:
             backend_class(b)  # UnknownBackendError lists the valid names
-        spec = JobSpec(events=args.events, keys=args.keys, max_batch=args.batch, parallelism=args.parallelism,
-                       verify=True)
+        spec = JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew,
+                       max_batch=args.batch, parallelism=args.parallelism, verify=True)
         spark = build_session(args.master, conf=STATE_CONF)
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            rows = run_all(spark, protocols, backends, spec, args.fail_at, args.interval,
-                           not args.no_spark_state)
+            baseline = not args.no_spark_state and spec.kind != "q3"  # spark-state: keyed counts only
+            rows = run_all(spark, protocols, backends, spec, args.fail_at, args.interval, baseline)
         finally:
             spark.stop()
     except CkptError as exc:

@@ -60,6 +60,9 @@ class Settings:
     state_dir: str = ""
     fail_at: tuple[int, ...] = ()
     fail_instance: int = 0
+    #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
+    #: not a conf key — the job script decides what it computes
+    operator: str = "count"
 
     @property
     def writes_checkpoints(self) -> bool:

@@ -40,9 +40,16 @@ class InstanceStateLost(SparkIntegrationError):
 
 
 class KeyedState:
-    """Counts per key id (dense), the dirty set since the last checkpoint, and a version."""
+    """Counts per key id (dense), the dirty set since the last checkpoint, and a version.
+
+    It is also the protocols' view of *any* operator state: a sparse map ``int64 slot -> int64``
+    (0 = absent) over dense arrays, read by ``items``/written by ``set``. An operator with other
+    state (the Q3 join, :class:`~.q3.JoinState`) subclasses it, names the input ``COLUMNS`` it
+    consumes and overrides :meth:`apply_columns`; checkpoints, logs and restores stay the same.
+    """
 
     __slots__ = ("counts", "dirty", "version", "replayed", "last_events")
+    COLUMNS: tuple[str, ...] = ("key",)  # what the operator reads (and senders log), in order
 
     def __init__(self, counts: np.ndarray | None = None, version: int = 0) -> None:
         self.counts = np.zeros(1024, np.int64) if counts is None else counts
@@ -65,6 +72,10 @@ class KeyedState:
         self._grow(len(bc))
         self.counts[: len(bc)] += bc
         self.dirty[: len(bc)] |= bc > 0
+
+    def apply_columns(self, cols: list[np.ndarray]) -> None:
+        """One batch of events given as the arrays of :attr:`COLUMNS` (from Arrow or a log)."""
+        self.apply(cols[0])
 
     def set(self, keys: np.ndarray, values: np.ndarray) -> None:
         """Overwrite the given keys (restoring a checkpoint)."""
@@ -101,6 +112,39 @@ def decode_pairs(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(blob, "<i8", n, 8), np.frombuffer(blob, "<i8", n, 8 + 8 * n)
 
 
+def encode_log(cols: list[np.ndarray]) -> bytes:
+    """A logged message: the operator's columns, one after the other, little-endian int64 (one
+    column — a keyed count's keys — is just the keys)."""
+    return b"".join(np.asarray(c).astype("<i8").tobytes() for c in cols)
+
+
+def decode_log(blob: bytes, ncols: int) -> list[np.ndarray]:
+    return list(np.frombuffer(blob, "<i8").reshape(ncols, -1))
+
+
+def state_class(settings: Settings) -> type[KeyedState]:
+    """The state class of the job's operator (``Settings.operator``)."""
+    if settings.operator == "join":
+        from .q3 import JoinState
+
+        return JoinState
+    if settings.operator == "count":
+        return KeyedState
+    raise SparkIntegrationError(f"unknown operator {settings.operator!r}; valid: count, join")
+
+
+def new_state(settings: Settings) -> KeyedState:
+    return state_class(settings)()
+
+
+def replay_log(state: KeyedState, blob: bytes) -> int:
+    """Apply one logged message to ``state``; returns the events it held."""
+    cols = decode_log(blob, len(state.COLUMNS))
+    state.apply_columns(cols)
+    state.replayed += len(cols[0])
+    return len(cols[0])
+
+
 # --------------------------------------------------------------------- executor-local state
 def _state_paths(settings: Settings, instance: int) -> tuple[str, str]:
     base = os.path.join(settings.state_dir, settings.job_id)
@@ -123,7 +167,7 @@ def load_state(settings: Settings, instance: int) -> KeyedState | None:
     path, _ = _state_paths(settings, instance)
     try:
         with open(path, "rb") as f:
-            return KeyedState.from_bytes(f.read())
+            return state_class(settings).from_bytes(f.read())
     except FileNotFoundError:
         return None
 
@@ -175,7 +219,7 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
         else:
             state = load_state(settings, instance)
             if state is None and plan.batch_seq == 1:
-                state = KeyedState()
+                state = new_state(settings)
             if state is None or state.version != plan.batch_seq - 1:
                 found = "no working state" if state is None else f"working state at batch {state.version}"
                 raise InstanceStateLost(
@@ -191,7 +235,7 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
                 continue
             seq = rb.column("seq").to_numpy()
             if not duplicate:
-                state.apply(rb.column("key").to_numpy())
+                state.apply_columns([rb.column(c).to_numpy() for c in state.COLUMNS])
             events += rb.num_rows
             lo = int(seq.min()) if lo < 0 else min(lo, int(seq.min()))
             hi = max(hi, int(seq.max()))

@@ -29,6 +29,7 @@ import numpy as np
 from .conf import Settings, SparkIntegrationError
 from .operators import STATS_SCHEMA, BatchPlan, decode_pairs, dump_partition, process_partition
 from .protocols import make_protocol
+from .queries import query
 from .source import source_options
 
 MAX_RECOVERY_ATTEMPTS = 5
@@ -45,10 +46,10 @@ def is_instance_failure(exc: BaseException) -> bool:
 
 @dataclass
 class JobSpec:
-    kind: str = "wordcount"
+    kind: str = "wordcount"  # a job of :data:`.queries.QUERIES`
     events: int = 1_000_000
     keys: int = 10_000
-    skew: float = 1.0
+    skew: float | str = 1.0  # zipfian exponent or "hot:F[:N]" (:mod:`.skew`)
     seed: int = 42
     rate: float = 0.0
     parallelism: int = 2
@@ -132,11 +133,14 @@ def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: 
 
 
 class JobRunner:
-    """Runs one keyed-count job under ``settings`` and collects :class:`Metrics`."""
+    """Runs one keyed job (:mod:`.queries`) under ``settings`` and collects :class:`Metrics`."""
 
     def __init__(self, spark: Any, settings: Settings, spec: JobSpec) -> None:
         from .source import CkptSource
 
+        self.query = query(spec.kind)
+        # the operator's kind of state travels to the executors with the settings
+        settings = replace(settings, operator=self.query.operator)
         self.spark, self.settings, self.spec = spark, settings, spec
         self.protocol = make_protocol(settings)
         self.metrics = Metrics()
@@ -153,9 +157,13 @@ class JobRunner:
         self.source_opts: dict[str, str] = {}
 
     # -- one Spark job over one range of events ------------------------------------------
+    def _select(self, df: Any) -> Any:
+        """The job's stage before the shuffle (Q3's filters), if it has one."""
+        return df if self.query.select is None else df.mapInArrow(self.query.select, df.schema)
+
     def _execute(self, df: Any, plan: BatchPlan) -> list[dict]:
         fn = functools.partial(process_partition, self.settings, self.protocol, plan)
-        df = self.protocol.prepare(df, plan, self.spec.parallelism)
+        df = self.protocol.prepare(self._select(df), plan, self.spec.parallelism)
         rows = df.repartition(self.spec.parallelism, "key").mapInArrow(fn, STATS_SCHEMA).collect()
         return [r.asDict() for r in rows]
 
@@ -201,8 +209,8 @@ class JobRunner:
         from pyspark.sql import functions as F
 
         p = self.spec.parallelism
-        batch = (self.spark.read.format("ckptbench").options(**self.source_opts)
-                 .option("start", str(start)).option("end", str(end)).load())
+        batch = self._select(self.spark.read.format("ckptbench").options(**self.source_opts)
+                             .option("start", str(start)).option("end", str(end)).load())
         rows = batch.groupBy(F.expr(f"pmod(hash(key), {p})").alias("d")).count().collect()
         return {int(r["d"]): int(r["count"]) for r in rows}
 
@@ -268,7 +276,7 @@ class JobRunner:
         self._clear_local_state()
         self._warm_up()
         s = self.spec
-        self.source_opts = source_options(s.kind, s.events, s.keys, s.skew, s.seed, s.rate, s.max_batch,
+        self.source_opts = source_options(self.query.source, s.events, s.keys, s.skew, s.seed, s.rate, s.max_batch,
                                           s.parallelism)
         df = self.spark.readStream.format("ckptbench").options(**self.source_opts).load()
         query = (df.writeStream.foreachBatch(self._on_batch)

@@ -1,7 +1,8 @@
 """A replayable, deterministic streaming source (PySpark Python Data Source API).
 
 Event ``i`` is a pure function of ``(seed, i)``: a counter-based hash (splitmix64) turns the pair
-into uniform numbers, which become a zipfian key and, for NexMark bids, a bidder and a price.  So
+into uniform numbers, which become a skewed key (:mod:`.skew`: zipfian or hot set) and, for NexMark,
+the rest of a bid, person or auction (:mod:`.nexmark`).  So
 any offset range can be regenerated at any time, on any machine, vectorized with numpy — which is
 what makes the protocols' replay ("rewind the source to offset X") and the ground truth in
 :mod:`spark_integration.verify` possible without storing the input.
@@ -14,7 +15,10 @@ micro-batch takes at most ``maxEventsPerBatch`` events.
 
 Schemas (``key`` is always the grouping key, so one keyed operator serves every job):
   * ``wordcount``: ``seq long, key long`` — ``key`` is the word id (word text would be ``w<key>``).
-  * ``bids`` (NexMark): ``seq long, key long, bidder long, price long`` — ``key`` is the auction.
+  * ``bids`` (NexMark bids only): ``seq long, key long, bidder long, price long`` — ``key`` is the
+    auction.
+  * ``nexmark`` (NexMark's mixed stream: 1 person, 3 auctions, 46 bids per 50 events):
+    ``seq long, key long, etype long, id long, attr long`` — see :mod:`.nexmark`.
 
 Use it as ``spark.dataSource.register(CkptSource)`` then
 ``spark.readStream.format("ckptbench").options(**source_options(...)).load()``; the same format
@@ -23,7 +27,6 @@ read as a batch with ``start``/``end`` options gives the replay of an offset ran
 
 from __future__ import annotations
 
-import functools
 import time
 from typing import Any, Iterator
 
@@ -31,10 +34,14 @@ import numpy as np
 
 from .conf import SparkIntegrationError
 
-KINDS = ("wordcount", "bids")
+from . import nexmark
+from .skew import Skew, parse_skew, ranks
+
+KINDS = ("wordcount", "bids", "nexmark")
 SCHEMAS = {
     "wordcount": "seq long, key long",
     "bids": "seq long, key long, bidder long, price long",
+    "nexmark": nexmark.SCHEMA,
 }
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -57,24 +64,19 @@ def uniform(seed: int, stream: int, seq: np.ndarray) -> np.ndarray:
     return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-@functools.lru_cache(maxsize=16)
-def _zipf_cdf(keys: int, skew: float) -> np.ndarray:
-    ranks = np.arange(1, keys + 1, dtype=np.float64)
-    weights = ranks ** -skew if skew > 0 else np.ones(keys)
-    cdf = np.cumsum(weights)
-    return cdf / cdf[-1]
+def skewed_keys(seed: int, stream: int, seq: np.ndarray, keys: int, skew: "Skew | float | str") -> np.ndarray:
+    """Key ids in ``[0, keys)`` distributed per ``skew`` (rank r = key id r)."""
+    skew = parse_skew(skew)
+    v = uniform(seed, stream + 100, seq) if skew.is_hot else None
+    return ranks(skew, keys, uniform(seed, stream, seq), v)
 
 
-def zipf_keys(seed: int, stream: int, seq: np.ndarray, keys: int, skew: float) -> np.ndarray:
-    """Key ids in ``[0, keys)`` with P(key k) ∝ 1/(k+1)^skew (skew 0 = uniform)."""
-    idx = np.searchsorted(_zipf_cdf(keys, skew), uniform(seed, stream, seq), side="right")
-    return np.minimum(idx, keys - 1).astype(np.int64)
-
-
-def generate(kind: str, seed: int, keys: int, skew: float, start: int, end: int) -> dict[str, np.ndarray]:
+def generate(kind: str, seed: int, keys: int, skew: "Skew | float | str", start: int, end: int) -> dict[str, np.ndarray]:
     """Columns of events ``[start, end)`` — the single definition of the input."""
     seq = np.arange(start, end, dtype=np.int64)
-    cols = {"seq": seq, "key": zipf_keys(seed, 1, seq, keys, skew)}
+    if kind == "nexmark":
+        return nexmark.generate(seed, keys, parse_skew(skew), seq)
+    cols = {"seq": seq, "key": skewed_keys(seed, 1, seq, keys, skew)}
     if kind == "bids":
         cols["bidder"] = (uniform(seed, 2, seq) * (keys * 10)).astype(np.int64)
         # prices: a long-tailed distribution between 1 and ~10^4 (NexMark prices are skewed too)
@@ -88,7 +90,7 @@ def source_options(
     kind: str,
     events: int,
     keys: int,
-    skew: float,
+    skew: "Skew | float | str",
     seed: int = 42,
     rate: float = 0.0,
     max_batch: int = 200_000,
@@ -99,7 +101,7 @@ def source_options(
         "kind": kind,
         "events": str(events),
         "keys": str(keys),
-        "skew": str(skew),
+        "skew": str(parse_skew(skew)),
         "seed": str(seed),
         "rate": str(rate),
         "maxEventsPerBatch": str(max_batch),
@@ -117,7 +119,7 @@ class _Params:
             raise SparkIntegrationError(f"source option kind={self.kind!r}; valid kinds: {', '.join(KINDS)}")
         self.events = int(options.get("events", "1000000"))
         self.keys = int(options.get("keys", "10000"))
-        self.skew = float(options.get("skew", "1.0"))
+        self.skew = parse_skew(options.get("skew", "1.0"))
         self.seed = int(options.get("seed", "42"))
         self.rate = float(options.get("rate", "0"))
         self.max_batch = int(options.get("maxeventsperbatch", "200000"))
@@ -197,7 +199,7 @@ def _make_classes():
             pass
 
     class CkptSource(DataSource):
-        """``format("ckptbench")``: deterministic word-count / NexMark-bid events."""
+        """``format("ckptbench")``: deterministic word-count / NexMark events."""
 
         @classmethod
         def name(cls) -> str:

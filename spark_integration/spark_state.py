@@ -38,8 +38,13 @@ def run_spark_state(spark: Any, spec: JobSpec) -> Metrics:
     """Run ``spec`` on Spark's built-in stateful aggregation; returns the same :class:`Metrics`."""
     from pyspark.sql import functions as F
 
+    from .queries import query as job_query
     from .source import CkptSource
 
+    if job_query(spec.kind).operator != "count":
+        raise SparkIntegrationError(
+            f"the {spec.kind} job has no Spark state-store baseline here (it covers the keyed counts: "
+            f"wordcount, bids); run it with a protocol instead")
     spark.dataSource.register(CkptSource)
     for k, v in STATE_CONF.items():
         spark.conf.set(k, v)

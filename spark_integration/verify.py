@@ -2,20 +2,29 @@
 
 The truth is computed without Spark, straight from the deterministic event function
 (:func:`spark_integration.source.generate`) in numpy chunks, so it shares nothing with the job's
-operators, protocols or backends.
+operators, protocols or backends: a keyed count is a ``bincount``, Q3 a relational join over the
+whole input (:func:`spark_integration.q3.ground_truth`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .source import generate
 
 
-def ground_truth(kind: str, seed: int, keys: int, skew: float, events: int, chunk: int = 1 << 20) -> np.ndarray:
-    """Count per key id of events ``[0, events)`` (index = key id)."""
+def ground_truth(kind: str, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
+    """The final state of job ``kind`` (:mod:`.queries`) after events ``[0, events)``."""
+    from .queries import query
+
+    return query(kind).ground_truth(seed, keys, skew, events)
+
+
+def count_truth(kind: str, seed: int, keys: int, skew: Any, events: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Count per key id of source ``kind``'s events ``[0, events)`` (index = key id)."""
     counts = np.zeros(keys, np.int64)
     for start in range(0, events, chunk):
         cols = generate(kind, seed, keys, skew, start, min(events, start + chunk))
@@ -36,9 +45,9 @@ class Comparison:
 
     def describe(self) -> str:
         if self.exactly_once:
-            return f"exactly-once: {self.keys_compared} keys, {self.actual_total} events counted once"
+            return f"exactly-once: {self.keys_compared} keys (state slots) match the failure-free result"
         return (f"NOT exactly-once: {self.wrong_keys} of {self.keys_compared} keys differ; "
-                f"counted {self.actual_total} events, expected {self.expected_total}")
+                f"values sum to {self.actual_total}, expected {self.expected_total}")
 
 
 def compare(expected: np.ndarray, actual_keys: np.ndarray, actual_counts: np.ndarray) -> Comparison:

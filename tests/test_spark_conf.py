@@ -11,7 +11,7 @@ from backends.base import BadOptionError, UnknownBackendError
 from spark_integration.conf import PREFIX, Settings, SparkIntegrationError, from_conf, to_conf
 from spark_integration.operators import KeyedState, decode_pairs, encode_pairs
 from spark_integration.source import generate
-from spark_integration.verify import compare, ground_truth
+from spark_integration.verify import compare, count_truth
 
 
 def conf(**kv):
@@ -99,7 +99,7 @@ def test_zipf_keys_are_skewed_and_in_range():
 
 
 def test_ground_truth_and_compare():
-    truth = ground_truth("wordcount", 3, 50, 1.0, 10_000, chunk=999)
+    truth = count_truth("wordcount", 3, 50, 1.0, 10_000, chunk=999)
     assert truth.sum() == 10_000
     keys = np.flatnonzero(truth)
     assert compare(truth, keys, truth[keys]).exactly_once

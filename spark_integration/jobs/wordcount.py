@@ -20,8 +20,10 @@ def parse(argv: list[str] | None = None, kind: str = "wordcount") -> argparse.Na
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--rate", type=float, default=0.0, help="events/s (0: as fast as possible)")
+    from spark_integration.skew import SYNTAX, skew_arg
+
     p.add_argument("--keys", type=int, default=10_000)
-    p.add_argument("--skew", type=float, default=1.0)
+    p.add_argument("--skew", type=skew_arg, default="1.0", help=SYNTAX)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--batch", type=int, default=250_000)

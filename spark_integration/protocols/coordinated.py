@@ -117,9 +117,9 @@ class CoordinatedProtocol(Protocol):
                 "ckpt_bytes": len(blob), "backend_ops": ops}
 
     def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        from ..operators import KeyedState, decode_pairs
+        from ..operators import decode_pairs, new_state
 
-        state = KeyedState()
+        state = new_state(settings)
         if token.epoch == 0:
             return state
         names = [_epoch_key(e) for e in range(token.base, token.epoch + 1)]

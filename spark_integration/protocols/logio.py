@@ -123,16 +123,18 @@ def commit_input_set(store: Any, state: Any, b: int, senders: int, full: bool) -
     return len(blob), int(len(out_keys))
 
 
-def committed_state(store: Any) -> tuple[Any, int]:
+def committed_state(store: Any, state_cls: Any = None) -> tuple[Any, int]:
     """The state after the latest valid commit (latest full + later deltas) and its Input Set."""
     from ..operators import KeyedState
+
+    state_cls = state_cls or KeyedState
 
     records = []
     for _key, blob in sorted(store.scan("c/")):
         decoded = decode_commit(blob)
         if decoded is not None:
             records.append(decoded)
-    state, head = KeyedState(), 0
+    state, head = state_cls(), 0
     fulls = [n for n, (meta, _, _) in enumerate(records) if meta["full"]]
     start = fulls[-1] if fulls else 0
     for meta, keys, values in records[start:]:
@@ -227,7 +229,9 @@ class LogioProtocol(Protocol):
 
 def recover_instance(settings: Settings, store: Any, instance: int, token: LogioRestore) -> Any:
     """Bring a failed instance back from the backend alone (see the module docstring)."""
-    state, head = committed_state(store)
+    from ..operators import replay_log, state_class
+
+    state, head = committed_state(store, state_class(settings))
     acked = {int(k[5:]) for k, _ in store.scan("ack/")}
     for b in range(head + 1, token.batch_seq + 1):
         names = [_log_key(instance, b)]
@@ -237,7 +241,7 @@ def recover_instance(settings: Settings, store: Any, instance: int, token: Logio
                 blob = log.get(names[0])
             if blob is None:
                 break
-            chunks.append(np.frombuffer(blob, "<i8"))
+            chunks.append(blob)
         if len(chunks) < token.senders:
             if b < token.batch_seq:
                 raise SparkIntegrationError(
@@ -246,10 +250,8 @@ def recover_instance(settings: Settings, store: Any, instance: int, token: Logio
             break  # not logged yet: the live delivery of the re-run batch brings it
         if b not in acked:  # resend of logged, unacknowledged events: acknowledge them now
             store.put(_ack_key(b), json.dumps({"inset": b, "events": [[s, b] for s in range(token.senders)]}).encode())
-        for keys in chunks:  # re-process the Input Set
-            state.apply(keys)
-            state.replayed += len(keys)
-        state.last_events = sum(len(keys) for keys in chunks)
+        # re-process the Input Set
+        state.last_events = sum(replay_log(state, blob) for blob in chunks)
         commit_input_set(store, state, b, token.senders, full=True)
         state.version = b
     return state

@@ -22,6 +22,6 @@ class NoneProtocol(Protocol):
         return Recovery(restore="empty", replay_from=failed_batch_start)
 
     def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        from ..operators import KeyedState
+        from ..operators import new_state
 
-        return KeyedState()
+        return new_state(settings)

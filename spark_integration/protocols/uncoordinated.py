@@ -122,19 +122,23 @@ def log_partition(settings: Settings, plan: LogPlan, parallelism: int, batches: 
     import pyarrow as pa
     from pyspark import TaskContext
 
+    from ..operators import encode_log, state_class
+
     sender = TaskContext.get().partitionId()
+    columns = state_class(settings).COLUMNS  # what the receiving operator reads: all it needs to replay
     out, parts = [], {d: [] for d in range(parallelism)}
     for rb in batches:
         dest = rb.column("dest").to_numpy()
-        keys = rb.column("key").to_numpy()
+        cols = [rb.column(c).to_numpy() for c in columns]
         for d in range(parallelism):
-            parts[d].append(keys[dest == d])
+            parts[d].append([c[dest == d] for c in cols])
         out.append(rb.drop_columns(["dest"]) if hasattr(rb, "drop_columns") else
                    pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1]))
     with participant_store(settings, f"log-s{sender}") as store:
         for d, chunks in parts.items():
-            keys = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
-            store.put(_log_key(d, plan.batch_seq), keys.astype("<i8").tobytes())
+            merged = [np.concatenate([ch[j] for ch in chunks]) if chunks else np.zeros(0, np.int64)
+                      for j in range(len(columns))]
+            store.put(_log_key(d, plan.batch_seq), encode_log(merged))
         store.flush()
         for dest, lo, hi in plan.gc:
             for b in range(lo, hi):
@@ -194,12 +198,12 @@ class UncoordinatedProtocol(Protocol):
             store.flush()
 
     def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        from ..operators import KeyedState, decode_pairs, load_state
+        from ..operators import decode_pairs, load_state, new_state, replay_log
 
         local = load_state(settings, instance)
         if local is not None and local.version >= token.batch_seq - 1:
             return local  # intact (applies the batch) or already applied it (skipped as duplicate)
-        state = KeyedState()
+        state = new_state(settings)
         with participant_store(settings, f"i{instance}") as store:
             found = list(store.scan("c"))
         if found:
@@ -212,9 +216,7 @@ class UncoordinatedProtocol(Protocol):
                 blobs = store.get_many(missing) if missing else {}
             for name in missing:
                 if name in blobs:
-                    keys = np.frombuffer(blobs[name], "<i8")
-                    state.apply(keys)
-                    state.replayed += len(keys)
+                    replay_log(state, blobs[name])
         state.version = token.batch_seq - 1
         state.dirty[:] = False
         return state
