@@ -10,6 +10,15 @@ Write pattern:
     checkpoint ``<job>/i<i>/c<b>`` records the last sequence number processed on every channel
     (``b``: each channel carries one message per micro-batch);
   * log GC: once instance ``i``'s checkpoint at ``b`` is durable, senders delete ``d<i>/b<=b``.
+Fencing of dead incarnations: the writer thread outlives the task that fed it (it lives in a
+reused Python worker), so a cancelled task of a failed job may still have a checkpoint built from
+partial input in the queue — or in flight — when the instance is recovered. Every instance has an
+*incarnation* number in an executor-local fence file; recovery (``discard``, and ``restore`` from
+the backend) bumps it under an exclusive ``flock``, and the writer checks, under a shared lock held
+across the whole write (put, GC deletes, durable note), that its item's incarnation is still the
+current one — else the item is dropped. So once recovery has bumped the number, no write of the
+old incarnation is in flight and none can start: the instance's backend namespace is its own.
+
 Recovery of a failed instance, **alone**: restore its latest durable checkpoint, replay the logged
 messages after it (every sender's ``d<i>/b`` for later ``b``), and go on; instances that had
 already applied the failed micro-batch skip it on the re-run (deduplication by sequence number).
@@ -23,12 +32,13 @@ the general computation for topologies with stateful senders).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -77,25 +87,74 @@ def _durable_path(settings: Settings, instance: int) -> str:
     return os.path.join(base, f"i{instance}.durable")
 
 
+class Fence:
+    """The instance's incarnation number, read or bumped under its ``flock`` (see the module doc)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @property
+    def current(self) -> int:
+        text = os.pread(self.fd, 32, 0).strip()
+        return int(text) if text else 0
+
+    def bump(self) -> int:
+        """A new incarnation (only under the exclusive lock): older writers are fenced off."""
+        n = self.current + 1
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, str(n).encode(), 0)
+        return n
+
+
+@contextlib.contextmanager
+def fence(settings: Settings, instance: int, exclusive: bool = False) -> Iterator[Fence]:
+    """Shared: a writer's check-and-write; exclusive: recovery's bump (waits for writers in flight)."""
+    fd = os.open(os.path.join(os.path.dirname(_durable_path(settings, instance)), f"i{instance}.fence"),
+                 os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield Fence(fd)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def new_incarnation(settings: Settings, instance: int) -> int:
+    with fence(settings, instance, exclusive=True) as f:
+        return f.bump()
+
+
+#: what this process's writer did (tests, diagnostics): checkpoints written / dropped as fenced
+WRITER_STATS = {"written": 0, "fenced": 0, "failed": 0}
+
+
+def _write(settings: Settings, instance: int, batch: int, blob: bytes, started: float) -> None:
+    with participant_store(settings, f"i{instance}") as store:
+        older = [k for k, _ in store.scan("c") if k < _ckpt_key(batch)]
+        store.put(_ckpt_key(batch), blob)
+        store.flush()
+        for key in older:  # only the latest durable checkpoint is ever restored
+            store.delete(key)
+        ops = store.ops
+    # executor-local note of what is durable: read by this instance's next task -> driver
+    info = f"{batch} {started} {(time.time() - started) * 1e3} {len(blob)} {ops}"
+    path = _durable_path(settings, instance)
+    with open(path + ".tmp", "w") as f:
+        f.write(info)
+    os.replace(path + ".tmp", path)
+
+
 def _writer_loop(queue: DropOldestQueue) -> None:
     while (item := queue.get()) is not None:
-        settings, instance, batch, blob, started = item
+        settings, instance, batch, blob, started, incarnation = item
         try:
-            with participant_store(settings, f"i{instance}") as store:
-                older = [k for k, _ in store.scan("c") if k < _ckpt_key(batch)]
-                store.put(_ckpt_key(batch), blob)
-                store.flush()
-                for key in older:  # only the latest durable checkpoint is ever restored
-                    store.delete(key)
-                ops = store.ops
+            with fence(settings, instance) as f:  # held across the whole write
+                if f.current != incarnation:
+                    WRITER_STATS["fenced"] += 1  # a dead incarnation's checkpoint: never written
+                    continue
+                _write(settings, instance, batch, blob, started)
+                WRITER_STATS["written"] += 1
         except Exception:  # noqa: BLE001 - a lost checkpoint is recovered from an older one
-            continue
-        # executor-local note of what is durable: read by this instance's next task -> driver
-        info = f"{batch} {started} {(time.time() - started) * 1e3} {len(blob)} {ops}"
-        path = _durable_path(settings, instance)
-        with open(path + ".tmp", "w") as f:
-            f.write(info)
-        os.replace(path + ".tmp", path)
+            WRITER_STATS["failed"] += 1
 
 
 def _submit(item: tuple) -> None:
@@ -187,12 +246,15 @@ class UncoordinatedProtocol(Protocol):
         from ..operators import encode_pairs
 
         if (batch_seq + instance) % token.interval == 0:  # this instance's own (staggered) clock
-            _submit((settings, instance, batch_seq, encode_pairs(*state.items()), time.time()))
+            with fence(settings, instance) as f:
+                incarnation = f.current
+            _submit((settings, instance, batch_seq, encode_pairs(*state.items()), time.time(), incarnation))
         return _read_durable(settings, instance)
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
-        """A cancelled task may have checkpointed ``batch_seq`` from a partial input: drop it
-        (best effort: that task's writer thread may still be writing it)."""
+        """A cancelled task may have checkpointed ``batch_seq`` from a partial input: fence its
+        incarnation off (its writer can no longer write, nor is it writing), then drop the record."""
+        new_incarnation(settings, instance)
         with participant_store(settings, f"i{instance}") as store:
             store.delete(_ckpt_key(batch_seq))
             store.flush()
@@ -203,6 +265,7 @@ class UncoordinatedProtocol(Protocol):
         local = load_state(settings, instance)
         if local is not None and local.version >= token.batch_seq - 1:
             return local  # intact (applies the batch) or already applied it (skipped as duplicate)
+        new_incarnation(settings, instance)  # before reading: the dead one's writes are over
         state = new_state(settings)
         with participant_store(settings, f"i{instance}") as store:
             found = list(store.scan("c"))
