@@ -316,10 +316,14 @@ class Retry:
     retry_on: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
-    def call(self, what: str, fn: Callable[[], T]) -> T:
-        start = time.monotonic()
+    def call(self, what: str, fn: Callable[[], T], *, started: float | None = None,
+             tried: int = 0) -> T:
+        """``fn()`` until it succeeds or the bounds are reached.  A caller that already made
+        ``tried`` attempts of its own since ``started`` (``time.monotonic()``) passes them on, so
+        the bounds cover those too."""
+        start = time.monotonic() if started is None else started
         delay = self.base_delay
-        for attempt in range(1, self.attempts + 1):
+        for attempt in range(1 + tried, self.attempts + 1):
             try:
                 return fn()
             except self.retry_on as exc:
