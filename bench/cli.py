@@ -128,8 +128,9 @@ def _add_workload_parser(sub: Any, name: str) -> None:
     p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
     if name == "write-heavy":
         p.add_argument("--baseline", action="store_true",
-                       help="after the run, time bare os.write+fdatasync appends of the same "
-                            "values in the same kind of directory, and print the ratio")
+                       help="around the run, time bare os.write+fdatasync appends of the same "
+                            "values in the same kind of directory (with --threads N: N threads "
+                            "sharing fdatasyncs), and print the ratio")
     p.set_defaults(func=cmd_workload, workload=name)
 
 
@@ -547,7 +548,7 @@ def _baseline_leg(args: argparse.Namespace, spec: core.WorkloadSpec, store_path:
         try:
             return runner.fsync_baseline(directory, operations=max(1, operations),
                                          value_size=spec.value_size, seed=args.seed,
-                                         progress=bar.update)
+                                         threads=args.threads, progress=bar.update)
         finally:
             bar.close()
     finally:

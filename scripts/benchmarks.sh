@@ -14,6 +14,11 @@ say "1 thread, write-only, sync: store vs bare append+fdatasync loop" \
 "$B" write-heavy --backend indexed_fs --read-proportion 0 --ops 5000 --baseline --no-progress \
   | grep -E '^\[(OVERALL|BASELINE)\], (Throughput|Ratio)'
 
+say "16 threads, write-only, sync: store vs 16 bare threads sharing fdatasyncs (the CPython group-commit floor)" \
+    bench write-heavy --backend indexed_fs --read-proportion 0 --threads 16 --ops 16000 --baseline
+"$B" write-heavy --backend indexed_fs --read-proportion 0 --threads 16 --ops 16000 --baseline --no-progress \
+  | grep -E '^\[(OVERALL|BASELINE)\], (Throughput|Ratio)'
+
 say "1 vs 16 threads, indexed_fs vs default_fs, write-only, sync (one invocation)" \
     bench sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 --ops 8000
 "$B" sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 \

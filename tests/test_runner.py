@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import math
 
 import pytest
@@ -155,6 +157,25 @@ def test_fsync_baseline(tmp_path):
     assert result.operations == 50
     assert result.measurements.summary("APPEND")["count"] == 50
     assert list(tmp_path.iterdir()) == []  # its file is removed
+
+
+def test_fsync_baseline_threads_share_syncs_and_do_every_append(tmp_path):
+    synced = []
+    real = os.fdatasync
+
+    def counting(fd):
+        synced.append(os.fstat(fd).st_size)
+        real(fd)
+
+    os.fdatasync = counting
+    try:
+        result = runner.fsync_baseline(str(tmp_path), operations=203, value_size=100, threads=4)
+    finally:
+        os.fdatasync = real
+    assert result.operations == 203
+    assert result.measurements.summary("APPEND")["count"] == 203
+    assert synced[-1] == 203 * 100  # every append reached the file before the last sync
+    assert len(synced) <= 203 and synced == sorted(synced)
 
 
 def test_bad_workload_parameters_are_clear():

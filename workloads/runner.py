@@ -270,42 +270,95 @@ def fsync_baseline(
     operations: int,
     value_size: int,
     seed: int = 0,
+    threads: int = 1,
     progress: Callable[[int], None] | None = None,
 ) -> PhaseResult:
     """The floor a durable store is measured against: ``os.write`` + ``os.fdatasync`` of each
-    value to one append-only file in ``directory`` (one thread).  Latencies go to ``APPEND``."""
+    value to one append-only file in ``directory``.  Latencies go to ``APPEND``.
+
+    With ``threads`` > 1 the writers share fdatasyncs in the plainest way CPython allows: each
+    appends, then either syncs for everyone appended so far or sleeps on a lock of its own until
+    such a sync covers it (the one that synced wakes the covered and hands the next sync to the
+    first still waiting) — group commit without a store around it, so a multi-threaded run of a
+    durable store has a like-for-like floor."""
     import os
     import random
+    from _thread import allocate_lock
 
     from .core import ValueSource
 
-    values = ValueSource(value_size, random.Random(f"{seed}/baseline"))
-    recorder = Recorder()
+    recorders = [Recorder() for _ in range(threads)]
     path = os.path.join(directory, "baseline.log")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    done = [0]
+    done = [0] * threads
+    lock = threading.Lock()
+    state = {"written": 0, "synced": 0, "syncing": False}
+    queue: list[list] = []  # [write number, lock, leads next]
 
-    def work() -> None:
-        perf = time.perf_counter_ns
-        for k in range(operations):
+    def durable_append(value: bytes) -> None:
+        with lock:
+            os.write(fd, value)
+            state["written"] = mine = state["written"] + 1
+            if not state["syncing"]:
+                state["syncing"] = True
+                me = None
+            else:
+                me = [mine, allocate_lock(), False]
+                me[1].acquire()
+                queue.append(me)
+        if me is not None:
+            me[1].acquire()
+            if not me[2]:
+                return
+        goal = state["written"]
+        os.fdatasync(fd)
+        with lock:
+            state["synced"] = max(state["synced"], goal)
+            left = [w for w in queue if w[0] > state["synced"]]
+            for w in queue:
+                if w[0] <= state["synced"]:
+                    w[1].release()
+            queue[:] = left
+            if left:
+                nxt = queue.pop(0)
+                nxt[2] = True
+                nxt[1].release()
+            else:
+                state["syncing"] = False
+
+    def work(i: int, n: int) -> None:
+        values = ValueSource(value_size, random.Random(f"{seed}/baseline/{i}"))
+        append = durable_append if threads > 1 else None
+        perf, rec = time.perf_counter_ns, recorders[i]
+        for k in range(n):
             value = values.next()
             st = perf()
-            os.write(fd, value)
-            os.fdatasync(fd)
-            recorder.ok("APPEND", (perf() - st) // 1000)
-            done[0] = k + 1
+            if append is None:
+                os.write(fd, value)
+                os.fdatasync(fd)
+            else:
+                append(value)
+            rec.ok("APPEND", (perf() - st) // 1000)
+            done[i] = k + 1
 
+    shares = [operations // threads + (i < operations % threads) for i in range(threads)]
     try:
         start = time.perf_counter()
-        worker = threading.Thread(target=work, name="ckptbench-baseline", daemon=True)
-        worker.start()
-        _watch([worker], done, operations, progress, None, None, start)
-        worker.join()
+        workers = [threading.Thread(target=work, args=(i, n), name=f"ckptbench-baseline-{i}",
+                                    daemon=True) for i, n in enumerate(shares)]
+        for w in workers:
+            w.start()
+        _watch(workers, done, operations, progress, None, None, start)
+        for w in workers:
+            w.join()
         runtime_ms = (time.perf_counter() - start) * 1000.0
     finally:
         os.close(fd)
         os.unlink(path)
-    return PhaseResult("baseline", runtime_ms, done[0], recorder.drain())
+    merged = Measurements()
+    for rec in recorders:
+        merged.merge(rec.drain())
+    return PhaseResult("baseline", runtime_ms, sum(done), merged)
 
 
 # ------------------------------------------------------------------------------------ recovery
