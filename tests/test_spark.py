@@ -8,25 +8,12 @@ import pytest
 
 pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
 
-from backends import backend_class  # noqa: E402
-from backends.base import CkptError  # noqa: E402
 from spark_integration.conf import PREFIX, from_conf  # noqa: E402
 from spark_integration.runner import JobSpec, build_session, run_job  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 SPEC = dict(events=300_000, keys=2_000, max_batch=60_000, verify=True, timeout=150)
-
-
-def _file_backends() -> list[str]:
-    out = []
-    for name in ("indexed_fs", "default_fs"):
-        try:
-            backend_class(name)
-            out.append(name)
-        except (CkptError, ImportError, AttributeError):
-            pass
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -45,60 +32,7 @@ def settings_for(tmp_path, **kv):
     return from_conf(entries)
 
 
-CASES = [  # (protocol, backend, fail-at offsets, instance killed)
-    ("coordinated", "indexed_fs", "150000", 1),
-    ("coordinated", "default_fs", "60000,150000,240000", 0),
-    ("uncoordinated", "indexed_fs", "150000", 1),
-    ("uncoordinated", "default_fs", "60000,150000,240000", 0),
-    ("logio", "indexed_fs", "150000", 1),
-    ("logio", "default_fs", "60000,150000,240000", 0),
-]
-
-
-@pytest.mark.parametrize("protocol, backend, fail_at, victim", CASES)
-def test_protocol_survives_killed_instances_exactly_once(spark, tmp_path, protocol, backend, fail_at, victim):
-    if backend not in _file_backends():
-        pytest.fail(f"backend {backend} is not importable")
-    settings = settings_for(tmp_path, protocol=protocol, backend=backend, interval=2,
-                            fullEvery=2, failAt=fail_at, failInstance=victim, jobId="wc1")
-    m = run_job(spark, settings, JobSpec(**SPEC))
-    assert m.failures == len(fail_at.split(",")), m.summary()
-    assert m.exactly_once, m.verify_detail
-    assert m.checkpoints >= 2 and m.replayed_events > 0
-    # the checkpoints went to the directory named in the Spark conf, one namespace per participant
-    owners = sorted(os.listdir(tmp_path / "store" / "wc1"))
-    assert {"i0", "i1"} <= set(owners)
-    assert ("driver" in owners) == (protocol == "coordinated")
-    assert any(o.startswith("log-") for o in owners) == (protocol in ("uncoordinated", "logio"))
-
-
-def _redis_options(namespace: str) -> dict:
-    import bench.services as services
-
-    services.up(["redis"])
-    return services.client_options("redis", namespace)
-
-
-@pytest.mark.parametrize("protocol", ["coordinated", "logio"])
-def test_redis_backend_one_failure_exactly_once(spark, tmp_path, protocol):
-    """A server backend: every participant's keys under the run's own prefix, then recovery."""
-    import uuid
-
-    ns = f"t{uuid.uuid4().hex[:8]}"
-    opts = _redis_options(ns)
-    entries = {PREFIX + "protocol": protocol, PREFIX + "backend": "redis", PREFIX + "jobId": "wc-r",
-               PREFIX + "stateDir": str(tmp_path / "work"), PREFIX + "failAt": "150000",
-               PREFIX + "failInstance": "0", PREFIX + "interval": "1"}
-    entries.update({PREFIX + "backend." + k: str(v) for k, v in opts.items()})
-    m = run_job(spark, from_conf(entries), JobSpec(**SPEC))
-    assert m.failures == 1 and m.exactly_once, m.verify_detail
-    import redis
-
-    client = redis.Redis(host=opts["host"], port=int(opts["port"]))
-    keys = [k.decode() for k in client.scan_iter(match=opts["prefix"] + "*", count=1000)]
-    assert keys and all(k.startswith(opts["prefix"] + "wc-r/") for k in keys)
-    if keys:
-        client.delete(*keys)
+# protocol x backend x {1, 3} failures: tests/test_spark_exactly_once.py; NexMark Q3: test_nexmark_q3.py
 
 
 def test_spark_state_baseline_is_exactly_once(spark):
