@@ -27,6 +27,7 @@ MODULES: dict[str, str] = {
     "hbase": "bench.services.hbase",
     "minio": "bench.services.minio",
     "nfs": "bench.services.nfs",
+    "spark": "bench.services.spark",  # standalone master + worker (no server backend: a cluster)
 }
 
 __all__ = ["MODULES", "ServiceError", "install", "up", "down", "status", "kill", "restart",

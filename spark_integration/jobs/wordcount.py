@@ -47,8 +47,10 @@ def main(argv: list[str] | None = None, kind: str = "wordcount") -> int:
         spec = JobSpec(kind=args.kind, events=args.events, keys=args.keys, skew=args.skew, seed=args.seed,
                        rate=args.rate, parallelism=args.parallelism, max_batch=args.batch, verify=args.verify)
         metrics = run_job(spark, settings, spec)
+        master = spark.sparkContext.master
     finally:
         spark.stop()
+    print(f"[SPARK], Master, {master}")
     print_metrics(metrics)
     return 0 if metrics.exactly_once in (None, True) else 1
 
