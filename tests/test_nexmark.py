@@ -151,3 +151,14 @@ def test_select_keeps_matches_and_one_marker_per_partition():
     assert (etype == q3.MARK).sum() == 1 and out.column("seq").to_numpy()[-1] == 4_999
     assert set(np.unique(etype[:-1])) <= {nexmark.PERSON, nexmark.AUCTION}
     assert len(etype) - 1 == int(q3.keep(c["etype"], c["attr"]).sum())
+
+
+def test_cli_validates_skew_and_knows_q3(capsys):
+    from spark_integration.cli import JOBS, main
+
+    assert JOBS["nexmark-q3"] == "q3"
+    with pytest.raises(SystemExit) as exc:
+        main(["spark", "--protocol", "none", "--skew", "hot:2"])
+    assert exc.value.code == 2 and "the hot FRACTION must be in (0, 1]" in capsys.readouterr().err
+    assert main(["spark", "--job", "nexmark-q3", "--protocol", "spark-state"]) == 2
+    assert "not nexmark-q3" in capsys.readouterr().err
