@@ -109,3 +109,14 @@ def small_tmpfs(tmp_path: Path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture(scope="module")
+def spark(request):
+    """A local[2] SparkSession shared by one test module's Spark jobs (starting one takes ~5 s)."""
+    from spark_integration.runner import build_session
+
+    session = build_session("local[2]", f"ckptbench-{request.module.__name__}")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -13,19 +13,11 @@ import pytest
 pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
 
 from spark_integration.conf import PREFIX, from_conf  # noqa: E402
-from spark_integration.runner import JobSpec, build_session, run_job  # noqa: E402
+from spark_integration.runner import JobSpec, run_job  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 SPEC = dict(kind="q3", events=150_000, keys=500, max_batch=30_000, verify=True, timeout=150)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = build_session("local[2]", "ckptbench-q3")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.mark.parametrize("protocol, skew", [("coordinated", "1.0"), ("uncoordinated", "hot:0.3"),

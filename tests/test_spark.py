@@ -9,19 +9,11 @@ import pytest
 pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
 
 from spark_integration.conf import PREFIX, from_conf  # noqa: E402
-from spark_integration.runner import JobSpec, build_session, run_job  # noqa: E402
+from spark_integration.runner import JobSpec, run_job  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 SPEC = dict(events=300_000, keys=2_000, max_batch=60_000, verify=True, timeout=150)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = build_session("local[2]", "ckptbench-tests")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def settings_for(tmp_path, **kv):

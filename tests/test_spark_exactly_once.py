@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
 
 from spark_integration.conf import PREFIX, from_conf  # noqa: E402
-from spark_integration.runner import JobSpec, build_session, run_job  # noqa: E402
+from spark_integration.runner import JobSpec, run_job  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +30,6 @@ PROTOCOLS = ("coordinated", "uncoordinated", "logio")
 def _backend(name: str):
     marks = [pytest.mark.redis, pytest.mark.server] if name == "redis" else []
     return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = build_session("local[2]", "ckptbench-exactly-once")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def backend_entries(backend: str, tmp_path) -> dict[str, str]:
