@@ -10,6 +10,7 @@ spark-matrix`` runs the same matrix at full size (spark_integration/README.md ha
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
@@ -42,19 +43,30 @@ def backend_entries(backend: str, tmp_path) -> dict[str, str]:
     return {PREFIX + "backend." + k: str(v) for k, v in opts.items()}
 
 
-def participants(backend: str, entries: dict[str, str], tmp_path, job: str) -> set[str]:
-    """Who wrote under the run's namespace (and nothing outside it); cleans Redis up."""
-    if backend != "redis":
-        return set(os.listdir(tmp_path / "store" / job))
-    import redis
+def participants(backend: str, entries: dict[str, str], tmp_path, job: str,
+                 expected: set[str]) -> set[str]:
+    """Who wrote under the run's namespace (and nothing outside it); cleans Redis up.  Waits up
+    to 20 s for ``expected``: uncoordinated checkpoints are written by a background thread in the
+    executor's Python worker, which may still be writing when the job has returned."""
+    deadline = time.monotonic() + 20
+    while True:
+        if backend != "redis":
+            owners, keys = set(os.listdir(tmp_path / "store" / job)), []
+        else:
+            import redis
 
-    prefix = entries[PREFIX + "backend.prefix"]
-    client = redis.Redis(host=entries[PREFIX + "backend.host"], port=int(entries[PREFIX + "backend.port"]))
-    keys = [k.decode() for k in client.scan_iter(match=prefix + "*", count=1000)]
-    assert all(k.startswith(f"{prefix}{job}/") for k in keys)
+            prefix = entries[PREFIX + "backend.prefix"]
+            client = redis.Redis(host=entries[PREFIX + "backend.host"],
+                                 port=int(entries[PREFIX + "backend.port"]))
+            keys = [k.decode() for k in client.scan_iter(match=prefix + "*", count=1000)]
+            assert all(k.startswith(f"{prefix}{job}/") for k in keys)
+            owners = {k[len(f"{prefix}{job}/"):].split("/")[0] for k in keys}
+        if expected <= owners or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     if keys:
         client.delete(*keys)
-    return {k[len(f"{prefix}{job}/"):].split("/")[0] for k in keys}
+    return owners
 
 
 @pytest.mark.parametrize("failures", sorted(FAILURES), ids=lambda n: f"{n}fail")
@@ -67,7 +79,7 @@ def test_exactly_once_after_killed_instances(spark, tmp_path, protocol, backend,
                PREFIX + "failAt": FAILURES[failures], PREFIX + "failInstance": str(failures % 2),
                PREFIX + "stateDir": str(tmp_path / "work"), **backend_entries(backend, tmp_path)}
     m = run_job(spark, from_conf(entries), JobSpec(**SPEC))
-    owners = participants(backend, entries, tmp_path, job)
+    owners = participants(backend, entries, tmp_path, job, {"i0", "i1"})
     assert m.failures == failures, m.summary()
     assert m.exactly_once, m.verify_detail
     assert m.checkpoints >= 1 and m.replayed_events > 0
