@@ -15,6 +15,7 @@ import pytest
 
 from backends import open_backend
 from backends.base import CorruptDataError, StorageFullError, StoreLockedError
+from backends.indexed_fs import commit
 from backends.indexed_fs.segment import HEADER_SIZE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,12 +89,15 @@ def test_interval_durability_syncs_in_the_background(tmp_path):
         assert s.stats()["syncs"] >= 1
 
 
-def test_a_failed_group_sync_fails_its_leader_and_the_queue_moves_on(tmp_path):
-    """The leader's fdatasync fails (EIO, injected) while writers are queued behind it: the
-    leader gets the error, no queued writer hangs, and each of them is acknowledged only by a
-    later sync that succeeded."""
+def test_a_failed_group_sync_fails_its_leader_and_the_queue_moves_on(tmp_path, monkeypatch):
+    """The leader's sync fails (EIO, injected) while writers are queued behind it: the leader gets
+    the error, no queued writer hangs, and each of them is acknowledged only by a later sync that
+    succeeded.  The Python committer (NFS segments) calls ``segment.sync``, where the failure is
+    injected; the C one is tested with a really failing fdatasync below."""
     import errno
+    monkeypatch.setattr(commit, "native_available", False)
     s = opened(tmp_path)
+    assert s.stats()["group_commit"] == "python"
     seg = s._active
     real, calls = seg.sync, []
     started = threading.Event()
@@ -132,6 +136,41 @@ def test_a_failed_group_sync_fails_its_leader_and_the_queue_moves_on(tmp_path):
         assert all(s.get(k) == k.encode() for k in acked)
 
 
+@pytest.mark.skipif(not commit.native_available, reason="C committer not built")
+def test_native_commit_failed_fdatasync_raises_for_each_writer_and_nobody_hangs(tmp_path):
+    """fdatasync on a pipe fails for real (EINVAL): every waiting writer gets the error (each
+    leads a sync of its own after the one before failed), none hangs, nothing counts as synced;
+    once the log's tail is a real file, the next wait succeeds with one sync."""
+    import errno
+    r, w = os.pipe()
+    gc = commit._NativeGroupCommit(w)
+    gc.appended(w, 100, 3)
+    errors = []
+
+    def waiter() -> None:
+        try:
+            gc.wait(100)
+        except OSError as exc:
+            errors.append(exc.errno)
+
+    threads = [threading.Thread(target=waiter) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+        assert not t.is_alive(), "a writer hangs after a failed fdatasync"
+    assert errors == [errno.EINVAL] * 8 and gc.stats()["syncs"] == 0
+    fd = os.open(tmp_path / "seg", os.O_RDWR | os.O_CREAT)
+    commit.pwrite_all(fd, b"x" * 100, 0)
+    gc.appended(fd, 100, 3)
+    gc.wait(100)
+    st = gc.stats()
+    assert st["syncs"] == 1 and st["synced_writes"] == 3 and st["sync_requests"] == 9
+    gc.idle(fd)  # no sync in flight: returns at once
+    for f in (r, w, fd):
+        os.close(f)
+
+
 def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
     s = opened(tmp_path)  # durability=sync
     def writer(t: int) -> None:
@@ -145,6 +184,7 @@ def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
     st = s.stats()
     assert st["keys"] == 320 and st["syncs"] <= 320  # a sync may cover several writers
     assert st["group_commit_max_batch"] >= 1
+    assert st["group_commit"] == ("native" if commit.native_available else "python")
     s.close()
     with opened(tmp_path) as s:
         assert s.get_many([f"t{t}-39" for t in range(8)]) == {

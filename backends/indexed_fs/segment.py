@@ -27,6 +27,7 @@ import crc32c as _crc32c
 import numpy as np
 
 from ..base import CorruptDataError
+from .commit import pwrite_all as _native_pwrite_all
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -43,6 +44,19 @@ SUFFIX = ".seg"
 _NAME = re.compile(r"^(\d{9})\.seg$")
 
 crc = _crc32c.crc32c
+
+
+def _os_pwrite_all(fd: int, data: bytes, off: int) -> None:
+    """Write all of ``data`` at ``off`` (a short write is rare: no memoryview up front)."""
+    done = os.pwrite(fd, data, off)
+    if done < len(data):
+        view = memoryview(data)
+        while done < len(data):
+            done += os.pwrite(fd, view[done:], off + done)
+
+
+#: the append: C's pwrite that keeps the GIL (see commit.py) where built, else os.pwrite
+_pwrite_all = _native_pwrite_all or _os_pwrite_all
 
 
 def segment_name(seg_id: int) -> str:
@@ -153,11 +167,7 @@ class Segment:
         off = self.size
         n = len(data)
         try:
-            done = os.pwrite(self.fd, data, off)  # a short write is rare: no memoryview up front
-            if done < n:
-                view = memoryview(data)
-                while done < n:
-                    done += os.pwrite(self.fd, view[done:], off + done)
+            _pwrite_all(self.fd, data, off)
         except OSError:
             try:
                 os.ftruncate(self.fd, off)

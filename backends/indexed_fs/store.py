@@ -11,17 +11,15 @@ The data directory is a storage medium (:mod:`backends.media`, opened by
 per group commit) and a lease lock file (:class:`~backends.fsutil.LeaseLock`).
 
 Locking: ``_lock`` guards the index, the segment table and appends (held only for the
-``pwrite``, never for an fsync).  ``_cond_lock`` guards group commit: a writer whose bytes are
-not yet durable either becomes the one syncer (``fdatasync`` releases the GIL, so other writers
-keep appending meanwhile and form the next batch) or queues for a sync that covers its bytes
-(see :meth:`IndexedFSBackend._sync_to`).
+``pwrite``, never for an fsync).  Durability waits go to the group committer (:mod:`.commit`):
+a writer whose bytes are not yet durable either leads the next sync or queues for one that
+covers its bytes, so concurrent writers share one ``fdatasync``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from _thread import allocate_lock as _new_lock
 from collections import Counter
 from typing import Any, Iterator, Sequence
 
@@ -30,6 +28,7 @@ import numpy as np
 from ..base import Backend, BadOptionError, CorruptDataError, Option, StorageFullError
 from ..fsutil import lock_dir, open_data_dir, storage_errors
 from . import compaction, snapshot
+from .commit import committer
 from .index import Entry, Index
 from .segment import (FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, list_segment_ids,
                       open_segment, resolve, walk)
@@ -91,8 +90,7 @@ class IndexedFSBackend(Backend):
         self._segment_size: int = cfg["segment_size"]
         self._sync_writes = self.durability == "sync"
         self._lock = threading.Lock()
-        self._cond_lock = threading.Lock()  # `with` on it directly: Condition.__enter__ is Python
-        self._cond = threading.Condition(self._cond_lock)
+        self._cond = threading.Condition()  # segment pins (see _flush, _delete_segments)
         self._snap_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one deleter of segments at a time (GC, compaction)
         self._segments: dict[int, AnySegment] = {}
@@ -101,14 +99,8 @@ class IndexedFSBackend(Backend):
         self._gc_due = False
         self._written = 0  # bytes appended since open (all segments): the group-commit clock
         self._nwrites = 0
-        self._synced = 0
-        self._synced_writes = 0
-        self._syncing = False
-        # group-commit counters, plain attributes (a dict update per put costs): see _stats
-        self._syncs = self._sync_requests = self._max_batch = 0
-        self._queue: list[list] = []  # writers waiting for a sync: [target, lock, leads next]
         self._waiters = 0  # threads in _cond.wait() (see _wait)
-        self._pins: Counter[int] = Counter()  # segment id -> fsyncs in flight (under _cond)
+        self._pins: Counter[int] = Counter()  # segment id -> _flush fsyncs in flight (under _cond)
         self._unsynced: list[AnySegment] = []  # durability=none: sealed without a sync
         self._snap_number = 0
         self._stop = threading.Event()
@@ -230,6 +222,7 @@ class IndexedFSBackend(Backend):
         if self.config["preallocate"]:
             self._active.reserve(self._segment_size)
         self._tail = (self._active, 0, 0)
+        self._commit, self._handle_of, self._commit_kind = committer(self._active)
         self._gc_pending = {s for s in self._segments if s != self._active.id
                             and index.live.get(s, (0,))[0] == 0}
         self._gc_due = bool(self._gc_pending)
@@ -321,10 +314,11 @@ class IndexedFSBackend(Backend):
             if seq < seg.min_seq:
                 seg.min_seq = seq
             off += size
-        self._written += n
-        self._nwrites += len(metas)
-        self._tail = (seg, self._written, self._nwrites)
-        return self._written
+        self._written = written = self._written + n
+        self._nwrites = nwrites = self._nwrites + len(metas)
+        self._tail = (seg, written, nwrites)
+        self._commit.appended(self._handle_of(seg), written, nwrites)
+        return written
 
     def _rotate_locked(self) -> AnySegment:
         """Seal the active segment (durably, unless durability=none) and start the next one."""
@@ -346,10 +340,9 @@ class IndexedFSBackend(Backend):
         self._segments[new.id] = new
         self._active = new
         self._tail = (new, self._written, self._nwrites)
-        if self.durability != "none":
-            with self._cond_lock:  # everything written so far is durable now
-                self._synced = max(self._synced, self._written)
-                self._release_covered(handoff=False)
+        if self.durability != "none":  # everything written so far is durable now
+            self._commit.covered(self._written, self._nwrites)
+        self._commit.appended(self._handle_of(new), self._written, self._nwrites)
         if self._index.live.get(old.id, (0,))[0] == 0:
             self._gc_pending.add(old.id)
         if self._gc_pending:
@@ -357,76 +350,12 @@ class IndexedFSBackend(Backend):
         return new
 
     def _sync_to(self, target: int) -> None:
-        """Return once the first ``target`` appended bytes are durable (group commit).
-
-        One writer at a time is the *leader*: it fdatasyncs everything appended so far (its own
-        bytes and those of the writers queued behind it), releases the writers that sync covered
-        and hands leadership to the first one still queued.  Each queued writer sleeps on a lock
-        of its own, so a sync wakes exactly the writers it covered, and they do not queue again
-        for one shared lock as ``Condition.notify_all`` would make them (1.4x the batches per
-        second at 16 threads here)."""
-        lock = self._cond_lock
-        lock.acquire()
-        self._sync_requests += 1
-        if self._synced >= target:
-            lock.release()
-            return
-        if self._syncing:
-            me = [target, _new_lock(), False]  # target, its lock, "you lead next"
-            me[1].acquire()
-            self._queue.append(me)
-            lock.release()
-            me[1].acquire()  # released by a leader: our bytes are durable, or we lead next
-            if not me[2]:
-                return
-            lock.acquire()
-        else:
-            self._syncing = True
+        """Return once the first ``target`` appended bytes are durable (group commit)."""
         try:
-            while self._synced < target:
-                seg, goal, nwrites = self._tail
-                sid = seg.id
-                self._pins[sid] += 1
-                lock.release()
-                try:
-                    seg.sync()
-                except OSError:
-                    with self._errors:
-                        raise
-                finally:
-                    lock.acquire()
-                    self._pins[sid] -= 1
-                    if self._waiters:  # someone waits for the pin to go (segment deletion)
-                        self._cond.notify_all()
-                if goal > self._synced:
-                    batch = nwrites - self._synced_writes
-                    self._synced, self._synced_writes = goal, nwrites
-                    self._syncs += 1
-                    if batch > self._max_batch:
-                        self._max_batch = batch
-        finally:  # also after a failed sync: the next writer tries (and reports) on its own
-            self._release_covered(handoff=True)
-            lock.release()
-
-    def _release_covered(self, handoff: bool) -> None:
-        """Wake the queued writers whose bytes are durable now; with ``handoff`` (the leader is
-        done) make the first one left the next leader.  Caller holds ``_cond_lock``."""
-        queue = self._queue
-        if queue:
-            synced, left = self._synced, []
-            for w in queue:
-                if w[0] <= synced:
-                    w[1].release()
-                else:
-                    left.append(w)
-            self._queue = queue = left
-        if handoff:
-            if queue:
-                nxt = queue.pop(0)
-                nxt[2] = True
-                nxt[1].release()
-            else:
-                self._syncing = False
+            self._commit.wait(target)
+        except OSError:
+            with self._errors:
+                raise
 
     def _wait(self) -> None:
         """``_cond.wait()`` (caller holds ``_cond``), counted so that notifiers can skip the
@@ -521,10 +450,11 @@ class IndexedFSBackend(Backend):
                 live.pop(seg.id, None)
         if not gone:
             return []
-        with self._cond:  # a syncer may still be fdatasync-ing a just-sealed segment
+        with self._cond:  # a flush may still be fsync-ing a just-sealed segment
             while any(self._pins[s.id] > 0 for s in gone):
                 self._wait()
         for seg in gone:
+            self._commit.idle(self._handle_of(seg))  # so may a group-commit leader
             seg.close()
             self.medium.delete(seg.name)
         self.medium.sync_dir()
@@ -620,8 +550,11 @@ class IndexedFSBackend(Backend):
                 for sid, s in sorted(self._segments.items())
             }
             out = dict(self.counters)
-            out.update(syncs=self._syncs, sync_requests=self._sync_requests,
-                       group_commit_max_batch=self._max_batch)
+            gc = self._commit.stats()
+            synced_writes = gc.pop("synced_writes")
+            out.update(syncs=gc["syncs"], sync_requests=gc["sync_requests"],
+                       group_commit_max_batch=gc["group_commit_max_batch"],
+                       group_commit=self._commit_kind)
             out.update(
                 medium=self.medium.kind, keys=len(self._index), tombstones=len(self._index.tombs),
                 segments=len(self._segments), active_segment=self._active.id,
@@ -632,5 +565,5 @@ class IndexedFSBackend(Backend):
         out["lock_lost"] = getattr(self._lockfile, "lost", False)  # lease lock (NFS) taken over
         out["rebuild_notes"] = list(out["rebuild_notes"])
         syncs = out["syncs"]
-        out["group_commit_avg_batch"] = round(self._synced_writes / syncs, 2) if syncs else 0.0
+        out["group_commit_avg_batch"] = round(synced_writes / syncs, 2) if syncs else 0.0
         return out
