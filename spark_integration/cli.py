@@ -47,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parallelism", type=int, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
     p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--jitter", type=int, default=0,
+                   help="uncoordinated: each checkpoint due interval +- up to this many micro-batches")
     p.add_argument("--full-every", type=int, default=10, help="full snapshot every N checkpoints")
     p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET",
                    help="kill an instance when it reaches this event offset (repeatable)")
@@ -60,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def settings_conf(args: argparse.Namespace) -> dict[str, str]:
     """The ``spark.ckptbench.*`` entries these arguments stand for."""
     plain = {"protocol": args.protocol, "backend": args.backend, "interval": args.interval,
-             "fullEvery": args.full_every, "failInstance": args.fail_instance}
+             "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance}
     if args.fail_at:
         plain["failAt"] = ",".join(map(str, args.fail_at))
     return to_conf(plain, parse_kv(args.opt))

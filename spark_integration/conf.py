@@ -10,6 +10,8 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.backend.<option>    that backend's options (validated by its ``parse_options``)
   spark.ckptbench.protocol            none | uncoordinated | coordinated | logio
   spark.ckptbench.interval            micro-batches per checkpoint (coordinated epoch length)
+  spark.ckptbench.jitter              uncoordinated: each checkpoint due interval +- up to this many
+                                      micro-batches (< interval / 2; CheckMate: interval +- 1 s)
   spark.ckptbench.fullEvery           a full snapshot every N epochs (others are incremental)
   spark.ckptbench.jobId               namespace of this run's keys in the backend
   spark.ckptbench.stateDir            executor-local directory of the operators' working state
@@ -34,7 +36,8 @@ PROTOCOLS = ("none", "uncoordinated", "coordinated", "logio")
 #: protocols implemented so far (the others are rejected with a clear message)
 IMPLEMENTED = ("none", "coordinated", "uncoordinated", "logio")
 
-_KEYS = ("backend", "protocol", "interval", "fullEvery", "jobId", "stateDir", "failAt", "failInstance")
+_KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
+         "failInstance")
 
 
 class SparkIntegrationError(CkptError, ValueError):
@@ -55,6 +58,7 @@ class Settings:
     backend_options: Mapping[str, Any] = field(default_factory=dict)
     protocol: str = "none"
     interval: int = 1
+    jitter: int = 0
     full_every: int = 10
     job_id: str = ""
     state_dir: str = ""
@@ -151,11 +155,20 @@ def from_conf(conf: Any) -> Settings:
         parts = [p for p in plain["failAt"].replace(" ", "").split(",") if p]
         fail_at = tuple(sorted(_int("failAt", p, 0) for p in parts))
 
+    interval = _int("interval", plain.get("interval", "1"), 1)
+    jitter = _int("jitter", plain.get("jitter", "0"), 0)
+    if 2 * jitter >= interval:
+        raise SparkIntegrationError(
+            f"{PREFIX}jitter={jitter} must be below half of {PREFIX}interval={interval} (so an "
+            f"instance's checkpoints stay in order); raise the interval or lower the jitter"
+        )
+
     return Settings(
         backend=backend,
         backend_options=options,
         protocol=protocol,
-        interval=_int("interval", plain.get("interval", "1"), 1),
+        interval=interval,
+        jitter=jitter,
         full_every=_int("fullEvery", plain.get("fullEvery", "10"), 1),
         job_id=plain.get("jobId", "").strip() or f"job-{uuid.uuid4().hex[:10]}",
         state_dir=plain.get("stateDir", "").strip() or default_state_dir(),

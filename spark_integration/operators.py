@@ -31,7 +31,8 @@ from .conf import Settings, SparkIntegrationError
 
 STATS_SCHEMA = (
     "instance long, events long, min_seq long, max_seq long, restore_ms double, "
-    "ckpt_start double, ckpt_ms double, ckpt_bytes long, backend_ops long, durable long, replayed long"
+    "ckpt_start double, ckpt_ms double, ckpt_bytes long, backend_ops long, durable long, replayed long, "
+    "useless long"
 )
 
 
@@ -48,7 +49,7 @@ class KeyedState:
     consumes and overrides :meth:`apply_columns`; checkpoints, logs and restores stay the same.
     """
 
-    __slots__ = ("counts", "dirty", "version", "replayed", "last_events")
+    __slots__ = ("counts", "dirty", "version", "replayed", "useless", "last_events")
     COLUMNS: tuple[str, ...] = ("key",)  # what the operator reads (and senders log), in order
 
     def __init__(self, counts: np.ndarray | None = None, version: int = 0) -> None:
@@ -56,6 +57,7 @@ class KeyedState:
         self.dirty = np.zeros(len(self.counts), bool)
         self.version = version
         self.replayed = 0  # events re-applied from a message log during a restore
+        self.useless = 0  # checkpoints past the recovery line of a restore (uncoordinated)
         self.last_events = -1  # events of micro-batch ``version`` this instance applied (-1: unknown)
 
     def _grow(self, size: int) -> None:
@@ -208,13 +210,13 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
 
     instance = TaskContext.get().partitionId()
     with instance_lock(settings, instance):
-        restore_ms, replayed = 0.0, 0
+        restore_ms, replayed, useless = 0.0, 0, 0
         if plan.restore is not None:
             t = time.perf_counter()
             if plan.expected is not None:
                 discard_zombie_work(settings, protocol, plan, instance)
             state = protocol.restore(settings, instance, plan.restore)
-            replayed = getattr(state, "replayed", 0)
+            replayed, useless = getattr(state, "replayed", 0), getattr(state, "useless", 0)
             restore_ms = (time.perf_counter() - t) * 1e3
         else:
             state = load_state(settings, instance)
@@ -251,7 +253,7 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
         state.version = plan.batch_seq
         save_state(settings, instance, state)
     row = {"instance": instance, "events": events, "min_seq": lo, "max_seq": hi, "restore_ms": restore_ms,
-           **ckpt, "replayed": replayed}
+           **ckpt, "replayed": replayed, "useless": useless}
     # by name, in the schema's order (mapInArrow matches columns by position)
     names = [f.split()[0] for f in STATS_SCHEMA.split(", ")]
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in names})

@@ -235,6 +235,7 @@ class JobRunner:
             results = self.protocol.commit(plan.checkpoint, end, stats)
             t_done = time.time()
             self.metrics.replayed_events += sum(s["replayed"] for s in stats)
+            self.metrics.useless_checkpoints += sum(s["useless"] for s in stats)
             for result in results:
                 m = self.metrics
                 m.checkpoints += 1

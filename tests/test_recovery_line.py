@@ -74,3 +74,45 @@ def test_line_is_the_latest_consistent_one(ckpts):
         line = dict(zip(sorted(ckpts), combo))
         if not orphans(ckpts, line):
             assert all(line[i] <= r.line[i] for i in line)
+
+
+# -- the uncoordinated Spark protocol's use of it ------------------------------------------------
+def test_protocol_line_is_the_latest_checkpoint_and_replays_each_channel_after_it():
+    from spark_integration.protocols.uncoordinated import _sender_id, line_for
+
+    rl = line_for(2, [3, 5], senders=2, logged=6)
+    assert rl.line[2] == 5 and rl.useless_count == 0 and not rl.domino
+    assert rl.replay == {(_sender_id(0), 2): (5, 6), (_sender_id(1), 2): (5, 6)}
+
+
+def test_protocol_line_rolls_back_past_an_orphan_checkpoint_and_counts_it_useless():
+    """A checkpoint claiming micro-batch 7 when the senders logged only up to 6 (a zombie's write
+    from a partial input) would hold an orphan: the line rolls back to 3 and replays 4..6."""
+    from spark_integration.protocols.uncoordinated import _sender_id, line_for
+
+    rl = line_for(2, [3, 7], senders=2, logged=6)
+    assert rl.line[2] == 3 and rl.useless == {2: [7], _sender_id(0): [], _sender_id(1): []}
+    assert rl.useless_count == 1 and rl.replay[(_sender_id(0), 2)] == (3, 6)
+
+
+def test_protocol_line_without_checkpoints_replays_everything_logged():
+    from spark_integration.protocols.uncoordinated import _sender_id, line_for
+
+    rl = line_for(0, [], senders=1, logged=4)
+    assert rl.line[0] == 0 and rl.replay == {(_sender_id(0), 0): (0, 4)}
+
+
+def test_instance_schedule_staggers_and_jitters_each_instance_on_its_own_clock():
+    from spark_integration.protocols.uncoordinated import InstanceSchedule
+
+    plain = InstanceSchedule(4)
+    assert [b for b in range(1, 13) if plain.due(1, b)] == [3, 7, 11]  # staggered by the instance
+    sched = InstanceSchedule(6, 2, "job-a")
+    for inst in range(4):
+        due = [b for b in range(1, 600) if sched.due(inst, b)]
+        gaps = [b - a for a, b in zip(due, due[1:])]
+        assert 6 - 4 <= min(gaps) and max(gaps) <= 6 + 4  # interval +- 2 jitter at each end
+        assert len(set(gaps)) > 1  # really jittered
+        assert due == [b for b in range(1, 600) if InstanceSchedule(6, 2, "job-a").due(inst, b)]
+    other = [b for b in range(1, 600) if InstanceSchedule(6, 2, "job-b").due(0, b)]
+    assert other != [b for b in range(1, 600) if sched.due(0, b)]  # a pseudo-random clock per job

@@ -53,6 +53,8 @@ def test_reads_a_real_sparkconf_like_object():
         (conf(interval="0"), "spark.ckptbench.interval=0 must be >= 1"),
         (conf(interval="often"), "spark.ckptbench.interval='often' is not an integer"),
         (conf(failAt="x"), "spark.ckptbench.failAt='x' is not an integer"),
+        (conf(interval="2", jitter="1"),
+         "spark.ckptbench.jitter=1 must be below half of spark.ckptbench.interval=2"),
         ({PREFIX + "backend.path": "/tmp"}, "spark.ckptbench.backend is not"),
     ],
 )

@@ -87,3 +87,17 @@ def test_exactly_once_after_killed_instances(spark, tmp_path, protocol, backend,
     assert {"i0", "i1"} <= owners
     assert ("driver" in owners) == (protocol == "coordinated")
     assert any(o.startswith("log-") for o in owners) == (protocol in ("uncoordinated", "logio"))
+
+
+def test_uncoordinated_with_jittered_clocks_after_three_kills(spark, tmp_path):
+    """Instances checkpoint every 3 micro-batches +- 1 (CheckMate's interval +- jitter), so kills
+    land between checkpoints at different distances; recovery computes each line and replays."""
+    job = "eo-unc-jitter"
+    entries = {PREFIX + "protocol": "uncoordinated", PREFIX + "backend": "indexed_fs",
+               PREFIX + "jobId": job, PREFIX + "interval": "3", PREFIX + "jitter": "1",
+               PREFIX + "failAt": "35000,65000,100000", PREFIX + "failInstance": "1",
+               PREFIX + "stateDir": str(tmp_path / "work"), **backend_entries("indexed_fs", tmp_path)}
+    m = run_job(spark, from_conf(entries), JobSpec(**dict(SPEC, max_batch=10_000)))
+    assert m.failures == 3, m.summary()
+    assert m.exactly_once, m.verify_detail
+    assert m.replayed_events > 0 and m.useless_checkpoints == 0

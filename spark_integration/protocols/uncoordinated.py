@@ -4,8 +4,9 @@ Write pattern:
   * the stage feeding the keyed stage (the source partitions, *senders*) **logs** every message
     before the shuffle: per micro-batch ``b`` and destination instance ``i``, sender ``s`` writes the
     keys it sends to ``i`` as ``<job>/log-s<s>/d<i>/b<b>`` (channel ``s -> i``, sequence number ``b``);
-  * instance ``i`` checkpoints every ``interval`` micro-batches, staggered by ``i`` (its own
-    clock, not aligned with the others), **asynchronously**: the task hands a copy of its state to a
+  * instance ``i`` checkpoints every ``interval`` micro-batches, staggered by ``i`` and moved by up
+    to ``jitter`` micro-batches either way per round (its own clock, not aligned with the others;
+    CheckMate: every interval +- 1 s), **asynchronously**: the task hands a copy of its state to a
     writer thread through a bounded drop-oldest queue (S4's SafeKeeper discipline) and goes on; the
     checkpoint ``<job>/i<i>/c<b>`` records the last sequence number processed on every channel
     (``b``: each channel carries one message per micro-batch);
@@ -19,14 +20,15 @@ across the whole write (put, GC deletes, durable note), that its item's incarnat
 current one — else the item is dropped. So once recovery has bumped the number, no write of the
 old incarnation is in flight and none can start: the instance's backend namespace is its own.
 
-Recovery of a failed instance, **alone**: restore its latest durable checkpoint, replay the logged
-messages after it (every sender's ``d<i>/b`` for later ``b``), and go on; instances that had
-already applied the failed micro-batch skip it on the re-run (deduplication by sequence number).
-
-Recovery line: the senders are stateless and log everything they send, and the keyed instances
-send nothing to each other, so no checkpoint can hold an orphan and the line is every instance's
-latest durable checkpoint (no useless checkpoints in this topology; :mod:`..recovery_line` holds
-the general computation for topologies with stateful senders).
+Recovery of a failed instance, **alone**: compute the recovery line (:func:`line_for`: the
+checkpoint graph of the instance and the senders feeding it, then rollback propagation), restore
+the line's checkpoint, replay the logged range of every channel the line names (each sender's
+``d<i>/b`` after what the checkpoint processed), and go on; instances that had already applied the
+failed micro-batch skip it on the re-run (deduplication by sequence number).  The senders are
+stateless and have logged every channel up to the micro-batch before the failed one, and the keyed
+instances send nothing to each other, so the line is normally the latest durable checkpoint; one
+that claims to have processed more than the senders logged (an orphan) is rolled back past and
+counted as *useless* (``[SPARK], UselessCheckpoints``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import functools
 import os
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -45,6 +48,7 @@ import numpy as np
 from backends.safekeeper import DropOldestQueue
 
 from ..conf import Settings
+from ..recovery_line import Checkpoint, RecoveryLine, compute
 from ..store import participant_store
 from .base import CommitResult, Protocol, Recovery
 
@@ -61,7 +65,23 @@ def _ckpt_key(batch: int) -> str:
 
 @dataclass(frozen=True)
 class InstanceSchedule:
-    interval: int  # instance i checkpoints after micro-batch b when (b + i) % interval == 0
+    interval: int
+    jitter: int = 0
+    job_id: str = ""
+
+    def due(self, instance: int, batch: int) -> bool:
+        """Whether ``instance`` checkpoints after micro-batch ``batch``: its ``k``-th checkpoint is
+        due at ``k * interval - instance % interval``, moved by a pseudo-random ``-jitter..jitter``
+        drawn from (job, instance, k) — its own clock, the same on a re-run."""
+        n, j = self.interval, self.jitter
+        if j == 0:
+            return (batch + instance) % n == 0
+        k0 = (batch + instance % n) // n
+        return any(k * n - instance % n + self._shift(instance, k) == batch for k in (k0, k0 + 1))
+
+    def _shift(self, instance: int, k: int) -> int:
+        h = zlib.crc32(f"{self.job_id}/{instance}/{k}".encode())
+        return h % (2 * self.jitter + 1) - self.jitter
 
 
 @dataclass(frozen=True)
@@ -215,7 +235,8 @@ class UncoordinatedProtocol(Protocol):
 
     # -- driver side ------------------------------------------------------------------------
     def plan_checkpoint(self, batch_seq: int) -> Any:
-        return InstanceSchedule(self.settings.interval)  # each instance decides on its own clock
+        s = self.settings  # each instance decides on its own clock
+        return InstanceSchedule(s.interval, s.jitter, s.job_id)
 
     def prepare(self, df: Any, plan: Any, parallelism: int) -> Any:
         from pyspark.sql import functions as F
@@ -245,7 +266,7 @@ class UncoordinatedProtocol(Protocol):
     def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
         from ..operators import encode_pairs
 
-        if (batch_seq + instance) % token.interval == 0:  # this instance's own (staggered) clock
+        if token.due(instance, batch_seq):  # this instance's own clock
             with fence(settings, instance) as f:
                 incarnation = f.current
             _submit((settings, instance, batch_seq, encode_pairs(*state.items()), time.time(), incarnation))
@@ -268,18 +289,38 @@ class UncoordinatedProtocol(Protocol):
         new_incarnation(settings, instance)  # before reading: the dead one's writes are over
         state = new_state(settings)
         with participant_store(settings, f"i{instance}") as store:
-            found = list(store.scan("c"))
-        if found:
-            key, blob = found[-1]
-            state.set(*decode_pairs(blob))
-            state.version = int(key[1:])
-        missing = [_log_key(instance, b) for b in range(state.version + 1, token.batch_seq)]
-        for sender in range(token.senders):  # replay every channel s -> instance after the line
+            found = {int(key[1:]): blob for key, blob in store.scan("c")}
+        line = line_for(instance, sorted(found), token.senders, token.batch_seq - 1)
+        at = line.line[instance]
+        if at:
+            state.set(*decode_pairs(found[at]))
+        state.version = at
+        state.useless = line.useless_count
+        for sender in range(token.senders):  # replay each channel s -> instance the line names
+            after, upto = line.replay.get((_sender_id(sender), instance), (at, at))
+            names = [_log_key(instance, b) for b in range(after + 1, upto + 1)]
             with participant_store(settings, f"log-s{sender}") as store:
-                blobs = store.get_many(missing) if missing else {}
-            for name in missing:
+                blobs = store.get_many(names) if names else {}
+            for name in names:
                 if name in blobs:
                     replay_log(state, blobs[name])
         state.version = token.batch_seq - 1
         state.dirty[:] = False
         return state
+
+
+def _sender_id(sender: int) -> int:
+    """Senders' ids in the checkpoint graph (keyed instances are 0, 1, ...)."""
+    return -1 - sender
+
+
+def line_for(instance: int, checkpoints: list[int], senders: int, logged: int) -> RecoveryLine:
+    """The recovery line of ``instance`` (its durable checkpoints, by the micro-batch they end at)
+    and the ``senders`` feeding it.  Every channel carries one message per micro-batch, its sequence
+    number the batch, so checkpoint ``b`` processed ``b`` on each channel; a sender is stateless
+    and its one "checkpoint" is what it has logged: every channel up to ``logged``."""
+    graph = {instance: [Checkpoint(instance, b, processed={_sender_id(s): b for s in range(senders)})
+                        for b in checkpoints]}
+    for s in range(senders):
+        graph[_sender_id(s)] = [Checkpoint(_sender_id(s), 1, sent={instance: logged})]
+    return compute(graph)
