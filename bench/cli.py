@@ -267,6 +267,10 @@ def _add_peer_parser(sub: Any) -> None:
     p.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
     p.add_argument("--ops", type=int, default=20000)
     p.add_argument("--value-size", type=int, default=1024)
+    p.add_argument("--placement", choices=["cross", "same", "any"], default="cross",
+                   help="CPUs of a local server and of both clients: cross (default: server on one "
+                        "CPU, clients on the others), same (all on one), any (the scheduler's "
+                        "choice, which makes single-connection figures swing ~2x)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="redis backend option (host, port, password, prefix, ...)")
     p.add_argument("--json", metavar="FILE")
@@ -281,11 +285,12 @@ def cmd_peer(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
     open_backend("redis", **options).close()  # a clear error now if the server is not there
     res = peer.compare_redis(options, clients=args.clients, pipeline=args.pipeline,
-                             ops=args.ops, value_size=args.value_size)
+                             ops=args.ops, value_size=args.value_size, place=args.placement)
     before, after = res.peer_throughput
     report.print_lines([
         f"[PEER], Clients, {res.clients}",
         f"[PEER], Pipeline, {res.pipeline}",
+        f"[PEER], Placement, {res.placement}",
         f"[PEER], redis-benchmark Throughput(ops/sec), {before!r}",
         f"[PEER], ckptbench Throughput(ops/sec), {res.ours_throughput!r}",
         f"[PEER], redis-benchmark-again Throughput(ops/sec), {after!r}",
@@ -295,6 +300,7 @@ def cmd_peer(args: argparse.Namespace) -> int:
         report.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
                                        "clients": res.clients, "pipeline": res.pipeline,
                                        "ops": res.ops, "value_size": res.value_size,
+                                       "placement": res.placement,
                                        "peer_throughput": res.peer_throughput,
                                        "ours_throughput": res.ours_throughput, "ratio": res.ratio})
     return 0

@@ -4,10 +4,18 @@ A backend is only as honest as its overhead is small: ``redis-benchmark -t set``
 the Redis backend (same server, same value size, same number of connections and pipeline depth).
 The peer runs before *and* after our clients and the ratio uses the mean of the two peer runs, so
 drift on this shared machine hits both sides.
+
+CPU placement is part of the setting too.  On a small VM a round trip between a client and a
+server on the *same* CPU is ~6x faster than across two CPUs (no wake-up interrupt), and left to
+the scheduler each run lands on either by chance: redis-benchmark alone swung 15k-35k SET/s here
+between identical runs.  So both clients run under one placement (:func:`placement`): ``cross``
+(default; the server's event loop on one CPU, every client on the others — what a client on
+another machine sees), ``same`` (all on one CPU) or ``any`` (the scheduler's choice).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import multiprocessing as mp
@@ -16,9 +24,45 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from backends import BackendUnavailableError, open_backend
+
+PLACEMENTS = ("cross", "same", "any")
+
+
+def placement(kind: str, server_pid: int | None) -> tuple[set[int] | None, set[int] | None, str]:
+    """``(server CPUs, client CPUs, description)`` for a placement; ``None`` = leave as is.  Only a
+    server process on this machine can be pinned; with one CPU every placement is ``any``."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if kind not in PLACEMENTS:
+        raise ValueError(f"unknown placement {kind!r}; valid: {', '.join(PLACEMENTS)}")
+    if kind == "any" or len(cpus) < 2 or server_pid is None or not os.path.exists(f"/proc/{server_pid}"):
+        return None, None, "any (the scheduler's choice)"
+    if kind == "same":
+        return {cpus[0]}, {cpus[0]}, f"same (server and clients on CPU {cpus[0]})"
+    rest = set(cpus[1:])
+    return {cpus[0]}, rest, f"cross (server on CPU {cpus[0]}, clients on CPUs {sorted(rest)})"
+
+
+@contextlib.contextmanager
+def pinned(pid: int, cpus: set[int] | None) -> Iterator[None]:
+    """Pin ``pid``'s main thread (Redis' event loop) to ``cpus`` for the block, then restore."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(pid)
+    os.sched_setaffinity(pid, cpus)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, before)
+
+
+def _pin_self(cpus: set[int] | None) -> None:
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
 
 
 @dataclass
@@ -29,6 +73,7 @@ class PeerResult:
     clients: int = 1
     pipeline: int = 1
     value_size: int = 1024
+    placement: str = "any"
 
     @property
     def ratio(self) -> float:
@@ -37,7 +82,8 @@ class PeerResult:
 
 
 def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: int,
-                    value_size: int, keyspace: int, password: str | None = None) -> float:
+                    value_size: int, keyspace: int, password: str | None = None,
+                    cpus: set[int] | None = None) -> float:
     """Throughput (requests/s) of ``redis-benchmark -t set`` with these settings."""
     exe = shutil.which("redis-benchmark")
     if not exe:
@@ -48,7 +94,8 @@ def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: i
            "-P", str(pipeline), "-n", str(ops), "-r", str(keyspace), "--csv"]
     if password:
         cmd += ["-a", password]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True,
+                         preexec_fn=(lambda: _pin_self(cpus)) if cpus else None).stdout
     for row in csv.DictReader(io.StringIO(out)):
         if row.get("test") == "SET":
             return float(row["rps"])
@@ -57,7 +104,8 @@ def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: i
 
 def _client(args: tuple[dict[str, Any], int, int, int, int, float]) -> tuple[float, float]:
     """One client process: wait for the common start, then ``ops`` SETs in batches of ``pipeline``."""
-    options, ops, pipeline, value_size, offset, start_at = args
+    options, ops, pipeline, value_size, offset, start_at, cpus = args
+    _pin_self(cpus)
     value = os.urandom(value_size)
     with open_backend("redis", **options) as store:
         batches = [[(f"user{offset + i + j}", value) for j in range(min(pipeline, ops - i))]
@@ -74,26 +122,47 @@ def _client(args: tuple[dict[str, Any], int, int, int, int, float]) -> tuple[flo
         return t0, time.time()
 
 
-def ours(options: dict[str, Any], *, clients: int, pipeline: int, ops: int, value_size: int) -> float:
+def ours(options: dict[str, Any], *, clients: int, pipeline: int, ops: int, value_size: int,
+         cpus: set[int] | None = None) -> float:
     """Throughput (keys/s) of ``clients`` processes putting through the backend, started together."""
     per = ops // clients
     start_at = time.time() + 1.0  # every process is connected and ready by then
-    jobs = [(options, per, pipeline, value_size, c * per, start_at) for c in range(clients)]
+    jobs = [(options, per, pipeline, value_size, c * per, start_at, cpus) for c in range(clients)]
     with mp.get_context("spawn").Pool(clients) as pool:
         spans = pool.map(_client, jobs)
     wall = max(e for _, e in spans) - min(s for s, _ in spans)
     return per * clients / wall if wall > 0 else 0.0
 
 
+def redis_server_pid(options: dict[str, Any]) -> int | None:
+    """The pid of the Redis server behind ``options`` if it runs on this machine, else None."""
+    import redis
+
+    host = options.get("host", "127.0.0.1")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    client = redis.Redis(host=host, port=int(options.get("port", 6379)),
+                         password=options.get("password"), socket_timeout=5)
+    try:
+        return int(client.info("server")["process_id"])
+    finally:
+        client.close()
+
+
 def compare_redis(options: dict[str, Any], *, clients: int = 1, pipeline: int = 1,
-                  ops: int = 20000, value_size: int = 1024) -> PeerResult:
-    """redis-benchmark, our backend, redis-benchmark again: same server, connections, pipeline."""
-    res = PeerResult(ops=ops, clients=clients, pipeline=pipeline, value_size=value_size)
+                  ops: int = 20000, value_size: int = 1024, place: str = "cross") -> PeerResult:
+    """redis-benchmark, our backend, redis-benchmark again: same server, connections, pipeline
+    and CPU placement."""
+    pid = redis_server_pid(options) if place != "any" else None
+    server_cpus, client_cpus, described = placement(place, pid)
+    res = PeerResult(ops=ops, clients=clients, pipeline=pipeline, value_size=value_size,
+                     placement=described)
     kw = dict(clients=clients, pipeline=pipeline, ops=ops, value_size=value_size, keyspace=ops)
     peer = lambda: redis_benchmark(options.get("host", "127.0.0.1"), int(options.get("port", 6379)),
-                                   password=options.get("password"), **kw)
-    res.peer_throughput.append(peer())
-    res.ours_throughput = ours(options, clients=clients, pipeline=pipeline, ops=ops,
-                               value_size=value_size)
-    res.peer_throughput.append(peer())
+                                   password=options.get("password"), cpus=client_cpus, **kw)
+    with pinned(pid, server_cpus) if server_cpus else contextlib.nullcontext():
+        res.peer_throughput.append(peer())
+        res.ours_throughput = ours(options, clients=clients, pipeline=pipeline, ops=ops,
+                                   value_size=value_size, cpus=client_cpus)
+        res.peer_throughput.append(peer())
     return res
