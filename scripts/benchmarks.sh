@@ -37,7 +37,7 @@ say "harness overhead: memory backend, 1 and 2 processes" \
 "$B" write-heavy --backend memory --read-proportion 0 --ops 600000 --processes 2 --no-progress | grep -E '^\[OVERALL\], Throughput'
 
 if "$B" services status redis --json 2>/dev/null | grep -q '"running": true'; then
-  for cp in "1 1" "2 16" "2 64"; do
+  for cp in "1 1" "4 1" "2 16" "2 64"; do
     set -- $cp
     say "Redis backend vs redis-benchmark, $1 connection(s), pipeline $2" bench peer redis --clients $1 --pipeline $2 --ops 100000
     "$B" peer redis --clients "$1" --pipeline "$2" --ops 100000 | grep -E 'Throughput|Ratio'

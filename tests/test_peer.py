@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -31,6 +32,14 @@ def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["clients"] == 2 and doc["pipeline"] == 8 and len(doc["peer_throughput"]) == 2
     assert doc["ratio"] == pytest.approx(ours / (sum(doc["peer_throughput"]) / 2))
+    # both clients ran under one placement, and the server got its CPUs back afterwards
+    from workloads.peer import redis_server_pid
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) > 1:
+        assert lines["[PEER], Placement"].startswith(f"cross (server on CPU {cpus[0]}")
+        assert doc["placement"] == lines["[PEER], Placement"]
+    assert os.sched_getaffinity(redis_server_pid(opts)) == set(cpus)
     # every key our clients wrote is really on the server, under the namespace
     from backends import open_backend
 
@@ -43,3 +52,18 @@ def test_peer_with_no_server_is_one_clear_error():
                            "--opt", "timeout=1"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "bench: error:" in proc.stderr
+
+
+def test_placement_pins_a_local_server_apart_from_its_clients_or_leaves_both_alone():
+    from workloads.peer import placement
+
+    cpus = sorted(os.sched_getaffinity(0))
+    me = os.getpid()  # any live local process stands in for the server here
+    server, clients, text = placement("cross", me)
+    if len(cpus) > 1:
+        assert server == {cpus[0]} and clients == set(cpus[1:]) and text.startswith("cross")
+        assert placement("same", me)[:2] == ({cpus[0]}, {cpus[0]})
+    assert placement("any", me)[:2] == (None, None)
+    assert placement("cross", None)[:2] == (None, None)  # a remote server: nothing to pin
+    with pytest.raises(ValueError, match="valid: cross, same, any"):
+        placement("diagonal", me)

@@ -41,8 +41,8 @@ def placement(kind: str, server_pid: int | None) -> tuple[set[int] | None, set[i
         return None, None, "any (the scheduler's choice)"
     if kind == "same":
         return {cpus[0]}, {cpus[0]}, f"same (server and clients on CPU {cpus[0]})"
-    rest = set(cpus[1:])
-    return {cpus[0]}, rest, f"cross (server on CPU {cpus[0]}, clients on CPUs {sorted(rest)})"
+    rest = set(cpus[1:])  # no ", " in the text: it is the value of a "[PEER], Placement, ..." line
+    return {cpus[0]}, rest, f"cross (server on CPU {cpus[0]}; clients on CPUs {' '.join(map(str, cpus[1:]))})"
 
 
 @contextlib.contextmanager
