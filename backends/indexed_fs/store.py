@@ -221,7 +221,6 @@ class IndexedFSBackend(Backend):
             medium.sync_dir()
         if self.config["preallocate"]:
             self._active.reserve(self._segment_size)
-        self._tail = (self._active, 0, 0)
         self._commit, self._handle_of, self._commit_kind = committer(self._active)
         self._gc_pending = {s for s in self._segments if s != self._active.id
                             and index.live.get(s, (0,))[0] == 0}
@@ -316,7 +315,6 @@ class IndexedFSBackend(Backend):
             off += size
         self._written = written = self._written + n
         self._nwrites = nwrites = self._nwrites + len(metas)
-        self._tail = (seg, written, nwrites)
         self._commit.appended(self._handle_of(seg), written, nwrites)
         return written
 
@@ -339,7 +337,6 @@ class IndexedFSBackend(Backend):
                 new.reserve(self._segment_size)
         self._segments[new.id] = new
         self._active = new
-        self._tail = (new, self._written, self._nwrites)
         if self.durability != "none":  # everything written so far is durable now
             self._commit.covered(self._written, self._nwrites)
         self._commit.appended(self._handle_of(new), self._written, self._nwrites)
@@ -383,7 +380,7 @@ class IndexedFSBackend(Backend):
             with self._cond:
                 self._pins.subtract(s.id for s in segs)
                 self._cond.notify_all()
-        self._sync_to(self._tail[1])
+        self._sync_to(self._written)
 
     # ------------------------------------------------------------------------------ reading
     def _read_locked(self, key: str) -> tuple[bytes, Entry] | None:
