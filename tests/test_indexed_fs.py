@@ -136,17 +136,16 @@ def test_a_failed_group_sync_fails_its_leader_and_the_queue_moves_on(tmp_path, m
         assert all(s.get(k) == k.encode() for k in acked)
 
 
-def test_the_c_committer_is_built_where_a_compiler_is():
+def test_the_c_committer_is_built_where_a_compiler_is(tmp_path):
     """The extension is optional (an install without a compiler falls back to Python), so a C file
     that stopped compiling would go unnoticed: where a compiler exists, it must have been built
     and local stores must use it."""
     import shutil
-    import tempfile
 
     if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler: the pure-Python committer is the expected one")
     assert commit.native_available, "backends/indexed_fs/_commit.c did not build; see pip's log"
-    with opened(Path(tempfile.mkdtemp())) as s:
+    with opened(tmp_path) as s:
         assert s.stats()["group_commit"] == "native"
 
 
