@@ -14,8 +14,14 @@ from backends.indexed_fs.segment import (FLAG_TOMBSTONE, HEADER, HEADER_SIZE, MA
 
 
 def reference_scan(data, seg_id, base, last, values, tombs):
-    """The record-by-record walk: (records, corrupt, tail_at, min_seq, max_seq, notes)."""
+    """The record-by-record walk: (records, corrupt, tail_at, min_seq, max_seq, notes).
+
+    Where the walk stops at a header or a length that cannot be read and every byte from there
+    on is zero, that is space reserved by preallocation (``segment.zeros_from``), not a torn
+    tail: no ``tail_at``, no note.  (A torn record cut down to zero bytes alone reads the same
+    way, and either way the next append goes where the records end.)"""
     pos, n, corrupt, tail_at, notes = 0, 0, 0, None, []
+    by_crc = False  # the tail is a last record with a bad CRC (never read as reserved space)
     min_seq, max_seq = 1 << 63, 0
     end = len(data)
     while pos < end:
@@ -33,7 +39,7 @@ def reference_scan(data, seg_id, base, last, values, tombs):
             break
         if crc(data[pos + 4 : rend]) != c:
             if last and rend == end:
-                tail_at = pos
+                tail_at, by_crc = pos, True
                 break
             corrupt += 1
             notes.append(f"segment {seg_id}: bad CRC at offset {base + pos}")
@@ -48,6 +54,10 @@ def reference_scan(data, seg_id, base, last, values, tombs):
         n += 1
         min_seq, max_seq = min(min_seq, seq), max(max_seq, seq)
         pos = rend
+    if tail_at is not None and not by_crc and not any(data[tail_at:]):
+        tail_at = None
+        if notes and notes[-1].startswith(f"segment {seg_id}: unreadable header"):
+            notes.pop()
     return n, corrupt, None if tail_at is None else tail_at + base, min_seq, max_seq, notes
 
 

@@ -58,6 +58,10 @@ def _os_pwrite_all(fd: int, data: bytes, off: int) -> None:
 #: the append: C's pwrite that keeps the GIL (see commit.py) where built, else os.pwrite
 _pwrite_all = _native_pwrite_all or _os_pwrite_all
 
+#: how far ahead of the appends reserved space is turned into written zeros (Segment.append)
+ZERO_AHEAD = 256 << 10
+_ZEROS = memoryview(bytes(ZERO_AHEAD))
+
 
 def segment_name(seg_id: int) -> str:
     return f"{seg_id:09d}{SUFFIX}"
@@ -121,6 +125,14 @@ class Segment:
     ``size`` is where the records end (the next append goes there); the file may be longer when
     space past it was reserved (:meth:`reserve`): zeros, which the recovery scan tells apart from
     a torn tail (:func:`zeros_from`) and :meth:`trim` gives back when the segment is sealed.
+
+    Reserved space is *unwritten* (``fallocate``): the first write into each of its blocks
+    converts it, and the sync that makes the write durable must persist that conversion too — on
+    this ext4 a sync of 9 appended records took ~270 µs into unwritten blocks, ~180 µs into
+    written ones.  So :meth:`append` keeps the appends behind ``zeroed``, a watermark of written
+    zeros it moves ``ZERO_AHEAD`` bytes at a time: one 256 KiB zero write per ~250 1 KiB records,
+    whose conversion one group sync carries, instead of a conversion in nearly every sync
+    (16 writer threads: ~31k -> ~39k puts/s in the same run).
     """
 
     def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
@@ -131,6 +143,7 @@ class Segment:
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.file_size = self.size  # records plus reserved space
+        self.zeroed = self.size  # below this the file is written (records or zeros), see append
         #: lowest seq of any record in the file (for the tombstone-drop rule); 0 = unknown
         self.min_seq = 0 if not create else 1 << 63
 
@@ -165,20 +178,36 @@ class Segment:
         """Write ``data`` at the end; return its offset.  On any error (``ENOSPC``) the file is
         cut back to its previous end so no partial record stays behind, and the error re-raised."""
         off = self.size
-        n = len(data)
+        end = off + len(data)
         try:
+            if end > self.zeroed and self.zeroed < self.file_size:
+                self._zero_ahead(end)
             _pwrite_all(self.fd, data, off)
         except OSError:
             try:
                 os.ftruncate(self.fd, off)
-                self.file_size = off
+                self.file_size = self.zeroed = off
             except OSError:
                 pass
             raise
-        self.size = end = off + n
+        self.size = end
+        if end > self.zeroed:  # appended past the zeros (no reserved space there): keep
+            self.zeroed = end  # zeroed >= size, so zeros never land on a record
         if end > self.file_size:
             self.file_size = end
         return off
+
+    def _zero_ahead(self, end: int) -> None:
+        """Write zeros from ``zeroed`` past ``end`` (``ZERO_AHEAD`` at least), within the
+        reserved space only.  ``zeroed >= size`` always holds (appends move it), so no record
+        lies there and nothing is overwritten."""
+        start = self.zeroed
+        stop = min(max(end, start + ZERO_AHEAD), self.file_size)
+        while start < stop:
+            k = min(stop - start, ZERO_AHEAD)
+            _pwrite_all(self.fd, _ZEROS[:k], start)
+            start += k
+        self.zeroed = stop
 
     def read(self, offset: int, size: int) -> bytes:
         return os.pread(self.fd, size, offset)
@@ -198,7 +227,7 @@ class Segment:
     def truncate(self, size: int) -> None:
         os.ftruncate(self.fd, size)
         os.fsync(self.fd)
-        self.size = self.file_size = size
+        self.size = self.file_size = self.zeroed = size
 
     def sync(self) -> None:
         os.fdatasync(self.fd)
@@ -228,7 +257,7 @@ class MediumSegment:
             raise FileExistsError(f"segment {self.name} already exists in {medium.path}")
         self._out = medium.open_append(self.name)
         self._in = medium.open_read(self.name)
-        self.size = self._out.size
+        self.size = self.zeroed = self._out.size  # zeroed: unused here (no reserved space)
         self.min_seq = 0 if not create else 1 << 63
 
     def append(self, data: bytes) -> int:

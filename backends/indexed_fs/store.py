@@ -175,6 +175,7 @@ class IndexedFSBackend(Backend):
             res, recs = walk(seg.read_all(start), seg.id, start, seg.id == last_id)
             if res.reserved_at is not None:  # reserved space left untrimmed by a crash
                 seg.size = res.reserved_at
+                seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
                 if seg.id != last_id:
                     seg.trim()
             if snap is None:
