@@ -267,6 +267,9 @@ def _add_peer_parser(sub: Any) -> None:
     p.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
     p.add_argument("--ops", type=int, default=20000)
     p.add_argument("--value-size", type=int, default=1024)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="alternate (ours, redis-benchmark) this many times after the first "
+                        "redis-benchmark run; the ratio is the median round's (default 1)")
     p.add_argument("--placement", choices=["cross", "same", "any"], default="cross",
                    help="CPUs of a local server and of both clients: cross (default: server on one "
                         "CPU, clients on the others), same (all on one), any (the scheduler's "
@@ -280,29 +283,33 @@ def _add_peer_parser(sub: Any) -> None:
 def cmd_peer(args: argparse.Namespace) -> int:
     from workloads import peer
 
-    if min(args.clients, args.pipeline, args.ops) < 1:
-        raise UsageError("--clients, --pipeline and --ops must be >= 1")
+    if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
+        raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
     options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
     open_backend("redis", **options).close()  # a clear error now if the server is not there
     res = peer.compare_redis(options, clients=args.clients, pipeline=args.pipeline,
-                             ops=args.ops, value_size=args.value_size, place=args.placement)
-    before, after = res.peer_throughput
-    report.print_lines([
-        f"[PEER], Clients, {res.clients}",
-        f"[PEER], Pipeline, {res.pipeline}",
-        f"[PEER], Placement, {res.placement}",
-        f"[PEER], redis-benchmark Throughput(ops/sec), {before!r}",
-        f"[PEER], ckptbench Throughput(ops/sec), {res.ours_throughput!r}",
-        f"[PEER], redis-benchmark-again Throughput(ops/sec), {after!r}",
-        f"[PEER], Ratio, {res.ratio!r}",
-    ])
+                             ops=args.ops, value_size=args.value_size, place=args.placement,
+                             rounds=args.rounds)
+    lines = [f"[PEER], Clients, {res.clients}", f"[PEER], Pipeline, {res.pipeline}",
+             f"[PEER], Placement, {res.placement}",
+             f"[PEER], redis-benchmark Throughput(ops/sec), {res.peer_throughput[0]!r}"]
+    for i, (ours, ratio) in enumerate(zip(res.ours_rounds, res.ratios)):
+        tag = "" if len(res.ours_rounds) == 1 else f" round {i + 1}"
+        lines += [f"[PEER], ckptbench{tag} Throughput(ops/sec), {ours!r}",
+                  f"[PEER], redis-benchmark-again{tag} Throughput(ops/sec), "
+                  f"{res.peer_throughput[i + 1]!r}"]
+        if tag:
+            lines.append(f"[PEER], Ratio{tag}, {ratio!r}")
+    lines.append(f"[PEER], Ratio, {res.ratio!r}")
+    report.print_lines(lines)
     if args.json:
         report.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
                                        "clients": res.clients, "pipeline": res.pipeline,
                                        "ops": res.ops, "value_size": res.value_size,
                                        "placement": res.placement,
                                        "peer_throughput": res.peer_throughput,
-                                       "ours_throughput": res.ours_throughput, "ratio": res.ratio})
+                                       "ours_throughput": res.ours_rounds,
+                                       "round_ratios": res.ratios, "ratio": res.ratio})
     return 0
 
 

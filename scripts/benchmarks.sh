@@ -39,8 +39,9 @@ say "harness overhead: memory backend, 1 and 2 processes" \
 if "$B" services status redis --json 2>/dev/null | grep -q '"running": true'; then
   for cp in "1 1" "4 1" "2 16" "2 64"; do
     set -- $cp
-    say "Redis backend vs redis-benchmark, $1 connection(s), pipeline $2" bench peer redis --clients $1 --pipeline $2 --ops 100000
-    "$B" peer redis --clients "$1" --pipeline "$2" --ops 100000 | grep -E 'Throughput|Ratio'
+    say "Redis backend vs redis-benchmark, $1 connection(s), pipeline $2, median of 3 rounds" \
+        bench peer redis --clients $1 --pipeline $2 --rounds 3 --ops 100000
+    "$B" peer redis --clients "$1" --pipeline "$2" --rounds 3 --ops 100000 | grep -E 'Ratio'
   done
 else
   echo "(redis not running: bench services up redis, then rerun for the peer figures)"

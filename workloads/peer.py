@@ -67,8 +67,8 @@ def _pin_self(cpus: set[int] | None) -> None:
 
 @dataclass
 class PeerResult:
-    peer_throughput: list[float] = field(default_factory=list)
-    ours_throughput: float = 0.0
+    peer_throughput: list[float] = field(default_factory=list)  # rounds + 1 runs
+    ours_rounds: list[float] = field(default_factory=list)  # one run per round
     ops: int = 0
     clients: int = 1
     pipeline: int = 1
@@ -76,9 +76,21 @@ class PeerResult:
     placement: str = "any"
 
     @property
+    def ratios(self) -> list[float]:
+        """Each of our runs against the mean of the peer runs just before and after it."""
+        p = self.peer_throughput
+        return [ours / ((p[i] + p[i + 1]) / 2) if p[i] + p[i + 1] else 0.0
+                for i, ours in enumerate(self.ours_rounds)]
+
+    @property
     def ratio(self) -> float:
-        peer = sum(self.peer_throughput) / len(self.peer_throughput)
-        return self.ours_throughput / peer if peer else 0.0
+        """The median round's ratio: one disturbed round on a shared machine does not decide."""
+        r = sorted(self.ratios)
+        return (r[(len(r) - 1) // 2] + r[len(r) // 2]) / 2 if r else 0.0
+
+    @property
+    def ours_throughput(self) -> float:
+        return sorted(self.ours_rounds)[len(self.ours_rounds) // 2] if self.ours_rounds else 0.0
 
 
 def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: int,
@@ -150,9 +162,10 @@ def redis_server_pid(options: dict[str, Any]) -> int | None:
 
 
 def compare_redis(options: dict[str, Any], *, clients: int = 1, pipeline: int = 1,
-                  ops: int = 20000, value_size: int = 1024, place: str = "cross") -> PeerResult:
-    """redis-benchmark, our backend, redis-benchmark again: same server, connections, pipeline
-    and CPU placement."""
+                  ops: int = 20000, value_size: int = 1024, place: str = "cross",
+                  rounds: int = 1) -> PeerResult:
+    """redis-benchmark, then ``rounds`` times (our backend, redis-benchmark again): same server,
+    connections, pipeline and CPU placement."""
     pid = redis_server_pid(options) if place != "any" else None
     server_cpus, client_cpus, described = placement(place, pid)
     res = PeerResult(ops=ops, clients=clients, pipeline=pipeline, value_size=value_size,
@@ -162,7 +175,8 @@ def compare_redis(options: dict[str, Any], *, clients: int = 1, pipeline: int = 
                                    password=options.get("password"), cpus=client_cpus, **kw)
     with pinned(pid, server_cpus) if server_cpus else contextlib.nullcontext():
         res.peer_throughput.append(peer())
-        res.ours_throughput = ours(options, clients=clients, pipeline=pipeline, ops=ops,
-                                   value_size=value_size, cpus=client_cpus)
-        res.peer_throughput.append(peer())
+        for _ in range(rounds):
+            res.ours_rounds.append(ours(options, clients=clients, pipeline=pipeline, ops=ops,
+                                        value_size=value_size, cpus=client_cpus))
+            res.peer_throughput.append(peer())
     return res
