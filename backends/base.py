@@ -317,11 +317,16 @@ class Retry:
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
     def call(self, what: str, fn: Callable[[], T], *, started: float | None = None,
-             tried: int = 0) -> T:
+             tried: int = 0, last: BaseException | None = None) -> T:
         """``fn()`` until it succeeds or the bounds are reached.  A caller that already made
         ``tried`` attempts of its own since ``started`` (``time.monotonic()``) passes them on, so
-        the bounds cover those too."""
+        the bounds cover those too, and ``last``, the failure of its latest attempt: reported as
+        is when those attempts used up the budget (``retries=0``)."""
         start = time.monotonic() if started is None else started
+        if tried >= self.attempts:
+            spent = time.monotonic() - start
+            raise BackendUnavailableError(
+                f"{what} failed after {tried} attempts in {spent:.1f}s: {last}") from last
         delay = self.base_delay
         for attempt in range(1 + tried, self.attempts + 1):
             try:

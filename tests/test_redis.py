@@ -17,6 +17,7 @@ import pytest
 
 import bench.services as services
 from backends import BackendUnavailableError, BadOptionError, open_backend
+from backends.base import StorageFullError
 from backends.redis import glob_escape
 
 pytestmark = [pytest.mark.redis, pytest.mark.server]
@@ -190,3 +191,32 @@ def test_stopped_or_frozen_server_fails_fast_and_recovers(private):
         finally:
             os.kill(pid, signal.SIGCONT)
         assert s.get("k") == b"3"
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(300)
+def test_retries_zero_gives_typed_errors_for_a_full_and_a_dead_server(private):
+    """With no retry budget (``retries=0``) a failed first attempt is still a typed error naming
+    the problem: a server out of memory -> StorageFullError, a killed server ->
+    BackendUnavailableError; after a restart the same store object works again."""
+    import redis as redis_py
+
+    state = private("everysec")
+    opts = services.client_options("redis", "zero", state_dir=state)
+    store = open_backend("redis", retries=0, timeout=2, **opts)
+    admin = redis_py.Redis(host=opts["host"], port=opts["port"])
+    try:
+        store.put("k", b"v")
+        admin.config_set("maxmemory", "1")  # noeviction (the default): writes get an OOM reply
+        with pytest.raises(StorageFullError, match="OOM"):
+            store.put("k2", b"x" * 1024)
+        admin.config_set("maxmemory", "0")
+        services.kill("redis", state_dir=state)
+        with pytest.raises(BackendUnavailableError, match="redis SET at .* failed after 1 attempts"):
+            store.put("k3", b"v")
+        services.restart("redis", state_dir=state)
+        store.put("k3", b"v")
+        assert store.get("k3") == b"v" and store.get("k") == b"v"
+    finally:
+        admin.close()
+        store.close()

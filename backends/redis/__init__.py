@@ -181,11 +181,11 @@ class RedisBackend(Backend):
 
     # -- plumbing ---------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T], started: float | None = None,
-              tried: int = 0) -> T:
+              tried: int = 0, last: BaseException | None = None) -> T:
         """Run ``fn`` with bounded retries; every failure becomes a typed error naming the fix."""
         try:
             return self._retry.call(f"redis {what} at {self.address}", fn, started=started,
-                                    tried=tried)
+                                    tried=tried, last=last)
         except BackendUnavailableError as exc:
             raise BackendUnavailableError(
                 f"{exc}; is the server running? start it with `bench services up redis`"
@@ -235,13 +235,14 @@ class RedisBackend(Backend):
         wire = getattr(self._local, "wire", None)
         try:
             reply = (wire or self._wire()).call(resp(*args))
-        except (OSError, redis.RedisError, hiredis.ProtocolError):
+        except (OSError, redis.RedisError, hiredis.ProtocolError) as exc:
             if wire is not None:
                 self._drop_wire(wire)
-            return self._call(args[0].decode(), lambda: self._again(args), time.monotonic(), 1)
-        if isinstance(reply, hiredis.ReplyError):
-            exc = redis.ResponseError(str(reply))
-            return self._call(args[0].decode(), lambda: self._raise(exc), None, 1)
+            return self._call(args[0].decode(), lambda: self._again(args), time.monotonic(), 1,
+                              last=exc)
+        if isinstance(reply, hiredis.ReplyError):  # a server error: typed by _call, not retried
+            error = redis.ResponseError(str(reply))
+            return self._call(args[0].decode(), lambda: self._raise(error))
         return reply
 
     def _again(self, args: tuple) -> Any:

@@ -160,8 +160,12 @@ def crash_audit(name: str, open_store, *, run_seconds: float = 1.0, value_size: 
     thread.start()
     time.sleep(run_seconds)
     kill(name, state_dir=state_dir)
+    # the writer's next put meets the dead server and ends the run; only a writer that has not
+    # failed by then is told to stop (setting `stop` at once could let a writer whose last reply
+    # came just before the kill leave cleanly, and the audit would not show the kill hit it)
+    thread.join(60)
     stop.set()
-    thread.join(120)
+    thread.join(60)
     if thread.is_alive():
         raise ServiceError(f"{name}: the audit writer hung after SIGKILL (no timeout?)")
     restart(name, state_dir=state_dir)
