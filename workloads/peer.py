@@ -46,7 +46,7 @@ def placement(kind: str, server_pid: int | None) -> tuple[set[int] | None, set[i
 
 
 @contextlib.contextmanager
-def pinned(pid: int, cpus: set[int] | None) -> Iterator[None]:
+def pinned(pid: int | None, cpus: set[int] | None) -> Iterator[None]:
     """Pin ``pid``'s main thread (Redis' event loop) to ``cpus`` for the block, then restore."""
     if cpus is None:
         yield
@@ -173,7 +173,7 @@ def compare_redis(options: dict[str, Any], *, clients: int = 1, pipeline: int = 
     kw = dict(clients=clients, pipeline=pipeline, ops=ops, value_size=value_size, keyspace=ops)
     peer = lambda: redis_benchmark(options.get("host", "127.0.0.1"), int(options.get("port", 6379)),
                                    password=options.get("password"), cpus=client_cpus, **kw)
-    with pinned(pid, server_cpus) if server_cpus else contextlib.nullcontext():
+    with pinned(pid, server_cpus):
         res.peer_throughput.append(peer())
         for _ in range(rounds):
             res.ours_rounds.append(ours(options, clients=clients, pipeline=pipeline, ops=ops,

@@ -41,7 +41,6 @@ typedef struct waiter {
 
 enum { WAITING, DONE, LEAD };
 
-
 typedef struct {
     PyObject_HEAD
     pthread_mutex_t mu;
@@ -66,7 +65,6 @@ static int gc_init(GroupCommit *self, PyObject *args, PyObject *kw) {
         return -1;
     pthread_mutex_init(&self->mu, NULL);
     pthread_cond_init(&self->idle_cv, NULL);
-
     self->queue = NULL;
     self->idle_waiters = 0;
     self->tail_fd = fd;

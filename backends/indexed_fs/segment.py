@@ -257,7 +257,7 @@ class MediumSegment:
             raise FileExistsError(f"segment {self.name} already exists in {medium.path}")
         self._out = medium.open_append(self.name)
         self._in = medium.open_read(self.name)
-        self.size = self.zeroed = self._out.size  # zeroed: unused here (no reserved space)
+        self.size = self._out.size
         self.min_seq = 0 if not create else 1 << 63
 
     def append(self, data: bytes) -> int:

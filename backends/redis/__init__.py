@@ -231,7 +231,9 @@ class RedisBackend(Backend):
 
     def _command(self, *args: bytes) -> Any:
         """One command on this thread's connection (see the module notes); on any failure the
-        bounded retry path takes over, counting this first attempt."""
+        bounded retry path takes over, counting this first attempt.  The first attempt is written
+        out here rather than calling :meth:`_again`: routing it through that one method measured
+        3-5 µs slower per 1 KiB ``SET`` (~84 vs ~81 µs, six alternating runs)."""
         wire = getattr(self._local, "wire", None)
         try:
             reply = (wire or self._wire()).call(resp(*args))
