@@ -130,7 +130,8 @@ def _add_workload_parser(sub: Any, name: str) -> None:
         p.add_argument("--baseline", action="store_true",
                        help="around the run, time bare os.write+fdatasync appends of the same "
                             "values in the same kind of directory (with --threads N: N threads "
-                            "sharing fdatasyncs), and print the ratio")
+                            "sharing fdatasyncs), in Python ([BASELINE]) and in C ([BASELINE-C], "
+                            "the machine's ceiling), and print the ratios")
     p.set_defaults(func=cmd_workload, workload=name)
 
 
@@ -552,39 +553,62 @@ def _maybe_csv(args: argparse.Namespace, phases: dict[str, runner.PhaseResult]) 
 
 
 def _baseline_leg(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
-                  operations: int) -> runner.PhaseResult:
-    """One leg of the bare append+fdatasync loop, in the same kind of directory as the store."""
+                  operations: int) -> tuple[runner.PhaseResult, runner.PhaseResult | None]:
+    """One leg of the bare append+fdatasync loop, in Python and in C (the latter ``None``
+    without the C committer), in the same kind of directory as the store."""
     parent = os.path.dirname(store_path) if store_path else None
     directory = tempfile.mkdtemp(prefix="ckptbench-baseline-", dir=parent)
     try:
         bar = _progress(args, "baseline", operations)
         try:
-            return runner.fsync_baseline(directory, operations=max(1, operations),
+            bare = runner.fsync_baseline(directory, operations=max(1, operations),
                                          value_size=spec.value_size, seed=args.seed,
                                          threads=args.threads, progress=bar.update)
         finally:
             bar.close()
+        return bare, runner.native_baseline(directory, operations=max(1, operations),
+                                            value_size=spec.value_size, threads=args.threads)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def _joined(name: str, legs: list[runner.PhaseResult]) -> runner.PhaseResult:
+    """Two legs of a baseline as one phase (time and operations added up)."""
+    merged = legs[0].measurements
+    for leg in legs[1:]:
+        merged = merged.merge(leg.measurements)
+    return runner.PhaseResult(name, sum(x.runtime_ms for x in legs),
+                              sum(x.operations for x in legs), merged)
+
+
 def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
-              run: runner.PhaseResult, before: runner.PhaseResult) -> dict[str, Any]:
-    """Second leg of the bare loop after the run; prints the [BASELINE] lines for both legs."""
-    after = _baseline_leg(args, spec, store_path, max(1, run.operations - before.operations))
-    base = runner.PhaseResult("baseline", before.runtime_ms + after.runtime_ms,
-                              before.operations + after.operations,
-                              before.measurements.merge(after.measurements))
+              run: runner.PhaseResult,
+              before: tuple[runner.PhaseResult, runner.PhaseResult | None]) -> dict[str, Any]:
+    """Second leg of the bare loops after the run; prints the [BASELINE] lines for both legs,
+    and [BASELINE-C] for the loop in C (the ceiling: no Python, no GIL)."""
+    after = _baseline_leg(args, spec, store_path, max(1, run.operations - before[0].operations))
+    base = _joined("baseline", [before[0], after[0]])
     ratio = run.throughput / base.throughput if base.throughput else 0.0
     lines = [
         f"[BASELINE], Throughput(ops/sec), {float(base.throughput)!r}",
         f"[BASELINE], RunTime(ms), {int(round(base.runtime_ms))}",
         f"[BASELINE], Ratio, {ratio!r}",
     ] + report.measurement_lines(base.measurements, "BASELINE-")
+    native: dict[str, Any] | None = None
+    if before[1] is not None and after[1] is not None:
+        ceiling = _joined("baseline-c", [before[1], after[1]])
+        c_ratio = run.throughput / ceiling.throughput if ceiling.throughput else 0.0
+        lines += [f"[BASELINE-C], Throughput(ops/sec), {float(ceiling.throughput)!r}",
+                  f"[BASELINE-C], RunTime(ms), {int(round(ceiling.runtime_ms))}",
+                  f"[BASELINE-C], Ratio, {c_ratio!r}"]
+        native = {"throughput": ceiling.throughput, "runtime_ms": ceiling.runtime_ms,
+                  "operations": ceiling.operations, "ratio": c_ratio,
+                  "legs_throughput": [before[1].throughput, after[1].throughput]}
     report.print_lines(lines)
     parent = os.path.dirname(store_path) if store_path else None
     return {"directory_parent": parent or tempfile.gettempdir(), "ratio": ratio,
-            "legs_throughput": [before.throughput, after.throughput], **report.phase_json(base)}
+            "legs_throughput": [before[0].throughput, after[0].throughput],
+            "native": native, **report.phase_json(base)}
 
 
 def _recovery_workload(args: argparse.Namespace) -> core.CoreWorkload:

@@ -146,6 +146,25 @@ def test_file_backend_write_heavy_with_baseline(backend, tmp_path):
     assert float(lines[("BASELINE", "Throughput(ops/sec)")]) > 0
     assert float(lines[("BASELINE", "Ratio")]) > 0
     assert ("BASELINE", "RunTime(ms)") in lines
+    from backends.indexed_fs import commit
+    if commit.native_available:  # the same appends in C, with the store's C group committer
+        assert float(lines[("BASELINE-C", "Throughput(ops/sec)")]) > 0
+        assert float(lines[("BASELINE-C", "Ratio")]) > 0
+
+
+def test_baseline_with_threads_runs_the_c_ceiling_with_as_many_threads(tmp_path):
+    needs("indexed_fs")
+    from backends.indexed_fs import commit
+    if not commit.native_available:
+        pytest.skip("the C committer was not built")
+    out = tmp_path / "r.json"
+    proc = bench("write-heavy", "--backend", "indexed_fs", "--records", "50", "--ops", "400",
+                 "--read-proportion", "0", "--threads", "4", "--baseline", "--json", str(out),
+                 "--opt", f"path={tmp_path / 'store'}")
+    assert proc.returncode == 0, proc.stderr
+    native = json.loads(out.read_text())["baseline"]["native"]
+    assert native["operations"] == 400 and native["throughput"] > 0
+    assert len(native["legs_throughput"]) == 2
 
 
 @pytest.mark.parametrize("backend", ["default_fs", "indexed_fs"])

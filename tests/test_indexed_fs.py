@@ -151,9 +151,10 @@ def test_the_c_committer_is_built_where_a_compiler_is(tmp_path):
 
 @pytest.mark.skipif(not commit.native_available, reason="C committer not built")
 def test_native_commit_failed_fdatasync_raises_for_each_writer_and_nobody_hangs(tmp_path):
-    """fdatasync on a pipe fails for real (EINVAL): every waiting writer gets the error (each
-    leads a sync of its own after the one before failed), none hangs, nothing counts as synced;
-    once the log's tail is a real file, the next wait succeeds with one sync."""
+    """fdatasync on a pipe fails for real (EINVAL): every waiting writer gets the error (the
+    writers a failed sync should have covered get its errno; the sync thread tries again for
+    any still queued), none hangs, nothing counts as synced; once the log's tail is a real
+    file, the next wait succeeds with one sync."""
     import errno
     r, w = os.pipe()
     gc = commit._NativeGroupCommit(w)
@@ -180,6 +181,7 @@ def test_native_commit_failed_fdatasync_raises_for_each_writer_and_nobody_hangs(
     st = gc.stats()
     assert st["syncs"] == 1 and st["synced_writes"] == 3 and st["sync_requests"] == 9
     gc.idle(fd)  # no sync in flight: returns at once
+    gc.close()
     for f in (r, w, fd):
         os.close(f)
 
@@ -202,6 +204,31 @@ def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
     with opened(tmp_path) as s:
         assert s.get_many([f"t{t}-39" for t in range(8)]) == {
             f"t{t}-39": f"{t}/39".encode() for t in range(8)}
+
+
+@pytest.mark.skipif(not commit.native_available, reason="the C committer was not built")
+def test_native_commit_hands_queued_writers_to_its_sync_thread_and_stops_it_on_close(tmp_path):
+    """Writers queued behind a sync are synced by the committer's own thread (a pthread, seen
+    in /proc as a task of this process), and close() stops that thread."""
+    tasks = lambda: len(os.listdir("/proc/self/task"))  # noqa: E731
+    before = tasks()
+    s = opened(tmp_path)
+    opened_with = tasks()  # plus the store's own background threads, if any
+    def writer(t: int) -> None:
+        for i in range(60):
+            s.put(f"t{t}-{i}", b"v" * 512)
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    st = s.stats()
+    assert st["syncs_by_thread"] > 0 and st["syncs"] < 480
+    assert tasks() == opened_with + 1  # the sync thread, parked until writers queue again
+    s.close()
+    assert tasks() == before
+    with opened(tmp_path) as s:
+        assert s.stats()["keys"] == 480
 
 
 def test_rebuild_from_snapshot_then_scan_of_the_rest(tmp_path):

@@ -361,6 +361,24 @@ def fsync_baseline(
     return PhaseResult("baseline", runtime_ms, sum(done), merged)
 
 
+def native_baseline(directory: str, *, operations: int, value_size: int,
+                    threads: int = 1) -> PhaseResult | None:
+    """:func:`fsync_baseline`'s appends in C: ``threads`` pthreads share fdatasyncs through the
+    store's own C group committer, with no Python in the loop (``_commit.bare_threads``, which
+    zero-fills the file before the clock starts).  It is the most this machine's disk and
+    kernel give a group commit; ``None`` where the C committer was not built."""
+    import os
+
+    try:
+        from backends.indexed_fs._commit import bare_threads
+    except ImportError:
+        return None
+    seconds, _syncs = bare_threads(os.path.join(directory, "baseline-c.log"), threads,
+                                   operations, value_size)
+    os.unlink(os.path.join(directory, "baseline-c.log"))
+    return PhaseResult("baseline-c", seconds * 1000.0, operations, Measurements())
+
+
 # ------------------------------------------------------------------------------------ recovery
 @dataclass
 class VerifyResult:

@@ -528,6 +528,7 @@ class IndexedFSBackend(Backend):
 
     def _close_files(self) -> None:
         try:
+            self._commit.close()  # the C committer's sync thread, before the fds it syncs
             for seg in self._segments.values():
                 try:
                     seg.trim()  # a clean directory holds records only
@@ -552,6 +553,7 @@ class IndexedFSBackend(Backend):
             synced_writes = gc.pop("synced_writes")
             out.update(syncs=gc["syncs"], sync_requests=gc["sync_requests"],
                        group_commit_max_batch=gc["group_commit_max_batch"],
+                       syncs_by_thread=gc.get("syncs_by_thread", 0),
                        group_commit=self._commit_kind)
             out.update(
                 medium=self.medium.kind, keys=len(self._index), tombstones=len(self._index.tombs),
