@@ -343,6 +343,9 @@ def _add_compare_parsers(sub: Any) -> None:
                            help="sweep the thread count instead of the target rate")
             p.add_argument("--point-seconds", type=_positive_float, default=3.0,
                            help="length of each point (default 3 s)")
+            p.add_argument("--rounds", type=int, default=1, metavar="N",
+                           help="run the whole sweep N times, backends interleaved, and print "
+                                "the median of each round's ratios (a noisy machine's answer)")
             p.set_defaults(func=cmd_sweep)
     p = sub.add_parser("report", help="re-plot (and tabulate) saved JSON results",
                        description="Re-plot saved results: sweeps as latency-vs-throughput "
@@ -802,23 +805,34 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
     spec, options = _multi_spec(args)
+    if args.rounds < 1:
+        raise UsageError("--rounds must be >= 1")
     targets = None
     if args.targets != "auto" and not args.threads_sweep:
         targets = _csv_list(float)(args.targets)
     results = []
-    for backend in args.backends:
-        points = session.sweep(
-            backend, _options_for(backend, options), spec, targets=targets,
-            threads_list=args.threads_sweep, point_seconds=args.point_seconds, seed=args.seed,
-            on_point=lambda o: print(
-                f"bench: sweep: {o.backend} {o.params}: "
-                + (f"skipped: {o.skipped}" if o.skipped else f"{o.run.throughput:.1f} ops/s"),
-                file=sys.stderr))
-        results += [report.outcome_json(o) for o in points]
+    for r in range(args.rounds):
+        tag = f" round {r + 1}" if args.rounds > 1 else ""
+        for backend in args.backends:
+            points = session.sweep(
+                backend, _options_for(backend, options), spec, targets=targets,
+                threads_list=args.threads_sweep, point_seconds=args.point_seconds,
+                seed=args.seed,
+                on_point=lambda o: print(
+                    f"bench: sweep{tag}: {o.backend} {o.params}: "
+                    + (f"skipped: {o.skipped}" if o.skipped
+                       else f"{o.run.throughput:.1f} ops/s"), file=sys.stderr))
+            for o in points:
+                entry = report.outcome_json(o)
+                if args.rounds > 1:
+                    entry["round"] = r + 1
+                results.append(entry)
     doc = {"schema": report.SWEEP_SCHEMA, "workload": args.workload,
            "config": _config(args, options, workload_spec=spec.to_dict()),
            "environment": report.environment(), "results": results}
-    return _finish_multi(args, "sweep", doc, report.sweep_table(doc))
+    doc["ratios"] = report.sweep_ratios(doc)
+    return _finish_multi(args, "sweep", doc,
+                         report.sweep_table(doc) + report.ratio_lines(doc["ratios"]))
 
 
 def cmd_report(args: argparse.Namespace) -> int:

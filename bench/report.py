@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import sys
 import time
 from typing import Any, TextIO
@@ -219,21 +220,66 @@ def compare_table(doc: dict[str, Any]) -> list[str]:
 
 
 def sweep_table(doc: dict[str, Any]) -> list[str]:
-    """One row per sweep point: backend, target/threads, throughput, mean/p50/p99 latency."""
-    lines = [f"{'backend':<12} {'target':>8} {'threads':>7} {'ops/s':>10} {'mean us':>10} "
+    """One row per sweep point: backend, target/threads, throughput, mean/p50/p99 latency
+    (and the round, for ``--rounds``)."""
+    rounds = any("round" in e for e in doc["results"])
+    lines = [("round " if rounds else "")
+             + f"{'backend':<12} {'target':>8} {'threads':>7} {'ops/s':>10} {'mean us':>10} "
              f"{'p50 us':>8} {'p99 us':>8} {'int.mean us':>12} {'int.p99 us':>11}"]
     for e in doc["results"]:
         p = e["params"]
         target = f"{p['target']:.0f}" if p.get("target") else "-"
+        head = f"{e.get('round', ''):>5} " if rounds else ""
         if e["skipped"]:
-            lines.append(f"{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
+            lines.append(f"{head}{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
                          f"skipped: {e['skipped']}")
             continue
         o, i = e["overall"], e.get("intended") or {}
-        lines.append(f"{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
+        lines.append(f"{head}{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
                      f"{e['throughput_ops_sec']:>10.1f} {o['mean_us'] or 0:>10.1f} "
                      f"{o['p50_us'] or 0:>8} {o['p99_us'] or 0:>8}"
                      + (f" {i['mean_us']:>12.1f} {i['p99_us']:>11}" if i.get("count") else ""))
+    return lines
+
+
+def sweep_ratios(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ratios a thread sweep is run for, per round and their median: each backend's
+    throughput at the most threads over the fewest, and at each thread count the first
+    backend's throughput over each other's.  (Empty for target-rate sweeps.)"""
+    tput: dict[tuple[int, str, int], float] = {}
+    for e in doc["results"]:
+        threads = e["params"].get("threads")
+        if threads is None or e["skipped"]:
+            continue
+        tput[(e.get("round", 1), e["backend"], threads)] = e["throughput_ops_sec"]
+    if not tput:
+        return []
+    rounds = sorted({k[0] for k in tput})
+    backends = list(dict.fromkeys(k[1] for k in tput))
+    counts = sorted({k[2] for k in tput})
+    wanted = [(f"{b} threads {counts[-1]}/{counts[0]}", (b, counts[-1]), (b, counts[0]))
+              for b in backends if len(counts) > 1]
+    wanted += [(f"{backends[0]}/{b} threads {t}", (backends[0], t), (b, t))
+               for t in counts for b in backends[1:]]
+    out = []
+    for what, num, den in wanted:
+        per_round = [tput[(r, *num)] / tput[(r, *den)] for r in rounds
+                     if (r, *num) in tput and tput.get((r, *den))]
+        if per_round:
+            out.append({"what": what, "median": statistics.median(per_round),
+                        "rounds": per_round})
+    return out
+
+
+def ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
+    """``[RATIO], <what>, <median>`` (and each round's ratio when there were several)."""
+    lines = []
+    for r in ratios:
+        line = f"[RATIO], {r['what']}, {r['median']:.2f}"
+        if len(r["rounds"]) > 1:
+            line += f", median of {len(r['rounds'])} rounds: " + " ".join(
+                f"{x:.2f}" for x in r["rounds"])
+        lines.append(line)
     return lines
 
 
@@ -291,13 +337,16 @@ def plot_sweep(doc: dict[str, Any], path: str) -> None:
     for e in doc["results"]:
         by_backend.setdefault(e["backend"], []).append(e)
     for backend, entries in by_backend.items():
-        pts = []
+        cells: dict[str, list[tuple[float, float]]] = {}  # one point per params (--rounds: medians)
         for e in entries:
             if e["skipped"]:
                 continue
             lat = e.get("intended") if (e.get("intended") or {}).get("count") else e["overall"]
             if lat["mean_us"] is not None:
-                pts.append((e["throughput_ops_sec"], lat["mean_us"] / 1000.0))
+                cells.setdefault(repr(sorted(e["params"].items())), []).append(
+                    (e["throughput_ops_sec"], lat["mean_us"] / 1000.0))
+        pts = [(statistics.median(x for x, _ in c), statistics.median(y for _, y in c))
+               for c in cells.values()]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
         else:

@@ -12,12 +12,17 @@ say() { printf '\n## %s\n$ %s\n' "$1" "${*:2}"; }
 say "1 thread, write-only, sync: store vs bare append+fdatasync loop" \
     bench write-heavy --backend indexed_fs --read-proportion 0 --ops 5000 --baseline
 "$B" write-heavy --backend indexed_fs --read-proportion 0 --ops 5000 --baseline --no-progress \
-  | grep -E '^\[(OVERALL|BASELINE)\], (Throughput|Ratio)'
+  | grep -E '^\[(OVERALL|BASELINE|BASELINE-C)\], (Throughput|Ratio)'
 
-say "16 threads, write-only, sync: store vs 16 bare threads sharing fdatasyncs (the CPython group-commit floor)" \
+say "16 threads, write-only, sync: store vs 16 bare threads sharing fdatasyncs, in Python (the CPython floor) and in C (the machine's ceiling)" \
     bench write-heavy --backend indexed_fs --read-proportion 0 --threads 16 --ops 16000 --baseline
 "$B" write-heavy --backend indexed_fs --read-proportion 0 --threads 16 --ops 16000 --baseline --no-progress \
-  | grep -E '^\[(OVERALL|BASELINE)\], (Throughput|Ratio)'
+  | grep -E '^\[(OVERALL|BASELINE|BASELINE-C)\], (Throughput|Ratio)'
+
+say "16 threads, write-only, sync: default_fs vs the same two bare loops (how far 10x default_fs is from the C ceiling)" \
+    bench write-heavy --backend default_fs --read-proportion 0 --threads 16 --ops 8000 --baseline
+"$B" write-heavy --backend default_fs --read-proportion 0 --threads 16 --ops 8000 --baseline --no-progress \
+  | grep -E '^\[(OVERALL|BASELINE|BASELINE-C)\], (Throughput|Ratio)'
 
 say "1 vs 16 threads, indexed_fs vs default_fs, write-only, sync (one invocation)" \
     bench sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 --ops 8000

@@ -88,7 +88,10 @@ def test_sweep_threads(tmp_path):
     proc = bench("sweep", "ycsb-c", "--backends", "memory", "--threads-sweep", "1,2",
                  "--point-seconds", "0.3", "--records", "50", "--plot", str(tmp_path / "t.png"))
     assert proc.returncode == 0, proc.stderr
-    assert [line.split()[2] for line in proc.stdout.splitlines()[1:]] == ["1", "2"]
+    rows = proc.stdout.splitlines()[1:]
+    assert [line.split()[2] for line in rows if not line.startswith("[")] == ["1", "2"]
+    assert [line.split(", ")[1] for line in rows if line.startswith("[RATIO]")] == [
+        "memory threads 2/1"]
 
 
 def test_report_single_run_and_csv_on_runs(tmp_path):
@@ -137,3 +140,40 @@ def test_thesis_fig42_quick_and_table52(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "run `bench thesis fig4.1` first" in proc.stderr
     assert "indexed_fs" in proc.stdout and "thesis Table 5.2" in proc.stdout
+
+
+def test_sweep_rounds_interleave_and_print_median_ratios(tmp_path):
+    out = tmp_path / "s.json"
+    proc = bench("sweep", "write-heavy", "--backends", "memory,indexed_fs", "--threads-sweep",
+                 "1,2", "--point-seconds", "0.2", "--records", "50", "--rounds", "3",
+                 "--json", str(out), "--plot", str(tmp_path / "s.png"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert [e["round"] for e in doc["results"]] == [1] * 4 + [2] * 4 + [3] * 4
+    assert [e["backend"] for e in doc["results"][:4]] == ["memory"] * 2 + ["indexed_fs"] * 2
+    whats = [r["what"] for r in doc["ratios"]]
+    assert whats == ["memory threads 2/1", "indexed_fs threads 2/1",
+                     "memory/indexed_fs threads 1", "memory/indexed_fs threads 2"]
+    for r in doc["ratios"]:
+        assert len(r["rounds"]) == 3 and sorted(r["rounds"])[1] == r["median"]
+        assert f"[RATIO], {r['what']}, {r['median']:.2f}, median of 3 rounds" in proc.stdout
+    assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def test_sweep_ratios_from_known_throughputs():
+    from bench import report
+
+    def entry(rnd, backend, threads, tput):
+        return {"round": rnd, "backend": backend, "params": {"threads": threads},
+                "skipped": None, "throughput_ops_sec": tput}
+
+    doc = {"results": [entry(1, "a", 1, 100.0), entry(1, "a", 16, 500.0),
+                       entry(1, "b", 1, 10.0), entry(1, "b", 16, 50.0),
+                       entry(2, "a", 1, 100.0), entry(2, "a", 16, 700.0),
+                       entry(2, "b", 1, 20.0), entry(2, "b", 16, 35.0)]}
+    got = {r["what"]: (r["median"], r["rounds"]) for r in report.sweep_ratios(doc)}
+    assert got == {"a threads 16/1": (6.0, [5.0, 7.0]), "b threads 16/1": (3.375, [5.0, 1.75]),
+                   "a/b threads 1": (7.5, [10.0, 5.0]), "a/b threads 16": (15.0, [10.0, 20.0])}
+    # a target-rate sweep has no thread ratios
+    assert report.sweep_ratios({"results": [{"backend": "a", "params": {"target": 100.0},
+                                             "skipped": None, "throughput_ops_sec": 99.0}]}) == []
