@@ -25,7 +25,7 @@ say "16 threads, write-only, sync: default_fs vs the same two bare loops (how fa
   | grep -E '^\[(OVERALL|BASELINE|BASELINE-C)\], (Throughput|Ratio)'
 
 say "1 vs 16 threads, indexed_fs vs default_fs, write-only, sync (one invocation)" \
-    bench sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 --ops 8000
+    bench sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 --rounds 5
 "$B" sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 \
   --ops 8000 --json "$OUT/threads.json" --plot "$OUT/threads.png" 2>&1 | grep -vE '^bench: sweep:'
 
