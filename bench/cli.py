@@ -5,7 +5,7 @@
     bench recovery --backend NAME --records N [--crash] [--eager]  # reopen + read-back verification
     bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
-    bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4]
+    bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4] [--rounds N]
     bench report RESULTS.json... --plot FILE.png            # re-plot saved results
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench spark ...                                         # spark_integration (when present)

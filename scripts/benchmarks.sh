@@ -27,7 +27,7 @@ say "16 threads, write-only, sync: default_fs vs the same two bare loops (how fa
 say "1 vs 16 threads, indexed_fs vs default_fs, write-only, sync (one invocation)" \
     bench sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 --rounds 5
 "$B" sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 --threads-sweep 1,16 \
-  --ops 8000 --json "$OUT/threads.json" --plot "$OUT/threads.png" 2>&1 | grep -vE '^bench: sweep:'
+  --rounds 5 --json "$OUT/threads.json" --plot "$OUT/threads.png" 2>&1 | grep -vE '^bench: sweep:'
 
 say "index rebuild, 10^6 keys, 40-byte values: clean close, then crash (full scan)" \
     bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none [--crash]
