@@ -549,3 +549,62 @@ def test_full_disk_is_storage_full_and_acknowledged_data_survives(small_tmpfs):
         st = s.stats()
         assert st["corrupt_records"] == 0 and st["torn_tail_truncated"] == 0
         assert dict(s.scan()) == acked
+
+
+@pytest.mark.skipif(not commit.native_available, reason="the C committer was not built")
+def test_native_commit_in_a_forked_child_starts_a_sync_thread_of_its_own(tmp_path):
+    """A child forked after the parent's committer started its sync thread (writes quiet) has
+    no such thread; its first hand-over must start one rather than wait on the parent's."""
+    fd = os.open(tmp_path / "seg", os.O_RDWR | os.O_CREAT)
+    gc = commit._NativeGroupCommit(fd)
+    log = {"end": 0, "n": 0}
+    lock = threading.Lock()
+
+    def put() -> None:  # what the store does: append and publish the end in order, then wait
+        with lock:
+            commit.pwrite_all(fd, b"x" * 10, log["end"])
+            log["end"] += 10
+            log["n"] += 1
+            end = log["end"]
+            gc.appended(fd, end, log["n"])
+        gc.wait(end)
+
+    def burst() -> None:
+        threads = [threading.Thread(target=put) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    for _ in range(50):  # until writers queued behind a sync and the thread started
+        burst()
+        if gc.stats()["syncs_by_thread"]:
+            break
+    assert gc.stats()["syncs_by_thread"], "no writer ever queued behind a sync"
+    pid = os.fork()
+    if pid == 0:  # child: bursts must finish (the parent kills it after 20 s otherwise)
+        code = 1
+        try:
+            before = gc.stats()["syncs_by_thread"]
+            for _ in range(50):
+                burst()
+                if gc.stats()["syncs_by_thread"] > before:
+                    code = 0
+                    break
+            else:
+                code = 2  # never handed over: the test proved nothing
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("writers in a forked child hang on the parent's sync thread")
+    assert os.waitstatus_to_exitcode(status) == 0
+    gc.close()
+    os.close(fd)

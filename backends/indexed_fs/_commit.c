@@ -64,6 +64,7 @@ typedef struct {
     pthread_cond_t work_cv;    /* wakes the sync thread: writers are queued, or stop */
     pthread_t thread;
     int thread_started, thread_busy, stopping;
+    pid_t thread_pid;          /* the process that started the thread (see hand_over) */
     long long syncs, requests, max_batch, thread_syncs;
 } GroupCommit;
 
@@ -258,11 +259,14 @@ static void *sync_thread(void *arg) {
  * (caller holds mu and is the leader; the thread ends the leadership when the queue drains).
  * Returns 0, or an errno if the thread could not be started. */
 static int hand_over(GroupCommit *self) {
+    if (self->thread_started && self->thread_pid != getpid())
+        self->thread_started = 0;  /* a forked child: the thread stayed with the parent */
     if (!self->thread_started) {
         int rc = pthread_create(&self->thread, NULL, sync_thread, self);
         if (rc)
             return rc;
         self->thread_started = 1;
+        self->thread_pid = getpid();
     }
     self->thread_busy = 1;
     pthread_cond_signal(&self->work_cv);
@@ -330,7 +334,7 @@ static PyObject *gc_wait(GroupCommit *self, PyObject *arg) {
 /* Stop the sync thread (after it has synced any writer still queued).  Without the GIL. */
 static void stop_thread(GroupCommit *self) {
     pthread_mutex_lock(&self->mu);
-    int started = self->thread_started;
+    int started = self->thread_started && self->thread_pid == getpid();
     self->stopping = 1;
     self->thread_started = 0;
     pthread_cond_signal(&self->work_cv);
