@@ -208,12 +208,24 @@ def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
 
 @pytest.mark.skipif(not commit.native_available, reason="the C committer was not built")
 def test_native_commit_hands_queued_writers_to_its_sync_thread_and_stops_it_on_close(tmp_path):
-    """Writers queued behind a sync are synced by the committer's own thread (a pthread, seen
-    in /proc as a task of this process), and close() stops that thread."""
-    tasks = lambda: len(os.listdir("/proc/self/task"))  # noqa: E731
+    """Writers queued behind a sync are synced by the committer's own thread (a pthread named
+    ckptbench-sync among this process' tasks), and close() stops that thread."""
+    import gc
+
+    def tasks() -> int:
+        names = []
+        for t in os.listdir("/proc/self/task"):
+            try:
+                names.append(Path(f"/proc/self/task/{t}/comm").read_text().strip())
+            except OSError:
+                pass  # a task that ended meanwhile
+        return names.count("ckptbench-sync")
+
+    gc.collect()  # committers of earlier tests, closed or not, are gone
     before = tasks()
     s = opened(tmp_path)
-    opened_with = tasks()  # plus the store's own background threads, if any
+    opened_with = tasks()
+    assert opened_with == before
     def writer(t: int) -> None:
         for i in range(60):
             s.put(f"t{t}-{i}", b"v" * 512)

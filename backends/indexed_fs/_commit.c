@@ -22,6 +22,7 @@
  * segment was sealed durably (covered()); "bytes" are a store-wide clock, so a sync of the
  * active segment's fd covers everything appended before it.
  */
+#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
@@ -64,9 +65,11 @@ typedef struct {
     pthread_cond_t work_cv;    /* wakes the sync thread: writers are queued, or stop */
     pthread_t thread;
     int thread_started, thread_busy, stopping;
-    pid_t thread_pid;          /* the process that started the thread (see hand_over) */
+    atomic_int fork_gen;       /* fork_generation when this state was (re)made: see enter() */
     long long syncs, requests, max_batch, thread_syncs;
 } GroupCommit;
+
+static atomic_int fork_generation;  /* moves in every forked child */
 
 /* Set up / tear down a committer's C state (shared by the Python type and bare_threads()). */
 static void commit_setup(GroupCommit *self, int fd, long long written, long long nwrites) {
@@ -82,6 +85,32 @@ static void commit_setup(GroupCommit *self, int fd, long long written, long long
     self->syncing = 0;
     self->sync_fd = -1;
     self->syncs = self->requests = self->max_batch = self->thread_syncs = 0;
+    atomic_store(&self->fork_gen, atomic_load(&fork_generation));
+}
+
+/* Lock `mu` on entry from the store.  In a child forked while the parent's committer was in
+ * use, the sync thread, the queued writers (other threads' stacks) and possibly the lock's
+ * holder stayed with the parent: the child starts over from what is known durable (as CPython
+ * re-makes its own locks after a fork).  `fork_generation` moves in the child (pthread_atfork),
+ * so the check costs one load per call. */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void enter(GroupCommit *self) {
+    if (atomic_load(&self->fork_gen) != atomic_load(&fork_generation)) {
+        pthread_mutex_lock(&fork_mu);
+        if (atomic_load(&self->fork_gen) != atomic_load(&fork_generation)) {
+            long long synced = self->synced, synced_writes = self->synced_writes;
+            int tail_fd = self->tail_fd;
+            commit_setup(self, tail_fd, synced, synced_writes);
+        }
+        pthread_mutex_unlock(&fork_mu);
+    }
+    pthread_mutex_lock(&self->mu);
+}
+
+static void after_fork_in_child(void) {
+    pthread_mutex_init(&fork_mu, NULL);
+    atomic_fetch_add(&fork_generation, 1);
 }
 
 static void stop_thread(GroupCommit *self);
@@ -148,7 +177,7 @@ static PyObject *gc_appended(GroupCommit *self, PyObject *const *args, Py_ssize_
     long long written = PyLong_AsLongLong(args[1]), nwrites = PyLong_AsLongLong(args[2]);
     if (PyErr_Occurred())
         return NULL;
-    pthread_mutex_lock(&self->mu);
+    enter(self);
     self->tail_fd = fd;
     self->written = written;
     self->nwrites = nwrites;
@@ -162,7 +191,7 @@ static PyObject *gc_covered(GroupCommit *self, PyObject *args) {
     long long written, nwrites;
     if (!PyArg_ParseTuple(args, "LL", &written, &nwrites))
         return NULL;
-    pthread_mutex_lock(&self->mu);
+    enter(self);
     if (written > self->synced) {
         self->synced = written;
         self->synced_writes = nwrites;
@@ -245,8 +274,8 @@ static void *sync_thread(void *arg) {
     for (;;) {
         while (!self->thread_busy && !self->stopping)
             pthread_cond_wait(&self->work_cv, &self->mu);
-        if (self->stopping && !self->queue)
-            break;
+        if (!self->thread_busy)
+            break;  /* stopping, and no queue handed over (a writer may still lead: not ours) */
         self->thread_syncs += drain(self);
         self->thread_busy = 0;
         self->syncing = 0;
@@ -259,14 +288,12 @@ static void *sync_thread(void *arg) {
  * (caller holds mu and is the leader; the thread ends the leadership when the queue drains).
  * Returns 0, or an errno if the thread could not be started. */
 static int hand_over(GroupCommit *self) {
-    if (self->thread_started && self->thread_pid != getpid())
-        self->thread_started = 0;  /* a forked child: the thread stayed with the parent */
     if (!self->thread_started) {
         int rc = pthread_create(&self->thread, NULL, sync_thread, self);
         if (rc)
             return rc;
+        pthread_setname_np(self->thread, "ckptbench-sync");  /* as top -H and perf show it */
         self->thread_started = 1;
-        self->thread_pid = getpid();
     }
     self->thread_busy = 1;
     pthread_cond_signal(&self->work_cv);
@@ -278,7 +305,7 @@ static int hand_over(GroupCommit *self) {
  * Called without the GIL. */
 static int commit_wait(GroupCommit *self, long long target) {
     int err = 0;
-    pthread_mutex_lock(&self->mu);
+    enter(self);
     self->requests++;
     if (self->synced >= target) {
         /* durable already (a sync that started after our append covered it) */
@@ -333,8 +360,8 @@ static PyObject *gc_wait(GroupCommit *self, PyObject *arg) {
 
 /* Stop the sync thread (after it has synced any writer still queued).  Without the GIL. */
 static void stop_thread(GroupCommit *self) {
-    pthread_mutex_lock(&self->mu);
-    int started = self->thread_started && self->thread_pid == getpid();
+    enter(self);
+    int started = self->thread_started;
     self->stopping = 1;
     self->thread_started = 0;
     pthread_cond_signal(&self->work_cv);
@@ -357,7 +384,7 @@ static PyObject *gc_idle(GroupCommit *self, PyObject *arg) {
     if (fd == -1 && PyErr_Occurred())
         return NULL;
     Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&self->mu);
+    enter(self);
     self->idle_waiters++;
     while (self->sync_fd == fd)
         pthread_cond_wait(&self->idle_cv, &self->mu);
@@ -368,7 +395,7 @@ static PyObject *gc_idle(GroupCommit *self, PyObject *arg) {
 }
 
 static PyObject *gc_stats(GroupCommit *self, PyObject *unused) {
-    pthread_mutex_lock(&self->mu);
+    enter(self);
     PyObject *out = Py_BuildValue(
         "{sLsLsLsLsLsLsL}", "syncs", self->syncs, "sync_requests", self->requests,
         "syncs_by_thread", self->thread_syncs,
@@ -566,6 +593,9 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__commit(void) {
     if (PyType_Ready(&GroupCommitType) < 0)
         return NULL;
+    static int atfork_done;
+    if (!atfork_done && pthread_atfork(NULL, NULL, after_fork_in_child) == 0)
+        atfork_done = 1;
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
