@@ -139,13 +139,15 @@ static void gc_dealloc(GroupCommit *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Unlink the queued writers whose bytes are durable now, as a list to wake (caller holds mu). */
-static waiter *take_covered(GroupCommit *self) {
+/* Unlink the queued writers whose bytes lie below `upto`, as a list to wake, giving each the
+ * errno `err` (0: a sync covered them) (caller holds mu). */
+static waiter *take_upto(GroupCommit *self, long long upto, int err) {
     waiter *out = NULL, **pp = &self->queue;
     while (*pp) {
         waiter *w = *pp;
-        if (w->target <= self->synced) {
+        if (w->target <= upto) {
             *pp = w->next;
+            w->err = err;
             w->next = out;
             out = w;
         } else {
@@ -153,6 +155,11 @@ static waiter *take_covered(GroupCommit *self) {
         }
     }
     return out;
+}
+
+/* The queued writers whose bytes are durable now (caller holds mu). */
+static waiter *take_covered(GroupCommit *self) {
+    return take_upto(self, self->synced, 0);
 }
 
 /* Give each writer of `list` its `state` and wake it (caller has released mu).  A writer may
@@ -230,23 +237,6 @@ static int sync_once(GroupCommit *self, long long *failed_goal) {
     return 0;
 }
 
-/* Unlink the queued writers a sync up to `goal` would have covered, as a list to fail. */
-static waiter *take_failed(GroupCommit *self, long long goal, int err) {
-    waiter *out = NULL, **pp = &self->queue;
-    while (*pp) {
-        waiter *w = *pp;
-        if (w->target <= goal) {
-            *pp = w->next;
-            w->err = err;
-            w->next = out;
-            out = w;
-        } else {
-            pp = &w->next;
-        }
-    }
-    return out;
-}
-
 /* Sync for the queued writers until none is left; returns the number of syncs (caller holds
  * mu and leads). */
 static long long drain(GroupCommit *self) {
@@ -255,7 +245,7 @@ static long long drain(GroupCommit *self) {
         long long goal = 0;
         int e = sync_once(self, &goal);
         n++;
-        waiter *done = e ? take_failed(self, goal, e) : take_covered(self);
+        waiter *done = e ? take_upto(self, goal, e) : take_covered(self);
         pthread_mutex_unlock(&self->mu);
         wake(done, e ? FAILED : DONE);
         pthread_mutex_lock(&self->mu);
@@ -328,7 +318,7 @@ static int commit_wait(GroupCommit *self, long long target) {
         long long goal = 0;
         while (self->synced < target && !err)
             err = sync_once(self, &goal);
-        waiter *done = err ? take_failed(self, goal, err) : take_covered(self);
+        waiter *done = err ? take_upto(self, goal, err) : take_covered(self);
         pthread_mutex_unlock(&self->mu);
         wake(done, err ? FAILED : DONE);
         pthread_mutex_lock(&self->mu);

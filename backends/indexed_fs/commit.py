@@ -1,11 +1,12 @@
 """Group commit: concurrent writers share one sync of the log.
 
 A writer appends its record, notes where the log now ends (:meth:`appended`), and waits until
-that many bytes are durable (:meth:`wait`).  One writer at a time is the *leader*: it syncs
-everything appended so far (its own bytes and those of the writers queued behind it), wakes the
-writers that sync covered, and hands leadership to the first one still queued.  Bytes are a
-store-wide clock, so a sync of the segment holding the newest bytes covers everything before it
-(older segments were synced when they were sealed: :meth:`covered`).
+that many bytes are durable (:meth:`wait`).  One syncer at a time is the *leader*: it syncs
+everything appended so far (its own bytes and those of the writers queued behind it) and wakes
+the writers that sync covered; then the next sync is led by the first writer still queued
+(:class:`PyCommit`) or by the C committer's sync thread.  Bytes are a store-wide clock, so a sync
+of the segment holding the newest bytes covers everything before it (older segments were synced
+when they were sealed: :meth:`covered`).
 
 Two committers with one interface:
 
