@@ -279,11 +279,13 @@ def fsync_baseline(
     With ``threads`` > 1 the writers share fdatasyncs in the plainest way CPython allows: each
     appends, then either syncs for everyone appended so far or sleeps on a lock of its own until
     such a sync covers it (the one that synced wakes the covered and hands the next sync to the
-    first still waiting) — group commit without a store around it, so a multi-threaded run of a
-    durable store has a like-for-like floor."""
+    first still waiting) — the store's pure-Python committer (:class:`PyCommit`) without a store
+    around it, so a multi-threaded run of a durable store has a like-for-like floor."""
     import os
     import random
-    from _thread import allocate_lock
+    from types import SimpleNamespace
+
+    from backends.indexed_fs.commit import PyCommit
 
     from .core import ValueSource
 
@@ -292,39 +294,16 @@ def fsync_baseline(
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     done = [0] * threads
     lock = threading.Lock()
-    state = {"written": 0, "synced": 0, "syncing": False}
-    queue: list[list] = []  # [write number, lock, leads next]
+
+    log = SimpleNamespace(sync=lambda: os.fdatasync(fd))  # what PyCommit syncs
+    group, appends = PyCommit(log), [0]
 
     def durable_append(value: bytes) -> None:
         with lock:
             os.write(fd, value)
-            state["written"] = mine = state["written"] + 1
-            if not state["syncing"]:
-                state["syncing"] = True
-                me = None
-            else:
-                me = [mine, allocate_lock(), False]
-                me[1].acquire()
-                queue.append(me)
-        if me is not None:
-            me[1].acquire()
-            if not me[2]:
-                return
-        goal = state["written"]
-        os.fdatasync(fd)
-        with lock:
-            state["synced"] = max(state["synced"], goal)
-            left = [w for w in queue if w[0] > state["synced"]]
-            for w in queue:
-                if w[0] <= state["synced"]:
-                    w[1].release()
-            queue[:] = left
-            if left:
-                nxt = queue.pop(0)
-                nxt[2] = True
-                nxt[1].release()
-            else:
-                state["syncing"] = False
+            appends[0] = mine = appends[0] + 1  # the commit clock counts appends here
+            group.appended(log, mine, mine)
+        group.wait(mine)
 
     def work(i: int, n: int) -> None:
         values = ValueSource(value_size, random.Random(f"{seed}/baseline/{i}"))
@@ -373,9 +352,9 @@ def native_baseline(directory: str, *, operations: int, value_size: int,
         from backends.indexed_fs._commit import bare_threads
     except ImportError:
         return None
-    seconds, _syncs = bare_threads(os.path.join(directory, "baseline-c.log"), threads,
-                                   operations, value_size)
-    os.unlink(os.path.join(directory, "baseline-c.log"))
+    path = os.path.join(directory, "baseline-c.log")
+    seconds, _syncs = bare_threads(path, threads, operations, value_size)
+    os.unlink(path)
     return PhaseResult("baseline-c", seconds * 1000.0, operations, Measurements())
 
 
