@@ -584,26 +584,29 @@ def _joined(name: str, legs: list[runner.PhaseResult]) -> runner.PhaseResult:
                               sum(x.operations for x in legs), merged)
 
 
+def _baseline_lines(tag: str, legs: list[runner.PhaseResult], run: runner.PhaseResult
+                    ) -> tuple[runner.PhaseResult, float, list[str]]:
+    """The legs of one bare loop as one phase, the run's throughput over it, and its
+    ``[TAG]`` lines."""
+    joined = _joined(tag.lower(), legs)
+    ratio = run.throughput / joined.throughput if joined.throughput else 0.0
+    return joined, ratio, [f"[{tag}], Throughput(ops/sec), {float(joined.throughput)!r}",
+                           f"[{tag}], RunTime(ms), {int(round(joined.runtime_ms))}",
+                           f"[{tag}], Ratio, {ratio!r}"]
+
+
 def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
               run: runner.PhaseResult,
               before: tuple[runner.PhaseResult, runner.PhaseResult | None]) -> dict[str, Any]:
     """Second leg of the bare loops after the run; prints the [BASELINE] lines for both legs,
     and [BASELINE-C] for the loop in C (the ceiling: no Python, no GIL)."""
     after = _baseline_leg(args, spec, store_path, max(1, run.operations - before[0].operations))
-    base = _joined("baseline", [before[0], after[0]])
-    ratio = run.throughput / base.throughput if base.throughput else 0.0
-    lines = [
-        f"[BASELINE], Throughput(ops/sec), {float(base.throughput)!r}",
-        f"[BASELINE], RunTime(ms), {int(round(base.runtime_ms))}",
-        f"[BASELINE], Ratio, {ratio!r}",
-    ] + report.measurement_lines(base.measurements, "BASELINE-")
+    base, ratio, lines = _baseline_lines("BASELINE", [before[0], after[0]], run)
+    lines += report.measurement_lines(base.measurements, "BASELINE-")
     native: dict[str, Any] | None = None
     if before[1] is not None and after[1] is not None:
-        ceiling = _joined("baseline-c", [before[1], after[1]])
-        c_ratio = run.throughput / ceiling.throughput if ceiling.throughput else 0.0
-        lines += [f"[BASELINE-C], Throughput(ops/sec), {float(ceiling.throughput)!r}",
-                  f"[BASELINE-C], RunTime(ms), {int(round(ceiling.runtime_ms))}",
-                  f"[BASELINE-C], Ratio, {c_ratio!r}"]
+        ceiling, c_ratio, c_lines = _baseline_lines("BASELINE-C", [before[1], after[1]], run)
+        lines += c_lines
         native = {"throughput": ceiling.throughput, "runtime_ms": ceiling.runtime_ms,
                   "operations": ceiling.operations, "ratio": c_ratio,
                   "legs_throughput": [before[1].throughput, after[1].throughput]}

@@ -26,6 +26,15 @@ def opened(path: Path, **opts):
     return open_backend("indexed_fs", path=str(path), **opts)
 
 
+def in_threads(work, n: int) -> None:
+    """``work(i)`` in ``n`` threads at once; returns when all are done."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def segments(path: Path) -> list[Path]:
     return sorted(path.glob("*.seg"))
 
@@ -191,11 +200,7 @@ def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
     def writer(t: int) -> None:
         for i in range(40):
             s.put(f"t{t}-{i}", f"{t}/{i}".encode())
-    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(writer, 8)
     st = s.stats()
     assert st["keys"] == 320 and st["syncs"] <= 320  # a sync may cover several writers
     assert st["group_commit_max_batch"] >= 1
@@ -229,11 +234,7 @@ def test_native_commit_hands_queued_writers_to_its_sync_thread_and_stops_it_on_c
     def writer(t: int) -> None:
         for i in range(60):
             s.put(f"t{t}-{i}", b"v" * 512)
-    threads = [threading.Thread(target=writer, args=(t,)) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(writer, 8)
     st = s.stats()
     assert st["syncs_by_thread"] > 0 and st["syncs"] < 480
     assert tasks() == opened_with + 1  # the sync thread, parked until writers queue again
@@ -582,11 +583,7 @@ def test_native_commit_in_a_forked_child_starts_a_sync_thread_of_its_own(tmp_pat
         gc.wait(end)
 
     def burst() -> None:
-        threads = [threading.Thread(target=put) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        in_threads(lambda _: put(), 8)
 
     for _ in range(50):  # until writers queued behind a sync and the thread started
         burst()
