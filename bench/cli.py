@@ -6,6 +6,7 @@
     bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
     bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4] [--rounds N]
+    ... [--cpus 0,2-3|irq]                                  # pin the run to CPUs (taskset -a)
     bench report RESULTS.json... --plot FILE.png            # re-plot saved results
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench spark ...                                         # spark_integration (when present)
@@ -43,7 +44,7 @@ from backends import (
     open_backend,
     parse_kv,
 )
-from workloads import core, runner, session
+from workloads import core, placement, runner, session
 from workloads.core import PRESETS, WorkloadError
 
 from . import report, spark_clients_cli
@@ -118,6 +119,7 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                         "histograms merged exactly).  memory: each process has its own store; "
                         "file backends lock their directory and refuse N > 1")
     spark_clients_cli.add_arguments(p)
+    _add_cpus_arg(p)
     p.add_argument("--target", type=_positive_float, metavar="OPS",
                    help="target ops/s over all processes and threads; adds Intended-<OP> "
                         "latencies")
@@ -159,6 +161,13 @@ def _add_spec_args(p: argparse.ArgumentParser, spec: core.WorkloadSpec | None) -
     p.add_argument("--load-batch", type=int, default=1000, metavar="N",
                    help="keys per put_many in the load phase; 1 = one put per key, measured as "
                         "INSERT like YCSB (default 1000)")
+
+
+def _add_cpus_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpus", metavar="LIST|irq",
+                   help="run the whole benchmark process on these CPUs (e.g. 1 or 0,2-3, as "
+                        "taskset -c); 'irq': the CPUs taking most of the data disk's interrupts. "
+                        "Default: wherever the scheduler puts it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -333,6 +342,7 @@ def _add_compare_parsers(sub: Any) -> None:
                        help=f"chart (default results/{name}-<workload>.png)")
         p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
         _add_spec_args(p, None)
+        _add_cpus_arg(p)
         if name == "compare":
             p.add_argument("--target", type=_positive_float, metavar="OPS")
             p.set_defaults(func=cmd_compare)
@@ -442,6 +452,35 @@ def _config(args: argparse.Namespace, options: dict[str, Any], **extra: Any) -> 
     return config
 
 
+def _place(args: argparse.Namespace, backends: list[str], options: dict[str, Any]) -> None:
+    """``--cpus``: pin the whole process before any store or client thread starts (they
+    inherit it, and so do client processes), and say so on stderr (YCSB's result lines
+    carry no settings; the JSON does)."""
+    if not getattr(args, "cpus", None):
+        return
+    data_path = None  # for --cpus irq: the disk that will hold the file backends' data
+    given = options.get("path")
+    if any("path" in (_options_of(b) or ()) for b in backends) and "://" not in str(given or ""):
+        data_path = str(given) if given else tempfile.gettempdir()
+    try:
+        cpus = placement.resolve(args.cpus, data_path)
+    except placement.PlacementError as exc:
+        raise UsageError(str(exc)) from None
+    placement.pin(cpus)
+    args.cpus_pinned = cpus  # in the JSON's config, beside the --cpus as given
+    print(f"{PROG}: running on CPU {placement.format_cpus(cpus)} (--cpus {args.cpus})",
+          file=sys.stderr)
+
+
+def _options_of(backend: str) -> set[str] | None:
+    """The option names of ``backend``; ``None`` when it cannot be loaded (an unknown name is
+    reported by the run, a missing client package makes it skipped there)."""
+    try:
+        return set(backend_class(backend).all_options())
+    except CkptError:
+        return None
+
+
 # ------------------------------------------------------------------------------------ commands
 def cmd_workload(args: argparse.Namespace) -> int:
     if args.threads < 1:
@@ -452,6 +491,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         raise UsageError("--skip-load needs the existing store's --opt path=DIR")
     if args.processes < 1:
         raise UsageError(f"--processes must be >= 1 (got {args.processes})")
+    _place(args, [args.backend], options)
     if spark_clients_cli.wanted(args):
         return spark_clients_cli.run_distributed(args, spec, options)
     if args.processes > 1:
@@ -762,11 +802,8 @@ def _multi_spec(args: argparse.Namespace) -> tuple[core.WorkloadSpec, dict[str, 
 
 
 def _options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
-    try:
-        names = backend_class(backend).all_options()
-    except CkptError:
-        return dict(options)
-    return {k: v for k, v in options.items() if k in names}
+    names = _options_of(backend)
+    return dict(options) if names is None else {k: v for k, v in options.items() if k in names}
 
 
 def _finish_multi(args: argparse.Namespace, kind: str, doc: dict[str, Any],
@@ -783,9 +820,8 @@ def _finish_multi(args: argparse.Namespace, kind: str, doc: dict[str, Any],
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-
-
     spec, options = _multi_spec(args)
+    _place(args, args.backends, options)
     operations = None if args.duration and args.ops is None else spec.operations
     outcomes = []
     for backend in args.backends:
@@ -805,11 +841,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-
-
     spec, options = _multi_spec(args)
     if args.rounds < 1:
         raise UsageError("--rounds must be >= 1")
+    _place(args, args.backends, options)
     targets = None
     if args.targets != "auto" and not args.threads_sweep:
         targets = _csv_list(float)(args.targets)

@@ -132,6 +132,7 @@ def environment() -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpus_allowed": sorted(os.sched_getaffinity(0)),  # narrowed by --cpus or taskset
         "hostname": socket.gethostname(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "argv": sys.argv,
