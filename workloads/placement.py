@@ -83,10 +83,6 @@ class DiskInterrupts:
         top = max(self.per_cpu.values(), default=0)
         return [cpu for cpu, n in sorted(self.per_cpu.items()) if top and 2 * n >= top]
 
-    def as_json(self) -> dict:
-        return {"device": self.device, "irqs": self.irqs,
-                "per_cpu_since_boot": {str(c): n for c, n in sorted(self.per_cpu.items())}}
-
 
 def _existing(path: str) -> str:
     path = os.path.abspath(path)
