@@ -21,6 +21,7 @@ import io
 import multiprocessing as mp
 import os
 import shutil
+import statistics
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -85,12 +86,11 @@ class PeerResult:
     @property
     def ratio(self) -> float:
         """The median round's ratio: one disturbed round on a shared machine does not decide."""
-        r = sorted(self.ratios)
-        return (r[(len(r) - 1) // 2] + r[len(r) // 2]) / 2 if r else 0.0
+        return statistics.median(self.ratios) if self.ours_rounds else 0.0
 
     @property
     def ours_throughput(self) -> float:
-        return sorted(self.ours_rounds)[len(self.ours_rounds) // 2] if self.ours_rounds else 0.0
+        return statistics.median_high(self.ours_rounds) if self.ours_rounds else 0.0
 
 
 def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: int,
