@@ -160,9 +160,10 @@ def resolve(text: str, data_path: str | None) -> list[int]:
         raise PlacementError(f"--cpus {IRQ}: cannot tell which CPUs take the interrupts of the "
                              f"disk holding {data_path} (tmpfs, a network filesystem or no "
                              "interrupt counts yet); fix: give a CPU list, e.g. --cpus 0")
-    usable = [cpu for cpu in busiest if cpu in allowed()]
+    available = allowed()
+    usable = [cpu for cpu in busiest if cpu in available]
     if not usable:
         raise PlacementError(f"--cpus {IRQ}: the disk holding {data_path} interrupts CPU "
                              f"{format_cpus(busiest)}, which this process may not use; fix: "
-                             f"give a CPU list from {format_cpus(allowed())}")
+                             f"give a CPU list from {format_cpus(available)}")
     return usable
