@@ -15,8 +15,9 @@ Two committers with one interface:
   keeps the GIL.  In Python each put released and re-took the GIL three or four times, and 16
   writer threads spent their time handing it around, not waiting for the disk (16 threads: 2.4x
   one thread's throughput in Python, ~4.5x with the C committer).  Once writers queue, the C
-  committer hands the syncing to a thread of its own that runs syncs back to back (~5.5x;
-  README, "The checkpoint store"); :meth:`close` stops that thread.
+  committer hands the syncing to a thread of its own that runs syncs back to back (~5x left to
+  the scheduler, 6.3-6.7x with the process on the CPU taking the disk's interrupts; README, "The
+  checkpoint store"); :meth:`close` stops that thread.
 * :class:`PyCommit` for segments whose sync is a Python call (NFS, where it is a WRITE+COMMIT
   round trip), and for local ones where the C extension was not built (no compiler).
 """
