@@ -10,7 +10,7 @@
     bench report RESULTS.json... --plot FILE.png            # re-plot saved results
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench spark ...                                         # spark_integration (when present)
-    bench services up|down|status|kill [NAME...]            # the real servers (bench.services)
+    bench services up|down|status|kill [NAME...]            # the real servers (services)
 
 Output (stdout) is YCSB's text format.  One invocation does both phases: the load phase is
 printed first under ``[LOAD-...]`` sections (YCSB prints it from a separate ``ycsb load``
@@ -46,6 +46,8 @@ from backends import (
 )
 from workloads import core, placement, runner, session
 from workloads.core import PRESETS, WorkloadError
+
+from experiments import plots, results, tables
 
 from . import report, spark_clients_cli
 from .progress import ProgressBar
@@ -291,7 +293,7 @@ def _add_peer_parser(sub: Any) -> None:
 
 
 def cmd_peer(args: argparse.Namespace) -> int:
-    from workloads import peer
+    from experiments import peers as peer
 
     if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
         raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
@@ -313,7 +315,7 @@ def cmd_peer(args: argparse.Namespace) -> int:
     lines.append(f"[PEER], Ratio, {res.ratio!r}")
     report.print_lines(lines)
     if args.json:
-        report.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
+        results.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
                                        "clients": res.clients, "pipeline": res.pipeline,
                                        "ops": res.ops, "value_size": res.value_size,
                                        "placement": res.placement,
@@ -367,7 +369,7 @@ def _add_compare_parsers(sub: Any) -> None:
 
 
 def _add_thesis_parser(sub: Any) -> None:
-    from . import experiments
+    from experiments import thesis as experiments
 
     p = sub.add_parser("thesis", help="reproduce one of the S4 thesis' experiments",
                        description="Run one thesis experiment; writes results/<name>.json and "
@@ -389,19 +391,9 @@ def _add_spark(sub: Any) -> None:
 
 
 def _add_services(sub: Any) -> None:
-    """``bench services`` comes from bench.services.cli when that module exists."""
-    try:
-        from bench.services import cli as services_cli
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("bench.services"):
-            raise
-        p = sub.add_parser("services", help="manage the real servers (not available yet)")
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=lambda args: _fail_usage(
-            "bench services is not available in this installation (bench/services/cli.py is missing)"))
-        return
-    p = services_cli.add_parser(sub)
-    p.set_defaults(func=services_cli.run)
+    from . import services_cli
+
+    services_cli.add_parser(sub).set_defaults(func=services_cli.run)
 
 
 def _fail_usage(message: str) -> int:
@@ -582,7 +574,7 @@ def write_results(args: argparse.Namespace, options: dict[str, Any], spec: core.
     """``--json`` and ``--csv`` of a workload run, however its clients ran (threads, processes
     or Spark tasks), so every run has the same schema."""
     if args.json:
-        report.write_json(args.json, report.result_json(
+        results.write_json(args.json, results.result_json(
             workload=args.workload, backend=args.backend,
             config=_config(args, options, workload_spec=spec.to_dict()),
             phases=phases, backend_stats=stats, extra=extra))
@@ -591,8 +583,8 @@ def write_results(args: argparse.Namespace, options: dict[str, Any], spec: core.
 
 def _maybe_csv(args: argparse.Namespace, phases: dict[str, runner.PhaseResult]) -> None:
     if getattr(args, "csv", None):
-        report.write_csv(args.csv, {"schema": report.SCHEMA, "backend": args.backend,
-                                    "phases": {n: report.phase_json(p) for n, p in phases.items()}})
+        results.write_csv(args.csv, {"schema": results.SCHEMA, "backend": args.backend,
+                                    "phases": {n: results.phase_json(p) for n, p in phases.items()}})
 
 
 def _baseline_leg(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str | None,
@@ -654,7 +646,7 @@ def _baseline(args: argparse.Namespace, spec: core.WorkloadSpec, store_path: str
     parent = os.path.dirname(store_path) if store_path else None
     return {"directory_parent": parent or tempfile.gettempdir(), "ratio": ratio,
             "legs_throughput": [before[0].throughput, after[0].throughput],
-            "native": native, **report.phase_json(base)}
+            "native": native, **results.phase_json(base)}
 
 
 def _recovery_workload(args: argparse.Namespace) -> core.CoreWorkload:
@@ -722,7 +714,7 @@ def cmd_recovery(args: argparse.Namespace) -> int:
         f"[RECOVERY], Corrupt, {result.corrupt}",
     ] + report.phase_lines(result.phase))
     if args.json:
-        report.write_json(args.json, report.result_json(
+        results.write_json(args.json, results.result_json(
             workload="recovery", backend=args.backend, config=_config(args, options),
             phases=phases, backend_stats=stats,
             extra={"recovery": {"crash": args.crash, "eager": args.eager, "open_ms": open_ms,
@@ -774,7 +766,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
                              "missing": verified.missing, "corrupt": verified.corrupt}
     report.print_lines(lines)
     if args.json:
-        report.write_json(args.json, report.result_json(
+        results.write_json(args.json, results.result_json(
             workload="checkpoint", backend=args.backend, config=_config(args, options),
             phases=phases, backend_stats=None, extra=extra))
     if recovery is not None and (recovery[1].missing or recovery[1].corrupt):
@@ -810,11 +802,11 @@ def _finish_multi(args: argparse.Namespace, kind: str, doc: dict[str, Any],
                   table: list[str]) -> int:
     print("\n".join(table))
     if args.json:
-        report.write_json(args.json, doc)
+        results.write_json(args.json, doc)
     if args.csv:
-        report.write_csv(args.csv, doc)
+        results.write_csv(args.csv, doc)
     plot = args.plot or os.path.join("results", f"{kind}-{args.workload}.png")
-    (report.plot_compare if kind == "compare" else report.plot_sweep)(doc, plot)
+    (plots.plot_compare if kind == "compare" else plots.plot_sweep)(doc, plot)
     print(f"plot: {plot}", file=sys.stderr)
     return 0
 
@@ -833,11 +825,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
               + (f"skipped: {outcome.skipped}" if outcome.skipped
                  else f"{outcome.run.throughput:.1f} ops/s"), file=sys.stderr)
         outcomes.append(outcome)
-    doc = {"schema": report.COMPARE_SCHEMA, "workload": args.workload,
+    doc = {"schema": results.COMPARE_SCHEMA, "workload": args.workload,
            "config": _config(args, options, workload_spec=spec.to_dict()),
-           "environment": report.environment(),
-           "results": [report.outcome_json(o) for o in outcomes]}
-    return _finish_multi(args, "compare", doc, report.compare_table(doc))
+           "environment": results.environment(),
+           "results": [results.outcome_json(o) for o in outcomes]}
+    return _finish_multi(args, "compare", doc, tables.compare_table(doc))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -848,7 +840,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     targets = None
     if args.targets != "auto" and not args.threads_sweep:
         targets = _csv_list(float)(args.targets)
-    results = []
+    entries = []
     for r in range(args.rounds):
         tag = f" round {r + 1}" if args.rounds > 1 else ""
         for backend in args.backends:
@@ -861,16 +853,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                     + (f"skipped: {o.skipped}" if o.skipped
                        else f"{o.run.throughput:.1f} ops/s"), file=sys.stderr))
             for o in points:
-                entry = report.outcome_json(o)
+                entry = results.outcome_json(o)
                 if args.rounds > 1:
                     entry["round"] = r + 1
-                results.append(entry)
-    doc = {"schema": report.SWEEP_SCHEMA, "workload": args.workload,
+                entries.append(entry)
+    doc = {"schema": results.SWEEP_SCHEMA, "workload": args.workload,
            "config": _config(args, options, workload_spec=spec.to_dict()),
-           "environment": report.environment(), "results": results}
-    doc["ratios"] = report.sweep_ratios(doc)
+           "environment": results.environment(), "results": entries}
+    doc["ratios"] = results.sweep_ratios(doc)
     return _finish_multi(args, "sweep", doc,
-                         report.sweep_table(doc) + report.ratio_lines(doc["ratios"]))
+                         tables.sweep_table(doc) + tables.ratio_lines(doc["ratios"]))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -884,16 +876,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read results file {path}: {exc}")
     try:
-        report.plot_results(docs, args.plot)
+        plots.plot_results(docs, args.plot)
     except (ValueError, KeyError) as exc:
         raise UsageError(f"cannot plot these results: {exc}")
     for doc in docs:
-        if doc.get("schema") == report.SWEEP_SCHEMA:
-            print("\n".join(report.sweep_table(doc)))
-        elif doc.get("schema") == report.COMPARE_SCHEMA:
-            print("\n".join(report.compare_table(doc)))
+        if doc.get("schema") == results.SWEEP_SCHEMA:
+            print("\n".join(tables.sweep_table(doc)))
+        elif doc.get("schema") == results.COMPARE_SCHEMA:
+            print("\n".join(tables.compare_table(doc)))
     if args.csv:
-        report.write_csv(args.csv, docs[0])
+        results.write_csv(args.csv, docs[0])
     print(f"plot: {args.plot}", file=sys.stderr)
     return 0
 

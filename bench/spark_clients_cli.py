@@ -14,6 +14,8 @@ from typing import Any
 from backends import BadOptionError
 from workloads.core import WorkloadSpec
 
+from experiments import results
+
 from . import report
 
 
@@ -69,7 +71,7 @@ def run_distributed(args: argparse.Namespace, spec: WorkloadSpec, options: dict[
     extra = {
         "spark": {"master": args.spark_master, "clients": n,
                   "start_skew_ms": {name: result.start_skew_ms(name) for name in phases}},
-        "clients": result.clients_json(report.phase_json),
+        "clients": result.clients_json(results.phase_json),
     }
     write_results(args, options, spec, phases, None, extra)
     return 0

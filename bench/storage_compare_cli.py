@@ -73,8 +73,8 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     from backends.base import CkptError
-    from bench import report
-    from workloads import storage_compare as sc
+    from experiments import results, tables
+    from experiments import storage_compare as sc
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
                  recovery_keys=args.recovery_keys, rpc_ops=args.rpc_ops, say=say)
     print("\n".join(sc.table_lines(doc)))
     if args.json:
-        report._ensure_dir(args.json)
-        report.write_json(args.json, doc)
+        results.ensure_parent(args.json)
+        results.write_json(args.json, doc)
         say(f"storage-compare: wrote {args.json}")
     if args.plot:
         sc.plot(doc, args.plot)

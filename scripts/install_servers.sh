@@ -10,7 +10,7 @@ cd "$ROOT"
 export PATH="$PATH:/usr/local/go/bin"
 exec "$ROOT/.venv/bin/python" -c '
 import sys
-import bench.services as services
+import services
 try:
     services.install(sys.argv[1:] or None)
 except services.ServiceError as exc:

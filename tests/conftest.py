@@ -29,7 +29,7 @@ _started: set[str] = set()
 
 def server_options(name: str, namespace: str) -> dict[str, Any]:
     """Options for talking to the real ``name`` server, started on first use."""
-    import bench.services as services
+    import services
 
     if name not in _started:
         services.up([name])

@@ -130,7 +130,7 @@ def test_default_fs_drops_leftover_temp_files(tmp_path):
 
 
 def _nfs_dir() -> str:
-    import bench.services as services
+    import services
 
     services.up(["nfs"])
     return services.client_options("nfs", f"bad{uuid.uuid4().hex[:10]}")["path"]

@@ -146,7 +146,7 @@ def test_file_backend_write_heavy_with_baseline(backend, tmp_path):
     assert float(lines[("BASELINE", "Throughput(ops/sec)")]) > 0
     assert float(lines[("BASELINE", "Ratio")]) > 0
     assert ("BASELINE", "RunTime(ms)") in lines
-    from backends.indexed_fs import commit
+    from backends.indexed_fs import group_commit as commit
     if commit.native_available:  # the same appends in C, with the store's C group committer
         assert float(lines[("BASELINE-C", "Throughput(ops/sec)")]) > 0
         assert float(lines[("BASELINE-C", "Ratio")]) > 0
@@ -154,7 +154,7 @@ def test_file_backend_write_heavy_with_baseline(backend, tmp_path):
 
 def test_baseline_with_threads_runs_the_c_ceiling_with_as_many_threads(tmp_path):
     needs("indexed_fs")
-    from backends.indexed_fs import commit
+    from backends.indexed_fs import group_commit as commit
     if not commit.native_available:
         pytest.skip("the C committer was not built")
     out = tmp_path / "r.json"

@@ -72,7 +72,7 @@ def _run_child(path: str, rnd: random.Random, round_no: int) -> list[str]:
 def _store_dir(where: str, tmp_path: Path) -> str:
     if where == "local":
         return str(tmp_path / "store")
-    import bench.services as services
+    import services
 
     services.up(["nfs"])
     return services.client_options("nfs", f"crash{uuid.uuid4().hex[:10]}")["path"]

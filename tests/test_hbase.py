@@ -1,6 +1,6 @@
 """The ``hbase`` backend against a real standalone HBase + Thrift gateway (no mocks).
 
-The module fixture starts the service through ``bench.services.hbase`` (reusing a running one) and
+The module fixture starts the service through ``services.hbase`` (reusing a running one) and
 fails loudly if it cannot; HBase is left running for the other tests.  The crash tests SIGKILL or
 stop the server and start it again.
 """
@@ -17,8 +17,8 @@ import pytest
 
 from backends.base import BackendUnavailableError, BadOptionError
 from backends.registry import open_backend
-from bench.services import hbase as service
-from bench.services.common import ServiceContext, kill_pid, log
+from services import hbase as service
+from services.common import ServiceContext, kill_pid, log
 
 pytestmark = [pytest.mark.server, pytest.mark.hbase]
 

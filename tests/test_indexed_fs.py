@@ -15,7 +15,7 @@ import pytest
 
 from backends import open_backend
 from backends.base import CorruptDataError, StorageFullError, StoreLockedError
-from backends.indexed_fs import commit
+from backends.indexed_fs import group_commit as commit
 from backends.indexed_fs.segment import HEADER_SIZE
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-import bench.services as services
+import services
 from backends import StoreLockedError, open_backend
 from backends.fsutil import LOCK_NAME, LeaseLock
 from backends.media import open_medium

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-import bench.services as services
+import services
 from backends.base import BackendUnavailableError
 from backends.media import open_medium
 from backends.media.local import LocalMedium

@@ -13,7 +13,7 @@ import uuid
 import boto3
 import pytest
 
-import bench.services as services
+import services
 from backends import BackendUnavailableError, open_backend
 from backends.minio import decode_key, encode_key
 

@@ -35,7 +35,7 @@ def test_q3_join_exactly_once_after_two_failures(spark, tmp_path, protocol, skew
 @pytest.mark.redis
 @pytest.mark.server
 def test_q3_on_redis_and_none_is_not_exactly_once(spark, tmp_path):
-    import bench.services as services
+    import services
 
     services.up(["redis"])
     opts = services.client_options("redis", f"t{uuid.uuid4().hex[:8]}")

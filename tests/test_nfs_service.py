@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
-import bench.services as services
+import services
 from backends.base import BackendUnavailableError
 from backends.media import open_medium
-from bench.services import nfs
+from services import nfs
 
 pytestmark = [pytest.mark.server]
 

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.redis, pytest.mark.server]
 
 
 def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
-    import bench.services as services
+    import services
 
     services.up(["redis"])
     opts = services.client_options("redis", "peer-test")
@@ -38,7 +38,7 @@ def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
     assert doc["ratio"] == pytest.approx(sorted(rounds)[1])
     assert float(lines["[PEER], Ratio"]) == pytest.approx(doc["ratio"])
     # both clients ran under one placement, and the server got its CPUs back afterwards
-    from workloads.peer import redis_server_pid
+    from experiments.peers import redis_server_pid
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) > 1:
@@ -60,7 +60,7 @@ def test_peer_with_no_server_is_one_clear_error():
 
 
 def test_placement_pins_a_local_server_apart_from_its_clients_or_leaves_both_alone():
-    from workloads.peer import placement
+    from experiments.peers import placement
 
     cpus = sorted(os.sched_getaffinity(0))
     me = os.getpid()  # any live local process stands in for the server here

@@ -109,7 +109,7 @@ def test_pin_moves_every_thread_and_the_stores_sync_thread_inherits_it(tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert all(cpus == [0] for _, cpus in out["tasks"]), out["tasks"]
-    from backends.indexed_fs import commit
+    from backends.indexed_fs import group_commit as commit
     if commit.native_available:  # 8 writers contend: the committer hands syncs to its thread
         assert out["syncs_by_thread"] > 0
         assert "ckptbench-sync" in {name for name, _ in out["tasks"]}

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-import bench.services as services
+import services
 from backends import BackendUnavailableError, BadOptionError, open_backend
 from backends.base import StorageFullError
 from backends.redis import glob_escape

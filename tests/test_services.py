@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-import bench.services as services
-from bench.services import ServiceError
-from bench.services.cli import main as cli_main
+import services
+from services import ServiceError
+from bench.services_cli import main as cli_main
 
 pytestmark = [pytest.mark.redis, pytest.mark.server]
 
@@ -91,7 +91,7 @@ def test_port_taken_is_a_clear_error(tmp_path):
 def test_unknown_and_missing_services_are_clear_errors(monkeypatch):
     with pytest.raises(ServiceError, match="unknown service 'nope'.*redis"):
         services.up(["nope"])
-    monkeypatch.setitem(services.MODULES, "ghost", "bench.services.ghost_not_written")
+    monkeypatch.setitem(services.MODULES, "ghost", "services.ghost_not_written")
     with pytest.raises(ServiceError, match="not available"):
         services.status(["ghost"])
 
@@ -113,7 +113,7 @@ def test_cli_usage_errors(capsys):
 
 def test_cli_runs_as_a_module(state):
     out = subprocess.run(
-        [sys.executable, "-m", "bench.services.cli", "status", "redis", "--json",
+        [sys.executable, "-m", "bench.services_cli", "status", "redis", "--json",
          "--state-dir", state], capture_output=True, text=True, check=True).stdout
     assert '"running": true' in out  # what scripts/test.sh greps for
 

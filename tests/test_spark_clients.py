@@ -105,7 +105,7 @@ def _redis_opts(redis_options: dict) -> list[str]:
 
 @pytest.fixture
 def redis_options():
-    import bench.services as services
+    import services
 
     services.up(["redis"])
     return services.client_options("redis", f"t{uuid.uuid4().hex[:12]}")

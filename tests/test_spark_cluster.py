@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
 
-import bench.services as services  # noqa: E402
+import services  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.server, pytest.mark.redis]
 ROOT = Path(__file__).resolve().parents[1]

@@ -36,7 +36,7 @@ def _backend(name: str):
 def backend_entries(backend: str, tmp_path) -> dict[str, str]:
     if backend != "redis":
         return {PREFIX + "backend.path": str(tmp_path / "store")}
-    import bench.services as services
+    import services
 
     services.up(["redis"])
     opts = services.client_options("redis", f"t{uuid.uuid4().hex[:8]}")

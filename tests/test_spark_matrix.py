@@ -6,7 +6,7 @@ import argparse
 import json
 
 from spark_integration.cli import add_matrix_parser, run_matrix
-from spark_integration.matrix import format_table, plot, write_json
+from experiments.spark_matrix import format_table, plot, write_json
 from spark_integration.runner import JobSpec
 
 ROWS = [

@@ -15,7 +15,7 @@ import pytest
 from backends.base import BadOptionError
 from bench import storage_compare_cli as cli
 from tests.conftest import nfs_dir
-from workloads import storage_compare as sc
+from experiments import storage_compare as sc
 
 QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2",
          "--seconds", "3", "--recovery-keys", "300", "--rpc-ops", "5"]

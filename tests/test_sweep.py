@@ -161,7 +161,7 @@ def test_sweep_rounds_interleave_and_print_median_ratios(tmp_path):
 
 
 def test_sweep_ratios_from_known_throughputs():
-    from bench import report
+    from experiments import results
 
     def entry(rnd, backend, threads, tput):
         return {"round": rnd, "backend": backend, "params": {"threads": threads},
@@ -171,9 +171,9 @@ def test_sweep_ratios_from_known_throughputs():
                        entry(1, "b", 1, 10.0), entry(1, "b", 16, 50.0),
                        entry(2, "a", 1, 100.0), entry(2, "a", 16, 700.0),
                        entry(2, "b", 1, 20.0), entry(2, "b", 16, 35.0)]}
-    got = {r["what"]: (r["median"], r["rounds"]) for r in report.sweep_ratios(doc)}
+    got = {r["what"]: (r["median"], r["rounds"]) for r in results.sweep_ratios(doc)}
     assert got == {"a threads 16/1": (6.0, [5.0, 7.0]), "b threads 16/1": (3.375, [5.0, 1.75]),
                    "a/b threads 1": (7.5, [10.0, 5.0]), "a/b threads 16": (15.0, [10.0, 20.0])}
     # a target-rate sweep has no thread ratios
-    assert report.sweep_ratios({"results": [{"backend": "a", "params": {"target": 100.0},
+    assert results.sweep_ratios({"results": [{"backend": "a", "params": {"target": 100.0},
                                              "skipped": None, "throughput_ops_sec": 99.0}]}) == []

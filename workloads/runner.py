@@ -285,7 +285,7 @@ def fsync_baseline(
     import random
     from types import SimpleNamespace
 
-    from backends.indexed_fs.commit import PyCommit
+    from backends.indexed_fs.group_commit import PyCommit
 
     from .core import ValueSource
 

@@ -27,7 +27,7 @@ import crc32c as _crc32c
 import numpy as np
 
 from ..base import CorruptDataError
-from .commit import pwrite_all as _native_pwrite_all
+from .group_commit import pwrite_all as _native_pwrite_all
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -55,7 +55,7 @@ def _os_pwrite_all(fd: int, data: bytes, off: int) -> None:
             done += os.pwrite(fd, view[done:], off + done)
 
 
-#: the append: C's pwrite that keeps the GIL (see commit.py) where built, else os.pwrite
+#: the append: C's pwrite that keeps the GIL (see group_commit.py) where built, else os.pwrite
 _pwrite_all = _native_pwrite_all or _os_pwrite_all
 
 #: how far ahead of the appends reserved space is turned into written zeros (Segment.append)

@@ -28,7 +28,7 @@ import numpy as np
 from ..base import Backend, BadOptionError, CorruptDataError, Option, StorageFullError
 from ..fsutil import lock_dir, open_data_dir, storage_errors
 from . import compaction, snapshot
-from .commit import committer
+from .group_commit import committer
 from .index import Entry, Index
 from .segment import (FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, list_segment_ids,
                       open_segment, resolve, walk)

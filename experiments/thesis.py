@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from workloads import runner
 
-from . import report
+from experiments import plots, results, tables
 
 FS_BACKENDS = ["default_fs", "indexed_fs"]
 PERSISTENT_BACKENDS = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
@@ -48,7 +48,7 @@ def backend_options(backend: str) -> dict[str, Any]:
     """Options for a fresh, isolated store: servers get their own namespace (no server is
     started here: one that is down makes the backend *skipped*)."""
     if backend in SERVER_BACKENDS:
-        import bench.services as services
+        import services
 
         return services.client_options(backend, f"thesis{uuid.uuid4().hex[:8]}")
     return {}
@@ -61,12 +61,12 @@ def _skip_reason(exc: BaseException) -> str:
 def _write(out_dir: str, name: str, doc: dict[str, Any]) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.json")
-    report.write_json(path, doc)
+    results.write_json(path, doc)
     return path
 
 
 def _plot(path: str, draw: Callable[[Any], None]) -> None:
-    plt = report._pyplot()
+    plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     draw(ax)
     ax.grid(True, alpha=0.3)
@@ -82,20 +82,20 @@ def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
     from workloads import core, session
 
     spec = core.preset("write-heavy")
-    results = []
+    entries = []
     for backend in FS_BACKENDS:
         # the thesis raised YCSB client threads until saturation: service latency vs throughput
         points = session.sweep(backend, {}, spec, threads_list=[1, 2, 4, 8, 16, 32],
                                point_seconds=1.0 if quick else 3.0,
                                on_point=lambda o: _say(f"fig4.1: {o.backend} {o.params}: " + (
                                    o.skipped or f"{o.run.throughput:.0f} ops/s")))
-        results += [report.outcome_json(o) for o in points]
-    doc = {"schema": report.SWEEP_SCHEMA, "experiment": "fig4.1", "workload": "write-heavy",
-           "quick": quick, "environment": report.environment(), "results": results}
-    report.plot_sweep(doc, os.path.join(out_dir, "fig4.1.png"))
-    print("\n".join(report.sweep_table(doc)))
+        entries += [results.outcome_json(o) for o in points]
+    doc = {"schema": results.SWEEP_SCHEMA, "experiment": "fig4.1", "workload": "write-heavy",
+           "quick": quick, "environment": results.environment(), "results": entries}
+    plots.plot_sweep(doc, os.path.join(out_dir, "fig4.1.png"))
+    print("\n".join(tables.sweep_table(doc)))
     best = {}
-    for e in results:
+    for e in entries:
         if not e["skipped"]:
             best[e["backend"]] = max(best.get(e["backend"], 0.0), e["throughput_ops_sec"])
     doc["summary"] = {"max_throughput_ops_sec": best}
@@ -146,7 +146,7 @@ def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
     for r in rows:
         print(f"{r['pes']:>9} {r['open_after_crash_ms']:>20.1f} {r['open_after_clean_ms']:>20.1f}")
     return {"schema": "ckptbench.thesis/1", "experiment": "fig4.2", "quick": quick,
-            "environment": report.environment(), "rows": rows}
+            "environment": results.environment(), "rows": rows}
 
 
 # ---------------------------------------------------------------------------------- fig 4.5/4.6
@@ -210,7 +210,7 @@ def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
         rr = by["default_fs"]["read"]["mean_us"] / max(by["indexed_fs"]["read"]["mean_us"], 1e-9)
         print(f"ours: indexed_fs writes {wr:.2f}x faster, reads {rr:.2f}x faster than default_fs")
     return {"schema": "ckptbench.thesis/1", "experiment": "fig4.5", "quick": quick,
-            "spec": vars(spec), "environment": report.environment(), "rows": rows}
+            "spec": vars(spec), "environment": results.environment(), "rows": rows}
 
 
 # ------------------------------------------------------------------------------------- fig 4.7
@@ -257,7 +257,7 @@ def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
         print(f"{r['backend']:<12} {r['pes']:>9} {r['write_rate']:>9.0f} {r['written']:>8} "
               f"{r['dropped']:>8}")
     return {"schema": "ckptbench.thesis/1", "experiment": "fig4.7", "quick": quick,
-            "events": events, "environment": report.environment(), "rows": rows}
+            "events": events, "environment": results.environment(), "rows": rows}
 
 
 # ----------------------------------------------------------------------------------- table 5.2
@@ -313,7 +313,7 @@ def table52(out_dir: str, quick: bool) -> dict[str, Any]:
               f"{f'{wr:.0f}' if wr else '-':>9} {f'{rd:.1f}' if rd else '-':>8} {qtext:<24}")
         r.update(dependency=dep, durability=dur)
     return {"schema": "ckptbench.thesis/1", "experiment": "table5.2",
-            "environment": report.environment(), "rows": list(rows.values())}
+            "environment": results.environment(), "rows": list(rows.values())}
 
 
 EXPERIMENTS: dict[str, Callable[[str, bool], dict[str, Any]]] = {

@@ -12,7 +12,7 @@ Four sections, each a list of rows that carry their full configuration (REFERENC
 * ``recovery`` — ``indexed_fs`` open time after a clean close (index snapshot) and after a
   SIGKILL with no snapshot (full scan), for ``recovery_keys`` keys.
 * ``rpc`` — NFS only: ONC RPC calls per durable append, per ``indexed_fs`` put and per
-  ``default_fs`` put, counted by :class:`bench.services.nfs.DelayProxy` run in this process
+  ``default_fs`` put, counted by :class:`services.nfs.DelayProxy` run in this process
   with no delay in front of the server.
 
 A medium that cannot be used (NFS server down, no /dev/shm) is kept as *skipped* with the reason.
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import runner
+from workloads import runner
 from backends.base import BadOptionError
 
 SCHEMA = "ckptbench.storage-compare/1"
@@ -73,7 +73,7 @@ def _quiet(_: str) -> None:
 def _nfs_default() -> Medium:
     """The server of ``bench services up nfs``; skipped (with the fix) when it is not running."""
     try:
-        import bench.services as services
+        import services
 
         st = services.status(["nfs"])[0]
         if not st.get("running"):
@@ -302,7 +302,7 @@ def table51(media: list[Medium], *, sizes: list[int], sync_ops: int,
 # --------------------------------------------------------------------------- write-heavy rows
 def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], seconds: float,
                 say: Progress = _quiet) -> list[dict[str, Any]]:
-    from bench.report import phase_json
+    from experiments.results import phase_json
     from workloads import core, session
 
     spec = core.preset("write-heavy", operations=ops)
@@ -387,7 +387,7 @@ def _free_port() -> int:
 def _proxied(url: str) -> tuple[str, Any]:
     """A counting :class:`DelayProxy` (no delay) in front of ``url``'s server, and the URL
     that goes through it.  Loopback servers only."""
-    from bench.services.nfs import MOUNT_PORT, DelayProxy, DEFAULT_PORT
+    from services.nfs import MOUNT_PORT, DelayProxy, DEFAULT_PORT
 
     p = urlsplit(url)
     if p.hostname not in ("127.0.0.1", "localhost"):
@@ -457,7 +457,7 @@ def run(media: list[Medium], *, ops: int = 10_000, sync_ops: int = 10_000, big: 
         wh_seconds: float = 20.0, recovery_keys: int = 10**5, rpc_ops: int = 200,
         say: Progress = _quiet) -> dict[str, Any]:
     """Every section over every medium; the JSON document (``schema`` :data:`SCHEMA`)."""
-    from bench.report import environment
+    from experiments.results import environment
 
     sizes = sizes or (SIZES + BIG_SIZES if big else SIZES)
     threads_list = threads_list or THREADS
@@ -598,7 +598,8 @@ def table_lines(doc: dict[str, Any]) -> list[str]:
 
 def plot(doc: dict[str, Any], path: str) -> None:
     """Four panels: Table 5.1 (log ops/s), write-heavy ops/s, recovery ms, RPCs per op."""
-    from bench.report import _ensure_dir, _pyplot
+    from experiments.plots import pyplot as _pyplot
+    from experiments.results import ensure_parent as _ensure_dir
 
     plt = _pyplot()
     rows = doc["rows"]

@@ -1,4 +1,4 @@
-"""``bench services up|down|status|kill [NAME...]``: the command line over :mod:`bench.services`."""
+"""``bench services up|down|status|kill [NAME...]``: the command line over :mod:`services`."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from . import MODULES, ServiceError, down, kill, status, up
-from .common import log
+from services import MODULES, ServiceError, down, kill, status, up
+from services.common import log
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.services.cli")
+    p = argparse.ArgumentParser(prog="python -m bench.services_cli")
     _configure(p)
     return run(p.parse_args(argv))
 

@@ -15,7 +15,7 @@ What runs, and why (decided after probing this machine):
 * **Clients never need the portmapper**: nfs-rs takes the ports in the URL
   (``nfsport=``/``mountport=``), see :func:`client_options`.
 * ``--rtt MS`` (``up(["nfs"], rtt=MS)``) puts a small asyncio TCP proxy (:class:`DelayProxy`,
-  ``python -m bench.services.nfs proxy``) in front of both ports, delaying each direction by
+  ``python -m services.nfs proxy``) in front of both ports, delaying each direction by
   ``MS/2`` to emulate a LAN hop (this kernel has no netem); clients then get the proxy's ports
   (NFS ``port+10000``, MOUNT ``20048+10000``).  asyncio timers have ~1 ms resolution.
 
@@ -186,7 +186,7 @@ def _start_proxy(ctx: ServiceContext, opts: dict) -> None:
         require_port_free(NAME, HOST, int(m.split(":")[0]), wait=5)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
-    spawn(helper, [sys.executable, "-m", "bench.services.nfs", "proxy", "--rtt", str(rtt),
+    spawn(helper, [sys.executable, "-m", "services.nfs", "proxy", "--rtt", str(rtt),
                    *[a for m in maps for a in ("--map", m)]], env=env, cwd=PROJECT_ROOT)
     wait_until(helper, lambda: all(port_open(HOST, int(m.split(":")[0])) for m in maps), 15,
                "the --rtt delay proxy")
@@ -378,7 +378,7 @@ class DelayProxy:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.services.nfs")
+    p = argparse.ArgumentParser(prog="python -m services.nfs")
     sub = p.add_subparsers(dest="cmd", required=True)
     proxy = sub.add_parser("proxy", help="run the --rtt TCP delay proxy in the foreground")
     proxy.add_argument("--rtt", type=float, default=0.0, help="round-trip delay in ms")

@@ -3,7 +3,7 @@
 ``none`` does not touch a backend, so it runs once and is the denominator of every ratio; the
 ``spark-state`` baseline (Spark's own RocksDB state store) runs once too unless disabled.  Path
 backends get a fresh temporary directory per run; server backends (redis, hbase, minio) are
-started/located through :mod:`bench.services` and get their own namespace per run (plus the
+started/located through :mod:`services` and get their own namespace per run (plus the
 job's own ``<jobId>/<owner>/`` key prefix).  With ``--fail-at`` every checkpointing run injects
 those failures, so its throughput includes the recovery.
 """
@@ -16,8 +16,8 @@ import tempfile
 import uuid
 from typing import Any
 
-from .conf import PREFIX, from_conf, to_conf
-from .runner import JobSpec, run_job
+from spark_integration.conf import PREFIX, from_conf, to_conf
+from spark_integration.runner import JobSpec, run_job
 
 SPARK_STATE = "spark-state"
 
@@ -28,7 +28,7 @@ def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
 
     if "path" in backend_class(backend).all_options():
         return {"path": f"{tmp}/{namespace}"}
-    import bench.services as services
+    import services
 
     services.up([backend])
     return dict(services.client_options(backend, namespace))
@@ -38,7 +38,7 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
             interval: int, tmp: str) -> dict[str, Any]:
     """One combination -> a row of the table (metrics summary + identifiers)."""
     if protocol == SPARK_STATE:
-        from .spark_state import run_spark_state
+        from spark_integration.spark_state import run_spark_state
 
         metrics = run_spark_state(spark, spec)
     else:

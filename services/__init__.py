@@ -1,6 +1,6 @@
 """Real servers for the networked backends: install, start, stop, status, crash and restart them.
 
-The Python API used by tests and by ``bench services`` (see :mod:`bench.services.cli`)::
+The Python API used by tests and by ``bench services`` (see :mod:`services_cli`)::
 
     up(["redis"], durability="always")   # install if missing, start, wait until it answers
     client_options("redis", "t1")        # options for open_backend("redis", **opts), isolated
@@ -8,7 +8,7 @@ The Python API used by tests and by ``bench services`` (see :mod:`bench.services
     status(["redis"]); down(["redis"])
 
 Service modules are imported lazily from :data:`MODULES`; each follows the contract in
-:mod:`bench.services.common`.  Options such as ``durability`` or ``port`` are handed only to the
+:mod:`services.common`.  Options such as ``durability`` or ``port`` are handed only to the
 services whose ``start`` declares a parameter of that name.
 """
 
@@ -23,11 +23,11 @@ from typing import Any, Iterable
 from .common import ServiceContext, ServiceError, kill_pid, load_options, log
 
 MODULES: dict[str, str] = {
-    "redis": "bench.services.redis",
-    "hbase": "bench.services.hbase",
-    "minio": "bench.services.minio",
-    "nfs": "bench.services.nfs",
-    "spark": "bench.services.spark",  # standalone master + worker (no server backend: a cluster)
+    "redis": "services.redis",
+    "hbase": "services.hbase",
+    "minio": "services.minio",
+    "nfs": "services.nfs",
+    "spark": "services.spark",  # standalone master + worker (no server backend: a cluster)
 }
 
 __all__ = ["MODULES", "ServiceError", "install", "up", "down", "status", "kill", "restart",
