@@ -33,14 +33,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, NoReturn, Sequence
+from typing import Any, Sequence
 
 from backends import (
     BadOptionError,
     CkptError,
     UnknownBackendError,
     backend_class,
-    backend_names,
     open_backend,
     parse_kv,
 )
@@ -49,58 +48,35 @@ from workloads.core import PRESETS, WorkloadError
 
 from experiments import plots, results, tables
 
-from . import report, spark_clients_cli
+from . import experiments_cli, report, spark_cli, spark_clients_cli
+from .args import (
+    EXIT_RUNTIME,
+    EXIT_USAGE,
+    PROG,
+    Parser,
+    UsageError,
+    add_backend_args,
+    add_cpus_arg,
+    csv_list,
+    positive_float,
+    positive_int,
+    proportion,
+)
 from .progress import ProgressBar
 
-PROG = "bench"
-EXIT_RUNTIME = 1
-EXIT_USAGE = 2
 
 
-class UsageError(Exception):
-    """A command line that cannot work; printed as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (no usage dump)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
 
 
 # ------------------------------------------------------------------------------------- parsing
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
 
 
-def _proportion(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
-def _add_backend_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", required=True, metavar="NAME",
-                   help=f"checkpoint store: {', '.join(backend_names())}")
-    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="backend option, repeatable (e.g. --opt path=/data/ckpt); file backends "
-                        "default to a fresh temporary directory removed after the run")
-    p.add_argument("--durability", metavar="MODE",
-                   help="durability mode of the backend (its first mode by default)")
-    p.add_argument("--json", metavar="FILE", help="also write machine-readable results here")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1: reproducible)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
 def _add_workload_parser(sub: Any, name: str) -> None:
@@ -114,20 +90,20 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                     "Proportions are weights (normalized to sum 1); where the preset mixes only "
                     "reads and updates, --read-proportion alone sets update = 1 - read.",
     )
-    _add_backend_args(p)
+    add_backend_args(p)
     _add_spec_args(p, spec)
     p.add_argument("--processes", type=int, default=1, metavar="N",
                    help="client processes, each with --threads threads (beyond the GIL; "
                         "histograms merged exactly).  memory: each process has its own store; "
                         "file backends lock their directory and refuse N > 1")
     spark_clients_cli.add_arguments(p)
-    _add_cpus_arg(p)
-    p.add_argument("--target", type=_positive_float, metavar="OPS",
+    add_cpus_arg(p)
+    p.add_argument("--target", type=positive_float, metavar="OPS",
                    help="target ops/s over all processes and threads; adds Intended-<OP> "
                         "latencies")
     p.add_argument("--skip-load", action="store_true",
                    help="do not load (the store at --opt path= already holds the records)")
-    p.add_argument("--status-interval", type=_positive_float, metavar="SECONDS",
+    p.add_argument("--status-interval", type=positive_float, metavar="SECONDS",
                    help="print a status line to stderr this often")
     p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
     if name == "write-heavy":
@@ -142,38 +118,33 @@ def _add_workload_parser(sub: Any, name: str) -> None:
 def _add_spec_args(p: argparse.ArgumentParser, spec: core.WorkloadSpec | None) -> None:
     """The workload's YCSB property overrides (shared by a run, ``compare`` and ``sweep``)."""
     dflt = (lambda v: f" (default {v})") if spec is not None else (lambda v: "")
-    p.add_argument("--records", type=_positive_int,
+    p.add_argument("--records", type=positive_int,
                    help="records loaded" + dflt(spec.records if spec else None))
-    p.add_argument("--ops", type=_positive_int,
+    p.add_argument("--ops", type=positive_int,
                    help="operations run" + dflt(spec.operations if spec else None))
-    p.add_argument("--duration", type=_positive_float, metavar="SECONDS",
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS",
                    help="stop the run phase after this long (with --ops: whichever comes first)")
-    p.add_argument("--value-size", type=_positive_int,
+    p.add_argument("--value-size", type=positive_int,
                    help="bytes per value" + dflt(spec.value_size if spec else None))
-    p.add_argument("--read-proportion", type=_proportion)
-    p.add_argument("--update-proportion", type=_proportion)
-    p.add_argument("--insert-proportion", type=_proportion)
-    p.add_argument("--scan-proportion", type=_proportion)
-    p.add_argument("--rmw-proportion", type=_proportion, help="read-modify-write proportion")
+    p.add_argument("--read-proportion", type=proportion)
+    p.add_argument("--update-proportion", type=proportion)
+    p.add_argument("--insert-proportion", type=proportion)
+    p.add_argument("--scan-proportion", type=proportion)
+    p.add_argument("--rmw-proportion", type=proportion, help="read-modify-write proportion")
     p.add_argument("--distribution", "--request-distribution", dest="distribution",
                    choices=core.DISTRIBUTIONS,
                    help="key popularity" + dflt(spec.distribution if spec else None))
-    p.add_argument("--max-scan-length", type=_positive_int, help="longest scan (default 100)")
+    p.add_argument("--max-scan-length", type=positive_int, help="longest scan (default 100)")
     p.add_argument("--threads", type=int, default=1, help="client threads (default 1)")
     p.add_argument("--load-batch", type=int, default=1000, metavar="N",
                    help="keys per put_many in the load phase; 1 = one put per key, measured as "
                         "INSERT like YCSB (default 1000)")
 
 
-def _add_cpus_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cpus", metavar="LIST|irq",
-                   help="run the whole benchmark process on these CPUs (e.g. 1 or 0,2-3, as "
-                        "taskset -c); 'irq': the CPUs taking most of the data disk's interrupts. "
-                        "Default: wherever the scheduler puts it")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in PRESETS:
         _add_workload_parser(sub, name)
@@ -181,10 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("recovery", help="load N keys, close (or crash), reopen, verify all",
                        description="Time reopening a store after a clean close or a SIGKILL "
                                    "(--crash), then read back and verify every key.")
-    _add_backend_args(p)
-    p.add_argument("--records", type=_positive_int, default=10_000,
+    add_backend_args(p)
+    p.add_argument("--records", type=positive_int, default=10_000,
                    help="keys loaded and verified (default 10000)")
-    p.add_argument("--value-size", type=_positive_int, default=1024)
+    p.add_argument("--value-size", type=positive_int, default=1024)
     p.add_argument("--crash", action="store_true",
                    help="load in a child process that is SIGKILLed before it closes the store")
     p.add_argument("--load-batch", type=int, default=1000, metavar="N")
@@ -195,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # hidden: the child side of `recovery --crash`
     p = sub.add_parser("_recovery-load")
-    _add_backend_args(p)
+    add_backend_args(p)
     p.add_argument("--records", type=int, required=True)
     p.add_argument("--value-size", type=int, required=True)
     p.add_argument("--load-batch", type=int, default=1000)
@@ -204,13 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_checkpoint_parser(sub)
     _add_compare_parsers(sub)
-    _add_thesis_parser(sub)
-    _add_peer_parser(sub)
-    from . import storage_compare_cli
-
-    storage_compare_cli.add_parser(sub)
+    experiments_cli.add_parsers(sub)
     _add_services(sub)
-    _add_spark(sub)
+    spark_cli.add_parsers(sub)
     return parser
 
 
@@ -233,16 +200,16 @@ def _add_checkpoint_parser(sub: Any) -> None:
                     "queue -> bounded drop-oldest storage queue -> writer threads -> callback). "
                     "Prints checkpoints written/dropped/failed and CHECKPOINT-WRITE latencies.",
         epilog=CHECKPOINT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_backend_args(p)
+    add_backend_args(p)
     p.add_argument("--rate", type=float, default=400.0,
                    help="events/s, paced to intended times; 0 = unpaced (default 400)")
-    p.add_argument("--events", type=_positive_int, default=10_000, help="events (default 10000)")
-    p.add_argument("--pes", type=_positive_int, default=1000, help="distinct words/PEs (default 1000)")
-    p.add_argument("--queue", type=_positive_int, default=1000,
+    p.add_argument("--events", type=positive_int, default=10_000, help="events (default 10000)")
+    p.add_argument("--pes", type=positive_int, default=1000, help="distinct words/PEs (default 1000)")
+    p.add_argument("--queue", type=positive_int, default=1000,
                    help="storage queue capacity (default 1000, S4's)")
-    p.add_argument("--serialization-queue", type=_positive_int, default=1000, metavar="N",
+    p.add_argument("--serialization-queue", type=positive_int, default=1000, metavar="N",
                    help="serialization queue capacity (default 1000, S4's)")
-    p.add_argument("--writers", type=_positive_int, default=1, help="writer threads (default 1)")
+    p.add_argument("--writers", type=positive_int, default=1, help="writer threads (default 1)")
     p.add_argument("--skew", type=float, default=0.99,
                    help="zipfian constant of the word stream; 0 = uniform (default 0.99)")
     p.add_argument("--crash-recover", action="store_true",
@@ -254,75 +221,10 @@ def _add_checkpoint_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_checkpoint)
 
 
-def _csv_list(kind: type) -> Any:
-    def parse(text: str) -> list:
-        try:
-            items = [kind(x) for x in text.split(",") if x.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
-        if not items:
-            raise argparse.ArgumentTypeError("the list is empty")
-        return items
-    return parse
 
 
-def _add_peer_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "peer", help="our backend beside the server's own load tool (redis-benchmark)",
-        description="Runs redis-benchmark -t set, then --clients processes putting through the "
-                    "redis backend, then redis-benchmark again: same server, value size, "
-                    "connections and pipeline depth (put_many of --pipeline keys).  The ratio "
-                    "uses the mean of the two redis-benchmark runs.  Keys are left on the server "
-                    "under the backend's prefix (default ckptbench-peer:).")
-    p.add_argument("server", choices=["redis"])
-    p.add_argument("--clients", type=int, default=1, help="connections / client processes (default 1)")
-    p.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
-    p.add_argument("--ops", type=int, default=20000)
-    p.add_argument("--value-size", type=int, default=1024)
-    p.add_argument("--rounds", type=int, default=1,
-                   help="alternate (ours, redis-benchmark) this many times after the first "
-                        "redis-benchmark run; the ratio is the median round's (default 1)")
-    p.add_argument("--placement", choices=["cross", "same", "any"], default="cross",
-                   help="CPUs of a local server and of both clients: cross (default: server on one "
-                        "CPU, clients on the others), same (all on one), any (the scheduler's "
-                        "choice, which makes single-connection figures swing ~2x)")
-    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="redis backend option (host, port, password, prefix, ...)")
-    p.add_argument("--json", metavar="FILE")
-    p.set_defaults(func=cmd_peer)
 
 
-def cmd_peer(args: argparse.Namespace) -> int:
-    from experiments import peers as peer
-
-    if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
-        raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
-    options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
-    open_backend("redis", **options).close()  # a clear error now if the server is not there
-    res = peer.compare_redis(options, clients=args.clients, pipeline=args.pipeline,
-                             ops=args.ops, value_size=args.value_size, place=args.placement,
-                             rounds=args.rounds)
-    lines = [f"[PEER], Clients, {res.clients}", f"[PEER], Pipeline, {res.pipeline}",
-             f"[PEER], Placement, {res.placement}",
-             f"[PEER], redis-benchmark Throughput(ops/sec), {res.peer_throughput[0]!r}"]
-    for i, (ours, ratio) in enumerate(zip(res.ours_rounds, res.ratios)):
-        tag = "" if len(res.ours_rounds) == 1 else f" round {i + 1}"
-        lines += [f"[PEER], ckptbench{tag} Throughput(ops/sec), {ours!r}",
-                  f"[PEER], redis-benchmark-again{tag} Throughput(ops/sec), "
-                  f"{res.peer_throughput[i + 1]!r}"]
-        if tag:
-            lines.append(f"[PEER], Ratio{tag}, {ratio!r}")
-    lines.append(f"[PEER], Ratio, {res.ratio!r}")
-    report.print_lines(lines)
-    if args.json:
-        results.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
-                                       "clients": res.clients, "pipeline": res.pipeline,
-                                       "ops": res.ops, "value_size": res.value_size,
-                                       "placement": res.placement,
-                                       "peer_throughput": res.peer_throughput,
-                                       "ours_throughput": res.ours_rounds,
-                                       "round_ratios": res.ratios, "ratio": res.ratio})
-    return 0
 
 
 def _add_compare_parsers(sub: Any) -> None:
@@ -334,7 +236,7 @@ def _add_compare_parsers(sub: Any) -> None:
                            "open are reported as skipped with the reason.")
         p.add_argument("workload", choices=list(PRESETS), metavar="WORKLOAD",
                        help=", ".join(PRESETS))
-        p.add_argument("--backends", type=_csv_list(str), required=True, metavar="A,B,...")
+        p.add_argument("--backends", type=csv_list(str), required=True, metavar="A,B,...")
         p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                        help="option given to every backend that has it")
         p.add_argument("--seed", type=int, default=1)
@@ -344,16 +246,16 @@ def _add_compare_parsers(sub: Any) -> None:
                        help=f"chart (default results/{name}-<workload>.png)")
         p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
         _add_spec_args(p, None)
-        _add_cpus_arg(p)
+        add_cpus_arg(p)
         if name == "compare":
-            p.add_argument("--target", type=_positive_float, metavar="OPS")
+            p.add_argument("--target", type=positive_float, metavar="OPS")
             p.set_defaults(func=cmd_compare)
         else:
             p.add_argument("--targets", default="auto", metavar="R1,R2,...|auto",
                            help="target rates to try (default auto: 100, 200, 400, ...)")
-            p.add_argument("--threads-sweep", type=_csv_list(int), metavar="1,2,4,...",
+            p.add_argument("--threads-sweep", type=csv_list(int), metavar="1,2,4,...",
                            help="sweep the thread count instead of the target rate")
-            p.add_argument("--point-seconds", type=_positive_float, default=3.0,
+            p.add_argument("--point-seconds", type=positive_float, default=3.0,
                            help="length of each point (default 3 s)")
             p.add_argument("--rounds", type=int, default=1, metavar="N",
                            help="run the whole sweep N times, backends interleaved, and print "
@@ -368,26 +270,6 @@ def _add_compare_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_report)
 
 
-def _add_thesis_parser(sub: Any) -> None:
-    from experiments import thesis as experiments
-
-    p = sub.add_parser("thesis", help="reproduce one of the S4 thesis' experiments",
-                       description="Run one thesis experiment; writes results/<name>.json and "
-                                   ".png and prints the thesis' figure beside ours.  table5.2 "
-                                   "is built from the other experiments' JSON.")
-    p.add_argument("experiment", choices=list(experiments.EXPERIMENTS))
-    p.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not tens)")
-    p.add_argument("--out", default="results", metavar="DIR", help="output directory")
-    p.set_defaults(func=lambda args: (experiments.run(args.experiment, args.out, args.quick), 0)[1])
-
-
-def _add_spark(sub: Any) -> None:
-    """``bench spark`` and ``bench spark-matrix`` come from spark_integration.cli (pyspark is
-    imported only when they run)."""
-    from spark_integration import cli as spark_cli
-
-    spark_cli.add_parser(sub).set_defaults(func=spark_cli.run)
-    spark_cli.add_matrix_parser(sub).set_defaults(func=spark_cli.run_matrix)
 
 
 def _add_services(sub: Any) -> None:
@@ -396,8 +278,6 @@ def _add_services(sub: Any) -> None:
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
 
 
-def _fail_usage(message: str) -> int:
-    raise UsageError(message)
 
 
 # ------------------------------------------------------------------------------------- helpers
@@ -839,7 +719,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     _place(args, args.backends, options)
     targets = None
     if args.targets != "auto" and not args.threads_sweep:
-        targets = _csv_list(float)(args.targets)
+        targets = csv_list(float)(args.targets)
     entries = []
     for r in range(args.rounds):
         tag = f" round {r + 1}" if args.rounds > 1 else ""

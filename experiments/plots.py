@@ -106,3 +106,19 @@ def plot_results(docs: list[dict[str, Any]], path: str) -> None:
         else:
             raise ValueError(f"not a ckptbench result (schema {d.get('schema')!r})")
     plot_compare({"workload": docs[0].get("workload"), "results": results}, path)
+
+
+def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
+    """Three panels: throughput, checkpoint time, recovery time — one bar per combination."""
+    plt = pyplot()
+    labels = [r["protocol"] if r["backend"] == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(max(10, 1.4 * len(rows) * 1.5), 4.5))
+    for ax, key, title in zip(axes, ("throughput", "checkpoint_ms", "recovery_ms"),
+                              ("Throughput (events/s)", "Checkpoint time (ms)", "Recovery time (ms)")):
+        ax.bar(range(len(rows)), [r[key] for r in rows], color="tab:blue")
+        ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+        ax.set_title(title)
+    fig.tight_layout()
+    ensure_parent(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

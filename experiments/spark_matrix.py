@@ -97,25 +97,6 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines)
 
 
-def plot(rows: list[dict[str, Any]], path: str) -> None:
-    """Three panels: throughput, checkpoint time, recovery time — one bar per combination."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [r["protocol"] if r["backend"] == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(max(10, 1.4 * len(rows) * 1.5), 4.5))
-    for ax, key, title in zip(axes, ("throughput", "checkpoint_ms", "recovery_ms"),
-                              ("Throughput (events/s)", "Checkpoint time (ms)", "Recovery time (ms)")):
-        ax.bar(range(len(rows)), [r[key] for r in rows], color="tab:blue")
-        ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
-        ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def write_json(rows: list[dict[str, Any]], spec: JobSpec, fail_at: list[int], path: str) -> None:
     from dataclasses import asdict
 
@@ -123,4 +104,4 @@ def write_json(rows: list[dict[str, Any]], spec: JobSpec, fail_at: list[int], pa
         json.dump({"job": asdict(spec), "fail_at": fail_at, "rows": rows}, f, indent=2)
 
 
-__all__ = ["run_matrix", "format_table", "plot", "write_json", "PREFIX"]
+__all__ = ["run_matrix", "format_table", "write_json", "PREFIX"]

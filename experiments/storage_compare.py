@@ -507,7 +507,7 @@ def table_lines(doc: dict[str, Any]) -> list[str]:
     ran = [m["name"] for m in media if not m["skipped"]]
     names = [m["name"] for m in media]
     base = ran[0] if ran else None
-    lines = [f"storage-compare: media " + ", ".join(
+    lines = ["storage-compare: media " + ", ".join(
         f"{m['name']}={m['location'] or '-'}" for m in media)]
     for m in media:
         if m["skipped"]:

@@ -157,7 +157,8 @@ def add_matrix_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_matrix(args: argparse.Namespace) -> int:
     from backends import backend_class
 
-    from experiments.spark_matrix import format_table, plot, run_matrix as run_all, write_json
+    from experiments.plots import plot_spark_matrix as plot
+    from experiments.spark_matrix import format_table, run_matrix as run_all, write_json
     from .runner import JobSpec, build_session
     from .spark_state import STATE_CONF
 

@@ -6,7 +6,8 @@ import argparse
 import json
 
 from spark_integration.cli import add_matrix_parser, run_matrix
-from experiments.spark_matrix import format_table, plot, write_json
+from experiments.plots import plot_spark_matrix as plot
+from experiments.spark_matrix import format_table, write_json
 from spark_integration.runner import JobSpec
 
 ROWS = [

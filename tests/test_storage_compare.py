@@ -13,7 +13,7 @@ import os
 import pytest
 
 from backends.base import BadOptionError
-from bench import storage_compare_cli as cli
+from bench import cli
 from tests.conftest import nfs_dir
 from experiments import storage_compare as sc
 
@@ -22,15 +22,13 @@ QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2"
 
 
 def _args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="bench")
-    cli.add_parser(parser.add_subparsers(dest="cmd", required=True))
-    return parser.parse_args(["storage-compare", *argv])
+    return cli.build_parser().parse_args(["storage-compare", *argv])
 
 
 def _run(tmp_path, media: str, capsys) -> tuple[dict, str]:
     out_json, out_png = tmp_path / "sc.json", tmp_path / "sc.png"
-    rc = cli.run(_args(["--media", media, *QUICK, "--json", str(out_json),
-                        "--plot", str(out_png)]))
+    rc = cli.main(["storage-compare", "--media", media, *QUICK, "--json", str(out_json),
+                   "--plot", str(out_png)])
     assert rc == 0
     assert out_png.stat().st_size > 10_000  # a real chart, not an empty file
     doc = json.loads(out_json.read_text())

@@ -1,0 +1,188 @@
+"""``bench thesis``, ``bench peer`` and ``bench storage-compare``: parse, call :mod:`experiments`, print."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from backends import open_backend, parse_kv
+from experiments import results
+
+from . import report
+from .args import UsageError
+
+
+def add_parsers(sub: Any) -> None:
+    _add_thesis_parser(sub)
+    _add_peer_parser(sub)
+    _add_storage_compare_parser(sub)
+
+
+
+def _add_peer_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "peer", help="our backend beside the server's own load tool (redis-benchmark)",
+        description="Runs redis-benchmark -t set, then --clients processes putting through the "
+                    "redis backend, then redis-benchmark again: same server, value size, "
+                    "connections and pipeline depth (put_many of --pipeline keys).  The ratio "
+                    "uses the mean of the two redis-benchmark runs.  Keys are left on the server "
+                    "under the backend's prefix (default ckptbench-peer:).")
+    p.add_argument("server", choices=["redis"])
+    p.add_argument("--clients", type=int, default=1, help="connections / client processes (default 1)")
+    p.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
+    p.add_argument("--ops", type=int, default=20000)
+    p.add_argument("--value-size", type=int, default=1024)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="alternate (ours, redis-benchmark) this many times after the first "
+                        "redis-benchmark run; the ratio is the median round's (default 1)")
+    p.add_argument("--placement", choices=["cross", "same", "any"], default="cross",
+                   help="CPUs of a local server and of both clients: cross (default: server on one "
+                        "CPU, clients on the others), same (all on one), any (the scheduler's "
+                        "choice, which makes single-connection figures swing ~2x)")
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="redis backend option (host, port, password, prefix, ...)")
+    p.add_argument("--json", metavar="FILE")
+    p.set_defaults(func=cmd_peer)
+
+
+def cmd_peer(args: argparse.Namespace) -> int:
+    from experiments import peers as peer
+
+    if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
+        raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
+    options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
+    open_backend("redis", **options).close()  # a clear error now if the server is not there
+    res = peer.compare_redis(options, clients=args.clients, pipeline=args.pipeline,
+                             ops=args.ops, value_size=args.value_size, place=args.placement,
+                             rounds=args.rounds)
+    lines = [f"[PEER], Clients, {res.clients}", f"[PEER], Pipeline, {res.pipeline}",
+             f"[PEER], Placement, {res.placement}",
+             f"[PEER], redis-benchmark Throughput(ops/sec), {res.peer_throughput[0]!r}"]
+    for i, (ours, ratio) in enumerate(zip(res.ours_rounds, res.ratios)):
+        tag = "" if len(res.ours_rounds) == 1 else f" round {i + 1}"
+        lines += [f"[PEER], ckptbench{tag} Throughput(ops/sec), {ours!r}",
+                  f"[PEER], redis-benchmark-again{tag} Throughput(ops/sec), "
+                  f"{res.peer_throughput[i + 1]!r}"]
+        if tag:
+            lines.append(f"[PEER], Ratio{tag}, {ratio!r}")
+    lines.append(f"[PEER], Ratio, {res.ratio!r}")
+    report.print_lines(lines)
+    if args.json:
+        results.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
+                                       "clients": res.clients, "pipeline": res.pipeline,
+                                       "ops": res.ops, "value_size": res.value_size,
+                                       "placement": res.placement,
+                                       "peer_throughput": res.peer_throughput,
+                                       "ours_throughput": res.ours_rounds,
+                                       "round_ratios": res.ratios, "ratio": res.ratio})
+    return 0
+
+
+def _add_thesis_parser(sub: Any) -> None:
+    from experiments import thesis as experiments
+
+    p = sub.add_parser("thesis", help="reproduce one of the S4 thesis' experiments",
+                       description="Run one thesis experiment; writes results/<name>.json and "
+                                   ".png and prints the thesis' figure beside ours.  table5.2 "
+                                   "is built from the other experiments' JSON.")
+    p.add_argument("experiment", choices=list(experiments.EXPERIMENTS))
+    p.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not tens)")
+    p.add_argument("--out", default="results", metavar="DIR", help="output directory")
+    p.set_defaults(func=lambda args: (experiments.run(args.experiment, args.out, args.quick), 0)[1])
+
+
+DEFAULT_PLOT = "results/storage-compare.png"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 10000 or 1e4)") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _add_storage_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "storage-compare",
+        help="the same workloads over local disk, tmpfs and NFS: Table 5.1, write-heavy, "
+             "recovery, RPCs per op",
+        description="Runs the thesis' Table 5.1 (10-byte sequential vs random writes, with and "
+                    "without sync), write-heavy on default_fs and indexed_fs (1 and 16 threads), "
+                    "indexed_fs recovery after a clean close and after a crash, and the NFS RPC "
+                    "count per durable append / file-per-key write, over each medium.  Default "
+                    "media: a temp dir under the working directory (local), one under /dev/shm "
+                    "(tmpfs) and the server of `bench services up nfs` (nfs); a medium that is "
+                    "not available is reported as skipped.  A kernel NFS mount is local:/mnt/DIR.")
+    p.add_argument("--media", metavar="KIND[:LOC],...",
+                   help="comma-separated local[:DIR], tmpfs[:DIR], nfs[:nfs://HOST/EXPORT/DIR?"
+                        "version=3|4.1] (default: local,tmpfs,nfs)")
+    p.add_argument("--ops", type=_positive, default=10_000,
+                   help="write-heavy operations per run (default 10000, the thesis' count)")
+    p.add_argument("--sync-ops", type=_positive, default=10_000,
+                   help="cap for Table 5.1 runs paying one durable write per op (synced ops; "
+                        "random writes over NFS) (default 10000)")
+    p.add_argument("--sizes", help="Table 5.1 op counts, comma-separated (default 1e5,1e6; "
+                                   "--big adds 1e7,1e8)")
+    p.add_argument("--big", action="store_true", help="also 10^7 and 10^8 ops in Table 5.1")
+    p.add_argument("--threads", default="1,16", help="write-heavy client threads (default 1,16)")
+    p.add_argument("--seconds", type=float, default=20.0,
+                   help="upper bound per write-heavy run in seconds (default 20)")
+    p.add_argument("--recovery-keys", type=_positive, default=100_000,
+                   help="keys loaded for the recovery rows (default 100000)")
+    p.add_argument("--rpc-ops", type=_positive, default=200,
+                   help="operations per RPC-count row (default 200)")
+    p.add_argument("--json", metavar="F", help="write every row with its configuration to F")
+    p.add_argument("--plot", metavar="F.png", default=DEFAULT_PLOT,
+                   help=f"PNG chart (default {DEFAULT_PLOT})")
+    p.set_defaults(func=cmd_storage_compare)
+    return p
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    from backends.base import BadOptionError
+
+    try:
+        values = [int(float(x)) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadOptionError(f"{flag} {text!r}: give comma-separated numbers, e.g. 1e5,1e6") from None
+    if not values or min(values) < 1:
+        raise BadOptionError(f"{flag} {text!r}: give comma-separated positive numbers")
+    return values
+
+
+def cmd_storage_compare(args: argparse.Namespace) -> int:
+    from backends.base import CkptError
+    from experiments import results
+    from experiments import storage_compare as sc
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    try:
+        sizes = _ints(args.sizes, "--sizes") if args.sizes else None
+        if sizes and args.big:
+            sizes += sc.BIG_SIZES
+        threads = _ints(args.threads, "--threads")
+        media = sc.parse_media(args.media)
+    except (CkptError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for m in media:
+        if m.skipped:
+            say(f"storage-compare: {m.name} skipped: {m.skipped}")
+    doc = sc.run(media, ops=args.ops, sync_ops=args.sync_ops, big=args.big, sizes=sizes,
+                 threads_list=threads, wh_seconds=args.seconds,
+                 recovery_keys=args.recovery_keys, rpc_ops=args.rpc_ops, say=say)
+    print("\n".join(sc.table_lines(doc)))
+    if args.json:
+        results.ensure_parent(args.json)
+        results.write_json(args.json, doc)
+        say(f"storage-compare: wrote {args.json}")
+    if args.plot:
+        sc.plot(doc, args.plot)
+        say(f"storage-compare: wrote {args.plot}")
+    return 0
