@@ -4,9 +4,16 @@ the backend and ``--cpus`` options.  Commands' own parsers live beside their com
 from __future__ import annotations
 
 import argparse
+import sys
+import tempfile
 from typing import Any, NoReturn
 
-from backends import backend_names
+from backends import CkptError, backend_class, backend_names, parse_kv
+from experiments.spec import Bar, ProgressFactory
+from workloads import core, placement
+from workloads.runner import ClientSettings
+
+from .progress import ProgressBar
 
 PROG = "bench"
 EXIT_RUNTIME = 1
@@ -75,3 +82,110 @@ def add_cpus_arg(p: argparse.ArgumentParser) -> None:
                    help="run the whole benchmark process on these CPUs (e.g. 1 or 0,2-3, as "
                         "taskset -c); 'irq': the CPUs taking most of the data disk's interrupts. "
                         "Default: wherever the scheduler puts it")
+
+
+def add_spec_args(p: argparse.ArgumentParser, spec: core.WorkloadSpec | None) -> None:
+    """The workload's YCSB property overrides (shared by a run, ``compare`` and ``sweep``)."""
+    dflt = (lambda v: f" (default {v})") if spec is not None else (lambda v: "")
+    p.add_argument("--records", type=positive_int,
+                   help="records loaded" + dflt(spec.records if spec else None))
+    p.add_argument("--ops", type=positive_int,
+                   help="operations run" + dflt(spec.operations if spec else None))
+    p.add_argument("--duration", type=positive_float, metavar="SECONDS",
+                   help="stop the run phase after this long (with --ops: whichever comes first)")
+    p.add_argument("--value-size", type=positive_int,
+                   help="bytes per value" + dflt(spec.value_size if spec else None))
+    p.add_argument("--read-proportion", type=proportion)
+    p.add_argument("--update-proportion", type=proportion)
+    p.add_argument("--insert-proportion", type=proportion)
+    p.add_argument("--scan-proportion", type=proportion)
+    p.add_argument("--rmw-proportion", type=proportion, help="read-modify-write proportion")
+    p.add_argument("--distribution", "--request-distribution", dest="distribution",
+                   choices=core.DISTRIBUTIONS,
+                   help="key popularity" + dflt(spec.distribution if spec else None))
+    p.add_argument("--max-scan-length", type=positive_int, help="longest scan (default 100)")
+    p.add_argument("--threads", type=int, default=1, help="client threads (default 1)")
+    p.add_argument("--load-batch", type=int, default=1000, metavar="N",
+                   help="keys per put_many in the load phase; 1 = one put per key, measured as "
+                        "INSERT like YCSB (default 1000)")
+
+
+# ------------------------------------------------------------------ from arguments to settings
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--opt`` and ``--durability`` as backend options, checked before any work starts."""
+    options: dict[str, Any] = dict(parse_kv(args.opt))
+    if args.durability is not None:
+        if "durability" in options and options["durability"] != args.durability:
+            raise UsageError("--durability and --opt durability= disagree; give only one")
+        options["durability"] = args.durability
+    cls = backend_class(args.backend)  # UnknownBackendError names the valid ones
+    cls.parse_options(options)  # BadOptionError before any work starts
+    return options
+
+
+def workload_spec(args: argparse.Namespace) -> core.WorkloadSpec:
+    """The preset named by the command, with the command line's overrides."""
+    base = core.PRESETS[args.workload]
+    overrides = dict(
+        records=args.records, operations=args.ops, value_size=args.value_size,
+        read=args.read_proportion, update=args.update_proportion,
+        insert=args.insert_proportion, scan=args.scan_proportion, rmw=args.rmw_proportion,
+        distribution=args.distribution, max_scan_length=args.max_scan_length,
+    )
+    read_update_only = base.insert == base.scan == base.rmw == 0
+    if read_update_only and args.read_proportion is not None and args.update_proportion is None:
+        overrides["update"] = max(0.0, 1.0 - args.read_proportion)
+    return core.preset(args.workload, **overrides)
+
+
+def client_settings(args: argparse.Namespace) -> ClientSettings:
+    return ClientSettings(threads=args.threads, operations=args.ops, duration=args.duration,
+                          target=getattr(args, "target", None), seed=args.seed,
+                          load_batch=args.load_batch)
+
+
+def config(args: argparse.Namespace, options: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """Every option as given, for the JSON's ``config``."""
+    out = {k: v for k, v in vars(args).items() if k not in ("func", "opt")}
+    out["backend_options"] = dict(options)
+    out.update(extra)
+    return out
+
+
+def progress(args: argparse.Namespace) -> ProgressFactory:
+    """Progress bars on stderr (off with ``--no-progress`` or when stderr is not a TTY)."""
+    enabled = not getattr(args, "no_progress", False)
+
+    def bar(label: str, total: int | None) -> Bar:
+        return ProgressBar(label, total, enabled=enabled)
+
+    return bar
+
+
+def _has_path(backend: str) -> bool:
+    """Whether ``backend`` stores files under a ``path`` (``False`` when it cannot be loaded:
+    the run reports it)."""
+    try:
+        return "path" in backend_class(backend).all_options()
+    except CkptError:
+        return False
+
+
+def place(args: argparse.Namespace, backends: list[str], options: dict[str, Any]) -> None:
+    """``--cpus``: pin the whole process before any store or client thread starts (they
+    inherit it, and so do client processes), and say so on stderr (YCSB's result lines
+    carry no settings; the JSON does)."""
+    if not getattr(args, "cpus", None):
+        return
+    data_path = None  # for --cpus irq: the disk that will hold the file backends' data
+    given = options.get("path")
+    if any(_has_path(b) for b in backends) and "://" not in str(given or ""):
+        data_path = str(given) if given else tempfile.gettempdir()
+    try:
+        cpus = placement.resolve(args.cpus, data_path)
+    except placement.PlacementError as exc:
+        raise UsageError(str(exc)) from None
+    placement.pin(cpus)
+    args.cpus_pinned = cpus  # in the JSON's config, beside the --cpus as given
+    print(f"{PROG}: running on CPU {placement.format_cpus(cpus)} (--cpus {args.cpus})",
+          file=sys.stderr)

@@ -77,17 +77,20 @@ def checkpoint_lines(result: Any) -> list[str]:
     return lines
 
 
-def recovery_lines(open_ms: float, verified: Any, *, crash: bool, eager: bool) -> list[str]:
-    """``[RECOVERY]`` summary (open time, missing/corrupt) and the read phase's op lines."""
+def recovery_lines(recovery: Any) -> list[str]:
+    """``[RECOVERY]``: crash or clean close, lazy or eager read-back, the timed reopen, what was
+    read back and what was missing or corrupt (:class:`experiments.recovery.Recovery`).  The
+    read-back's per-operation lines follow from the caller."""
+    verified = recovery.verified
     return [
-        f"[RECOVERY], Crash, {'true' if crash else 'false'}",
-        f"[RECOVERY], Eager, {'true' if eager else 'false'}",
-        f"[RECOVERY], OpenTime(ms), {_num(float(open_ms))}",
+        f"[RECOVERY], Crash, {'true' if recovery.crash else 'false'}",
+        f"[RECOVERY], Eager, {'true' if recovery.eager else 'false'}",
+        f"[RECOVERY], OpenTime(ms), {_num(float(recovery.open_ms))}",
         f"[RECOVERY], Records, {verified.phase.operations}",
         f"[RECOVERY], Missing, {verified.missing}",
         f"[RECOVERY], Corrupt, {verified.corrupt}",
         f"[RECOVERY], RunTime(ms), {int(round(verified.phase.runtime_ms))}",
-    ] + measurement_lines(verified.phase.measurements)
+    ]
 
 
 def print_lines(lines: list[str], out: TextIO | None = None) -> None:
@@ -101,3 +104,26 @@ def print_errors(phase: PhaseResult, err: TextIO | None = None) -> None:
     err = err or sys.stderr
     for text, n in phase.errors.items():
         print(f"bench: {phase.name}: {n} op(s) failed: {text}", file=err)
+
+
+def baseline_lines(baseline: Any) -> list[str]:
+    """``[BASELINE]`` (the bare loop in Python) and ``[BASELINE-C]`` (in C, where built): each
+    floor's throughput and runtime, and the run's throughput over it
+    (:class:`experiments.baselines.Baseline`)."""
+    def floor(tag: str, f: Any) -> list[str]:
+        return [f"[{tag}], Throughput(ops/sec), {_num(float(f.phase.throughput))}",
+                f"[{tag}], RunTime(ms), {int(round(f.phase.runtime_ms))}",
+                f"[{tag}], Ratio, {_num(float(f.ratio))}"]
+
+    lines = floor("BASELINE", baseline.python)
+    lines += measurement_lines(baseline.python.phase.measurements, "BASELINE-")
+    if baseline.native is not None:
+        lines += floor("BASELINE-C", baseline.native)
+    return lines
+
+
+def clients_lines(lines: list[str], clients: int) -> list[str]:
+    """YCSB's run lines with ``[OVERALL], Clients, N`` after the throughput line (a run whose
+    clients were Spark tasks)."""
+    at = next(i for i, line in enumerate(lines) if line.startswith("[OVERALL], Throughput")) + 1
+    return lines[:at] + [f"[OVERALL], Clients, {clients}"] + lines[at:]

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Any
 
+from workloads.measure import Measurements
 from workloads.runner import PhaseResult
 
 SCHEMA = "ckptbench.result/1"
@@ -87,11 +88,21 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def overall(measurements: Measurements, intended: bool = False) -> dict[str, Any]:
+    """All successful ops merged: count, mean, p50, p99 in µs.  ``intended``: the
+    ``Intended-<OP>`` histograms instead (latency from the intended start, queueing included)."""
+    merged = Measurements()
+    merged.histogram("ALL")
+    for name, hist in measurements.histograms.items():
+        if name.endswith("-FAILED") or name.startswith("Intended-") != intended:
+            continue
+        merged.histogram("ALL").add(hist)
+    return merged.summary("ALL")
+
+
 def outcome_json(outcome: Any) -> dict[str, Any]:
     """One backend's entry in a compare/sweep document: ``skipped`` + reason, or its phases and
     the all-ops summary (``overall``: count, mean/p50/p99 µs)."""
-    from workloads.session import overall
-
     if outcome.skipped:
         return {"backend": outcome.backend, "params": outcome.params, "skipped": outcome.skipped}
     run = outcome.run

@@ -11,6 +11,7 @@ import pytest
 from backends import StorageFullError, open_backend
 from backends.memory import MemoryBackend
 from workloads import core, runner
+from workloads.runner import ClientSettings
 
 
 def _loaded(name: str, seed: int = 1, **overrides):
@@ -39,7 +40,7 @@ def _share_ok(count: int, total: int, p: float) -> bool:
 def test_run_proportions_within_bounds(name, expected):
     workload, store = _loaded(name)
     ops = 20_000
-    result = runner.run(store, workload, operations=ops)
+    result = runner.run(store, workload, ClientSettings(operations=ops))
     assert result.operations == ops
     m = result.measurements
     for op, p in expected.items():
@@ -51,7 +52,7 @@ def test_run_proportions_within_bounds(name, expected):
 
 def test_inserts_grow_the_store_and_are_read_back():
     workload, store = _loaded("ycsb-d", records=500)
-    runner.run(store, workload, operations=4000)
+    runner.run(store, workload, ClientSettings(operations=4000))
     inserted = workload.insert_sequence.last() + 1 - 500
     assert inserted > 0
     assert store.stats()["keys"] == 500 + inserted
@@ -72,7 +73,7 @@ def test_scan_returns_first_keys_from_start_in_order():
 
 def test_ycsb_e_runs_scans():
     workload, store = _loaded("ycsb-e", records=1000)
-    result = runner.run(store, workload, operations=500)
+    result = runner.run(store, workload, ClientSettings(operations=500))
     assert result.measurements.summary("SCAN")["count"] > 400
     assert result.measurements.summary("SCAN")["errors"] == 0
 
@@ -98,7 +99,7 @@ def test_failed_ops_are_counted_and_the_run_goes_on():
     workload = core.CoreWorkload(spec, seed=3)
     store = _FlakyMemory()
     runner.load(store, workload, batch=1)  # per-key puts: 10 of 100 fail
-    result = runner.run(store, workload, operations=1000)
+    result = runner.run(store, workload, ClientSettings(operations=1000))
     s = result.measurements.summary("UPDATE")
     assert result.operations == 1000
     assert s["statuses"] == {"OK": 900, "ERROR": 100}
@@ -108,7 +109,7 @@ def test_failed_ops_are_counted_and_the_run_goes_on():
 
 def test_target_rate_records_intended_latencies():
     workload, store = _loaded("ycsb-a", records=100)
-    result = runner.run(store, workload, operations=300, target=3000.0, threads=2)
+    result = runner.run(store, workload, ClientSettings(operations=300, target=3000.0, threads=2))
     m = result.measurements
     assert result.operations == 300
     intended = sum(m.summary(n)["count"] for n in m.names() if n.startswith("Intended-"))
@@ -117,7 +118,7 @@ def test_target_rate_records_intended_latencies():
 
 def test_duration_alone_stops_the_run():
     workload, store = _loaded("ycsb-c", records=100)
-    result = runner.run(store, workload, operations=None, duration=0.3)
+    result = runner.run(store, workload, ClientSettings(operations=None, duration=0.3))
     assert result.operations > 0
     assert result.measurements.summary("READ")["count"] == result.operations
 
@@ -125,7 +126,7 @@ def test_duration_alone_stops_the_run():
 def test_threads_split_operations_exactly():
     workload, store = _loaded("ycsb-a", records=200)
     done = []
-    result = runner.run(store, workload, operations=1001, threads=3, progress=done.append)
+    result = runner.run(store, workload, ClientSettings(operations=1001, threads=3), progress=done.append)
     assert result.operations == 1001
     assert done[-1] == 1001
 
@@ -133,7 +134,7 @@ def test_threads_split_operations_exactly():
 def test_single_thread_run_is_reproducible():
     def final_state(seed):
         workload, store = _loaded("write-heavy", seed=seed, records=200)
-        runner.run(store, workload, operations=2000)
+        runner.run(store, workload, ClientSettings(operations=2000))
         return list(store.scan(""))
 
     assert final_state(5) == final_state(5)
@@ -152,32 +153,6 @@ def test_verify_counts_missing_and_corrupt():
     assert result.phase.measurements.summary("READ")["ok"] == 7
 
 
-def test_fsync_baseline(tmp_path):
-    result = runner.fsync_baseline(str(tmp_path), operations=50, value_size=128)
-    assert result.operations == 50
-    assert result.measurements.summary("APPEND")["count"] == 50
-    assert list(tmp_path.iterdir()) == []  # its file is removed
-
-
-def test_fsync_baseline_threads_share_syncs_and_do_every_append(tmp_path):
-    synced = []
-    real = os.fdatasync
-
-    def counting(fd):
-        synced.append(os.fstat(fd).st_size)
-        real(fd)
-
-    os.fdatasync = counting
-    try:
-        result = runner.fsync_baseline(str(tmp_path), operations=203, value_size=100, threads=4)
-    finally:
-        os.fdatasync = real
-    assert result.operations == 203
-    assert result.measurements.summary("APPEND")["count"] == 203
-    assert synced[-1] == 203 * 100  # every append reached the file before the last sync
-    assert len(synced) <= 203 and synced == sorted(synced)
-
-
 def test_bad_workload_parameters_are_clear():
     with pytest.raises(core.WorkloadError, match="proportions are 0"):
         core.preset("ycsb-a", read=0.0, update=0.0)
@@ -189,7 +164,7 @@ def test_bad_workload_parameters_are_clear():
 
 def test_sequential_distribution_is_shared_across_threads():
     workload, store = _loaded("ycsb-c", records=100, distribution="sequential")
-    result = runner.run(store, workload, operations=150, threads=2)
+    result = runner.run(store, workload, ClientSettings(operations=150, threads=2))
     assert result.measurements.summary("READ")["ok"] == 150
     # the two threads drew from one counter: 150 draws so far, the next key is number 50
     assert workload.sequential.next() == 50
@@ -199,8 +174,9 @@ def test_processes_merge_histograms_exactly_and_split_ops():
     from workloads import parallel
 
     spec = core.preset("write-heavy", records=200, operations=3001)
-    load_phase, result = parallel.run_processes("memory", {}, spec, processes=2, threads=2,
-                                                seed=4, operations=3001)
+    load_phase, result = parallel.run_processes("memory", {}, spec,
+                                                ClientSettings(threads=2, seed=4, operations=3001),
+                                                processes=2)
     assert result.operations == 3001
     m = result.measurements
     assert m.summary("READ")["count"] + m.summary("UPDATE")["count"] == 3001
@@ -225,7 +201,7 @@ def test_unsustainable_target_shows_queueing_in_intended_latencies(tmp_path):
     workload = core.CoreWorkload(spec, seed=5)
     with open_backend("default_fs", path=str(tmp_path), durability="sync") as store:
         runner.load(store, workload)
-        result = runner.run(store, workload, operations=300, target=1_000_000.0)
+        result = runner.run(store, workload, ClientSettings(operations=300, target=1_000_000.0))
     m = result.measurements
     service, intended = m.summary("UPDATE"), m.summary("Intended-UPDATE")
     assert service["count"] == intended["count"] == 300

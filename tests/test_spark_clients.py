@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import uuid
@@ -10,11 +9,11 @@ import uuid
 import pytest
 
 from backends import BadOptionError, CkptError
-from bench import cli, spark_clients_cli
+from bench import cli, report
 from workloads import core
 from workloads import spark_clients as sc
 from workloads.measure import Recorder, new_histogram
-from workloads.runner import PhaseResult
+from workloads.runner import ClientSettings, PhaseResult
 
 
 # ------------------------------------------------------------------------------- pure logic
@@ -47,14 +46,14 @@ def test_merged_histograms_equal_histogram_of_concatenated_samples():
 
 
 def test_plan_splits_inserts_ops_and_target():
-    plans = sc.plan(1003, 4, threads=3, operations=10, target=100.0, own_store=False)
+    plans = sc.plan(1003, 4, ClientSettings(threads=3, operations=10, target=100.0), own_store=False)
     assert [p["insertcount"] for p in plans] == [251, 251, 251, 250]
     covered = [k for p in plans for k in range(p["insertstart"], p["insertstart"] + p["insertcount"])]
     assert covered == list(range(1003))  # disjoint slices covering every record, in order
     assert [p["operations"] for p in plans] == [3, 3, 2, 2]
     assert all(p["target"] == 25.0 for p in plans)
     assert [p["client_offset"] for p in plans] == [0, 3, 6, 9]
-    own = sc.plan(10, 2, threads=1, operations=None, target=None, own_store=True)
+    own = sc.plan(10, 2, ClientSettings(threads=1), own_store=True)
     assert [(p["insertstart"], p["insertcount"], p["operations"]) for p in own] == [(0, 10, None)] * 2
 
 
@@ -77,28 +76,20 @@ def test_file_backends_and_bad_combinations_are_clear_errors():
         sc.check_backend("indexed_fs")
     spec = core.preset("write-heavy", records=10, operations=10)
     with pytest.raises(BadOptionError, match=r"local\[3\]"):  # before any Spark start
-        sc.run_clients("memory", {}, spec, master="local[2]", clients=3)
-    with pytest.raises(BadOptionError, match="needs --spark-master"):
-        spark_clients_cli.wanted(argparse.Namespace(spark_master=None, clients=2))
-    assert not spark_clients_cli.wanted(argparse.Namespace(spark_master=None, clients=None))
+        sc.run_clients("memory", {}, spec, ClientSettings(), master="local[2]", clients=3)
+
+def test_clients_without_a_spark_master_is_one_clear_line(capsys):
+    assert cli.main(["write-heavy", "--backend", "memory", "--clients", "2", "--ops", "10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--clients needs --spark-master" in err[0]
 
 
 def test_clients_line_follows_throughput():
     lines = ["[OVERALL], RunTime(ms), 5", "[OVERALL], Throughput(ops/sec), 1.0", "[READ], x"]
-    assert spark_clients_cli.clients_lines(lines, 3)[2] == "[OVERALL], Clients, 3"
+    assert report.clients_lines(lines, 3)[2] == "[OVERALL], Clients, 3"
 
 
 # ------------------------------------------------------------------------ real local[2] runs
-def _parse(argv: list[str]) -> argparse.Namespace:
-    """The bench parser, with the Spark options added if bench/cli.py does not have them yet."""
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    workload = sub.choices[argv[0]]
-    if not any("--spark-master" in a.option_strings for a in workload._actions):
-        spark_clients_cli.add_arguments(workload)
-    return parser.parse_args(argv)
-
-
 def _redis_opts(redis_options: dict) -> list[str]:
     return [x for k, v in redis_options.items() for x in ("--opt", f"{k}={v}")]
 
@@ -116,10 +107,9 @@ def redis_options():
 @pytest.mark.slow
 def test_local2_two_clients_on_redis(tmp_path, redis_options, capsys):
     out = tmp_path / "r.json"
-    args = _parse(["write-heavy", "--backend", "redis", *_redis_opts(redis_options),
-                   "--spark-master", "local[2]", "--clients", "2", "--records", "301",
-                   "--ops", "2001", "--threads", "2", "--json", str(out), "--no-progress"])
-    assert spark_clients_cli.run_distributed(args, cli._spec(args), cli._backend_options(args)) == 0
+    assert cli.main(["write-heavy", "--backend", "redis", *_redis_opts(redis_options),
+                     "--spark-master", "local[2]", "--clients", "2", "--records", "301",
+                     "--ops", "2001", "--threads", "2", "--json", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "[OVERALL], Clients, 2" in text
     assert "[OVERALL], Throughput(ops/sec)," in text and "[LOAD-OVERALL], Records, 301" in text
@@ -145,4 +135,4 @@ def test_one_client_failing_stops_all_with_its_message(redis_options):
     spec = core.preset("write-heavy", records=10, operations=10)
     bad = {**redis_options, "port": 1}  # nothing listens there
     with pytest.raises(CkptError, match=r"client \d: BackendUnavailableError"):
-        sc.run_clients("redis", bad, spec, master="local[2]", clients=2)
+        sc.run_clients("redis", bad, spec, ClientSettings(), master="local[2]", clients=2)

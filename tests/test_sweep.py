@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from workloads import core, session
+from experiments import compare
+from workloads import core
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +60,7 @@ def test_sweep_runs_explicit_targets_with_intended_latencies():
     spec = core.preset("write-heavy", records=100, operations=100)
 
 
-    points = session.sweep("memory", {}, spec, targets=[200, 400, 800], point_seconds=0.5)
+    points = compare.sweep_points("memory", {}, spec, targets=[200, 400, 800], point_seconds=0.5)
     assert [p.params["target"] for p in points] == [200.0, 400.0, 800.0]
     assert all(p.run.measurements.summary("Intended-UPDATE")["count"] for p in points)
 
@@ -116,12 +117,12 @@ def test_sweep_stop_rule_two_flat_points(monkeypatch):
 
     tputs = iter([100, 200, 300, 305, 310, 900])
 
-    def fake(backend, options, spec, **kw):
+    def fake(backend, options, spec, clients):
         ops = next(tputs)
-        return session.Outcome(backend, {"run": PhaseResult("run", 1000.0, ops, Measurements())})
+        return compare.Outcome(backend, {"run": PhaseResult("run", 1000.0, ops, Measurements())})
 
-    monkeypatch.setattr(session, "run_workload", fake)
-    points = session.sweep("memory", {}, core.preset("write-heavy"))
+    monkeypatch.setattr(compare, "run_workload", fake)
+    points = compare.sweep_points("memory", {}, core.preset("write-heavy"))
     assert [p.run.operations for p in points] == [100, 200, 300, 305, 310]
     assert [p.params["target"] for p in points][:3] == [100.0, 200.0, 400.0]
 

@@ -1,18 +1,21 @@
 """YCSB-like workload layer: generators, workload definitions, runner, measurements.
 
-Independent of the CLI (``bench`` imports this package, never the other way round).
+Independent of the CLI and of any one backend: ``bench`` and ``experiments`` import this package,
+never the other way round.
 Modules: ``generators`` (YCSB's distributions), ``core`` (workload specs and clients), ``measure``
-(HdrHistogram recording), ``runner`` (load/run/verify phases), ``parallel`` (``--processes``),
-``checkpoint`` (the S4 SafeKeeper word-count workload and its recovery), ``session`` (one backend
-end to end, ``compare`` and ``sweep`` loops).
+(HdrHistogram recording), ``runner`` (load/run/verify phases and their client settings),
+``parallel`` (``--processes``), ``spark_clients`` (clients as Spark tasks), ``checkpoint`` (the S4
+SafeKeeper word-count workload), ``placement`` (``--cpus``).  Multi-step experiments built from
+these phases live in :mod:`experiments`.
 """
 
 from .core import PRESETS, CoreWorkload, WorkloadError, WorkloadSpec, deterministic_value, preset
 from .measure import Measurements, Recorder
-from .runner import PhaseResult, VerifyResult, fsync_baseline, load, run, verify
+from .runner import ClientSettings, PhaseResult, VerifyResult, load, run, verify
 
 __all__ = [
     "PRESETS",
+    "ClientSettings",
     "CoreWorkload",
     "Measurements",
     "PhaseResult",
@@ -21,7 +24,6 @@ __all__ = [
     "WorkloadError",
     "WorkloadSpec",
     "deterministic_value",
-    "fsync_baseline",
     "load",
     "preset",
     "run",

@@ -22,7 +22,7 @@ from typing import Any, Callable, TextIO
 
 from .core import CoreWorkload, WorkloadSpec
 from .measure import Measurements
-from .runner import PhaseResult, load, run
+from .runner import ClientSettings, PhaseResult, load, run
 
 
 def check_backend(backend: str, why: str = "so --processes > 1 cannot open it; use --threads, "
@@ -45,24 +45,22 @@ def split(total: int | None, parts: int) -> list[int | None]:
 
 
 def _child(index: int, conn: Any, barrier: Any, done: Any, backend: str,
-           options: dict[str, Any], spec: WorkloadSpec, seed: int, load_own: bool,
-           load_batch: int, threads: int, operations: int | None, duration: float | None,
-           target: float | None) -> None:
+           options: dict[str, Any], spec: WorkloadSpec, clients: ClientSettings,
+           load_own: bool) -> None:
     from backends import open_backend
 
     try:
         store = open_backend(backend, **options)
         try:
-            workload = CoreWorkload(spec, seed=seed)
-            loaded = load(store, workload, batch=load_batch) if load_own else None
+            workload = CoreWorkload(spec, seed=clients.seed)
+            loaded = load(store, workload, batch=clients.load_batch) if load_own else None
             barrier.wait()
 
             def progress(n: int) -> None:
                 done[index] = n
 
-            result = run(store, workload, threads=threads, operations=operations,
-                         duration=duration, target=target, progress=progress,
-                         client_offset=index * threads)
+            result = run(store, workload, clients, progress=progress,
+                         client_offset=index * clients.threads)
         finally:
             store.close()
     except threading.BrokenBarrierError:
@@ -92,14 +90,9 @@ def run_processes(
     backend: str,
     options: dict[str, Any],
     spec: WorkloadSpec,
+    clients: ClientSettings,
     *,
     processes: int,
-    threads: int = 1,
-    seed: int = 0,
-    operations: int | None = None,
-    duration: float | None = None,
-    target: float | None = None,
-    load_batch: int = 1000,
     progress: Callable[[int], None] | None = None,
     status_interval: float | None = None,
     status_out: TextIO | None = None,
@@ -112,14 +105,12 @@ def run_processes(
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(processes + 1)
     done = ctx.Array("q", processes, lock=False)
-    ops = split(operations, processes)
-    rate = target / processes if target else None
     pipes, procs = [], []
     for i in range(processes):
         parent_end, child_end = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child, daemon=True, args=(
-            i, child_end, barrier, done, backend, options, spec, seed, load_own, load_batch,
-            threads, ops[i], duration, rate))
+            i, child_end, barrier, done, backend, options, spec, clients.share(processes, i),
+            load_own))
         proc.start()
         child_end.close()
         pipes.append(parent_end)

@@ -10,8 +10,8 @@
 * A backend exception fails only that op: it is counted ``Return=ERROR`` and its latency goes
   to ``<OP>-FAILED``; the run goes on.  A few distinct error messages are kept for the report.
 
-Also here: :func:`fsync_baseline` (bare append + fdatasync loop, the floor for durable stores)
-and :func:`verify` (read back every key after a reopen, counting missing and corrupt values).
+Also here: :func:`verify` (read back every key after a reopen, counting missing and corrupt
+values).
 
 The calling thread only watches: it calls ``progress(done)`` and prints a status line every
 ``status_interval`` seconds while the clients work.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence, TextIO
 
 from .core import Client, CoreWorkload
@@ -29,6 +29,39 @@ from .measure import Measurements, Recorder
 
 #: how many distinct error messages a phase keeps
 MAX_ERROR_SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """How a phase's clients behave: YCSB's client properties, apart from the workload itself.
+
+    One object rather than loose keywords, so a run with threads, with processes
+    (:mod:`workloads.parallel`) or with Spark tasks (:mod:`workloads.spark_clients`) reads the same
+    settings, and a new setting is added in one place.  :meth:`share` is how a run is split
+    between processes or tasks: operations and the target rate are divided, the rest is the same.
+    """
+
+    #: client threads (per process or task)
+    threads: int = 1
+    #: operations over all clients; ``None`` with ``duration``: run until the time is up, and
+    #: ``None`` without it: the workload's operation count
+    operations: int | None = None
+    #: seconds after which the run phase stops (with ``operations``: whichever comes first)
+    duration: float | None = None
+    #: ops/s over all clients (YCSB's ``-target``); adds ``Intended-<OP>`` latencies
+    target: float | None = None
+    seed: int = 1
+    #: keys per ``put_many`` in the load phase; 1 = one ``put`` per key, measured as ``INSERT``
+    load_batch: int = 1000
+
+    def share(self, parts: int, index: int) -> ClientSettings:
+        """Client ``index``'s share when the run is split ``parts`` ways (YCSB's split: the
+        first ones take the remainder)."""
+        ops = self.operations
+        if ops is not None:
+            ops = ops // parts + (index < ops % parts)
+        return replace(self, operations=ops,
+                       target=self.target / parts if self.target else None)
 
 
 @dataclass
@@ -62,7 +95,7 @@ class _ErrorLog:
                 self.counts[text] = self.counts.get(text, 0) + 1
 
 
-def _watch(
+def watch(
     workers: Sequence[threading.Thread],
     done: list[int],
     total: int | None,
@@ -71,7 +104,8 @@ def _watch(
     status_out: TextIO | None,
     start: float,
 ) -> None:
-    """Poll the workers' op counters until they finish; report progress and status lines."""
+    """Poll the workers' op counters until they finish; report progress and status lines.
+    Every phase driver calls it from the thread that started the workers, which only watches."""
     tick = 0.1
     next_status = start + status_interval if status_interval else None
     last_ops, last_t = 0, start
@@ -144,7 +178,7 @@ def load(
     start = time.perf_counter()
     worker = threading.Thread(target=work, name="ckptbench-load", daemon=True)
     worker.start()
-    _watch([worker], done, len(keys), progress, status_interval, status_out, start)
+    watch([worker], done, len(keys), progress, status_interval, status_out, start)
     worker.join()
     runtime_ms = (time.perf_counter() - start) * 1000.0
     # operations = keys written, so throughput is keys/s whatever the batch size
@@ -155,19 +189,17 @@ def load(
 def run(
     store: Any,
     workload: CoreWorkload,
+    clients: ClientSettings = ClientSettings(),
     *,
-    threads: int = 1,
-    operations: int | None = None,
-    duration: float | None = None,
-    target: float | None = None,
     progress: Callable[[int], None] | None = None,
     status_interval: float | None = None,
     status_out: TextIO | None = None,
     client_offset: int = 0,
 ) -> PhaseResult:
-    """The transaction phase.  ``operations`` defaults to the workload's operation count; with
-    ``duration`` only, clients run until the time is up.  Thread ``i`` uses client
-    ``client_offset + i`` (several processes use disjoint client streams)."""
+    """The transaction phase, with ``clients.threads`` client threads.  Thread ``i`` uses client
+    stream ``client_offset + i`` (several processes use disjoint client streams)."""
+    threads, operations, duration, target = (clients.threads, clients.operations,
+                                             clients.duration, clients.target)
     threads = max(1, threads)
     if operations is None and duration is None:
         operations = workload.spec.operations
@@ -201,7 +233,7 @@ def run(
         deadline_ns[0] = start_ns[0] + int(duration * 1e9)
     ready.wait()  # every client sees the same start time
     start = start_ns[0] / 1e9
-    _watch(workers, done, operations, progress, status_interval, status_out, start)
+    watch(workers, done, operations, progress, status_interval, status_out, start)
     for w in workers:
         w.join()
     runtime_ms = (time.perf_counter_ns() - start_ns[0]) / 1e6
@@ -261,101 +293,6 @@ def _client_loop(
             record(intended_names[op], (en - intended) // 1000)
         k += 1
         done[index] = k
-
-
-# ------------------------------------------------------------------------------------ baseline
-def fsync_baseline(
-    directory: str,
-    *,
-    operations: int,
-    value_size: int,
-    seed: int = 0,
-    threads: int = 1,
-    progress: Callable[[int], None] | None = None,
-) -> PhaseResult:
-    """The floor a durable store is measured against: ``os.write`` + ``os.fdatasync`` of each
-    value to one append-only file in ``directory``.  Latencies go to ``APPEND``.
-
-    With ``threads`` > 1 the writers share fdatasyncs in the plainest way CPython allows: each
-    appends, then either syncs for everyone appended so far or sleeps on a lock of its own until
-    such a sync covers it (the one that synced wakes the covered and hands the next sync to the
-    first still waiting) — the store's pure-Python committer (:class:`PyCommit`) without a store
-    around it, so a multi-threaded run of a durable store has a like-for-like floor."""
-    import os
-    import random
-    from types import SimpleNamespace
-
-    from backends.indexed_fs.group_commit import PyCommit
-
-    from .core import ValueSource
-
-    recorders = [Recorder() for _ in range(threads)]
-    path = os.path.join(directory, "baseline.log")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    done = [0] * threads
-    lock = threading.Lock()
-
-    log = SimpleNamespace(sync=lambda: os.fdatasync(fd))  # what PyCommit syncs
-    group, appends = PyCommit(log), [0]
-
-    def durable_append(value: bytes) -> None:
-        with lock:
-            os.write(fd, value)
-            appends[0] = mine = appends[0] + 1  # the commit clock counts appends here
-            group.appended(log, mine, mine)
-        group.wait(mine)
-
-    def work(i: int, n: int) -> None:
-        values = ValueSource(value_size, random.Random(f"{seed}/baseline/{i}"))
-        append = durable_append if threads > 1 else None
-        perf, rec = time.perf_counter_ns, recorders[i]
-        for k in range(n):
-            value = values.next()
-            st = perf()
-            if append is None:
-                os.write(fd, value)
-                os.fdatasync(fd)
-            else:
-                append(value)
-            rec.ok("APPEND", (perf() - st) // 1000)
-            done[i] = k + 1
-
-    shares = [operations // threads + (i < operations % threads) for i in range(threads)]
-    try:
-        start = time.perf_counter()
-        workers = [threading.Thread(target=work, args=(i, n), name=f"ckptbench-baseline-{i}",
-                                    daemon=True) for i, n in enumerate(shares)]
-        for w in workers:
-            w.start()
-        _watch(workers, done, operations, progress, None, None, start)
-        for w in workers:
-            w.join()
-        runtime_ms = (time.perf_counter() - start) * 1000.0
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    merged = Measurements()
-    for rec in recorders:
-        merged.merge(rec.drain())
-    return PhaseResult("baseline", runtime_ms, sum(done), merged)
-
-
-def native_baseline(directory: str, *, operations: int, value_size: int,
-                    threads: int = 1) -> PhaseResult | None:
-    """:func:`fsync_baseline`'s appends in C: ``threads`` pthreads share fdatasyncs through the
-    store's own C group committer, with no Python in the loop (``_commit.bare_threads``, which
-    zero-fills the file before the clock starts).  It is the most this machine's disk and
-    kernel give a group commit; ``None`` where the C committer was not built."""
-    import os
-
-    try:
-        from backends.indexed_fs._commit import bare_threads
-    except ImportError:
-        return None
-    path = os.path.join(directory, "baseline-c.log")
-    seconds, _syncs = bare_threads(path, threads, operations, value_size)
-    os.unlink(path)
-    return PhaseResult("baseline-c", seconds * 1000.0, operations, Measurements())
 
 
 # ------------------------------------------------------------------------------------ recovery
@@ -439,7 +376,7 @@ def verify(
     start = time.perf_counter()
     worker = threading.Thread(target=work, name="ckptbench-verify", daemon=True)
     worker.start()
-    _watch([worker], done, len(keys), progress, None, None, start)
+    watch([worker], done, len(keys), progress, None, None, start)
     worker.join()
     runtime_ms = (time.perf_counter() - start) * 1000.0
     phase = PhaseResult("verify", runtime_ms, done[0], recorder.drain(), errors.counts)

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 from .core import CoreWorkload, WorkloadSpec
 from .measure import Measurements
-from .runner import PhaseResult, load, run
+from .runner import ClientSettings, PhaseResult, load, run
 
 #: a sweep stops after this many consecutive points gaining less than MIN_GAIN throughput
 FLAT_POINTS = 2
@@ -72,8 +72,9 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec, *, s
             try:
                 workload = CoreWorkload(spec, seed=seed)
                 phases = {"load": load(store, workload, batch=load_batch)}
-                phases["run"] = run(store, workload, threads=threads, operations=operations,
-                                    duration=duration, target=target)
+                phases["run"] = run(store, workload, ClientSettings(
+                    threads=threads, operations=operations, duration=duration, target=target,
+                    seed=seed, load_batch=load_batch))
             finally:
                 store.close()
     except (BackendUnavailableError, ImportError, ConnectionError, OSError) as exc:

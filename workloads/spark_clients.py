@@ -53,14 +53,14 @@ import re
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
 from . import parallel
 from .parallel import split
 from .core import CoreWorkload, WorkloadSpec
 from .measure import Measurements
-from .runner import PhaseResult, load, run
+from .runner import ClientSettings, PhaseResult, load, run
 
 #: app name shown in the Spark UI / cluster manager
 APP_NAME = "ckptbench-clients"
@@ -78,22 +78,22 @@ def check_backend(backend: str) -> str:
                  "(redis, hbase, minio)")
 
 
-def plan(records: int, clients: int, *, threads: int, operations: int | None,
-         target: float | None, own_store: bool) -> list[dict[str, Any]]:
+def plan(records: int, clients: int, settings: ClientSettings, *,
+         own_store: bool) -> list[dict[str, Any]]:
     """Per client: its insert range (YCSB ``insertstart``/``insertcount``), op count, target
     rate and first client stream.  With ``own_store`` every client loads all records."""
     counts = split(records, clients)
-    ops = split(operations, clients)
     out, start = [], 0
     for i in range(clients):
         count = records if own_store else counts[i]
+        share = settings.share(clients, i)
         out.append({
             "client": i,
             "insertstart": 0 if own_store else start,
             "insertcount": count,
-            "operations": ops[i],
-            "target": target / clients if target else None,
-            "client_offset": i * threads,
+            "operations": share.operations,
+            "target": share.target,
+            "client_offset": i * settings.threads,
         })
         start += 0 if own_store else count
     return out
@@ -157,8 +157,7 @@ def merge_phases(name: str, phases: Iterable[PhaseResult]) -> PhaseResult:
 
 # ---------------------------------------------------------------------------------------- tasks
 def make_task(backend: str, options: dict[str, Any], spec: WorkloadSpec, plans: list[dict],
-              *, seed: int, threads: int, duration: float | None, load_batch: int,
-              do_load: bool) -> Callable[[Iterable[int]], Iterable[str]]:
+              settings: ClientSettings, *, do_load: bool) -> Callable[[Iterable[int]], Iterable[str]]:
     """The barrier task: everything it needs is in this closure (shipped to the executors)."""
 
     def task(_partition: Iterable[int]) -> Iterable[str]:
@@ -187,7 +186,8 @@ def make_task(backend: str, options: dict[str, Any], spec: WorkloadSpec, plans: 
         store, error = None, None
         try:
             store = open_backend(backend, **options)
-            workload = RangeWorkload(spec, seed, index, p["insertstart"], p["insertcount"])
+            workload = RangeWorkload(spec, settings.seed, index, p["insertstart"],
+                                     p["insertcount"])
         except Exception as exc:  # noqa: BLE001 - reported by every client, once
             error = f"{type(exc).__name__}: {exc}"
         try:
@@ -195,15 +195,15 @@ def make_task(backend: str, options: dict[str, Any], spec: WorkloadSpec, plans: 
             if error is None and do_load:
                 try:
                     t0, c0 = time.time(), time.process_time()
-                    loaded = load(store, workload, batch=load_batch)
+                    loaded = load(store, workload, batch=settings.load_batch)
                     out["phases"]["load"] = phase_payload(loaded, t0, time.process_time() - c0)
                 except Exception as exc:  # noqa: BLE001
                     error = f"{type(exc).__name__}: {exc}"
                 error = gather(error)
             if error is None:
                 t0, c0 = time.time(), time.process_time()
-                ran = run(store, workload, threads=threads, operations=p["operations"],
-                          duration=duration, target=p["target"], client_offset=p["client_offset"])
+                mine = replace(settings, operations=p["operations"], target=p["target"])
+                ran = run(store, workload, mine, client_offset=p["client_offset"])
                 out["phases"]["run"] = phase_payload(ran, t0, time.process_time() - c0)
         except Exception as exc:  # noqa: BLE001 - one message to the driver
             error = f"client {index}: {type(exc).__name__}: {exc}"
@@ -274,15 +274,10 @@ def run_clients(
     backend: str,
     options: dict[str, Any],
     spec: WorkloadSpec,
+    settings: ClientSettings,
     *,
     master: str,
     clients: int | None = None,
-    threads: int = 1,
-    seed: int = 0,
-    operations: int | None = None,
-    duration: float | None = None,
-    target: float | None = None,
-    load_batch: int = 1000,
     skip_load: bool = False,
     sc: Any = None,
 ) -> DistributedResult:
@@ -299,10 +294,8 @@ def run_clients(
             f"{master} has {slots}; use --spark-master local[{clients}] or --clients {slots}")
     sc = sc or spark_context(master)
     clients = clients or slots or sc.defaultParallelism
-    plans = plan(spec.records, clients, threads=threads, operations=operations, target=target,
-                 own_store=own)
-    task = make_task(backend, options, spec, plans, seed=seed, threads=threads,
-                     duration=duration, load_batch=load_batch, do_load=not skip_load)
+    plans = plan(spec.records, clients, settings, own_store=own)
+    task = make_task(backend, options, spec, plans, settings, do_load=not skip_load)
     try:
         rows = (sc.parallelize(range(clients), clients).barrier().mapPartitions(task)
                 .collect())

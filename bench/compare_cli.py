@@ -1,0 +1,151 @@
+"""``bench compare``, ``bench sweep`` and ``bench report``: several runs, one table, one chart.
+
+The loops are :mod:`experiments.compare`; this module parses, prints the table (and one stderr
+line per backend or point as it finishes), and writes the JSON, CSV and chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from backends import parse_kv
+from experiments import compare as experiment
+from experiments import plots, results, tables
+from experiments.compare import Outcome
+from workloads.core import PRESETS
+
+from .args import (
+    UsageError,
+    add_cpus_arg,
+    add_spec_args,
+    client_settings,
+    config,
+    csv_list,
+    place,
+    positive_float,
+    workload_spec,
+)
+
+
+def add_parsers(sub: Any) -> None:
+    for name, helptext in (
+        ("compare", "run one workload on several backends with identical settings"),
+        ("sweep", "raise the target rate (or threads) per backend until throughput stops growing"),
+    ):
+        p = sub.add_parser(name, help=helptext, description=helptext + ".  Backends that cannot "
+                           "open are reported as skipped with the reason.")
+        p.add_argument("workload", choices=list(PRESETS), metavar="WORKLOAD",
+                       help=", ".join(PRESETS))
+        p.add_argument("--backends", type=csv_list(str), required=True, metavar="A,B,...")
+        p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                       help="option given to every backend that has it")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--json", metavar="FILE", help="write the results here")
+        p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
+        p.add_argument("--plot", metavar="FILE.png",
+                       help=f"chart (default results/{name}-<workload>.png)")
+        p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
+        add_spec_args(p, None)
+        add_cpus_arg(p)
+        if name == "compare":
+            p.add_argument("--target", type=positive_float, metavar="OPS")
+            p.set_defaults(func=cmd_compare)
+        else:
+            p.add_argument("--targets", default="auto", metavar="R1,R2,...|auto",
+                           help="target rates to try (default auto: 100, 200, 400, ...)")
+            p.add_argument("--threads-sweep", type=csv_list(int), metavar="1,2,4,...",
+                           help="sweep the thread count instead of the target rate")
+            p.add_argument("--point-seconds", type=positive_float, default=3.0,
+                           help="length of each point (default 3 s)")
+            p.add_argument("--rounds", type=int, default=1, metavar="N",
+                           help="run the whole sweep N times, backends interleaved, and print "
+                                "the median of each round's ratios (a noisy machine's answer)")
+            p.set_defaults(func=cmd_sweep)
+    p = sub.add_parser("report", help="re-plot (and tabulate) saved JSON results",
+                       description="Re-plot saved results: sweeps as latency-vs-throughput "
+                                   "curves, compares and single runs as bar charts.")
+    p.add_argument("results", nargs="+", metavar="RESULTS.json")
+    p.add_argument("--plot", metavar="FILE.png", required=True)
+    p.add_argument("--csv", metavar="FILE", help="also write the first document as CSV")
+    p.set_defaults(func=cmd_report)
+
+
+def _settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The workload and the options shared by every backend, checked before any runs."""
+    if args.threads < 1:
+        raise UsageError(f"--threads must be >= 1 (got {args.threads})")
+    spec = workload_spec(args)
+    options: dict[str, Any] = dict(parse_kv(args.opt))
+    experiment.check_options(args.backends, options)
+    return spec, options
+
+
+def _said(what: str, outcome: Outcome) -> None:
+    print(f"bench: {what}: {outcome.backend}"
+          + (f" {outcome.params}" if outcome.params else "") + ": "
+          + (f"skipped: {outcome.skipped}" if outcome.skipped
+             else f"{outcome.run.throughput:.1f} ops/s"), file=sys.stderr)
+
+
+def _finish(args: argparse.Namespace, kind: str, doc: dict[str, Any], table: list[str]) -> int:
+    print("\n".join(table))
+    if args.json:
+        results.write_json(args.json, doc)
+    if args.csv:
+        results.write_csv(args.csv, doc)
+    plot = args.plot or os.path.join("results", f"{kind}-{args.workload}.png")
+    (plots.plot_compare if kind == "compare" else plots.plot_sweep)(doc, plot)
+    print(f"plot: {plot}", file=sys.stderr)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    spec, options = _settings(args)
+    place(args, args.backends, options)
+    doc = experiment.compare(args.backends, options, spec, client_settings(args),
+                             config=config(args, options),
+                             on_result=lambda o: _said("compare", o))
+    return _finish(args, "compare", doc, tables.compare_table(doc))
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    spec, options = _settings(args)
+    if args.rounds < 1:
+        raise UsageError("--rounds must be >= 1")
+    place(args, args.backends, options)
+    targets = None
+    if args.targets != "auto" and not args.threads_sweep:
+        targets = csv_list(float)(args.targets)
+    doc = experiment.sweep(
+        args.backends, options, spec, config=config(args, options), targets=targets,
+        threads_list=args.threads_sweep, point_seconds=args.point_seconds, rounds=args.rounds,
+        clients=client_settings(args),
+        on_point=lambda r, o: _said("sweep" + (f" round {r}" if args.rounds > 1 else ""), o))
+    return _finish(args, "sweep", doc, tables.sweep_table(doc) + tables.ratio_lines(doc["ratios"]))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    docs = []
+    for path in args.results:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                docs.append(json.load(fh))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read results file {path}: {exc}")
+    try:
+        plots.plot_results(docs, args.plot)
+    except (ValueError, KeyError) as exc:
+        raise UsageError(f"cannot plot these results: {exc}")
+    for doc in docs:
+        if doc.get("schema") == results.SWEEP_SCHEMA:
+            print("\n".join(tables.sweep_table(doc)))
+        elif doc.get("schema") == results.COMPARE_SCHEMA:
+            print("\n".join(tables.compare_table(doc)))
+    if args.csv:
+        results.write_csv(args.csv, docs[0])
+    print(f"plot: {args.plot}", file=sys.stderr)
+    return 0

@@ -1,0 +1,127 @@
+"""``bench recovery`` and ``bench checkpoint``: crash or close, reopen (timed), verify.
+
+The experiments are :mod:`experiments.recovery`; this module parses, calls and prints
+``[RECOVERY]`` / ``[CHECKPOINT]`` lines, and exits 1 when a read-back found missing or corrupt
+values.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from experiments import recovery as experiment
+from experiments import results
+from workloads import checkpoint as ck
+
+from . import report
+from .args import (
+    EXIT_RUNTIME,
+    add_backend_args,
+    backend_options,
+    config,
+    positive_int,
+    progress,
+)
+
+CHECKPOINT_EPILOG = """\
+The storage queue drops its oldest checkpoint when full, so drops show the rate a backend cannot
+sustain (thesis Fig 4.7).  Compare two backends at one rate:
+  bench checkpoint --backend default_fs --rate 1200
+  bench checkpoint --backend indexed_fs --rate 1200
+`bench reproduce checkpoint-drops` runs both and records the measured drops in docs/results.md.
+"""
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("recovery", help="load N keys, close (or crash), reopen, verify all",
+                       description="Time reopening a store after a clean close or a SIGKILL "
+                                   "(--crash), then read back and verify every key.")
+    add_backend_args(p)
+    p.add_argument("--records", type=positive_int, default=10_000,
+                   help="keys loaded and verified (default 10000)")
+    p.add_argument("--value-size", type=positive_int, default=1024)
+    p.add_argument("--crash", action="store_true",
+                   help="load in a child process that is SIGKILLed before it closes the store")
+    p.add_argument("--load-batch", type=int, default=1000, metavar="N")
+    p.add_argument("--eager", action="store_true",
+                   help="prefetch every key with get_many before the PEs use them (READ-PREFETCH "
+                        "latency per batch); default lazy: one get per key on first use")
+    p.set_defaults(func=cmd_recovery)
+
+    p = sub.add_parser(
+        "checkpoint", help="S4 word-count checkpointing through the SafeKeeper model",
+        description="A zipfian stream of word events at --rate events/s; each event updates its "
+                    "PE's counter and checkpoints it through the S4 SafeKeeper (serialization "
+                    "queue -> bounded drop-oldest storage queue -> writer threads -> callback). "
+                    "Prints checkpoints written/dropped/failed and CHECKPOINT-WRITE latencies.",
+        epilog=CHECKPOINT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_backend_args(p)
+    p.add_argument("--rate", type=float, default=400.0,
+                   help="events/s, paced to intended times; 0 = unpaced (default 400)")
+    p.add_argument("--events", type=positive_int, default=10_000, help="events (default 10000)")
+    p.add_argument("--pes", type=positive_int, default=1000, help="distinct words/PEs (default 1000)")
+    p.add_argument("--queue", type=positive_int, default=1000,
+                   help="storage queue capacity (default 1000, S4's)")
+    p.add_argument("--serialization-queue", type=positive_int, default=1000, metavar="N",
+                   help="serialization queue capacity (default 1000, S4's)")
+    p.add_argument("--writers", type=positive_int, default=1, help="writer threads (default 1)")
+    p.add_argument("--skew", type=float, default=0.99,
+                   help="zipfian constant of the word stream; 0 = uniform (default 0.99)")
+    p.add_argument("--crash-recover", action="store_true",
+                   help="run in a child process, SIGKILL it after the queue drained, reopen the "
+                        "store (timed) and read each PE's state on first use (RECOVERY-READ), "
+                        "verifying the last acknowledged checkpoint")
+    p.add_argument("--eager", action="store_true",
+                   help="with --crash-recover: prefetch all states with get_many instead")
+    p.set_defaults(func=cmd_checkpoint)
+
+
+def cmd_recovery(args: argparse.Namespace) -> int:
+    options = backend_options(args)
+    out = experiment.recovery(args.backend, options, records=args.records,
+                              value_size=args.value_size, seed=args.seed,
+                              load_batch=args.load_batch, crash_load=args.crash,
+                              eager=args.eager, progress=progress(args))
+    if out.crash_load is not None:
+        report.print_lines([f"[LOAD-OVERALL], RunTime(ms), {int(round(out.crash_load.load_ms))}",
+                            f"[LOAD-OVERALL], Records, {out.crash_load.keys}"])
+    else:
+        report.print_errors(out.phases["load"])
+        report.print_lines(report.phase_lines(out.phases["load"], "LOAD-"))
+    verified = out.recovery.verified
+    report.print_errors(verified.phase)
+    report.print_lines(report.recovery_lines(out.recovery) + report.phase_lines(verified.phase))
+    if args.json:
+        results.write_json(args.json, results.result_json(
+            workload="recovery", backend=args.backend, config=config(args, options),
+            phases=out.phases, backend_stats=out.backend_stats,
+            extra={"recovery": out.recovery.to_json()}))
+    return 0 if out.recovery.intact else EXIT_RUNTIME
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    spec = ck.CheckpointSpec(rate=args.rate, events=args.events, pes=args.pes, queue=args.queue,
+                             serialization_queue=args.serialization_queue, writers=args.writers,
+                             skew=args.skew, seed=args.seed).validate()
+    options = backend_options(args)
+    out = experiment.checkpoint(args.backend, options, spec, crash_recover=args.crash_recover,
+                                eager=args.eager, progress=progress(args))
+    result = out.result
+    report.print_errors(result.phase)
+    lines = report.checkpoint_lines(result)
+    extra: dict[str, Any] = {"checkpoint": result.summary()}
+    phases = {"run": result.phase}
+    if out.recovery is not None:
+        verified = out.recovery.verified
+        report.print_errors(verified.phase)
+        lines += report.recovery_lines(out.recovery)
+        lines += report.measurement_lines(verified.phase.measurements)
+        phases["recovery"] = verified.phase
+        extra["recovery"] = out.recovery.to_json()
+    report.print_lines(lines)
+    if args.json:
+        results.write_json(args.json, results.result_json(
+            workload="checkpoint", backend=args.backend, config=config(args, options),
+            phases=phases, backend_stats=None, extra=extra))
+    return EXIT_RUNTIME if out.recovery is not None and not out.recovery.intact else 0

@@ -1,0 +1,129 @@
+"""``bench write-heavy | ycsb-a ... ycsb-f``: one workload run, printed as YCSB prints it.
+
+The load phase is printed first under ``[LOAD-...]`` sections, then the run phase under YCSB's
+own sections; ``--baseline`` adds ``[BASELINE]``/``[BASELINE-C]``; ``--spark-master`` adds
+``[OVERALL], Clients, N``.  The run itself is :func:`experiments.run.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any
+
+from experiments import results
+from experiments import run as run_experiment
+from experiments.spec import RunResult, RunSpec
+from workloads.core import PRESETS
+from workloads.runner import PhaseResult
+
+from . import report
+from .args import (
+    add_backend_args,
+    add_cpus_arg,
+    add_spec_args,
+    backend_options,
+    client_settings,
+    config,
+    place,
+    positive_float,
+    progress,
+    workload_spec,
+)
+
+
+def add_parsers(sub: Any) -> None:
+    for name in PRESETS:
+        _add_workload_parser(sub, name)
+
+
+def _add_workload_parser(sub: Any, name: str) -> None:
+    spec = PRESETS[name]
+    mix = ", ".join(f"{p:g} {op}" for op, p in spec.proportions().items() if p > 0)
+    p = sub.add_parser(
+        name,
+        help=f"{mix}; {spec.distribution}",
+        description=f"Workload {name}: {mix}, request distribution {spec.distribution}, "
+                    f"{spec.records} records, {spec.operations} operations by default.  "
+                    "Proportions are weights (normalized to sum 1); where the preset mixes only "
+                    "reads and updates, --read-proportion alone sets update = 1 - read.",
+    )
+    add_backend_args(p)
+    add_spec_args(p, spec)
+    p.add_argument("--processes", type=int, default=1, metavar="N",
+                   help="client processes, each with --threads threads (beyond the GIL; "
+                        "histograms merged exactly).  memory: each process has its own store; "
+                        "file backends lock their directory and refuse N > 1")
+    p.add_argument("--spark-master", metavar="MASTER",
+                   help="run the clients as Spark tasks on this master (local[N], spark://, "
+                        "yarn, k8s://); the backend's server must be reachable from executors")
+    p.add_argument("--clients", type=int, metavar="N",
+                   help="Spark clients (tasks), each with --threads threads and its own slice of "
+                        "the load; needs --spark-master (default: the master's task slots)")
+    add_cpus_arg(p)
+    p.add_argument("--target", type=positive_float, metavar="OPS",
+                   help="target ops/s over all processes and threads; adds Intended-<OP> "
+                        "latencies")
+    p.add_argument("--skip-load", action="store_true",
+                   help="do not load (the store at --opt path= already holds the records)")
+    p.add_argument("--status-interval", type=positive_float, metavar="SECONDS",
+                   help="print a status line to stderr this often")
+    p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
+    if name == "write-heavy":
+        p.add_argument("--baseline", action="store_true",
+                       help="around the run, time bare os.write+fdatasync appends of the same "
+                            "values in the same kind of directory (with --threads N: N threads "
+                            "sharing fdatasyncs), in Python ([BASELINE]) and in C ([BASELINE-C], "
+                            "the machine's ceiling), and print the ratios")
+    p.set_defaults(func=cmd_workload, workload=name)
+
+
+def run_spec(args: argparse.Namespace) -> RunSpec:
+    """The :class:`RunSpec` a workload command line asks for."""
+    from backends import BadOptionError
+
+    if args.spark_master is None and args.clients is not None:
+        raise BadOptionError("--clients needs --spark-master (e.g. --spark-master 'local[2]'); "
+                             "for clients on this machine use --processes")
+    options = backend_options(args)
+    spec = workload_spec(args)
+    return RunSpec(backend=args.backend, options=options, workload=spec,
+                   clients=client_settings(args), processes=args.processes,
+                   spark_master=args.spark_master, spark_clients=args.clients,
+                   skip_load=args.skip_load, baseline=getattr(args, "baseline", False),
+                   status_interval=args.status_interval,
+                   config=config(args, options, workload_spec=spec.to_dict()))
+
+
+def cmd_workload(args: argparse.Namespace) -> int:
+    spec = run_spec(args)
+    run_experiment.check(spec)
+    place(args, [spec.backend], spec.options)  # records cpus_pinned in args, hence config again
+    spec = replace(spec, config=config(args, spec.options, workload_spec=spec.workload.to_dict()))
+    on_spark = spec.spark_master is not None
+
+    def show(name: str, phase: PhaseResult) -> None:
+        report.print_errors(phase)
+        if name == "load":
+            report.print_lines(report.phase_lines(phase, "LOAD-"))
+        elif not on_spark:  # with Spark clients the run's lines wait for the client count
+            report.print_lines(report.phase_lines(phase))
+
+    result = run_experiment.run(spec, progress=progress(args), on_phase=show)
+    if on_spark:
+        report.print_lines(report.clients_lines(report.phase_lines(result.phases["run"]),
+                                                result.extra["spark"]["clients"]))
+    if result.baseline is not None:
+        report.print_lines(report.baseline_lines(result.baseline))
+    write_results(args, result)
+    return 0
+
+
+def write_results(args: argparse.Namespace, result: RunResult) -> None:
+    """``--json`` and ``--csv`` of a run, however its clients ran."""
+    if args.json:
+        results.write_json(args.json, result.document(args.workload))
+    if getattr(args, "csv", None):
+        results.write_csv(args.csv, {"schema": results.SCHEMA, "backend": result.spec.backend,
+                                     "phases": {n: results.phase_json(p)
+                                                for n, p in result.phases.items()}})

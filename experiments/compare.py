@@ -1,0 +1,192 @@
+"""Several backends, or several points of one, under identical settings: ``compare`` and ``sweep``.
+
+Every backend gets a fresh store, the same workload, seed and client settings
+(:func:`run_workload`).  A backend that cannot open (server down, client package missing) comes
+back *skipped* with the reason: a comparison reports it, never drops it silently.
+
+The comparison method, for a noisy shared machine: :func:`sweep` with ``rounds`` > 1 runs the
+whole sweep that many times with the backends interleaved within each round, so a slow minute
+hits every backend alike; the ratios it is run for (most threads over fewest, first backend over
+the others) are computed per round and reported as their median with every round's value
+(:func:`experiments.results.sweep_ratios`).  :func:`median_spread` is that summary for any list
+of per-round values.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from backends import BackendUnavailableError, CkptError, backend_class, open_backend
+from workloads import core, runner
+from workloads.core import WorkloadSpec
+from workloads.runner import ClientSettings, PhaseResult
+
+from . import results
+from .run import data_dir
+from .spec import SpecError
+
+#: a sweep stops after this many consecutive points gaining less than MIN_GAIN throughput
+FLAT_POINTS = 2
+MIN_GAIN = 0.05
+
+
+@dataclass
+class Outcome:
+    """One backend's run: its phases, or why it was skipped."""
+
+    backend: str
+    phases: dict[str, PhaseResult] = field(default_factory=dict)
+    skipped: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run(self) -> PhaseResult:
+        return self.phases["run"]
+
+
+def median_spread(values: list[float]) -> dict[str, Any]:
+    """The median of per-round values, their range, and the values themselves."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "rounds": list(values)}
+
+
+def options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``options`` that ``backend`` declares (all of them when its class cannot
+    be loaded: the run then reports it as skipped)."""
+    try:
+        names = set(backend_class(backend).all_options())
+    except CkptError:
+        return dict(options)
+    return {k: v for k, v in options.items() if k in names}
+
+
+def check_options(backends: list[str], options: dict[str, Any]) -> None:
+    """Every backend's share of ``options`` parses, before any backend runs (a typo fails
+    first); an unknown backend name fails too, a missing client package does not."""
+    from backends import UnknownBackendError
+
+    for backend in backends:
+        try:
+            cls = backend_class(backend)
+        except UnknownBackendError:
+            raise
+        except CkptError:
+            continue
+        cls.parse_options(options_for(backend, options))
+
+
+def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
+                 clients: ClientSettings = ClientSettings()) -> Outcome:
+    """Load and run ``spec`` on a fresh store of ``backend``; skipped (with the reason) if it
+    cannot open.  ``options`` is copied, so one dict serves many backends."""
+    options = dict(options)
+    try:
+        with data_dir(backend, options):
+            store = open_backend(backend, **options)
+            try:
+                workload = core.CoreWorkload(spec, seed=clients.seed)
+                phases = {"load": runner.load(store, workload, batch=clients.load_batch)}
+                phases["run"] = runner.run(store, workload, clients)
+            finally:
+                store.close()
+    except (BackendUnavailableError, ImportError, ConnectionError, OSError) as exc:
+        return Outcome(backend, skipped=f"{type(exc).__name__}: {exc}".strip())
+    except CkptError as exc:
+        if isinstance(exc, ValueError):  # unknown backend / bad option: the user's mistake
+            raise
+        return Outcome(backend, skipped=f"{type(exc).__name__}: {exc}")
+    return Outcome(backend, phases)
+
+
+def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
+            clients: ClientSettings, *, config: dict[str, Any],
+            on_result: Callable[[Outcome], None] | None = None) -> dict[str, Any]:
+    """Each backend with identical settings, in order; the ``ckptbench.compare/1`` document."""
+    check_options(backends, options)
+    entries = []
+    for backend in backends:
+        outcome = run_workload(backend, options_for(backend, options), spec, clients)
+        if on_result is not None:
+            on_result(outcome)
+        entries.append(results.outcome_json(outcome))
+    return {"schema": results.COMPARE_SCHEMA, "workload": spec.name,
+            "config": {**config, "workload_spec": spec.to_dict()},
+            "environment": results.environment(), "results": entries}
+
+
+def sweep_points(backend: str, options: dict[str, Any], spec: WorkloadSpec, *,
+                 targets: list[float] | None = None, threads_list: list[int] | None = None,
+                 point_seconds: float = 3.0, max_points: int = 12,
+                 clients: ClientSettings = ClientSettings(),
+                 on_point: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Raise the target rate (or the thread count) of one backend until throughput stops growing.
+
+    ``targets=None`` and ``threads_list=None`` means automatic targets: 100, 200, 400, ... ops/s.
+    A target point runs ``target x point_seconds`` operations (at least 200); a thread point runs
+    for ``point_seconds``.  The sweep ends after :data:`FLAT_POINTS` consecutive points gaining
+    less than :data:`MIN_GAIN`, at the end of the list, or on a skip.
+    """
+    auto = targets is None and threads_list is None
+    if threads_list is not None:
+        points: list[dict[str, Any]] = [{"threads": t} for t in threads_list]
+    elif targets is not None:
+        points = [{"target": float(t)} for t in targets]
+    else:
+        points = [{"target": 100.0 * 2 ** i} for i in range(max_points)]
+    out: list[Outcome] = []
+    best, flat = 0.0, 0
+    for params in points[:max_points] if auto else points:
+        if "threads" in params:
+            point = replace(clients, threads=params["threads"], operations=None,
+                            duration=point_seconds, target=None)
+        else:
+            point = replace(clients, threads=1, duration=None, target=params["target"],
+                            operations=max(200, int(params["target"] * point_seconds)))
+        outcome = run_workload(backend, options, spec, point)
+        outcome.params = params
+        out.append(outcome)
+        if on_point is not None:
+            on_point(outcome)
+        if outcome.skipped:
+            break
+        tput = outcome.run.throughput
+        if tput < best * (1 + MIN_GAIN):
+            flat += 1
+            if flat >= FLAT_POINTS:
+                break
+        else:
+            flat = 0
+        best = max(best, tput)
+    return out
+
+
+def sweep(backends: list[str], options: dict[str, Any], spec: WorkloadSpec, *,
+          config: dict[str, Any], targets: list[float] | None = None,
+          threads_list: list[int] | None = None, point_seconds: float = 3.0, rounds: int = 1,
+          clients: ClientSettings = ClientSettings(),
+          on_point: Callable[[int, Outcome], None] | None = None) -> dict[str, Any]:
+    """Every backend's sweep, ``rounds`` times with the backends interleaved; the
+    ``ckptbench.sweep/1`` document with the per-round ratios and their medians."""
+    if rounds < 1:
+        raise SpecError("--rounds must be >= 1")
+    check_options(backends, options)
+    entries = []
+    for r in range(rounds):
+        for backend in backends:
+            points = sweep_points(backend, options_for(backend, options), spec, targets=targets,
+                                  threads_list=threads_list, point_seconds=point_seconds,
+                                  clients=clients,
+                                  on_point=None if on_point is None else
+                                  (lambda o, r=r: on_point(r + 1, o)))
+            for o in points:
+                entry = results.outcome_json(o)
+                if rounds > 1:
+                    entry["round"] = r + 1
+                entries.append(entry)
+    doc = {"schema": results.SWEEP_SCHEMA, "workload": spec.name,
+           "config": {**config, "workload_spec": spec.to_dict()},
+           "environment": results.environment(), "results": entries}
+    doc["ratios"] = results.sweep_ratios(doc)
+    return doc

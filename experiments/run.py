@@ -1,0 +1,181 @@
+"""One workload run: open the store, load, run (optionally bracketed by baselines), close.
+
+:func:`run` takes a :class:`~experiments.spec.RunSpec` and returns a
+:class:`~experiments.spec.RunResult`.  The clients run as threads of this process, as
+``--processes`` child processes (:mod:`workloads.parallel`) or as Spark tasks
+(:mod:`workloads.spark_clients`); the result has the same shape either way, so every run writes
+the same JSON.  ``on_phase(name, phase)`` is called as each phase ends, so the caller can print
+the load's lines before the run starts, as YCSB does.
+
+File backends get a fresh temporary directory (:func:`data_dir`) unless ``path`` was given; it is
+removed after the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import replace
+from typing import Any, Callable, Iterator
+
+from backends import backend_class, open_backend
+from workloads import core, runner
+from workloads.runner import PhaseResult
+
+from . import baselines, results
+from .spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
+
+PhaseObserver = Callable[[str, PhaseResult], None]
+
+
+@contextlib.contextmanager
+def data_dir(backend: str, options: dict[str, Any]) -> Iterator[str | None]:
+    """A fresh temporary ``path`` for file backends unless one was given; removed afterwards.
+    Yields the store's path (``None`` for backends without one)."""
+    if "path" not in backend_class(backend).all_options():
+        yield None
+        return
+    if options.get("path"):
+        given = str(options["path"])
+        yield given if "://" in given else os.path.abspath(os.path.expanduser(given))
+        return
+    tmp = tempfile.mkdtemp(prefix=f"ckptbench-{backend}-")
+    options["path"] = os.path.join(tmp, "store")
+    try:
+        yield options["path"]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        options.pop("path", None)
+
+
+def check(spec: RunSpec) -> None:
+    """Refuse combinations that cannot work, before anything starts."""
+    if spec.clients.threads < 1:
+        raise SpecError(f"--threads must be >= 1 (got {spec.clients.threads})")
+    if spec.processes < 1:
+        raise SpecError(f"--processes must be >= 1 (got {spec.processes})")
+    if spec.skip_load and "path" in backend_class(spec.backend).all_options() \
+            and not spec.options.get("path"):
+        raise SpecError("--skip-load needs the existing store's --opt path=DIR")
+    if spec.spark_master is not None and spec.processes != 1:
+        raise SpecError("--processes and --spark-master both choose the client processes; "
+                        "give one (with Spark, use --clients)")
+    if spec.baseline and (spec.processes > 1 or spec.spark_master is not None):
+        raise SpecError("--baseline needs a file backend in this process; it cannot run with "
+                        "--processes > 1 or --spark-master")
+
+
+def run(spec: RunSpec, *, progress: ProgressFactory = no_progress,
+        on_phase: PhaseObserver | None = None) -> RunResult:
+    """Load (unless ``spec.skip_load``) and run ``spec``; see the module docstring."""
+    check(spec)
+    observe = on_phase or (lambda _name, _phase: None)
+    if spec.spark_master is not None:
+        return _on_spark(spec, observe)
+    if spec.processes > 1:
+        return _in_processes(spec, progress, observe)
+    return _in_threads(spec, progress, observe)
+
+
+def _run_clients(spec: RunSpec) -> runner.ClientSettings:
+    """The run phase's settings: with neither an op count nor a duration, the workload's op
+    count; with ``--duration`` alone, until the time is up."""
+    if spec.clients.operations is None and spec.clients.duration is None:
+        return replace(spec.clients, operations=spec.workload.operations)
+    return spec.clients
+
+
+def _phase(progress: ProgressFactory, label: str, total: int | None,
+           work: Callable[[Callable[[int], None]], PhaseResult]) -> PhaseResult:
+    bar = progress(label, total)
+    try:
+        return work(bar.update)
+    finally:
+        bar.close()
+
+
+def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver) -> RunResult:
+    options = dict(spec.options)
+    status = {"status_interval": spec.status_interval, "status_out": sys.stderr}
+    phases: dict[str, PhaseResult] = {}
+    baseline = None
+    with data_dir(spec.backend, options) as path:
+        workload = core.CoreWorkload(spec.workload, seed=spec.clients.seed)
+        store = open_backend(spec.backend, **options)
+        try:
+            if not spec.skip_load:
+                phases["load"] = _phase(progress, "load", spec.workload.records, lambda update:
+                                        runner.load(store, workload, batch=spec.clients.load_batch,
+                                                    progress=update, **status))
+                observe("load", phases["load"])
+            clients = _run_clients(spec)
+            before = None
+            if spec.baseline:  # the first half of the bracket (see experiments.baselines)
+                before = baselines.leg(path, operations=(clients.operations or 2000) // 2,
+                                       value_size=spec.workload.value_size,
+                                       seed=spec.clients.seed, threads=spec.clients.threads,
+                                       progress=progress)
+            phases["run"] = _phase(progress, "run", clients.operations, lambda update:
+                                   runner.run(store, workload, clients, progress=update,
+                                              **status))
+            observe("run", phases["run"])
+            stats = store.stats()
+        finally:
+            store.close()
+        if before is not None:
+            ran = phases["run"]
+            after = baselines.leg(path, operations=ran.operations - before.python.operations,
+                                  value_size=spec.workload.value_size, seed=spec.clients.seed,
+                                  threads=spec.clients.threads, progress=progress)
+            baseline = baselines.Baseline.of(before, after, ran, path)
+    return RunResult(spec, phases, stats, baseline=baseline)
+
+
+def _in_processes(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver) -> RunResult:
+    """``--processes N > 1``: load once (shared stores) or per process (memory), run, merge."""
+    from workloads import parallel
+
+    mode = parallel.check_backend(spec.backend)
+    phases: dict[str, PhaseResult] = {}
+    if mode == "shared" and not spec.skip_load:
+        store = open_backend(spec.backend, **spec.options)
+        try:
+            phases["load"] = runner.load(store, core.CoreWorkload(spec.workload,
+                                                                  seed=spec.clients.seed),
+                                         batch=spec.clients.load_batch)
+        finally:
+            store.close()
+    clients = _run_clients(spec)
+    bar = progress("run", clients.operations)
+    try:
+        own_load, phases["run"] = parallel.run_processes(
+            spec.backend, spec.options, spec.workload, clients, processes=spec.processes,
+            progress=bar.update, status_interval=spec.status_interval, status_out=sys.stderr)
+    finally:
+        bar.close()
+    if own_load is not None:
+        phases = {"load": own_load, **phases}
+    for name, phase in phases.items():
+        observe(name, phase)
+    return RunResult(spec, phases)
+
+
+def _on_spark(spec: RunSpec, observe: PhaseObserver) -> RunResult:
+    """The clients as barrier-synchronized Spark tasks; histograms merged exactly."""
+    from workloads import spark_clients
+
+    result = spark_clients.run_clients(
+        spec.backend, spec.options, spec.workload, _run_clients(spec),
+        master=spec.spark_master, clients=spec.spark_clients, skip_load=spec.skip_load)
+    for name, phase in result.phases.items():
+        observe(name, phase)
+    n = len(result.clients)
+    extra = {
+        "spark": {"master": spec.spark_master, "clients": n,
+                  "start_skew_ms": {name: result.start_skew_ms(name) for name in result.phases}},
+        "clients": result.clients_json(results.phase_json),
+    }
+    return RunResult(spec, result.phases, None, extra)

@@ -1,0 +1,103 @@
+"""What to run and what came of it: the one ``RunSpec`` / ``RunResult`` pair every experiment uses.
+
+A :class:`RunSpec` says everything a workload run needs (backend and its options, the workload,
+the client settings, where the clients run, whether to bracket the run with baselines); the CLI
+builds one from its arguments and nothing else crosses from the CLI into the experiments.  A
+:class:`RunResult` holds what the run produced: its phases (with their HdrHistograms), the
+store's own statistics, the extra sections an experiment adds, and the environment and command
+line that produced it, so the JSON written from it can always be traced back.
+
+Progress is reported through a :data:`ProgressFactory` the caller passes in (the CLI's is a
+progress bar on stderr), so experiments never decide how, or whether, progress is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from workloads.core import WorkloadSpec
+from workloads.runner import ClientSettings, PhaseResult
+
+from . import results
+
+
+class SpecError(ValueError):
+    """A combination of settings that cannot work (e.g. ``--baseline`` with ``--processes``)."""
+
+
+class Bar(Protocol):
+    """One progress display: told how much is done, then closed."""
+
+    def update(self, done: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: ``factory(label, total)`` -> a :class:`Bar`; ``total`` is ``None`` when unknown
+ProgressFactory = Callable[[str, "int | None"], Bar]
+
+
+class _Silent:
+    def update(self, done: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def no_progress(_label: str, _total: int | None) -> Bar:
+    """The progress factory that shows nothing."""
+    return _Silent()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One workload run against one backend."""
+
+    backend: str
+    #: backend options as given (``path`` may be filled in with a temporary directory)
+    options: dict[str, Any]
+    workload: WorkloadSpec
+    clients: ClientSettings = ClientSettings()
+    #: client processes (beyond the GIL), each with ``clients.threads`` threads
+    processes: int = 1
+    #: run the clients as Spark tasks on this master, ``spark_clients`` of them
+    spark_master: str | None = None
+    spark_clients: int | None = None
+    #: the store already holds the records (a ``load`` happened before, at ``options["path"]``)
+    skip_load: bool = False
+    #: bracket the run with bare append+fdatasync loops (:mod:`experiments.baselines`)
+    baseline: bool = False
+    #: seconds between status lines on stderr (YCSB's ``-s``)
+    status_interval: float | None = None
+    #: the settings as the user gave them, recorded verbatim in the result's ``config``
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    """What one run produced."""
+
+    spec: RunSpec
+    phases: dict[str, PhaseResult]
+    backend_stats: dict[str, Any] | None = None
+    #: JSON sections an experiment adds to the document (``spark``, ``clients``, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the bare-loop floors around the run, with ``spec.baseline``
+    #: (:class:`experiments.baselines.Baseline`)
+    baseline: Any = None
+    environment: dict[str, Any] = field(default_factory=results.environment)
+
+    def document(self, workload: str | None = None) -> dict[str, Any]:
+        """The ``ckptbench.result/1`` JSON document of this run."""
+        config = dict(self.spec.config)
+        config.setdefault("backend_options", dict(self.spec.options))
+        config.setdefault("workload_spec", self.spec.workload.to_dict())
+        doc = results.result_json(workload=workload or self.spec.workload.name,
+                                  backend=self.spec.backend, config=config, phases=self.phases,
+                                  backend_stats=self.backend_stats, extra=self.extra)
+        doc["environment"] = self.environment
+        if self.baseline is not None:
+            doc["baseline"] = self.baseline.to_json()
+        return doc
