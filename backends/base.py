@@ -12,6 +12,7 @@ networked backends.
 from __future__ import annotations
 
 import abc
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -57,21 +58,47 @@ class StoreClosedError(CkptError):
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
+#: the longest period or wait (seconds) a time option may declare.  A background timer sleeps in
+#: ``threading.Event.wait``, which rejects timeouts above ``threading.TIMEOUT_MAX`` (a platform
+#: limit, weeks on some systems); a week is far below it everywhere, and a timer that fires less
+#: than once a week never fires in a benchmark run — an option that means "never" says so with 0.
+LONGEST_WAIT_S = 7 * 24 * 3600.0
+
 
 @dataclass(frozen=True)
 class Option:
-    """One declared backend option: its type, default and help text.
+    """One declared backend option: its type, default, help text and allowed values.
 
     ``type`` is one of ``str``, ``int``, ``float``, ``bool``; string values (from the CLI or a
-    Spark conf) are converted, anything else is checked.
+    Spark conf) are converted, anything else is checked.  What a value may be is declared here,
+    once, and checked by :meth:`convert`, so a bad value always gives the same one-line
+    :class:`BadOptionError` naming the backend, the option, the value, what is allowed and the fix:
+
+    * ``choices``: the only values allowed;
+    * ``min`` / ``max``: inclusive bounds of a number; ``min_exclusive`` makes ``min`` itself
+      invalid (a positive timeout: ``min=0, min_exclusive=True``);
+    * ``finite``: reject ``inf`` and ``-inf`` (``None``, the default, means yes for a ``float``);
+      ``nan`` is never allowed (it compares false with every bound);
+    * ``nonempty``: reject ``""`` for a ``str`` (``None`` stays allowed: a required option with no
+      default is checked where it is used, with a message saying what to give);
+    * ``max_bytes``: the longest utf-8 encoding a ``str`` may have.
+
+    The default of every option must itself be allowed (``None`` always is).
     """
 
     type: type = str
     default: Any = None
     help: str = ""
     choices: Sequence[Any] | None = None
+    min: float | None = None
+    max: float | None = None
+    min_exclusive: bool = False
+    finite: bool | None = None
+    nonempty: bool = False
+    max_bytes: int | None = None
 
     def convert(self, backend: str, name: str, value: Any) -> Any:
+        """``value`` as this option's type, or one :class:`BadOptionError` saying what is wrong."""
         if value is None:
             return None
         try:
@@ -99,7 +126,78 @@ class Option:
                 f"backend {backend!r}: option {name}={value!r} is not one of "
                 f"{', '.join(map(str, self.choices))}"
             )
+        if not self.allows(value):
+            raise BadOptionError(
+                f"backend {backend!r}: option {name}={_clipped(value)} is not allowed: it must be "
+                f"{self.allowed()}; {self._fix(name)}"
+            )
         return value
+
+    def allows(self, value: Any) -> bool:
+        """Whether ``value`` (already of this option's type) is within the declared range."""
+        if self.type is str:
+            if self.nonempty and value == "":
+                return False
+            return self.max_bytes is None or len(value.encode("utf-8", "surrogatepass")) \
+                <= self.max_bytes
+        if self.type not in (int, float):
+            return True
+        if self.type is float and (self.finite is None or self.finite) and not math.isfinite(value):
+            return False
+        if self.min is not None and (value < self.min or (self.min_exclusive and value == self.min)):
+            return False
+        if self.max is not None and value > self.max:
+            return False
+        return value == value  # nan: outside every range
+
+    def allowed(self) -> str:
+        """The declared range in words, e.g. ``a finite number > 0 and <= 604800``."""
+        if self.type is str:
+            what = "a non-empty string" if self.nonempty else "a string"
+            if self.max_bytes is not None:
+                what += f" of at most {self.max_bytes} utf-8 bytes"
+            return what
+        if self.type is int:
+            what = "an integer"
+        elif self.finite is None or self.finite:
+            what = "a finite number"
+        else:
+            what = "a number"
+        bounds = []
+        if self.min is not None:
+            bounds.append(f"{'>' if self.min_exclusive else '>='} {_shown(self.min)}")
+        if self.max is not None:
+            bounds.append(f"<= {_shown(self.max)}")
+        return f"{what} {' and '.join(bounds)}" if bounds else what
+
+    def _fix(self, name: str) -> str:
+        """How to give a valid value: the default where there is one, else a bound."""
+        if self.default is not None:
+            return f"e.g. --opt {name}={_shown(self.default)} (the default)"
+        if self.type is str:
+            return f"give one with --opt {name}=VALUE" + (f": {self.help}" if self.help else "")
+        bound = self.min if self.min is not None and not self.min_exclusive else self.max
+        return f"e.g. --opt {name}={_shown(bound)}" if bound is not None else "give another value"
+
+    def __post_init__(self) -> None:
+        default = self.default
+        if default is not None and (self.choices is not None and default not in self.choices
+                                    or not self.allows(default)):
+            raise ValueError(f"option default {default!r} is not allowed by its own declaration "
+                             f"({self.allowed()})")
+
+
+def _clipped(value: Any, width: int = 60) -> str:
+    """``repr(value)``, cut short so that a message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[:width - 5]}...{text[-2:]}"
+
+
+def _shown(x: Any) -> str:
+    """A value as the user would type it after ``--opt name=`` (no ``.0`` on whole floats)."""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
 
 
 def parse_kv(pairs: Iterable[str]) -> dict[str, str]:

@@ -28,7 +28,7 @@ import happybase
 from Hbase_thrift import AlreadyExists, IOError as HBaseIOError  # loaded by happybase's import
 from thriftpy2.transport import TTransportException
 
-from ..base import Backend, BackendUnavailableError, BadOptionError, Option, Retry
+from ..base import LONGEST_WAIT_S, Backend, BackendUnavailableError, BadOptionError, Option, Retry
 
 T = TypeVar("T")
 
@@ -54,22 +54,21 @@ class HBaseBackend(Backend):
     durability_modes = ("wal", "skip_wal")
     options = {
         "host": Option(str, "127.0.0.1", "HBase Thrift1 gateway host"),
-        "port": Option(int, 9090, "HBase Thrift1 gateway port (buffered transport, binary protocol)"),
-        "table": Option(str, "ckptbench", "table holding the checkpoints; created if missing"),
-        "timeout": Option(int, 10000, "socket timeout of one Thrift call, in ms"),
-        "retries": Option(int, 3, "extra tries of a failed call, with exponential backoff"),
-        "pool_size": Option(int, 8, "Thrift connections shared by the threads using this store"),
-        "batch_size": Option(int, 1000, "rows per Thrift call in put_many/get_many/scan"),
+        "port": Option(int, 9090, "HBase Thrift1 gateway port (buffered transport, binary protocol)",
+                       min=1, max=65535),
+        "table": Option(str, "ckptbench", "table holding the checkpoints; created if missing",
+                        nonempty=True),
+        "timeout": Option(int, 10000, "socket timeout of one Thrift call, in ms",
+                          min=1, max=int(LONGEST_WAIT_S * 1000)),
+        "retries": Option(int, 3, "extra tries of a failed call, with exponential backoff", min=0),
+        "pool_size": Option(int, 8, "Thrift connections shared by the threads using this store",
+                            min=1),
+        "batch_size": Option(int, 1000, "rows per Thrift call in put_many/get_many/scan", min=1),
     }
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         cfg = self.config
-        for opt in ("timeout", "pool_size", "batch_size"):
-            if cfg[opt] < 1:
-                raise BadOptionError(f"backend 'hbase': option {opt}={cfg[opt]} must be >= 1")
-        if cfg["retries"] < 0:
-            raise BadOptionError(f"backend 'hbase': option retries={cfg['retries']} must be >= 0")
         self.address = f"{cfg['host']}:{cfg['port']}"
         self.table_name: str = cfg["table"]
         self._wal = self.durability == "wal"

@@ -30,7 +30,7 @@ import boto3
 import botocore.exceptions as bex
 from botocore.config import Config
 
-from ..base import Backend, BackendUnavailableError, BadOptionError, Option, StorageFullError
+from ..base import LONGEST_WAIT_S, Backend, BackendUnavailableError, Option, StorageFullError
 
 T = TypeVar("T")
 
@@ -65,24 +65,21 @@ class MinioBackend(Backend):
     options = {
         "endpoint": Option(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),
         "bucket": Option(str, "ckptbench", "bucket holding the checkpoints (created if missing)"),
-        "prefix": Option(str, "ckpt/", "object name prefix of this store"),
+        "prefix": Option(str, "ckpt/", "object name prefix of this store",
+                         max_bytes=MAX_OBJECT_NAME - 1),
         "access_key": Option(str, "ckptbench", "S3 access key (empty: boto3's credential chain)"),
         "secret_key": Option(str, "ckptbench-secret", "S3 secret key"),
         "region": Option(str, "us-east-1", "S3 region"),
-        "timeout": Option(float, 5.0, "connect and read timeout per request, seconds"),
-        "retries": Option(int, 3, "total attempts per request (botocore standard retry mode)"),
-        "max_workers": Option(int, 8, "threads for put_many/get_many/scan"),
+        "timeout": Option(float, 5.0, "connect and read timeout per request, seconds",
+                          min=0, min_exclusive=True, max=LONGEST_WAIT_S),
+        "retries": Option(int, 3, "total attempts per request (botocore standard retry mode)",
+                          min=1),
+        "max_workers": Option(int, 8, "threads for put_many/get_many/scan", min=1),
     }
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         cfg = self.config
-        if cfg["timeout"] <= 0 or cfg["retries"] < 1 or cfg["max_workers"] < 1:
-            raise BadOptionError("backend 'minio': timeout must be > 0, retries and "
-                                 "max_workers >= 1")
-        if len(cfg["prefix"].encode()) >= MAX_OBJECT_NAME:
-            raise BadOptionError(f"backend 'minio': prefix must be shorter than "
-                                 f"{MAX_OBJECT_NAME} bytes")
         self.bucket = cfg["bucket"]
         self.where = f"{cfg['endpoint'] or 'AWS S3'} bucket {self.bucket}"
         self._client = boto3.session.Session().client(
