@@ -1,22 +1,20 @@
 /* Group commit for local segments, outside the GIL.
  *
- * Why C: with 16 writer threads the pure-Python group commit spends its time handing the GIL
- * around, not waiting for the disk.  A durable put there released and re-took the GIL three or
+ * Why C: with many writer threads the pure-Python group commit spends its time handing the GIL
+ * around, not waiting for the disk.  A durable put there releases and re-takes the GIL three or
  * four times (the pwrite, the commit lock, the wait, the wake-up), each a thread hand-off.  This
- * module brings that down to one release per put (16 threads: 2.4x -> ~4.5x one thread's
- * throughput on the 2-core VM of the README; what is left is CPython's own GIL hand-off):
+ * module brings that down to one release per put (what is left is CPython's own GIL hand-off):
  *
- *   - pwrite_all() appends a record while *holding* the GIL.  It is a page-cache copy of ~1 KiB
- *     (a few us); releasing the GIL around it only invites another thread to take over
- *     mid-append.
+ *   - pwrite_all() appends a record while *holding* the GIL.  It is a page-cache copy of a
+ *     record, short next to a thread hand-off; releasing the GIL around it only invites another
+ *     thread to take over mid-append.
  *   - GroupCommit.wait(target) releases the GIL once and sleeps (on a futex of its own) until
  *     the first `target` bytes appended are durable.  A writer that finds no sync running
  *     syncs itself: a lone writer never waits for another thread (the 1-thread case stays as
  *     fast as a bare loop).  If writers queued behind it meanwhile, it hands the syncing over
  *     to the committer's sync thread, which runs syncs back to back, each covering everything
  *     appended so far, until no writer waits.  (Handing over to the first queued *writer*
- *     instead left ~35 us between syncs while that writer waited for a CPU: 16 threads
- *     ~32k -> ~38k puts/s with the thread; README, "The checkpoint store".)
+ *     instead leaves a gap between syncs while that writer waits for a CPU.)
  *
  * The store tells the committer where the log ends after every append (appended()) and when a
  * segment was sealed durably (covered()); "bytes" are a store-wide clock, so a sync of the
@@ -256,7 +254,7 @@ static long long drain(GroupCommit *self) {
 /* The sync thread (a plain pthread: it never takes the GIL).  A writer that finishes a sync
  * with writers queued behind it hands the syncing over to this thread, which runs syncs back
  * to back for as long as writers keep queueing.  Handing over to a queued *writer* instead
- * cost ~35 us between syncs (the woken writer waits for a CPU that GIL-hungry threads hold);
+ * leaves a gap between syncs (the woken writer waits for a CPU that GIL-hungry threads hold);
  * this thread is already on a CPU when the sync ends and starts the next one at once. */
 static void *sync_thread(void *arg) {
     GroupCommit *self = arg;

@@ -12,14 +12,18 @@ Two committers with one interface:
 
 * the C committer (``_commit.c``, ``GroupCommit``) for local segments: the wait and the
   ``fdatasync`` run in C with the GIL released once per put, and the append is a ``pwrite`` that
-  keeps the GIL.  In Python each put released and re-took the GIL three or four times, and 16
-  writer threads spent their time handing it around, not waiting for the disk (16 threads: 2.4x
-  one thread's throughput in Python, ~4.5x with the C committer).  Once writers queue, the C
-  committer hands the syncing to a thread of its own that runs syncs back to back (~5x left to
-  the scheduler, 6.3-6.7x with the process on the CPU taking the disk's interrupts; README, "The
-  checkpoint store"); :meth:`close` stops that thread.
+  keeps the GIL.  In Python a durable put releases and re-takes the GIL three or four times (the
+  append, the commit lock, the wait, the wake-up), and many writer threads spend their time
+  handing it around rather than waiting for the disk.  Once writers queue, the C committer hands
+  the syncing to a thread of its own that runs syncs back to back (it is already on a CPU when a
+  sync ends; a woken writer may first wait for one); :meth:`close` stops that thread.
 * :class:`PyCommit` for segments whose sync is a Python call (NFS, where it is a WRITE+COMMIT
   round trip), and for local ones where the C extension was not built (no compiler).
+
+For experiments, the floors a durable store is measured against use the same machinery without a
+store: :class:`PyCommit` around any object with a ``sync()`` method, and :func:`bare_threads`,
+the C committer driven by C threads with no Python in the loop (where :data:`native_available`).
+The figures these give belong in the results, not here.
 """
 
 from __future__ import annotations
@@ -30,18 +34,27 @@ from typing import Any
 
 try:
     from ._commit import GroupCommit as _NativeGroupCommit
+    from ._commit import bare_threads as _native_bare_threads
     from ._commit import pwrite_all
 except ImportError:  # built without a C compiler: the pure-Python committer serves all media
-    _NativeGroupCommit = None
+    _NativeGroupCommit = _native_bare_threads = None
     pwrite_all = None
 
-#: whether local segments get the C committer (tests switch it off to exercise PyCommit)
+#: whether the C extension was built: local segments get the C committer and
+#: :func:`bare_threads` runs (tests switch it off to exercise PyCommit in a store)
 native_available = _NativeGroupCommit is not None
+
+__all__ = ["PyCommit", "bare_threads", "committer", "native_available", "pwrite_all"]
 
 
 class PyCommit:
-    """Group commit in Python; the leader calls ``handle.sync()`` (a segment).  Each queued
-    writer sleeps on a lock of its own, so a sync wakes exactly the writers it covered."""
+    """Group commit in Python; the leader calls ``handle.sync()`` (a segment, or any object with
+    a ``sync()`` method).  Each queued writer sleeps on a lock of its own, so a sync wakes
+    exactly the writers it covered.
+
+    Use: after appending, ``appended(handle, written, nwrites)`` with the log's new end
+    (``written``: bytes or any count that grows with every append; ``nwrites``: records), then
+    ``wait(written)`` to return once a sync covered it.  Thread-safe."""
 
     def __init__(self, handle: Any, written: int = 0, nwrites: int = 0) -> None:
         self._lock = threading.Lock()
@@ -126,6 +139,21 @@ class PyCommit:
         with self._lock:
             return dict(syncs=self._syncs, sync_requests=self._requests,
                         synced_writes=self._synced_writes, group_commit_max_batch=self._max_batch)
+
+
+def bare_threads(path: str, threads: int, operations: int, record_size: int) -> tuple[float, int]:
+    """The C committer's ceiling, with no Python in the loop: ``threads`` pthreads append
+    ``operations`` records of ``record_size`` bytes in all to the file ``path`` (created or
+    emptied, zero-filled and synced before the clock starts; left in place) and wait for each to
+    be durable, sharing ``fdatasync`` calls through the same committer a store uses.  Returns
+    ``(seconds, syncs)``.  Raises ``RuntimeError`` where the C extension was not built (see
+    :data:`native_available`), ``ValueError`` on arguments out of range (threads 1..1024,
+    operations and record_size >= 1) and ``OSError`` on an I/O failure.  The GIL is released
+    for the whole run."""
+    if _native_bare_threads is None:
+        raise RuntimeError("the C group committer (backends/indexed_fs/_commit.c) was not built; "
+                           "install a C compiler and run `pip install -e .` again")
+    return _native_bare_threads(path, threads, operations, record_size)
 
 
 def committer(segment: Any, written: int = 0, nwrites: int = 0) -> tuple[Any, Any, str]:

@@ -1,7 +1,7 @@
 """The in-memory keydir: key -> (segment, offset, size, seq), ordered, with per-segment accounting.
 
 Two layers, so that opening a store with a million keys does not have to build a million-entry
-Python dict (that alone costs ~0.4 s of CPU here, past the 250 ms open target):
+Python dict (one Python object per key is what dominates a large open):
 
 * the **base**: the entries loaded from an index snapshot, kept as the snapshot's own sorted
   numpy arrays (fixed-width utf-8 keys, searched with ``searchsorted``; utf-8 byte order is code
@@ -123,8 +123,8 @@ class Index:
 
     def finish_scan(self) -> None:
         """After :func:`.segment.resolve` filled ``d`` (as a plain dict) and ``tombs`` of an empty
-        index: sort the keys once and count the per-segment accounting (in numpy: a Python loop
-        over 10^6 entries costs ~0.3 s)."""
+        index: sort the keys once and count the per-segment accounting (in numpy, not a Python
+        loop over every entry)."""
         self.d._list.update(dict.keys(self.d))
         entries = list(dict.values(self.d)) + list(self.tombs.values())
         seg = np.fromiter(map(itemgetter(0), entries), np.int64, len(entries))

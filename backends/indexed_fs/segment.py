@@ -55,7 +55,7 @@ def _os_pwrite_all(fd: int, data: bytes, off: int) -> None:
             done += os.pwrite(fd, view[done:], off + done)
 
 
-#: the append: C's pwrite that keeps the GIL (see group_commit.py) where built, else os.pwrite
+#: the append: C's pwrite that keeps the GIL (see group_commit) where built, else os.pwrite
 _pwrite_all = _native_pwrite_all or _os_pwrite_all
 
 #: how far ahead of the appends reserved space is turned into written zeros (Segment.append)
@@ -127,12 +127,11 @@ class Segment:
     a torn tail (:func:`zeros_from`) and :meth:`trim` gives back when the segment is sealed.
 
     Reserved space is *unwritten* (``fallocate``): the first write into each of its blocks
-    converts it, and the sync that makes the write durable must persist that conversion too — on
-    this ext4 a sync of 9 appended records took ~270 µs into unwritten blocks, ~180 µs into
-    written ones.  So :meth:`append` keeps the appends behind ``zeroed``, a watermark of written
-    zeros it moves ``ZERO_AHEAD`` bytes at a time: one 256 KiB zero write per ~250 1 KiB records,
-    whose conversion one group sync carries, instead of a conversion in nearly every sync
-    (16 writer threads: ~31k -> ~39k puts/s in the same run).
+    converts it, and the sync that makes the write durable must persist that conversion too,
+    which makes a sync into unwritten blocks slower than one into written blocks.  So
+    :meth:`append` keeps the appends behind ``zeroed``, a watermark of written zeros it moves
+    ``ZERO_AHEAD`` bytes at a time: one zero write per ``ZERO_AHEAD`` bytes of records, whose
+    conversion one group sync carries, instead of a conversion in nearly every sync.
     """
 
     def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
@@ -150,9 +149,9 @@ class Segment:
     def reserve(self, total: int) -> bool:
         """Allocate the file up to ``total`` bytes now (``fallocate``; the new space reads as
         zeros) and make that durable once.  Why: an ``fdatasync`` after an append that grows the
-        file must also journal the new file size; inside allocated space it need not, which here
-        (ext4) gives ~1.4x the syncs per second — the trick of PostgreSQL's preallocated WAL
-        segments and RocksDB's ``allow_fallocate``.  Best effort: where the filesystem cannot
+        file must also journal the new file size; inside allocated space it need not, so each
+        sync has less to write — the trick of PostgreSQL's preallocated WAL segments and
+        RocksDB's ``allow_fallocate``.  Best effort: where the filesystem cannot
         (no ``fallocate``, no room) the segment keeps growing by plain appends."""
         if total <= self.file_size:
             return True
@@ -315,7 +314,7 @@ class ScanResult:
 _HEADER_DT = np.dtype([("crc", "<u4"), ("seq", "<u8"), ("klen", "<u4"), ("vlen", "<u4"),
                        ("flags", "u1")])
 _RUN_FIRST, _RUN_MAX = 512, 1 << 16  # equal-size records tried at once (then grown to the max)
-_RUN_MIN = 256  # shorter runs are walked singly: a chunk has a fixed numpy cost (~0.1 ms)
+_RUN_MIN = 256  # shorter runs are walked singly: a chunk has a fixed numpy cost
 
 
 @dataclass

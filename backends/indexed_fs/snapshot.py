@@ -10,8 +10,8 @@ column and a blob).  The CRC covers the whole file before it.  The header record
 ``(segment, offset)`` the snapshot covers: the open scans the log only from there.
 
 Writing (``Medium.write_atomic``): temp file, sync, atomic rename, directory sync; only then are
-older snapshots deleted,
-so a crash at any point leaves at least one complete snapshot (or none, if there never was one).
+older snapshots deleted, so a crash at any point leaves at least one complete snapshot (or none,
+if there never was one).
 """
 
 from __future__ import annotations
