@@ -16,7 +16,7 @@ import pytest
 
 import services
 from backends import StoreLockedError, open_backend
-from backends.fsutil import LOCK_NAME, LeaseLock
+from backends.dir_lock import LOCK_NAME, LeaseLock
 from backends.media import open_medium
 
 

@@ -28,7 +28,8 @@ from urllib.parse import quote, unquote
 import crc32c
 
 from ..base import Backend, CorruptDataError, Option
-from ..fsutil import lock_dir, open_data_dir, storage_errors
+from ..dir_lock import lock_dir
+from ..media import open_data_dir, storage_errors
 
 _HEADER = struct.Struct("<III")  # crc, key length, value length
 _SUFFIX = ".ckpt"
@@ -62,7 +63,7 @@ def _file_name(key: str) -> str:
 class DefaultFSBackend(Backend):
     name = "default_fs"
     durability_modes = ("sync", "none")
-    options = {"path": Option(str, None, "data directory (created if missing)")}
+    options = {"path": Option(str, None, "data directory (created if missing)", nonempty=True)}
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -1,37 +1,41 @@
 """``indexed_fs``: the thesis' indexed file-system store, built the Bitcask way.
 
 Writes are appended to the active segment (see :mod:`.segment`) and located by an in-memory
-keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`); dead space is
-reclaimed by GC and compaction (:mod:`.compaction`).  This module ties them together: the write
-path with group commit, reads, the open-time rebuild, and the background threads.
+keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`) and rebuilt on open
+(:mod:`.recovery`); dead space is reclaimed by GC and compaction (:mod:`.compaction`, which reaches
+the store only through the interface it declares, :class:`.compaction.CompactionTarget`).  This
+module ties them together: the write path with group commit, reads, GC, snapshots and the
+background threads.
 
 The data directory is a storage medium (:mod:`backends.media`, opened by
-:func:`~backends.fsutil.open_data_dir`): a local path keeps raw-fd segments (``pwrite`` +
+:func:`~backends.media.open_data_dir`): a local path keeps raw-fd segments (``pwrite`` +
 ``fdatasync``) and an ``flock``; an ``nfs://`` URL uses buffered NFS segments (one WRITE+COMMIT
-per group commit) and a lease lock file (:class:`~backends.fsutil.LeaseLock`).
+per group commit) and a lease lock file (:class:`~backends.dir_lock.LeaseLock`).
 
 Locking: ``_lock`` guards the index, the segment table and appends (held only for the
-``pwrite``, never for an fsync).  Durability waits go to the group committer (:mod:`.commit`):
-a writer whose bytes are not yet durable either leads the next sync or queues for one that
-covers its bytes, so concurrent writers share one ``fdatasync``.
+``pwrite``, never for an fsync).  Durability waits go to the group committer
+(:mod:`.group_commit`): a writer whose bytes are not yet durable either leads the next sync or
+queues for one that covers its bytes, so concurrent writers share one ``fdatasync``.
+``_maint_lock`` admits one deleter of segments at a time (GC or a compaction pass).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
-import numpy as np
-
-from ..base import Backend, BadOptionError, CorruptDataError, Option, StorageFullError
-from ..fsutil import lock_dir, open_data_dir, storage_errors
+from ..base import LONGEST_WAIT_S, Backend, CorruptDataError, Option, StorageFullError
+from ..dir_lock import lock_dir
+from ..media import open_data_dir, storage_errors
 from . import compaction, snapshot
+from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
-from .segment import (FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, list_segment_ids,
-                      open_segment, resolve, walk)
+from .recovery import init_keydir
+from .segment import FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, open_segment
 
 MiB = 1 << 20
 
@@ -51,17 +55,22 @@ class IndexedFSBackend(Backend):
     name = "indexed_fs"
     durability_modes = ("sync", "interval", "none")
     options = {
-        "path": Option(str, None, "data directory (required)"),
-        "segment_size": Option(int, 64 * MiB, "bytes after which the active segment is sealed"),
-        "sync_interval_ms": Option(int, 100, "durability=interval: milliseconds between syncs"),
+        "path": Option(str, None, "data directory (required)", nonempty=True),
+        "segment_size": Option(int, 64 * MiB, "bytes after which the active segment is sealed",
+                               min=1),
+        "sync_interval_ms": Option(int, 100, "durability=interval: milliseconds between syncs",
+                                   min=1, max=int(LONGEST_WAIT_S * 1000)),
         "index_flush_interval": Option(
-            float, 60.0, "seconds between index snapshots; 0 = only on close"
+            float, 60.0, "seconds between index snapshots; 0 = only on close",
+            min=0, max=LONGEST_WAIT_S,
         ),
         "compaction_live_ratio": Option(
-            float, 0.5, "sealed segments with live/total bytes below this are compacted"
+            float, 0.5, "sealed segments with live/total bytes below this are compacted",
+            min=0, max=1,
         ),
         "compaction_interval": Option(
-            float, 0.0, "seconds between background compaction runs; 0 = only compact()"
+            float, 0.0, "seconds between background compaction runs; 0 = only compact()",
+            min=0, max=LONGEST_WAIT_S,
         ),
         "preallocate": Option(
             bool, True, "reserve each segment's space up front (fallocate) so that a sync "
@@ -73,24 +82,13 @@ class IndexedFSBackend(Backend):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         cfg = self.config
-        for opt in ("segment_size", "sync_interval_ms"):
-            if cfg[opt] <= 0:
-                raise BadOptionError(f"backend 'indexed_fs': option {opt}={cfg[opt]} must be > 0")
-        for opt in ("index_flush_interval", "compaction_interval"):
-            if cfg[opt] < 0:
-                raise BadOptionError(f"backend 'indexed_fs': option {opt}={cfg[opt]} must be >= 0")
-        if not 0 <= cfg["compaction_live_ratio"] <= 1:
-            raise BadOptionError(
-                f"backend 'indexed_fs': option compaction_live_ratio="
-                f"{cfg['compaction_live_ratio']} must be between 0 and 1"
-            )
         self.medium = open_data_dir(self.name, cfg["path"])
         self.path = self.medium.root
         self._errors = storage_errors(self.name, self.path)  # stateless: one for every use
         self._segment_size: int = cfg["segment_size"]
         self._sync_writes = self.durability == "sync"
         self._lock = threading.Lock()
-        self._cond = threading.Condition()  # segment pins (see _flush, _delete_segments)
+        self._cond = threading.Condition()  # segment pins (see _flush, delete_dead_segments)
         self._snap_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one deleter of segments at a time (GC, compaction)
         self._segments: dict[int, AnySegment] = {}
@@ -105,6 +103,7 @@ class IndexedFSBackend(Backend):
         self._snap_number = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._commit: Any = None  # the group committer, made once the active segment is known
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
             records_scanned=0, unresolved_snapshot_entries=0, open_time_ms=0.0,
@@ -126,129 +125,27 @@ class IndexedFSBackend(Backend):
         self._start_threads()
 
     def _open(self) -> None:
+        """Rebuild the keydir (:func:`.recovery.init_keydir`), then choose the active segment,
+        start the group committer and queue dead sealed segments for GC."""
         t0 = time.perf_counter()
-        medium = self.medium
-        for name in medium.listdir():
-            if name.endswith(".tmp"):
-                medium.delete(name)
-        ids = list_segment_ids(medium)
-        for sid in ids:
-            self._segments[sid] = open_segment(medium, sid)
-        snap = self._load_snapshot(ids)
-        c = self.counters
-        index = self._index
-        next_seq = 1
-        gone: list[str] = []
-        if snap is not None:
-            cseg, coff = snap.covered
-            next_seq = snap.next_seq
-            known = np.array(ids, np.uint32)
-            ok = np.isin(snap.cols[0], known)
-            if not ok.all():
-                # entries into segments deleted after this snapshot (GC, compaction): the scan
-                # below finds what superseded or copied them; any key it does not is reported
-                gone = [k if isinstance(k, str) else k.decode("utf-8")
-                        for k in (snap.keys[i] for i in np.flatnonzero(~ok).tolist())]
-            if isinstance(snap.keys, np.ndarray):
-                index.load_base(snap.keys, snap.cols, ok)
-            else:  # keys with NUL in them: the slower dict path
-                cols = [col.tolist() for col in snap.cols]
-                for i in np.flatnonzero(ok).tolist():
-                    dict.__setitem__(index.d, snap.keys[i], tuple(col[i] for col in cols))
-                index.finish_scan()
-            for key, e in snap.tombs.items():
-                if e[0] in self._segments:
-                    index.set(key, e, tomb=True)
-            for sid, seg in self._segments.items():
-                seg.min_seq = snap.seg_min_seq.get(sid, 0)
-            plan = [(s, coff if s.id == cseg else 0) for s in self._segments.values()
-                    if s.id >= cseg or s.id not in snap.seg_min_seq]
-            values: dict[str, Entry] = {}  # what the log holds beyond the snapshot
-            tombs: dict[str, Entry] = {}
+        kd = init_keydir(self.medium)
+        self._segments, self._index, self._next_seq = kd.segments, kd.index, kd.next_seq
+        self._snap_number = kd.snapshot_number  # the next flush outnumbers damaged ones too
+        self.counters.update(kd.counters())
+        # the last segment stays active unless full
+        last = max(self._segments, default=None)
+        if last is not None and self._segments[last].size < self._segment_size:
+            self._active = self._segments[last]
         else:
-            plan = [(s, 0) for s in self._segments.values()]
-            values, tombs = index.d, index.tombs  # filled in place, sorted once at the end
-
-        last_id = ids[-1] if ids else None
-        parts = []  # full rebuild: every segment's records, resolved at once below
-        for seg, start in plan:
-            res, recs = walk(seg.read_all(start), seg.id, start, seg.id == last_id)
-            if res.reserved_at is not None:  # reserved space left untrimmed by a crash
-                seg.size = res.reserved_at
-                seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
-                if seg.id != last_id:
-                    seg.trim()
-            if snap is None:
-                parts.append(recs)
-            else:
-                resolve(recs, values, tombs)
-            c["records_scanned"] += res.records
-            c["corrupt_records"] += res.corrupt
-            c["rebuild_notes"].extend(res.notes[:20])
-            if res.records:
-                seg.min_seq = res.min_seq if start == 0 else min(seg.min_seq, res.min_seq)
-                next_seq = max(next_seq, res.max_seq + 1)
-            elif start == 0:
-                seg.min_seq = res.min_seq
-            if res.tail_at is not None:
-                if seg.id == last_id:
-                    seg.truncate(res.tail_at)
-                    c["torn_tail_truncated"] += 1
-                    c["rebuild_notes"].append(f"segment {seg.id}: torn tail cut at {res.tail_at}")
-                else:
-                    c["corrupt_records"] += 1
-                    c["rebuild_notes"].append(
-                        f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
-        if snap is None:
-            if not index.load_log(parts):  # keys numpy cannot hold exactly: record by record
-                for recs in parts:
-                    resolve(recs, values, tombs)
-                index.finish_scan()
-        else:
-            index.merge(values, tombs)
-            unresolved = [k for k in gone if index.latest(k) is None]
-            c["unresolved_snapshot_entries"] = len(unresolved)
-            if unresolved:
-                c["rebuild_notes"].append(
-                    f"{len(unresolved)} snapshot entries point into deleted segments and no later "
-                    f"record was found (e.g. {unresolved[0]!r}); treated as deleted")
-        self._next_seq = next_seq
-        # the last segment stays active unless full; fully dead sealed ones await GC
-        if ids and self._segments[last_id].size < self._segment_size:
-            self._active = self._segments[last_id]
-        else:
-            self._active = open_segment(medium, (last_id or 0) + 1, create=True)
+            self._active = open_segment(self.medium, (last or 0) + 1, create=True)
             self._segments[self._active.id] = self._active
-            medium.sync_dir()
+            self.medium.sync_dir()
         if self.config["preallocate"]:
             self._active.reserve(self._segment_size)
         self._commit, self._handle_of, self._commit_kind = committer(self._active)
-        self._gc_pending = {s for s in self._segments if s != self._active.id
-                            and index.live.get(s, (0,))[0] == 0}
+        self._gc_pending = kd.dead_segments(self._active.id)
         self._gc_due = bool(self._gc_pending)
-        c["open_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
-
-    def _load_snapshot(self, ids: list[int]) -> snapshot.Snapshot | None:
-        """The newest snapshot that verifies and fits the segment files; damaged ones are
-        counted (and kept for inspection until the next successful flush) — never fatal."""
-        numbers = snapshot.list_numbers(self.medium)
-        self._snap_number = max(numbers, default=0)  # the next flush outnumbers damaged ones too
-        for number in numbers:
-            try:
-                snap = snapshot.read(self.medium, number)
-                cseg, coff = snap.covered
-                if cseg in self._segments and self._segments[cseg].size < coff:
-                    raise ValueError(f"covers segment {cseg} up to {coff}, past its end")
-                if not ids or cseg > ids[-1]:
-                    raise ValueError(f"covers segment {cseg}, newer than any segment file")
-            except (ValueError, OSError, UnicodeDecodeError) as exc:
-                self.counters["snapshots_invalid"] += 1
-                self.counters["rebuild_notes"].append(
-                    f"snapshot {snapshot.file_name(number)} unusable: {exc}")
-                continue
-            self.counters["snapshot_used"] = snapshot.file_name(number)
-            return snap
-        return None
+        self.counters["open_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
 
     # ------------------------------------------------------------------------------ writing
     def _put(self, key: str, value: bytes) -> None:
@@ -295,7 +192,7 @@ class IndexedFSBackend(Backend):
         if self._gc_due:
             self._gc()
 
-    def _append_locked(self, data: bytes, metas: Sequence[tuple[str, int, int, int]]) -> int:
+    def _append_locked(self, data: bytes, metas: Sequence[RecordMeta]) -> int:
         """Append ``data`` (the records described by ``metas``: key, size, seq, flags) and point
         the index at them; caller holds ``_lock``.  Returns the group-commit target."""
         seg, n = self._active, len(data)
@@ -434,12 +331,13 @@ class IndexedFSBackend(Backend):
                 candidates, self._gc_pending = self._gc_pending, set()
             if candidates:
                 self._flush()
-                self._delete_segments(candidates)
+                self.delete_dead_segments(candidates)
         finally:
             self._maint_lock.release()
 
-    def _delete_segments(self, ids: set[int] | list[int]) -> list[int]:
-        """Remove sealed, fully dead segments (the caller made their successors durable)."""
+    def delete_dead_segments(self, ids: Iterable[int]) -> list[int]:
+        """Delete those of ``ids`` that are sealed and hold no live entry; return their ids.
+        The caller made durable whatever superseded their records (GC, compaction)."""
         with self._lock:
             live = self._index.live
             gone = [self._segments.pop(i) for i in sorted(ids)
@@ -484,7 +382,46 @@ class IndexedFSBackend(Backend):
     def compact(self) -> dict[str, int]:
         """Rewrite sealed segments whose live ratio is below ``compaction_live_ratio``."""
         self._check_open()
-        return compaction.compact(self, self.config["compaction_live_ratio"])
+        return self._compact()
+
+    def _compact(self) -> dict[str, int]:
+        done = compaction.compact(self, self.config["compaction_live_ratio"])
+        if done["segments"]:
+            c = self.counters
+            c["compactions"] += 1
+            c["segments_compacted"] += done["segments"]
+            c["records_copied"] += done["copied"]
+            c["tombstones_dropped"] += done["tombstones_dropped"]
+        return done
+
+    # ------------------------------------------------- compaction's interface (CompactionTarget)
+    def maintenance(self) -> threading.Lock:
+        """The lock of segment deleters (GC, compaction passes): held, no segment disappears."""
+        return self._maint_lock
+
+    def sealed_segments(self) -> list[tuple[int, int, int]]:
+        """``(segment id, size, live bytes)`` of every sealed segment, oldest first."""
+        with self._lock:
+            live = self._index.live
+            return [(sid, seg.size, live.get(sid, (0, 0))[1])
+                    for sid, seg in sorted(self._segments.items()) if sid != self._active.id]
+
+    def read_sealed(self, seg_id: int) -> bytes | None:
+        """All bytes of sealed segment ``seg_id`` (``None`` if it is gone).  Sealed bytes never
+        change, so they are read without the lock; the caller holds :meth:`maintenance` so that
+        the file is not deleted meanwhile."""
+        with self._lock:
+            seg = self._segments.get(seg_id)
+            if seg is self._active:
+                raise ValueError(f"segment {seg_id} is the active segment, not sealed")
+        return None if seg is None else seg.read_all()
+
+    @contextlib.contextmanager
+    def locked_log(self) -> Iterator[LockedLog]:
+        """The store lock held for the block, with the log and index operations compaction's
+        compare-and-swap needs (:class:`.compaction.LockedLog`)."""
+        with self._lock:
+            yield _LockedLog(self)
 
     # ------------------------------------------------------------------------ background work
     def _start_threads(self) -> None:
@@ -494,8 +431,7 @@ class IndexedFSBackend(Backend):
         if cfg["index_flush_interval"] > 0:
             self._spawn("index-flush", cfg["index_flush_interval"], self._write_snapshot)
         if cfg["compaction_interval"] > 0:
-            self._spawn("compaction", cfg["compaction_interval"], lambda: compaction.compact(
-                self, cfg["compaction_live_ratio"]))
+            self._spawn("compaction", cfg["compaction_interval"], self._compact)
         self._spawn("gc", 1.0, lambda: self._gc() if self._gc_pending else None)
 
     def _spawn(self, what: str, every: float, job) -> None:
@@ -528,7 +464,8 @@ class IndexedFSBackend(Backend):
 
     def _close_files(self) -> None:
         try:
-            self._commit.close()  # the C committer's sync thread, before the fds it syncs
+            if self._commit is not None:  # None: the open failed before it was made
+                self._commit.close()  # the C committer's sync thread, before the fds it syncs
             for seg in self._segments.values():
                 try:
                     seg.trim()  # a clean directory holds records only
@@ -567,3 +504,25 @@ class IndexedFSBackend(Backend):
         syncs = out["syncs"]
         out["group_commit_avg_batch"] = round(synced_writes / syncs, 2) if syncs else 0.0
         return out
+
+
+class _LockedLog:
+    """:class:`.compaction.LockedLog` over a store whose ``_lock`` the holder has taken."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: IndexedFSBackend) -> None:
+        self._store = store
+
+    def latest(self, key: str) -> tuple[Entry, bool] | None:
+        return self._store._index.latest(key)
+
+    def lowest_seq_outside(self, seg_id: int) -> int:
+        return min((s.min_seq for s in self._store._segments.values() if s.id != seg_id),
+                   default=1 << 64)
+
+    def drop_tombstone(self, key: str) -> None:
+        self._store._index.drop_tomb(key)
+
+    def append(self, data: bytes, metas: Sequence[RecordMeta]) -> int:
+        return self._store._append_locked(data, metas)

@@ -16,6 +16,8 @@ relative to the medium's root directory (created on open):
 Errors: a missing file is :class:`FileNotFoundError` (as with ``os``); a full medium is
 :class:`~backends.base.StorageFullError`; an unreachable server, a timeout or a permission
 problem is :class:`~backends.base.BackendUnavailableError` naming the path and the fix.
+A backend that does its own I/O on the medium's files (raw fds) gets the same translation from
+:class:`storage_errors`.  :func:`open_data_dir` is how a file backend opens its ``path`` option.
 
 The local hot path stays raw: ``LocalMedium`` append files expose ``fd`` and do one
 ``os.write``/``os.fdatasync`` per call, so a backend may keep using plain fds locally.
@@ -26,9 +28,10 @@ from __future__ import annotations
 import abc
 import errno
 
-from ..base import BackendUnavailableError, StorageFullError
+from ..base import BackendUnavailableError, BadOptionError, StorageFullError
 
-__all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "is_nfs_url", "map_os_error", "parts_of"]
+__all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "open_data_dir", "is_nfs_url",
+           "map_os_error", "storage_errors", "parts_of"]
 
 
 def is_nfs_url(path: str) -> bool:
@@ -49,6 +52,14 @@ def open_medium(path: str, label: str = "medium") -> "Medium":
     return LocalMedium(str(path), label)
 
 
+def open_data_dir(backend: str, path: str | None) -> "Medium":
+    """A file backend's data directory (its ``path`` option) as a medium: a local path (also a
+    kernel NFS mount) or an ``nfs://HOST/EXPORT/DIR?version=3|4.1`` URL (userspace client)."""
+    if not path:
+        raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
+    return open_medium(str(path), backend)
+
+
 def map_os_error(exc: OSError, label: str, where: str) -> Exception:
     """The typed error for an ``OSError`` on ``where`` (the caller raises it ``from exc``)."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -60,6 +71,29 @@ def map_os_error(exc: OSError, label: str, where: str) -> Exception:
                                        f"{exc.strerror or exc}; fix its permissions or choose "
                                        f"another --opt path=DIR")
     return exc
+
+
+class storage_errors:
+    """``with storage_errors(backend, path):`` raises an ``OSError`` inside as the typed error
+    :func:`map_os_error` gives (full medium, permissions), naming the backend; others pass
+    through.  A class, not ``@contextmanager``: it wraps appends and syncs on the write path,
+    where a generator-based manager adds a call and a generator per use."""
+
+    __slots__ = ("label", "path")
+
+    def __init__(self, backend: str, path: str) -> None:
+        self.label, self.path = f"backend {backend!r}", path
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, typ, exc, tb) -> bool:
+        if exc is None or not isinstance(exc, OSError):
+            return False
+        typed = map_os_error(exc, self.label, self.path)
+        if typed is exc:
+            return False
+        raise typed from exc
 
 
 def parts_of(data: "bytes | list[bytes]") -> list:

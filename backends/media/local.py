@@ -2,6 +2,8 @@
 
 Nothing is added on the hot path: an append is one ``os.write`` (looped only on a short write) and
 a sync one ``os.fdatasync``; backends that want raw descriptors use :attr:`LocalAppendFile.fd`.
+Opening one prepares its directory (:func:`prepare_dir`: created if missing, checked writable,
+with a message naming the fix); :func:`fsync_dir` makes a directory's entries durable.
 """
 
 from __future__ import annotations
@@ -9,8 +11,39 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..fsutil import fsync_dir, prepare_dir
+from ..base import BackendUnavailableError, BadOptionError
 from . import AppendFile, Medium, ReadFile, map_os_error, parts_of
+
+
+def prepare_dir(backend: str, path: str | None) -> str:
+    """Create ``path`` if needed and check it is a writable directory; its absolute path."""
+    if not path:
+        raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
+    path = os.path.abspath(os.path.expanduser(str(path)))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise BackendUnavailableError(
+            f"backend {backend!r}: cannot create data directory {path}: {exc.strerror}; "
+            f"choose a writable path with --opt path=DIR"
+        ) from exc
+    if not os.path.isdir(path):
+        raise BackendUnavailableError(f"backend {backend!r}: {path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BackendUnavailableError(
+            f"backend {backend!r}: data directory {path} is not writable; "
+            f"fix its permissions or choose another with --opt path=DIR"
+        )
+    return path
+
+
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (creates, renames, unlinks) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class LocalAppendFile(AppendFile):

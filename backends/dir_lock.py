@@ -1,15 +1,15 @@
-"""File-system helpers shared by the file backends (``default_fs``, ``indexed_fs``).
+"""The single-writer lock of a data directory: one store process writes a directory at a time.
 
-One place for: preparing the data directory with a clear error, opening it as a storage medium
-(:func:`open_data_dir`: a local path or an ``nfs://`` URL), the single-writer lock
-(:func:`lock_dir`: ``flock`` locally, a lease file over NFS), directory fsync, and turning
-``ENOSPC``/``EDQUOT``/``EACCES`` into the interface's typed errors.
+Two kinds, chosen by :func:`lock_dir` from the medium: :class:`DirLock`, an ``flock`` on a local
+directory (the kernel drops it when the process dies, so a crash never leaves it behind), and
+:class:`LeaseLock`, a lock file kept alive by a heartbeat, for a medium without ``flock`` (an
+``nfs://`` directory).  Both raise :class:`~backends.base.StoreLockedError` naming the holder and
+the fix when the directory is taken.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import os
@@ -17,9 +17,9 @@ import socket
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
-from .base import BackendUnavailableError, BadOptionError, StorageFullError, StoreLockedError
+from .base import StoreLockedError
 
 if TYPE_CHECKING:
     from .media import Medium
@@ -27,28 +27,6 @@ if TYPE_CHECKING:
 LOCK_NAME = "LOCK"
 #: a lease lock whose heartbeat is older than this many seconds is stale (see LeaseLock)
 LEASE_SECONDS = 30.0
-
-
-def prepare_dir(backend: str, path: str | None) -> str:
-    """Create ``path`` if needed and check it is a writable directory."""
-    if not path:
-        raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
-    path = os.path.abspath(os.path.expanduser(str(path)))
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise BackendUnavailableError(
-            f"backend {backend!r}: cannot create data directory {path}: {exc.strerror}; "
-            f"choose a writable path with --opt path=DIR"
-        ) from exc
-    if not os.path.isdir(path):
-        raise BackendUnavailableError(f"backend {backend!r}: {path} is not a directory")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise BackendUnavailableError(
-            f"backend {backend!r}: data directory {path} is not writable; "
-            f"fix its permissions or choose another with --opt path=DIR"
-        )
-    return path
 
 
 class DirLock:
@@ -186,55 +164,8 @@ class LeaseLock:
                 self.medium.delete(LOCK_NAME)
 
 
-def open_data_dir(backend: str, path: str | None) -> "Medium":
-    """The backend's data directory as a storage medium: a local path (also a kernel NFS mount)
-    or an ``nfs://HOST/EXPORT/DIR?version=3|4.1`` URL (userspace client)."""
-    if not path:
-        raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
-    from .media import open_medium
-
-    return open_medium(str(path), backend)
-
-
 def lock_dir(backend: str, medium: "Medium") -> "DirLock | LeaseLock":
     """The single-writer lock: ``flock`` on a local directory, a lease file over NFS."""
     if medium.kind == "local":
         return DirLock(backend, medium.root)  # type: ignore[attr-defined]
     return LeaseLock(backend, medium)
-
-
-def fsync_dir(path: str) -> None:
-    """Make a directory's entries (creates, renames, unlinks) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class storage_errors:
-    """``with storage_errors(backend, path):`` maps a full disk to :class:`StorageFullError` and
-    permission errors to a clear message.  A class, not ``@contextmanager``: it wraps every
-    append and sync on the hot path, where a generator-based manager costs microseconds."""
-
-    __slots__ = ("backend", "path")
-
-    def __init__(self, backend: str, path: str) -> None:
-        self.backend, self.path = backend, path
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, typ, exc, tb) -> bool:
-        if exc is None or not isinstance(exc, OSError):
-            return False
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise StorageFullError(
-                f"backend {self.backend!r}: no space left under {self.path}; the write was not "
-                f"acknowledged and stored data is intact — free space or use another --opt path=DIR"
-            ) from exc
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            raise BackendUnavailableError(
-                f"backend {self.backend!r}: cannot write under {self.path}: {exc.strerror}"
-            ) from exc
-        return False

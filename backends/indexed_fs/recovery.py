@@ -1,0 +1,246 @@
+"""The rebuild: a data directory's segments and snapshots -> the in-memory keydir.
+
+:func:`init_keydir` is what opening an ``indexed_fs`` store starts with (Bitcask's
+``init_keydir``): it needs a medium (:mod:`backends.media`), not a store, so it can be run and
+tested on its own.  Given a directory it
+
+1. deletes temp files (``*.tmp``): an atomic write (:meth:`Medium.write_atomic`) interrupted
+   before its rename, never a committed file;
+2. opens every segment file;
+3. chooses the newest snapshot that verifies (magic, sizes, CRC) and fits the segment files (it
+   may not cover bytes past a segment's end, nor a segment newer than any file); a damaged or
+   unfitting one is counted and noted, and the next older one tried; with none the rebuild is a
+   full scan;
+4. walks the log with :func:`.segment.walk` (every record's CRC checked): with a snapshot, from
+   the position it covers in its covered segment, every newer segment whole, and any segment the
+   snapshot does not list whole; without one, every segment;
+5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
+   cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
+   length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
+   never cut (the bytes stay for inspection).  Reserved space past the records (zeros, see
+   :meth:`.segment.Segment.reserve`) is not damage: the records end where it starts, and a sealed
+   segment gives it back.
+
+Invariants of the result (:class:`Keydir`):
+
+* every key's entry is its intact record with the highest ``seq`` (equal ``seq``: the one found
+  later in log order, a compaction copy of the same write); a key whose winner is a tombstone is
+  in ``index.tombs``, not among the values;
+* ``next_seq`` is above every ``seq`` in the snapshot used and in every scanned record;
+* every segment's ``min_seq`` is at most the ``seq`` of any record in it (0 = unknown), so the
+  tombstone-drop rule of :mod:`.compaction` stays conservative;
+* ``index.live`` counts, per segment, exactly the entries (values and live tombstones) pointing
+  into it.
+
+Safety argument:
+
+* A snapshot is written only after everything before its covered position is durable, and every
+  record appended later lies at or past that position (in the covered segment, or a newer one), so
+  the walk from there sees every record the snapshot lacks; the highest ``seq`` wins whichever
+  side it comes from.
+* A segment is deleted (GC, compaction) only after every record that superseded or copied its
+  live records is durable.  A snapshot entry into a deleted segment is therefore replaced by a
+  record the walk finds; one that is not (counted as ``unresolved_snapshot_entries``) is treated
+  as deleted rather than pointed at a missing file.  A snapshot tombstone into a deleted segment
+  is dropped: no older value can remain where its own segment is gone.
+* Only the newest segment takes appends that may be in flight at a crash; sealed segments were
+  synced whole when sealed.  So only the newest segment's tail is cut, and only damage reaching
+  its end: a sync makes durable every byte before the position it syncs to, so no record after a
+  torn one was acknowledged as durable (its acknowledgement would have covered the torn one too).
+  Damage elsewhere is reported, not repaired.
+* A snapshot that fails its checks is never fatal and never deleted here: the next successful
+  snapshot gets a higher number than any file present, and deletes the older ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import snapshot
+from .index import Entry, Index
+from .segment import AnySegment, Records, list_segment_ids, open_segment, resolve, walk
+
+if TYPE_CHECKING:
+    from ..media import Medium
+
+#: notes kept per scanned segment (a badly damaged segment would otherwise flood the stats)
+NOTES_PER_SEGMENT = 20
+
+
+@dataclass
+class Keydir:
+    """The rebuilt keydir and the open segments, plus what the rebuild found on the way."""
+
+    index: Index
+    #: segment id -> open segment, oldest first; the caller owns (and closes) them
+    segments: dict[int, AnySegment]
+    #: the ``seq`` of the next write
+    next_seq: int = 1
+    #: the highest snapshot number present (usable or not): the next snapshot is numbered above it
+    snapshot_number: int = 0
+    #: file name of the snapshot the rebuild started from; ``None``: a full scan
+    snapshot_used: str | None = None
+    snapshots_invalid: int = 0
+    temp_files_removed: int = 0
+    segments_scanned: int = 0
+    records_scanned: int = 0
+    corrupt_records: int = 0
+    torn_tail_truncated: int = 0
+    #: bytes cut off the newest segment's torn tail
+    truncated_bytes: int = 0
+    unresolved_snapshot_entries: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def dead_segments(self, active_id: int) -> set[int]:
+        """Segments other than ``active_id`` with no live entry: GC may delete them."""
+        live = self.index.live
+        return {s for s in self.segments if s != active_id and live.get(s, (0,))[0] == 0}
+
+    def counters(self) -> dict[str, Any]:
+        """The rebuild's findings under the names the store's ``stats()`` reports."""
+        return dict(corrupt_records=self.corrupt_records,
+                    torn_tail_truncated=self.torn_tail_truncated,
+                    snapshots_invalid=self.snapshots_invalid, snapshot_used=self.snapshot_used,
+                    records_scanned=self.records_scanned,
+                    unresolved_snapshot_entries=self.unresolved_snapshot_entries,
+                    rebuild_notes=list(self.notes))
+
+
+def init_keydir(medium: "Medium") -> Keydir:
+    """Rebuild the keydir of the store in ``medium`` (see the module notes for what and why).
+
+    Segment files are opened (and stay open in the result); on any error they are closed again
+    before it propagates.  ``OSError`` from the medium is not translated here: the caller knows
+    which backend to name.
+    """
+    kd = Keydir(Index(), {})
+    for name in medium.listdir():
+        if name.endswith(".tmp"):
+            medium.delete(name)
+            kd.temp_files_removed += 1
+    try:
+        ids = list_segment_ids(medium)
+        for sid in ids:
+            kd.segments[sid] = open_segment(medium, sid)
+        snap = _choose_snapshot(medium, kd, ids)
+        _scan(kd, snap, ids)
+    except BaseException:
+        for seg in kd.segments.values():
+            seg.close()
+        raise
+    return kd
+
+
+def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.Snapshot | None:
+    """The newest snapshot that verifies and fits the segment files, else ``None``."""
+    numbers = snapshot.list_numbers(medium)
+    kd.snapshot_number = max(numbers, default=0)
+    for number in numbers:
+        try:
+            snap = snapshot.read(medium, number)
+            cseg, coff = snap.covered
+            if cseg in kd.segments and kd.segments[cseg].size < coff:
+                raise ValueError(f"covers segment {cseg} up to {coff}, past its end")
+            if not ids or cseg > ids[-1]:
+                raise ValueError(f"covers segment {cseg}, newer than any segment file")
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            kd.snapshots_invalid += 1
+            kd.notes.append(f"snapshot {snapshot.file_name(number)} unusable: {exc}")
+            continue
+        kd.snapshot_used = snapshot.file_name(number)
+        return snap
+    return None
+
+
+def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[str]:
+    """Adopt the snapshot's entries (those into existing segments) as the index base; return
+    the keys of entries into segments that no longer exist."""
+    ok = np.isin(snap.cols[0], np.array(ids, np.uint32))
+    gone: list[str] = []
+    if not ok.all():
+        gone = [k if isinstance(k, str) else k.decode("utf-8")
+                for k in (snap.keys[i] for i in np.flatnonzero(~ok).tolist())]
+    if isinstance(snap.keys, np.ndarray):
+        index.load_base(snap.keys, snap.cols, ok)
+    else:  # keys with NUL in them: the slower dict path
+        cols = [col.tolist() for col in snap.cols]
+        for i in np.flatnonzero(ok).tolist():
+            dict.__setitem__(index.d, snap.keys[i], tuple(col[i] for col in cols))
+        index.finish_scan()
+    return gone
+
+
+def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
+    """Steps 4 and 5: walk the log past the snapshot (or all of it) into ``kd.index``."""
+    index, segments = kd.index, kd.segments
+    gone: list[str] = []
+    values: dict[str, Entry]
+    tombs: dict[str, Entry]
+    if snap is not None:
+        cseg, coff = snap.covered
+        kd.next_seq = snap.next_seq
+        gone = _load_base(index, snap, ids)
+        for key, e in snap.tombs.items():
+            if e[0] in segments:
+                index.set(key, e, tomb=True)
+        for sid, seg in segments.items():
+            seg.min_seq = snap.seg_min_seq.get(sid, 0)
+        plan = [(s, coff if s.id == cseg else 0) for s in segments.values()
+                if s.id >= cseg or s.id not in snap.seg_min_seq]
+        values, tombs = {}, {}  # what the log holds beyond the snapshot
+    else:
+        plan = [(s, 0) for s in segments.values()]
+        values, tombs = index.d, index.tombs  # filled in place, sorted once at the end
+
+    last_id = ids[-1] if ids else None
+    parts: list[Records] = []  # full rebuild: every segment's records, resolved at once below
+    for seg, start in plan:
+        data = seg.read_all(start)
+        end = start + len(data)
+        res, recs = walk(data, seg.id, start, seg.id == last_id)
+        del data
+        kd.segments_scanned += 1
+        if res.reserved_at is not None:  # reserved space left untrimmed by a crash
+            seg.size = res.reserved_at
+            seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
+            if seg.id != last_id:
+                seg.trim()
+        if snap is None:
+            parts.append(recs)
+        else:
+            resolve(recs, values, tombs)
+        kd.records_scanned += res.records
+        kd.corrupt_records += res.corrupt
+        kd.notes.extend(res.notes[:NOTES_PER_SEGMENT])
+        if res.records:
+            seg.min_seq = res.min_seq if start == 0 else min(seg.min_seq, res.min_seq)
+            kd.next_seq = max(kd.next_seq, res.max_seq + 1)
+        elif start == 0:
+            seg.min_seq = res.min_seq
+        if res.tail_at is not None:
+            if seg.id == last_id:
+                seg.truncate(res.tail_at)
+                kd.torn_tail_truncated += 1
+                kd.truncated_bytes += end - res.tail_at
+                kd.notes.append(f"segment {seg.id}: torn tail cut at {res.tail_at}")
+            else:
+                kd.corrupt_records += 1
+                kd.notes.append(
+                    f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
+
+    if snap is None:
+        if not index.load_log(parts):  # keys numpy cannot hold exactly: record by record
+            for recs in parts:
+                resolve(recs, values, tombs)
+            index.finish_scan()
+    else:
+        index.merge(values, tombs)
+        unresolved = [k for k in gone if index.latest(k) is None]
+        kd.unresolved_snapshot_entries = len(unresolved)
+        if unresolved:
+            kd.notes.append(
+                f"{len(unresolved)} snapshot entries point into deleted segments and no later "
+                f"record was found (e.g. {unresolved[0]!r}); treated as deleted")
