@@ -2,22 +2,9 @@
 
 ``open_medium(path)`` returns :class:`~backends.media.local.LocalMedium` for a plain path (also a
 kernel NFS mount) and :class:`~backends.media.nfs.NfsMedium` for an ``nfs://HOST/EXPORT/DIR?...``
-URL (userspace client nfs-rs).  Both offer the same operations with the same semantics; paths are
-relative to the medium's root directory (created on open):
-
-* ``open_append(p)`` -> :class:`AppendFile`: ``append(data) -> offset`` (not yet durable),
-  ``sync()`` (durable), ``size``, ``close()``; ``open_read(p)`` -> :class:`ReadFile`:
-  ``pread(offset, n)``, ``size()``, ``close()``.
-* ``write_atomic(p, data)`` (temp + sync + rename + directory sync; ``data`` may be a list of
-  parts), ``create_exclusive(p, data)`` (atomic create-if-absent, for lock files), ``read_file``,
-  ``rename``, ``listdir``, ``delete``, ``size``, ``truncate``, ``makedirs``, ``exists``,
-  ``sync_dir``, ``sync_all``.
-
-Errors: a missing file is :class:`FileNotFoundError` (as with ``os``); a full medium is
-:class:`~backends.base.StorageFullError`; an unreachable server, a timeout or a permission
-problem is :class:`~backends.base.BackendUnavailableError` naming the path and the fix.
-A backend that does its own I/O on the medium's files (raw fds) gets the same translation from
-:class:`storage_errors`.  :func:`open_data_dir` is how a file backend opens its ``path`` option.
+URL (userspace client nfs-rs).  Both implement :class:`~backends.media.medium.Medium` (the
+operations, their semantics and errors are described there); :func:`open_data_dir` is how a file
+backend opens its ``path`` option.
 
 The local hot path stays raw: ``LocalMedium`` append files expose ``fd`` and do one
 ``os.write``/``os.fdatasync`` per call, so a backend may keep using plain fds locally.
@@ -25,10 +12,8 @@ The local hot path stays raw: ``LocalMedium`` append files expose ``fd`` and do 
 
 from __future__ import annotations
 
-import abc
-import errno
-
-from ..base import BackendUnavailableError, BadOptionError, StorageFullError
+from ..base import BadOptionError
+from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of, storage_errors
 
 __all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "open_data_dir", "is_nfs_url",
            "map_os_error", "storage_errors", "parts_of"]
@@ -58,158 +43,3 @@ def open_data_dir(backend: str, path: str | None) -> "Medium":
     if not path:
         raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
     return open_medium(str(path), backend)
-
-
-def map_os_error(exc: OSError, label: str, where: str) -> Exception:
-    """The typed error for an ``OSError`` on ``where`` (the caller raises it ``from exc``)."""
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StorageFullError(
-            f"{label}: no space left under {where}; the write was not acknowledged and stored "
-            f"data is intact — free space or use another --opt path=DIR")
-    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return BackendUnavailableError(f"{label}: cannot write under {where}: "
-                                       f"{exc.strerror or exc}; fix its permissions or choose "
-                                       f"another --opt path=DIR")
-    return exc
-
-
-class storage_errors:
-    """``with storage_errors(backend, path):`` raises an ``OSError`` inside as the typed error
-    :func:`map_os_error` gives (full medium, permissions), naming the backend; others pass
-    through.  A class, not ``@contextmanager``: it wraps appends and syncs on the write path,
-    where a generator-based manager adds a call and a generator per use."""
-
-    __slots__ = ("label", "path")
-
-    def __init__(self, backend: str, path: str) -> None:
-        self.label, self.path = f"backend {backend!r}", path
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, typ, exc, tb) -> bool:
-        if exc is None or not isinstance(exc, OSError):
-            return False
-        typed = map_os_error(exc, self.label, self.path)
-        if typed is exc:
-            return False
-        raise typed from exc
-
-
-def parts_of(data: "bytes | list[bytes]") -> list:
-    """``write_atomic``'s data as a list of parts."""
-    return data if isinstance(data, list) else [data]
-
-
-class AppendFile(abc.ABC):
-    """A file opened for appending; ``append`` returns the offset the bytes were written at."""
-
-    size: int
-
-    @abc.abstractmethod
-    def append(self, data: bytes) -> int: ...
-
-    @abc.abstractmethod
-    def sync(self) -> None:
-        """Make every appended byte durable (fdatasync / NFS WRITE+COMMIT)."""
-
-    @abc.abstractmethod
-    def close(self) -> None: ...
-
-    def __enter__(self) -> "AppendFile":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class ReadFile(abc.ABC):
-    """A file opened for positional reads."""
-
-    @abc.abstractmethod
-    def pread(self, offset: int, size: int) -> bytes:
-        """Up to ``size`` bytes at ``offset`` (fewer only at the end of the file)."""
-
-    @abc.abstractmethod
-    def size(self) -> int: ...
-
-    @abc.abstractmethod
-    def close(self) -> None: ...
-
-    def __enter__(self) -> "ReadFile":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Medium(abc.ABC):
-    """A directory tree on some storage; every path is relative to :attr:`root`."""
-
-    kind: str = ""
-
-    def __init__(self, path: str, label: str) -> None:
-        self.path = path  # what the user gave, for messages
-        self.label = label
-
-    @abc.abstractmethod
-    def open_append(self, rel: str) -> AppendFile: ...
-
-    @abc.abstractmethod
-    def open_read(self, rel: str) -> ReadFile: ...
-
-    @abc.abstractmethod
-    def read_file(self, rel: str) -> bytes: ...
-
-    @abc.abstractmethod
-    def write_atomic(self, rel: str, data: "bytes | list[bytes]", sync: bool = True,
-                     tmp: str | None = None) -> None:
-        """Replace ``rel`` by ``data`` (bytes, or a list of parts written in order) all-or-nothing:
-        temp file ``tmp`` (default ``rel + ".tmp"``; give a unique name when several threads may
-        write the same ``rel``), sync, rename, directory sync.  On failure the temp file is removed."""
-
-    @abc.abstractmethod
-    def create_exclusive(self, rel: str, data: bytes) -> bool:
-        """Atomically create ``rel`` holding ``data`` if it does not exist; ``False`` if it does."""
-
-    @abc.abstractmethod
-    def rename(self, src: str, dst: str) -> None:
-        """Atomically rename, replacing ``dst``."""
-
-    @abc.abstractmethod
-    def listdir(self, rel: str = "") -> list[str]: ...
-
-    @abc.abstractmethod
-    def delete(self, rel: str, missing_ok: bool = True) -> None: ...
-
-    @abc.abstractmethod
-    def size(self, rel: str) -> int: ...
-
-    @abc.abstractmethod
-    def truncate(self, rel: str, size: int) -> None: ...
-
-    @abc.abstractmethod
-    def makedirs(self, rel: str) -> None: ...
-
-    @abc.abstractmethod
-    def exists(self, rel: str) -> bool: ...
-
-    @abc.abstractmethod
-    def sync_dir(self, rel: str = "") -> None:
-        """Make creates/renames/unlinks in directory ``rel`` durable."""
-
-    def sync_all(self) -> None:
-        """Make every write made through this medium durable (used on close without per-write
-        syncs).  Nothing to do where every write is durable on return (NFS via nfs-rs)."""
-
-    def close(self) -> None:
-        """Release connections; idempotent."""
-
-    def __enter__(self) -> "Medium":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.path!r})"

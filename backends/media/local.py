@@ -12,7 +12,7 @@ import contextlib
 import os
 
 from ..base import BackendUnavailableError, BadOptionError
-from . import AppendFile, Medium, ReadFile, map_os_error, parts_of
+from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of
 
 
 def prepare_dir(backend: str, path: str | None) -> str:

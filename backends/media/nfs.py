@@ -26,7 +26,7 @@ from typing import Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
-from . import AppendFile, Medium, ReadFile, parts_of
+from .medium import AppendFile, Medium, ReadFile, parts_of
 
 DEFAULT_TIMEOUT = 10.0
 FLUSH_BYTES = 1 << 20  # pending appends pushed without waiting for sync(), like writeback
