@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends import open_backend
+from experiments import recovery
 from workloads import checkpoint as ck
 from workloads.core import WorkloadError
 
@@ -96,10 +97,11 @@ def test_bad_spec_is_clear():
 def test_crash_then_recover_reads_last_acknowledged(backend, eager, tmp_path):
     options = {"path": str(tmp_path / "store")}
     spec = ck.CheckpointSpec(rate=0, events=400, pes=100, queue=1000)
-    result = ck.run_checkpoint_then_crash(backend, options, spec)
+    result = recovery.checkpoint_then_crash(backend, options, spec)
     assert result.written == 400
-    open_ms, verified = ck.reopen_and_recover(backend, options, result, eager=eager)
-    assert open_ms >= 0
+    recovered = recovery.reopen_and_verify(backend, options, result, eager=eager)
+    assert recovered.crash and recovered.intact
+    verified = recovered.verified
     assert verified.missing == 0 and verified.corrupt == 0
     assert verified.phase.measurements.summary("RECOVERY-READ")["ok"] == len(result.last_written)
 

@@ -12,24 +12,22 @@ late the producer was, so a producer that cannot keep up is visible rather than 
 What was durably written last for each PE is known exactly: the SafeKeeper writes through a thin
 :class:`_TrackingStore` that remembers each key's last acknowledged value.  Recovery (lazy: one
 ``get`` per PE in the order the PEs were first used; eager: ``get_many`` prefetch in batches)
-compares what it reads with that (:func:`workloads.runner.verify`).
+compares what it reads with that (:func:`workloads.runner.verify`); the crash and the recovery
+are driven by :mod:`experiments.recovery`.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import pickle
 import random
-import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable
 
 from . import generators as g
-from .measure import Measurements, Recorder
-from .runner import PhaseResult, VerifyResult, verify
+from .measure import Recorder
+from .runner import PhaseResult
 
 #: PE key prefix (S4's SafeKeeperId is "<PE prototype>/<key>")
 KEY_PREFIX = "WordCountPE/"
@@ -202,72 +200,3 @@ def run_checkpoint(
         last_written=tracking.last,
         first_use=first_use_order(words),
     )
-
-
-# ------------------------------------------------------------------------------- crash + recover
-def _child(conn: Any, backend: str, options: dict[str, Any], spec: CheckpointSpec) -> None:
-    """Child side of :func:`run_checkpoint_then_crash`: run, send the result, wait to be killed."""
-    from backends import open_backend
-
-    try:
-        store = open_backend(backend, **options)
-        result = run_checkpoint(store, spec)
-        result.phase.measurements = result.phase.measurements.encode()  # type: ignore[assignment]
-        conn.send(("ok", result))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent as one message
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-        return
-    conn.close()
-    while True:  # the parent SIGKILLs us here, with the store still open
-        time.sleep(3600)
-
-
-def run_checkpoint_then_crash(backend: str, options: dict[str, Any],
-                              spec: CheckpointSpec) -> CheckpointResult:
-    """Run the checkpoint workload in a child process, then SIGKILL it before it closes the store.
-
-    The SafeKeeper is drained first, so every acknowledged checkpoint must survive; what the
-    crash skips is the store's clean ``close`` (index flush, file handles, locks).
-    """
-    from backends import CkptError
-
-    ctx = multiprocessing.get_context("fork")
-    parent, child_end = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child_end, backend, options, spec), daemon=True)
-    proc.start()
-    child_end.close()
-    try:
-        status, payload = parent.recv()
-    except EOFError:
-        payload, status = "the child died before reporting", "error"
-    finally:
-        if proc.is_alive():
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.join()
-    if status != "ok":
-        raise CkptError(f"the checkpoint child failed: {payload}")
-    payload.phase.measurements = Measurements.decode(payload.phase.measurements)
-    return payload
-
-
-def reopen_and_recover(backend: str, options: dict[str, Any], result: CheckpointResult, *,
-                       eager: bool = False,
-                       progress: Callable[[int], None] | None = None) -> tuple[float, VerifyResult]:
-    """Reopen the store (timed), then read back every checkpointed PE in first-use order.
-
-    Returns ``(open_ms, result)``; reads are recorded as ``RECOVERY-READ``.  A PE whose value
-    differs from its last acknowledged checkpoint counts as *corrupt* (with ``writers > 1`` two
-    writes of one PE can race, so an older value can win legitimately; use one writer to verify).
-    """
-    from backends import open_backend
-
-    t0 = time.perf_counter()
-    store = open_backend(backend, **options)
-    open_ms = (time.perf_counter() - t0) * 1000.0
-    try:
-        keys = [k for k in result.first_use if k in result.last_written]
-        verified = verify(store, keys, result.last_written.__getitem__, eager=eager,
-                          name="RECOVERY-READ", progress=progress)
-        return open_ms, verified
-    finally:
-        store.close()

@@ -190,7 +190,8 @@ class CoreWorkload:
         self.load_sequence = g.CounterGenerator(0)  # keysequence (insertstart=0)
         self.insert_sequence = g.AcknowledgedCounterGenerator(spec.records)
         self.sequential = g.SequentialGenerator(0, spec.records - 1)
-        # key names of the loaded records, computed once (FNV-64 in Python is ~1 µs per key)
+        # key names of the loaded records, computed once (FNV-64 hashing in Python is not free,
+        # and every operation needs one)
         self.key_cache = [g.build_key_name(i, spec.ordered_inserts) for i in range(spec.records)]
 
     def key(self, keynum: int) -> str:

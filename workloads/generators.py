@@ -273,7 +273,7 @@ class ScrambledZipfianGenerator(Generator[int]):
 
     The item count of the inner zipfian never changes here, so draws are made ``BATCH`` at a
     time with numpy (same formulas, vectorized): per-draw pure-Python FNV hashing of a mostly
-    unique 10^10-item space cost ~2 µs and capped a client thread near 100,000 ops/s.  The
+    unique 10^10-item space would otherwise be the client thread's largest cost.  The
     uniform variates come from a numpy generator seeded from ``rng``, so runs stay reproducible.
     """
 
