@@ -122,3 +122,152 @@ def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
     ensure_parent(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _line_chart(path: str, draw: Any) -> None:
+    """One 7x4.5 axes chart with a light grid: the thesis figures' common frame."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    draw(ax)
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    ensure_parent(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_fig42(doc: dict[str, Any], path: str) -> None:
+    """Thesis Fig 4.2: indexed_fs open (index rebuild) time against the number of PEs, after a
+    crash and after a clean close, with the thesis' bound for a million PEs as a line."""
+    rows = doc["rows"]
+
+    def draw(ax: Any) -> None:
+        xs = [r["pes"] for r in rows]
+        ax.plot(xs, [r["open_after_crash_ms"] for r in rows], marker="o", label="after crash")
+        ax.plot(xs, [r["open_after_clean_ms"] for r in rows], marker="s", label="after clean close")
+        ax.axhline(250, color="grey", ls="--", label="thesis: 10^6 PEs < 250 ms")
+        ax.set_xscale("log")
+        ax.set_xlabel("number of PEs (keys, ~40-byte values)")
+        ax.set_ylabel("indexed_fs open / index rebuild (ms)")
+        ax.set_title("Fig 4.2: index rebuild time")
+        ax.legend()
+
+    _line_chart(path, draw)
+
+
+def plot_fig45(doc: dict[str, Any], path: str) -> None:
+    """Thesis Figs 4.5/4.6: mean checkpoint write and lazy recovery read latency per backend
+    that ran (log scale: file and server backends differ by orders of magnitude)."""
+    ran = [r for r in doc["rows"] if not r["skipped"]]
+    spec = doc["spec"]
+
+    def draw(ax: Any) -> None:
+        xs = range(len(ran))
+        ax.bar([x - 0.2 for x in xs], [r["write"]["mean_us"] / 1000 for r in ran], 0.4,
+               label="write (Fig 4.5)")
+        ax.bar([x + 0.2 for x in xs], [r["read"]["mean_us"] / 1000 for r in ran], 0.4,
+               label="lazy recovery read (Fig 4.6)")
+        ax.set_xticks(list(xs), [r["backend"] for r in ran])
+        ax.set_yscale("log")
+        ax.set_ylabel("mean latency (ms, log)")
+        ax.set_title(f"Figs 4.5/4.6: word count, {spec['rate']:.0f} ev/s, {spec['events']} events")
+        ax.legend()
+
+    _line_chart(path, draw)
+
+
+def plot_fig47(doc: dict[str, Any], path: str) -> None:
+    """Thesis Fig 4.7: storage-queue throughput (checkpoints/s) against the number of PEs, one
+    curve per backend."""
+    rows = doc["rows"]
+
+    def draw(ax: Any) -> None:
+        for backend in dict.fromkeys(r["backend"] for r in rows):
+            pts = [r for r in rows if r["backend"] == backend]
+            ax.plot([r["pes"] for r in pts], [r["write_rate"] for r in pts], marker="o",
+                    label=backend)
+        ax.set_xscale("log")
+        ax.set_xlabel("number of PEs")
+        ax.set_ylabel("storage-queue throughput (checkpoints/s)")
+        ax.set_title(f"Fig 4.7: {doc['events']} events at {doc['rate']:.0f}/s, "
+                     f"storage queue {doc['queue']}")
+        ax.legend()
+
+    _line_chart(path, draw)
+
+
+def _grouped_bars(ax: Any, names: list[str], groups: list[Any], value: Any) -> None:
+    """One bar per (group, name), the names side by side within each group; ``value(name,
+    group)`` is the bar's height (0 for a cell that did not run)."""
+    width = 0.8 / max(1, len(names))
+    for i, n in enumerate(names):
+        ax.bar([x + i * width for x in range(len(groups))], [value(n, g) for g in groups],
+               width, label=n)
+    ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(groups))])
+
+
+def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
+    """Four panels of a ``ckptbench.storage-compare/1`` document: Table 5.1 (log ops/s),
+    write-heavy ops/s, indexed_fs recovery ms, and RPCs per operation over NFS."""
+    plt = pyplot()
+    rows = doc["rows"]
+    names = [m["name"] for m in doc["media"]]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+
+    def find(section: str, medium: str, **match: Any) -> dict[str, Any] | None:
+        return next((r for r in rows if r["section"] == section and r["medium"] == medium
+                     and all(r.get(k) == v for k, v in match.items())), None)
+
+    ax = axes[0][0]
+    cases = list(dict.fromkeys((r["ops_requested"], r["pattern"], r["sync_per_op"])
+                               for r in rows if r["section"] == "table5.1"))
+
+    def t51(n: str, c: tuple[int, str, bool]) -> float:
+        r = find("table5.1", n, ops_requested=c[0], pattern=c[1], sync_per_op=c[2])
+        return r["ops_per_sec"] if r and not r["skipped"] else 0
+
+    _grouped_bars(ax, names, cases, t51)
+    ax.set_xticklabels([f"{s:.0e}\n{p[:3]}{' sync' if y else ''}" for s, p, y in cases], fontsize=7)
+    ax.set_yscale("log")
+    ax.set_ylabel("ops/s (log)")
+    ax.set_title("Table 5.1: 10-byte writes into one file")
+    ax.legend(fontsize=8)
+
+    ax = axes[0][1]
+    backends = list(dict.fromkeys(r["backend"] for r in rows if r["section"] == "write-heavy"))
+    groups = [(b, t) for t in doc["config"]["threads"] for b in backends]
+
+    def wh(n: str, g: tuple[str, int]) -> float:
+        r = find("write-heavy", n, backend=g[0], threads=g[1])
+        return r["throughput_ops_sec"] if r and not r["skipped"] else 0
+
+    _grouped_bars(ax, names, groups, wh)
+    ax.set_xticklabels([f"{b}\nx{t}" for b, t in groups], fontsize=8)
+    ax.set_ylabel("ops/s")
+    ax.set_title("write-heavy (durability=sync)")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][0]
+    rec = [r for r in rows if r["section"] == "recovery" and not r["skipped"]]
+    xs = range(len(rec))
+    ax.bar([x - 0.2 for x in xs], [r["open_after_clean_ms"] for r in rec], 0.4,
+           label="after clean close")
+    ax.bar([x + 0.2 for x in xs], [r["open_after_crash_ms"] for r in rec], 0.4, label="after crash")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r["medium"] for r in rec])
+    ax.set_ylabel("indexed_fs open (ms)")
+    ax.set_title(f"recovery ({rec[0]['keys']:,} keys)" if rec else "recovery (no medium ran)")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][1]
+    rpc = [r for r in rows if r["section"] == "rpc" and not r["skipped"]]
+    ax.bar([f"{r['medium']}\n{r['case']}" for r in rpc], [r["rpcs_per_op"] for r in rpc])
+    ax.set_ylabel("RPC calls per operation")
+    ax.set_title("RPC cost over NFS" if rpc else "RPC cost over NFS (no NFS medium ran)")
+
+    for a in fig.axes:
+        a.grid(True, alpha=0.3, axis="y")
+    fig.tight_layout()
+    ensure_parent(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,8 +1,10 @@
 """``bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2``: the S4 thesis' experiments, one command
-each (REFERENCE.md §1).  This module only orchestrates: workloads come from :mod:`workloads`,
-tables and charts from :mod:`bench.report`.  Each experiment writes ``results/<name>.json`` and
-``results/<name>.png`` and prints the thesis' figure beside ours.  Backends that cannot open
-(server down, client package missing) are listed as skipped with the reason.
+each.  This module only orchestrates: workloads come from :mod:`workloads`, tables from
+:mod:`experiments.tables` or printed here, charts from :mod:`experiments.plots` (drawn from the
+same document that is written, so a saved result re-plots identically).  Each experiment writes
+``<out>/<name>.json`` and ``<out>/<name>.png`` and prints the thesis' figure beside ours.
+Backends that cannot open (server down, client package missing) are listed as skipped with the
+reason, never silently left out.
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ import time
 import uuid
 from typing import Any, Callable
 
-from workloads import runner
-
-from experiments import plots, results, tables
+from experiments import crash, plots, recovery, results, tables
 
 FS_BACKENDS = ["default_fs", "indexed_fs"]
 PERSISTENT_BACKENDS = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
@@ -65,30 +65,21 @@ def _write(out_dir: str, name: str, doc: dict[str, Any]) -> str:
     return path
 
 
-def _plot(path: str, draw: Callable[[Any], None]) -> None:
-    plt = plots.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    draw(ax)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 # ------------------------------------------------------------------------------------- fig 4.1
 def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
     """Sweep write-heavy (90 % update, 1 KB, 1,000 PEs) over default_fs, indexed_fs, raising
     client threads 1..32 until throughput stops growing."""
-    from workloads import core, session
+    from experiments.compare import sweep_points
+    from workloads import core
 
     spec = core.preset("write-heavy")
     entries = []
     for backend in FS_BACKENDS:
         # the thesis raised YCSB client threads until saturation: service latency vs throughput
-        points = session.sweep(backend, {}, spec, threads_list=[1, 2, 4, 8, 16, 32],
-                               point_seconds=1.0 if quick else 3.0,
-                               on_point=lambda o: _say(f"fig4.1: {o.backend} {o.params}: " + (
-                                   o.skipped or f"{o.run.throughput:.0f} ops/s")))
+        points = sweep_points(backend, {}, spec, threads_list=[1, 2, 4, 8, 16, 32],
+                              point_seconds=1.0 if quick else 3.0,
+                              on_point=lambda o: _say(f"fig4.1: {o.backend} {o.params}: " + (
+                                  o.skipped or f"{o.run.throughput:.0f} ops/s")))
         entries += [results.outcome_json(o) for o in points]
     doc = {"schema": results.SWEEP_SCHEMA, "experiment": "fig4.1", "workload": "write-heavy",
            "quick": quick, "environment": results.environment(), "results": entries}
@@ -115,7 +106,7 @@ def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
         options = {"path": os.path.join(tmp, "store"), "durability": "none"}
         try:
             try:
-                load_ms = runner.load_then_crash("indexed_fs", options, n, 40)
+                load_ms = crash.load_then_kill("indexed_fs", options, n, 40).load_ms
             except CkptError as exc:
                 raise CkptError(f"fig4.2 load of {n} PEs failed: {exc}") from exc
             row = {"pes": n, "load_ms": load_ms}
@@ -129,29 +120,19 @@ def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
                  f"after clean close {row['open_after_clean_ms']:.1f} ms")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-
-    def draw(ax: Any) -> None:
-        xs = [r["pes"] for r in rows]
-        ax.plot(xs, [r["open_after_crash_ms"] for r in rows], marker="o", label="after crash")
-        ax.plot(xs, [r["open_after_clean_ms"] for r in rows], marker="s", label="after clean close")
-        ax.axhline(250, color="grey", ls="--", label="thesis: 10^6 PEs < 250 ms")
-        ax.set_xscale("log")
-        ax.set_xlabel("number of PEs (keys, ~40-byte values)")
-        ax.set_ylabel("indexed_fs open / index rebuild (ms)")
-        ax.set_title("Fig 4.2: index rebuild time")
-        ax.legend()
-
-    _plot(os.path.join(out_dir, "fig4.2.png"), draw)
+    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.2", "quick": quick,
+           "environment": results.environment(), "rows": rows}
+    plots.plot_fig42(doc, os.path.join(out_dir, "fig4.2.png"))
     print(f"{'PEs':>9} {'open after crash ms':>20} {'open after clean ms':>20}")
     for r in rows:
         print(f"{r['pes']:>9} {r['open_after_crash_ms']:>20.1f} {r['open_after_clean_ms']:>20.1f}")
-    return {"schema": "ckptbench.thesis/1", "experiment": "fig4.2", "quick": quick,
-            "environment": results.environment(), "rows": rows}
+    return doc
 
 
 # ---------------------------------------------------------------------------------- fig 4.5/4.6
 def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
     """Checkpoint workload per backend (400 ev/s, 10,000 events, 1,000 PEs), crash, lazy read."""
+    from backends import CkptError
     from workloads import checkpoint as ck
 
     spec = ck.CheckpointSpec(rate=400, events=2000 if quick else 10_000, pes=1000)
@@ -164,37 +145,29 @@ def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
                 tmp = tempfile.mkdtemp(prefix=f"ckptbench-fig45-{backend}-")
                 options["path"] = os.path.join(tmp, "store")
             try:
-                result = ck.run_checkpoint_then_crash(backend, options, spec)
-                open_ms, verified = ck.reopen_and_recover(backend, options, result)
+                result = recovery.checkpoint_then_crash(backend, options, spec)
+                reopened = recovery.reopen_and_verify(backend, options, result)
             finally:
                 if tmp:
                     shutil.rmtree(tmp, ignore_errors=True)
-        except Exception as exc:  # noqa: BLE001 - any failure to open = skipped, with reason
+        except (CkptError, ImportError, OSError, RuntimeError) as exc:
+            # cannot reach or open the store (server down, client package missing, services
+            # cannot tell where it is): skipped, with the reason; a bug still raises
             rows.append({"backend": backend, "skipped": _skip_reason(exc)})
             _say(f"fig4.5: {backend}: skipped: {_skip_reason(exc)}")
             continue
         w = result.phase.measurements.summary("CHECKPOINT-WRITE")
+        verified = reopened.verified
         r = verified.phase.measurements.summary("RECOVERY-READ")
         rows.append({"backend": backend, "skipped": None, "checkpoint": result.summary(),
-                     "write": w, "read": r, "open_ms": open_ms,
+                     "write": w, "read": r, "open_ms": reopened.open_ms,
                      "missing": verified.missing, "corrupt": verified.corrupt})
         _say(f"fig4.5: {backend}: write mean {w['mean_us']:.0f} us, read mean "
              f"{r['mean_us']:.0f} us, dropped {result.dropped}")
     ran = [r for r in rows if not r["skipped"]]
-
-    def draw(ax: Any) -> None:
-        xs = range(len(ran))
-        ax.bar([x - 0.2 for x in xs], [r["write"]["mean_us"] / 1000 for r in ran], 0.4,
-               label="write (Fig 4.5)")
-        ax.bar([x + 0.2 for x in xs], [r["read"]["mean_us"] / 1000 for r in ran], 0.4,
-               label="lazy recovery read (Fig 4.6)")
-        ax.set_xticks(list(xs), [r["backend"] for r in ran])
-        ax.set_yscale("log")
-        ax.set_ylabel("mean latency (ms, log)")
-        ax.set_title(f"Figs 4.5/4.6: word count, {spec.rate:.0f} ev/s, {spec.events} events")
-        ax.legend()
-
-    _plot(os.path.join(out_dir, "fig4.5.png"), draw)
+    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.5", "quick": quick,
+           "spec": vars(spec), "environment": results.environment(), "rows": rows}
+    plots.plot_fig45(doc, os.path.join(out_dir, "fig4.5.png"))
     print(f"{'backend':<12} {'write mean us':>14} {'write p99 us':>13} {'read mean us':>13} "
           f"{'read p99 us':>12} {'dropped':>8} {'open ms':>8}")
     for r in rows:
@@ -209,19 +182,19 @@ def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
         wr = by["default_fs"]["write"]["mean_us"] / by["indexed_fs"]["write"]["mean_us"]
         rr = by["default_fs"]["read"]["mean_us"] / max(by["indexed_fs"]["read"]["mean_us"], 1e-9)
         print(f"ours: indexed_fs writes {wr:.2f}x faster, reads {rr:.2f}x faster than default_fs")
-    return {"schema": "ckptbench.thesis/1", "experiment": "fig4.5", "quick": quick,
-            "spec": vars(spec), "environment": results.environment(), "rows": rows}
+    return doc
 
 
 # ------------------------------------------------------------------------------------- fig 4.7
 def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
-    """Storage-queue throughput vs number of PEs: events offered at 5,000/s (above what either
-    FS backend sustains here), storage queue 1000; checkpoints written/s and drops counted."""
+    """Storage-queue throughput vs number of PEs: events offered faster than a file backend is
+    meant to keep up with (so the queue fills and its drain rate is what is measured), storage
+    queue 1000 as in S4; checkpoints written/s and drops counted."""
     from backends import open_backend
     from workloads import checkpoint as ck
 
     counts = [10**2, 10**3, 10**4] if quick else [10**3, 10**4, 10**5, 10**6]
-    rate = 5000.0
+    rate, queue = 5000.0, 1000
     events = 5000 if quick else 50_000
     rows = []
     for backend in FS_BACKENDS:
@@ -231,7 +204,7 @@ def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
                 store = open_backend(backend, path=os.path.join(tmp, "store"))
                 try:
                     result = ck.run_checkpoint(store, ck.CheckpointSpec(
-                        rate=rate, events=events, pes=n, queue=1000))
+                        rate=rate, events=events, pes=n, queue=queue))
                 finally:
                     store.close()
             finally:
@@ -239,25 +212,15 @@ def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
             rows.append({"backend": backend, "pes": n, **result.summary()})
             _say(f"fig4.7: {backend} {n} PEs: {result.write_rate:.0f} ckpt/s, "
                  f"dropped {result.dropped} of {events}")
-
-    def draw(ax: Any) -> None:
-        for backend in FS_BACKENDS:
-            pts = [r for r in rows if r["backend"] == backend]
-            ax.plot([r["pes"] for r in pts], [r["write_rate"] for r in pts], marker="o",
-                    label=backend)
-        ax.set_xscale("log")
-        ax.set_xlabel("number of PEs")
-        ax.set_ylabel("storage-queue throughput (checkpoints/s)")
-        ax.set_title(f"Fig 4.7: {events} events at {rate:.0f}/s, storage queue 1000")
-        ax.legend()
-
-    _plot(os.path.join(out_dir, "fig4.7.png"), draw)
+    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.7", "quick": quick,
+           "events": events, "rate": rate, "queue": queue, "environment": results.environment(),
+           "rows": rows}
+    plots.plot_fig47(doc, os.path.join(out_dir, "fig4.7.png"))
     print(f"{'backend':<12} {'PEs':>9} {'ckpt/s':>9} {'written':>8} {'dropped':>8}")
     for r in rows:
         print(f"{r['backend']:<12} {r['pes']:>9} {r['write_rate']:>9.0f} {r['written']:>8} "
               f"{r['dropped']:>8}")
-    return {"schema": "ckptbench.thesis/1", "experiment": "fig4.7", "quick": quick,
-            "events": events, "environment": results.environment(), "rows": rows}
+    return doc
 
 
 # ----------------------------------------------------------------------------------- table 5.2
@@ -302,6 +265,7 @@ def table52(out_dir: str, quick: bool) -> dict[str, Any]:
           f"{'write us':>9} {'read us':>8} {'queue ckpt/s (PEs)':<24}")
     for b, r in rows.items():
         dep, dur = TRADEOFFS[b]
+        r.update(dependency=dep, durability=dur)
         q = r.get("queue_ckpt_sec_by_pes") or {}
         qtext = " ".join(f"{v:.0f}({k})" for k, v in q.items())
         if r.get("skipped") and "write_mean_us" not in r:
@@ -311,7 +275,6 @@ def table52(out_dir: str, quick: bool) -> dict[str, Any]:
         wr, rd = r.get("write_mean_us"), r.get("read_mean_us")
         print(f"{b:<11} {dep:<18} {dur:<40} {f'{mx:.0f}' if mx else '-':>9} "
               f"{f'{wr:.0f}' if wr else '-':>9} {f'{rd:.1f}' if rd else '-':>8} {qtext:<24}")
-        r.update(dependency=dep, durability=dur)
     return {"schema": "ckptbench.thesis/1", "experiment": "table5.2",
             "environment": results.environment(), "rows": list(rows.values())}
 
