@@ -1,4 +1,5 @@
-"""``bench thesis``, ``bench peer`` and ``bench storage-compare``: parse, call :mod:`experiments`, print."""
+"""``bench thesis``, ``bench peer``, ``bench storage-compare`` and ``bench reproduce``: parse, call
+:mod:`experiments`, print."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def add_parsers(sub: Any) -> None:
     _add_thesis_parser(sub)
     _add_peer_parser(sub)
     _add_storage_compare_parser(sub)
-
+    _add_reproduce_parser(sub)
 
 
 def _add_peer_parser(sub: Any) -> None:
@@ -39,7 +40,7 @@ def _add_peer_parser(sub: Any) -> None:
     p.add_argument("--placement", choices=["cross", "same", "any"], default="cross",
                    help="CPUs of a local server and of both clients: cross (default: server on one "
                         "CPU, clients on the others), same (all on one), any (the scheduler's "
-                        "choice, which makes single-connection figures swing ~2x)")
+                        "choice: single-connection figures then vary between runs)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="redis backend option (host, port, password, prefix, ...)")
     p.add_argument("--json", metavar="FILE")
@@ -52,7 +53,7 @@ def cmd_peer(args: argparse.Namespace) -> int:
     if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
         raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
     options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
-    open_backend("redis", **options).close()  # a clear error now if the server is not there
+    open_backend("redis", **options).close()  # a clear error before any run if the server is not there
     res = peer.compare_redis(options, clients=args.clients, pipeline=args.pipeline,
                              ops=args.ops, value_size=args.value_size, place=args.placement,
                              rounds=args.rounds)
@@ -156,8 +157,9 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def cmd_storage_compare(args: argparse.Namespace) -> int:
     from backends.base import CkptError
-    from experiments import results
+    from experiments import plots, storage_media
     from experiments import storage_compare as sc
+    from experiments.storage_compare_table import table_lines
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -167,7 +169,7 @@ def cmd_storage_compare(args: argparse.Namespace) -> int:
         if sizes and args.big:
             sizes += sc.BIG_SIZES
         threads = _ints(args.threads, "--threads")
-        media = sc.parse_media(args.media)
+        media = storage_media.parse_media(args.media)
     except (CkptError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -177,12 +179,48 @@ def cmd_storage_compare(args: argparse.Namespace) -> int:
     doc = sc.run(media, ops=args.ops, sync_ops=args.sync_ops, big=args.big, sizes=sizes,
                  threads_list=threads, wh_seconds=args.seconds,
                  recovery_keys=args.recovery_keys, rpc_ops=args.rpc_ops, say=say)
-    print("\n".join(sc.table_lines(doc)))
+    print("\n".join(table_lines(doc)))
     if args.json:
         results.ensure_parent(args.json)
         results.write_json(args.json, doc)
         say(f"storage-compare: wrote {args.json}")
     if args.plot:
-        sc.plot(doc, args.plot)
+        plots.plot_storage_compare(doc, args.plot)
         say(f"storage-compare: wrote {args.plot}")
     return 0
+
+
+def _add_reproduce_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "reproduce", help="run named experiments and regenerate their tables in the docs",
+        description="Runs each named experiment's bench commands (as subprocesses, with their "
+                    "output in --out), writes OUT/NAME.json, regenerates the NAME block of "
+                    "--docs and the summary block of --readme.  An experiment whose server is "
+                    "not running is skipped with one line; a failing command fails its "
+                    "experiment, the others still run, and the exit status is 1.")
+    p.add_argument("names", nargs="*", metavar="NAME", help="experiments to run (see --list)")
+    p.add_argument("--all", action="store_true", help="every experiment, in --list order")
+    p.add_argument("--list", action="store_true", help="print the experiment names and exit")
+    p.add_argument("--quick", action="store_true", help="the small sizes (minutes, not hours)")
+    p.add_argument("--out", default="results", metavar="DIR", help="results directory (default results)")
+    p.add_argument("--docs", default="docs/results.md", metavar="FILE",
+                   help="markdown with the experiments' blocks (default docs/results.md)")
+    p.add_argument("--readme", default="README.md", metavar="FILE",
+                   help="markdown with the summary block (default README.md)")
+    p.set_defaults(func=cmd_reproduce)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from experiments import reproduce
+
+    names = reproduce.names()
+    if args.list:
+        print("\n".join(names))
+        return 0
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        raise UsageError(f"unknown experiment {unknown[0]!r}; valid: {', '.join(names)}")
+    if args.all == bool(args.names):
+        raise UsageError("give experiment names or --all (not both); --list shows the names")
+    return reproduce.run(names if args.all else args.names, quick=args.quick, out=args.out,
+                         docs=args.docs, readme=args.readme)

@@ -2,15 +2,16 @@
 
 A backend is only as honest as its overhead is small: ``redis-benchmark -t set`` is the floor for
 the Redis backend (same server, same value size, same number of connections and pipeline depth).
-The peer runs before *and* after our clients and the ratio uses the mean of the two peer runs, so
-drift on this shared machine hits both sides.
+The peer runs before *and* after each round of our clients and each round's ratio uses the mean
+of the two peer runs around it, so drift on a shared machine hits both sides; the result is the
+median round's ratio, so one disturbed round does not decide.
 
 CPU placement is part of the setting too.  On a small VM a round trip between a client and a
-server on the *same* CPU is ~6x faster than across two CPUs (no wake-up interrupt), and left to
-the scheduler each run lands on either by chance: redis-benchmark alone swung 15k-35k SET/s here
-between identical runs.  So both clients run under one placement (:func:`placement`): ``cross``
-(default; the server's event loop on one CPU, every client on the others — what a client on
-another machine sees), ``same`` (all on one CPU) or ``any`` (the scheduler's choice).
+server on the *same* CPU is much cheaper than one across two CPUs (no wake-up interrupt), and left
+to the scheduler each run lands on either by chance, so identical runs can differ widely.  Both
+clients therefore run under one placement (:func:`placement`): ``cross`` (default; the server's
+event loop on one CPU, every client on the others — what a client on another machine sees),
+``same`` (all on one CPU) or ``any`` (the scheduler's choice).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: i
     raise RuntimeError(f"could not read redis-benchmark's output: {out!r}")
 
 
-def _client(args: tuple[dict[str, Any], int, int, int, int, float]) -> tuple[float, float]:
+def _client(args: tuple[dict[str, Any], int, int, int, int, float, set[int] | None]
+            ) -> tuple[float, float]:
     """One client process: wait for the common start, then ``ops`` SETs in batches of ``pipeline``."""
     options, ops, pipeline, value_size, offset, start_at, cpus = args
     _pin_self(cpus)

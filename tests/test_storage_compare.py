@@ -6,7 +6,6 @@ carries its configuration, and that the RPC counter saw at least one call per du
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -15,14 +14,10 @@ import pytest
 from backends.base import BadOptionError
 from bench import cli
 from tests.conftest import nfs_dir
-from experiments import storage_compare as sc
+from experiments import storage_media
 
 QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2",
          "--seconds", "3", "--recovery-keys", "300", "--rpc-ops", "5"]
-
-
-def _args(argv: list[str]) -> argparse.Namespace:
-    return cli.build_parser().parse_args(["storage-compare", *argv])
 
 
 def _run(tmp_path, media: str, capsys) -> tuple[dict, str]:
@@ -62,15 +57,15 @@ def _check_sections(doc: dict, media: list[str]) -> None:
 
 def test_parse_media_rejects_bad_input_with_the_fix():
     with pytest.raises(BadOptionError, match="unknown kind 'ssd'.*valid: local, tmpfs, nfs"):
-        sc.parse_media("ssd:/x")
+        storage_media.parse_media("ssd:/x")
     with pytest.raises(BadOptionError, match="nfs needs a URL"):
-        sc.parse_media("nfs:/mnt/x")
+        storage_media.parse_media("nfs:/mnt/x")
 
 
 def test_sub_location_keeps_the_nfs_query():
     url = "nfs://127.0.0.1/export/a?version=3&nfsport=2049"
-    assert sc.sub_location(url, "b") == "nfs://127.0.0.1/export/a/b?version=3&nfsport=2049"
-    assert sc.sub_location("/tmp/x", "b") == "/tmp/x/b"
+    assert storage_media.sub_location(url, "b") == "nfs://127.0.0.1/export/a/b?version=3&nfsport=2049"
+    assert storage_media.sub_location("/tmp/x", "b") == "/tmp/x/b"
 
 
 def test_unavailable_medium_is_reported_not_dropped(tmp_path, capsys):

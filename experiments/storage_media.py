@@ -1,0 +1,161 @@
+"""The storage media ``bench storage-compare`` runs over: a local directory, tmpfs, or an NFS export.
+
+A :class:`Medium` is a place plus whether it can be used: one that cannot (no NFS server, no
+/dev/shm, a directory that is missing) is kept with ``skipped`` saying why and how to fix it, so
+the report lists it instead of silently measuring less.  Every directory a run creates comes from
+:func:`scratch` and is removed afterwards, locally or over NFS; the temp directories a default
+medium creates are removed by :func:`cleanup`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+from backends.base import BadOptionError
+
+MEDIA_KINDS = ("local", "tmpfs", "nfs")
+
+
+@dataclass
+class Medium:
+    """One medium under test: ``location`` is a directory or an ``nfs://`` URL."""
+
+    name: str
+    kind: str
+    location: str
+    skipped: str | None = None
+    _own: str | None = field(default=None, repr=False)  # temp dir we created (removed after)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "location": self.location,
+                "skipped": self.skipped}
+
+
+def _nfs_default() -> Medium:
+    """The server of ``bench services up nfs``; skipped (with the fix) when it is not running."""
+    try:
+        import services
+
+        st = services.status(["nfs"])[0]
+        if not st.get("running"):
+            why = st.get("error") or "not running"
+            return Medium("nfs", "nfs", "", skipped=f"NFS server: {why}; start it with "
+                          f"`bench services up nfs`")
+        url = services.client_options("nfs", f"storage-compare-{uuid.uuid4().hex[:8]}")["path"]
+        return Medium("nfs", "nfs", url, _own=url)  # removed after the run
+    except Exception as exc:  # noqa: BLE001 - any failure here means "skipped, with why"
+        return Medium("nfs", "nfs", "", skipped=f"{type(exc).__name__}: {exc}; start the "
+                      f"server with `bench services up nfs`")
+
+
+def _temp_medium(name: str, kind: str, parent: str) -> Medium:
+    if not os.path.isdir(parent):
+        return Medium(name, kind, "", skipped=f"{parent} does not exist; give a directory with "
+                      f"--media {kind}:DIR")
+    try:
+        tmp = tempfile.mkdtemp(prefix="ckptbench-storage-compare-", dir=parent)
+    except OSError as exc:
+        return Medium(name, kind, "", skipped=f"cannot create a directory under {parent}: "
+                      f"{exc.strerror or exc}; give a writable one with --media {kind}:DIR")
+    return Medium(name, kind, tmp, _own=tmp)
+
+
+def parse_media(text: str | None) -> list[Medium]:
+    """``local:DIR,nfs:URL,tmpfs:DIR`` (a kind without ``:VALUE`` takes its default: a temp dir
+    under the working directory, a temp dir under /dev/shm, the `bench services` NFS server).
+    ``None`` means all three defaults."""
+    items = [s.strip() for s in (text or ",".join(MEDIA_KINDS)).split(",") if s.strip()]
+    if not items:
+        raise BadOptionError("--media is empty; give e.g. --media local:/data,nfs:nfs://HOST/EXPORT")
+    out: list[Medium] = []
+    for item in items:
+        kind, _, value = item.partition(":")
+        kind = kind.strip().lower()
+        if kind not in MEDIA_KINDS:
+            raise BadOptionError(f"--media {item!r}: unknown kind {kind!r}; valid: "
+                                 f"{', '.join(MEDIA_KINDS)} (e.g. local:/mnt/nfs/ckpt)")
+        name = kind if all(m.name != kind for m in out) else f"{kind}{len(out) + 1}"
+        if kind == "nfs":
+            if not value:
+                m = _nfs_default()
+                m.name = name
+            elif not value.startswith("nfs://"):
+                raise BadOptionError(f"--media {item!r}: nfs needs a URL nfs://HOST/EXPORT[/DIR]"
+                                     f"?version=3|4.1 (a kernel mount is local:/mnt/...)")
+            else:
+                m = Medium(name, "nfs", value)
+        elif value:
+            m = _temp_medium(name, kind, value)
+        else:
+            m = _temp_medium(name, kind, os.getcwd() if kind == "local" else "/dev/shm")
+        out.append(m)
+    return out
+
+
+def sub_location(location: str, sub: str) -> str:
+    """``location``/``sub`` for a directory or an ``nfs://`` URL (the query is kept)."""
+    if location.startswith("nfs://"):
+        p = urlsplit(location)
+        return urlunsplit((p.scheme, p.netloc, p.path.rstrip("/") + "/" + sub, p.query, ""))
+    return os.path.join(location, sub)
+
+
+def fresh_location(medium: Medium, what: str) -> str:
+    return sub_location(medium.location, f"{what}-{uuid.uuid4().hex[:8]}")
+
+
+def _split(location: str) -> tuple[str, str]:
+    """(parent location, last path component) of a directory or an ``nfs://`` URL."""
+    if location.startswith("nfs://"):
+        p = urlsplit(location)
+        head, tail = p.path.rstrip("/").rsplit("/", 1)
+        return urlunsplit((p.scheme, p.netloc, head, p.query, "")), tail
+    return os.path.dirname(location.rstrip("/")), os.path.basename(location.rstrip("/"))
+
+
+def remove_tree(location: str) -> None:
+    """Delete a directory tree a run created, locally or over NFS (best effort: cleanup must
+    not hide the run's result)."""
+    from backends.media import open_medium
+
+    if not location.startswith("nfs://"):
+        shutil.rmtree(location, ignore_errors=True)
+        return
+    parent, name = _split(location)
+    with contextlib.suppress(Exception), open_medium(parent, "storage-compare") as m:
+        client = m.client
+
+        def rmtree(path: str) -> None:
+            for child in client.listdir(path):
+                full = f"{path}/{child}"
+                if client.stat(full).type.value == "directory":
+                    rmtree(full)
+                else:
+                    client.unlink(full, missing_ok=True)
+            client.rmdir(path)
+
+        rmtree(m.abs(name))
+
+
+@contextlib.contextmanager
+def scratch(medium: Medium, what: str) -> Iterator[str]:
+    loc = fresh_location(medium, what)
+    try:
+        yield loc
+    finally:
+        remove_tree(loc)
+
+
+
+def cleanup(media: list[Medium]) -> None:
+    for m in media:
+        if m._own:
+            remove_tree(m._own)
+
