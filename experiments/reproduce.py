@@ -1,0 +1,336 @@
+"""``bench reproduce``: the named experiments behind ``docs/results.md``, each defined by its commands.
+
+An experiment is the exact ``bench`` command lines it runs (full and ``--quick`` sizes), the
+servers it needs, and a function turning the JSON those commands wrote into a markdown table
+(:mod:`experiments.reproduce_tables`).  Every command runs as a subprocess of the installed CLI
+with its output options pointing into the results directory, so the command line printed in
+the docs is character for character the one that produced the figures; nothing is typed in by
+hand.  How a finished experiment becomes docs is :mod:`experiments.reproduce_docs`.
+
+Output layout for experiment ``NAME`` under ``out`` (``results`` by default):
+``out/NAME.json`` (``ckptbench.reproduce/1``: every command, its document, timing, machine and
+load), ``out/NAME/LABEL.json`` and ``.log`` (one command's own document and output),
+``out/NAME*.png`` (its charts), and ``out/thesis/`` (the thesis commands' own directory:
+``table5.2`` reads its siblings there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from experiments import reproduce_tables as tables
+from experiments.results import ensure_parent, environment, write_json
+
+SCHEMA = "ckptbench.reproduce/1"
+#: seconds one command may take before it is stopped and its experiment marked failed
+QUICK_TIMEOUT = 20 * 60
+FULL_TIMEOUT = 4 * 60 * 60
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ``bench`` command of an experiment.  ``full``/``quick`` are its arguments at the two
+    sizes; ``outputs`` the output options appended to both, whose ``{document}``/``{plot}``/
+    ``{out}`` are filled from the templates below (``{out}`` the results directory, ``{name}``
+    the experiment, ``{label}`` this step)."""
+
+    label: str
+    full: str
+    quick: str
+    outputs: tuple[str, ...] = ("--json", "{document}")
+    document: str = "{out}/{name}/{label}.json"
+    plot: str = ""  # the PNG the command writes ("" = none)
+    shown_as: str = ""  # where the PNG is published as out/NAME*.png, if not where it is written
+
+    def paths(self, out: str, name: str) -> dict[str, str]:
+        fill = {"out": out, "name": name, "label": self.label}
+        doc, plot = self.document.format(**fill), self.plot.format(**fill)
+        return {"document": doc, "plot": plot,
+                "shown_as": self.shown_as.format(**fill) if self.shown_as else plot}
+
+    def argv(self, out: str, name: str, quick: bool) -> list[str]:
+        """The arguments after ``bench``, output options included."""
+        fill = {"out": out, "name": name, **self.paths(out, name)}
+        return shlex.split(self.quick if quick else self.full) + [
+            token.format(**fill) for token in self.outputs]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    shows: str
+    steps: tuple[Step, ...]
+    table: Callable[[dict[str, dict[str, Any]]], list[str]]
+    headline: Callable[[dict[str, dict[str, Any]]], str]
+    servers: tuple[str, ...] = ()
+
+
+def command(argv: list[str]) -> str:
+    """How a command is printed (and can be pasted back into a shell)."""
+    return "bench " + shlex.join(argv)
+
+
+def _plotted(label: str, full: str, quick: str, plot: str, flag: str = "--plot") -> Step:
+    return Step(label, full, quick, ("--json", "{document}", flag, "{plot}"), plot=plot)
+
+
+def _thesis(name: str, plot: bool = True) -> Step:
+    return Step(name, f"thesis {name}", f"thesis {name} --quick", ("--out", "{out}/thesis"),
+                document="{out}/thesis/{name}.json",
+                plot="{out}/thesis/{name}.png" if plot else "",
+                shown_as="{out}/{name}.png" if plot else "")
+
+
+
+
+def _writes(backend: str, size: str) -> str:
+    return f"write-heavy --backend {backend} --read-proportion 0 {size} --baseline"
+
+
+_SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
+          "--threads-sweep 1,16 --rounds")
+_MATRIX = "spark-matrix --protocols none,coordinated,uncoordinated,logio --backends indexed_fs,redis"
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    Experiment(
+        "store-write", "durable write (fdatasync per put) on indexed_fs with 1 and 16 threads and on "
+        "default_fs with 16, each beside the bare fdatasync loop in Python and in C", (
+            Step("indexed_fs-1", _writes("indexed_fs", "--ops 5000"), _writes("indexed_fs", "--ops 2000")),
+            Step("indexed_fs-16", _writes("indexed_fs", "--threads 16 --ops 16000"),
+                 _writes("indexed_fs", "--threads 16 --ops 6400")),
+            Step("default_fs-16", _writes("default_fs", "--threads 16 --ops 8000"),
+                 _writes("default_fs", "--threads 16 --ops 3200"))),
+        tables.store_write, tables.store_write_headline),
+    Experiment(
+        "store-scaling", "16 threads over 1 (group commit) and indexed_fs over default_fs, as the "
+        "median of interleaved rounds, with the process unpinned and on the disk's interrupt CPUs", (
+            _plotted("unpinned", f"{_SWEEP} 5", f"{_SWEEP} 3 --point-seconds 1",
+                     "{out}/store-scaling.png"),
+            _plotted("irq", f"{_SWEEP} 5 --cpus irq", f"{_SWEEP} 3 --point-seconds 1 --cpus irq",
+                     "{out}/store-scaling-irq.png")),
+        tables.store_scaling, tables.store_scaling_headline),
+    Experiment(
+        "store-reopen", "indexed_fs reopen time after a clean close (index snapshot) and after "
+        "SIGKILL (scan), every key read back and verified", (
+            Step("clean", "recovery --backend indexed_fs --records 1000000 --value-size 40 "
+                 "--durability none", "recovery --backend indexed_fs --records 200000 "
+                 "--value-size 40 --durability none"),
+            Step("crash", "recovery --backend indexed_fs --records 1000000 --value-size 40 "
+                 "--durability none --crash", "recovery --backend indexed_fs --records 200000 "
+                 "--value-size 40 --durability none --crash")),
+        tables.store_reopen, tables.store_reopen_headline),
+    Experiment(
+        "harness", "the harness' own ceiling: write-only on the memory backend, in 1 and 2 "
+        "processes", (
+            Step("1-process", "write-heavy --backend memory --read-proportion 0 --ops 300000",
+                 "write-heavy --backend memory --read-proportion 0 --ops 100000"),
+            Step("2-processes", "write-heavy --backend memory --read-proportion 0 --processes 2 "
+                 "--ops 600000", "write-heavy --backend memory --read-proportion 0 --processes 2 "
+                 "--ops 200000")),
+        tables.harness, tables.harness_headline),
+    Experiment(
+        "checkpoint-drops", "S4's SafeKeeper at a fixed event rate: the checkpoints the storage "
+        "queue drops when the backend cannot keep up, default_fs against indexed_fs", (
+            Step("default_fs", "checkpoint --backend default_fs --rate 1200",
+                 "checkpoint --backend default_fs --rate 1200 --events 4000"),
+            Step("indexed_fs", "checkpoint --backend indexed_fs --rate 1200",
+                 "checkpoint --backend indexed_fs --rate 1200 --events 4000")),
+        tables.checkpoint_drops, tables.checkpoint_drops_headline),
+    Experiment(
+        "backends", "write-heavy on the server backends beside indexed_fs, identical settings", (
+            _plotted("compare", "compare write-heavy --backends indexed_fs,redis,hbase,minio --ops 1000",
+                     "compare write-heavy --backends indexed_fs,redis,hbase,minio --ops 300",
+                     "{out}/backends.png"),),
+        tables.backends, tables.backends_headline, servers=("redis", "hbase", "minio")),
+    Experiment("fig4.1", "thesis Fig 4.1: write-heavy latency against throughput, file backends, "
+               "threads raised until throughput stops growing", (_thesis("fig4.1"),),
+               tables.fig41, tables.fig41_headline),
+    Experiment("fig4.2", "thesis Fig 4.2: indexed_fs index rebuild time against the number of PEs",
+               (_thesis("fig4.2"),), tables.fig42, tables.fig42_headline),
+    Experiment("fig4.5", "thesis Figs 4.5/4.6: S4 word count's checkpoint writes and lazy recovery "
+               "reads per backend (server backends that are down are listed as skipped)",
+               (_thesis("fig4.5"),), tables.fig45, tables.fig45_headline),
+    Experiment("fig4.7", "thesis Fig 4.7: storage-queue throughput against the number of PEs",
+               (_thesis("fig4.7"),), tables.fig47, tables.fig47_headline),
+    Experiment("table5.2", "thesis Table 5.2: the stores' trade-offs, with the figures of fig4.1, "
+               "fig4.5 and fig4.7 (run those first)", (_thesis("table5.2", plot=False),),
+               tables.table52, tables.table52_headline),
+    Experiment(
+        "storage-compare", "local disk, tmpfs and NFS: Table 5.1's small writes, write-heavy on "
+        "both file backends, reopen time, and NFS RPCs per operation", (
+            _plotted("run", "storage-compare",
+                     "storage-compare --sizes 1e4 --sync-ops 500 --ops 2000 --seconds 5 "
+                     "--recovery-keys 20000 --rpc-ops 50", "{out}/storage-compare.png"),),
+        tables.storage_compare, tables.storage_compare_headline, servers=("nfs",)),
+    Experiment(
+        "peer-redis", "the redis backend's client beside redis-benchmark on the same server, "
+        "connections and pipeline depth", (
+            Step("run", "peer redis --clients 16 --pipeline 1 --rounds 3",
+                 "peer redis --clients 16 --pipeline 1 --rounds 3 --ops 5000"),),
+        tables.peer_redis, tables.peer_redis_headline, servers=("redis",)),
+    Experiment(
+        "spark-matrix", "checkpoint protocols x backends on PySpark: throughput, checkpoint and "
+        "recovery time, exactly-once verified", (
+            _plotted("run", f"{_MATRIX} --events 1000000 --keys 10000",
+                     f"{_MATRIX} --events 200000 --keys 2000 --batch 50000",
+                     "{out}/spark-matrix.png", flag="--png"),),
+        tables.spark_matrix, tables.spark_matrix_headline, servers=("redis",)),
+)}
+
+
+def names() -> list[str]:
+    return list(EXPERIMENTS)
+
+
+# ------------------------------------------------------------------------------------- running
+def server_running(server: str) -> bool:
+    """Whether ``bench services`` reports ``server`` running (any failure to tell: not running)."""
+    import services
+
+    try:
+        return bool(services.status([server])[0].get("running"))
+    except Exception:  # noqa: BLE001 - an unknown or broken service is simply not running
+        return False
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGKILL a command's whole session: the processes it started (client processes, a JVM) too."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float) -> dict[str, Any]:
+    """Run one command, its stdout and stderr into ``out/NAME/LABEL.log``; the run's record
+    (``error`` is its last stderr line when it failed)."""
+    argv = step.argv(out, exp.name, quick)
+    paths = step.paths(out, exp.name)
+    log = os.path.join(out, exp.name, f"{step.label}.log")
+    for path in (log, paths["document"], paths["plot"]):
+        if path:
+            ensure_parent(path)
+    if os.path.exists(paths["document"]):
+        os.remove(paths["document"])  # a document left by an earlier run must not pass for this one
+    t0 = time.monotonic()
+    with open(log, "w", encoding="utf-8") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=fh,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
+            err = (proc.stderr.read() if proc.stderr else "") + f"\ntimed out after {timeout:.0f} s"
+        except BaseException:  # Ctrl-C: the command and everything it started stop with us
+            _stop(proc)
+            raise
+        fh.write(err)
+    record: dict[str, Any] = {"label": step.label, "command": command(argv),
+                              "returncode": proc.returncode,
+                              "seconds": round(time.monotonic() - t0, 3), "log": log,
+                              "document_path": paths["document"], "plot": paths["shown_as"] or None,
+                              "error": None, "document": None}
+    if proc.returncode != 0:
+        record["error"] = _last_line(err) or f"exit status {proc.returncode}"
+    elif not os.path.exists(paths["document"]):
+        record["error"] = f"it wrote no {paths['document']}"
+    else:
+        with open(paths["document"], encoding="utf-8") as f:
+            record["document"] = json.load(f)
+        if paths["plot"] and paths["shown_as"] != paths["plot"] and os.path.exists(paths["plot"]):
+            shutil.copyfile(paths["plot"], paths["shown_as"])
+    return record
+
+
+def run_experiment(exp: Experiment, out: str, quick: bool,
+                   say: Callable[[str], None]) -> dict[str, Any]:
+    """Every step in order (the first failure ends the experiment); the reproduce document."""
+    load_before, started, t0 = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.monotonic()
+    runs = []
+    for i, step in enumerate(exp.steps, 1):
+        record = run_step(step, exp, out, quick, QUICK_TIMEOUT if quick else FULL_TIMEOUT)
+        runs.append(record)
+        state = "failed" if record["error"] else "ok"
+        say(f"reproduce: {exp.name} [{i}/{len(exp.steps)}] {state} in {record['seconds']:.1f} s: "
+            f"{record['command']}" + (f": {record['error']}" if record["error"] else ""))
+        if record["error"]:
+            break
+    error = next((f"{r['command']}: {r['error']}" for r in runs if r["error"]), None)
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "name": exp.name, "shows": exp.shows, "quick": quick,
+        "servers": list(exp.servers), "status": "failed" if error else "ok", "error": error,
+        "commands": [command(s.argv(out, exp.name, quick)) for s in exp.steps],
+        "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": round(time.monotonic() - t0, 3), "environment": environment(),
+        "machine": machine(), "cpus": os.cpu_count(), "loadavg_before": list(load_before),
+        "loadavg_after": list(os.getloadavg()), "runs": runs}
+    if not error:
+        try:
+            doc["table"] = exp.table(documents(doc))
+        except Exception as exc:  # noqa: BLE001 - a document the table cannot read is a failure
+            doc.update(status="failed", error=f"could not tabulate: {type(exc).__name__}: {exc}")
+    return doc
+
+
+def documents(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The commands' own documents of a reproduce document, by step label."""
+    return {r["label"]: r["document"] for r in doc["runs"]}
+
+
+def machine() -> str:
+    """The CPU model and kernel: what a reader needs to compare figures across machines."""
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
+        model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    return f"{model or platform.machine()}, {platform.system()} {platform.release()}"
+
+
+def run(selected: list[str], *, quick: bool = False, out: str = "results",
+        docs: str = "docs/results.md", readme: str = "README.md",
+        say: Callable[[str], None] | None = None, registry: dict[str, Experiment] | None = None) -> int:
+    """Run the ``selected`` experiments in order, write ``out/NAME.json`` for each that ran,
+    regenerate their blocks in ``docs`` and the summary in ``readme``.  Exit status: 0, or 1
+    when any experiment failed (the others still ran); a skipped one is not a failure."""
+    from experiments import reproduce_docs
+
+    registry = EXPERIMENTS if registry is None else registry
+    say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+    failed, status = [], {}
+    for name in selected:
+        exp = registry[name]
+        for server in exp.servers:
+            if server not in status:
+                status[server] = server_running(server)
+        down = [s for s in exp.servers if not status[s]]
+        if down:
+            say(f"reproduce: {name} skipped: {', '.join(down)} {'is' if len(down) == 1 else 'are'} "
+                f"not running (start {'it' if len(down) == 1 else 'them'} with: "
+                f"bench services up {' '.join(down)})")
+            continue
+        doc = run_experiment(exp, out, quick, say)
+        path = os.path.join(out, f"{name}.json")
+        write_json(path, doc)
+        if doc["status"] != "ok":
+            failed.append(name)
+            say(f"reproduce: {name} failed ({doc['error']}); wrote {path}, {docs} left as it is")
+            continue
+        reproduce_docs.publish(exp, doc, docs, say)
+    reproduce_docs.update_summary(registry, out, docs, readme, say)
+    if failed:
+        say(f"reproduce: failed: {', '.join(failed)}")
+    return 1 if failed else 0

@@ -1,0 +1,86 @@
+"""From reproduce documents to the docs: the ``docs/results.md`` blocks, their charts, the README summary.
+
+Each block is the experiment's table plus one line saying how to regenerate it, which commands
+produced it, when, and under which conditions (machine, CPUs, load average before and after):
+a figure is only meaningful with the machine and the load it was measured under.  The README
+summary is rebuilt from every ``results/NAME.json`` that exists and succeeded, one headline per
+experiment linking to its section, so it never shows a figure the detailed table does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, Callable
+
+from experiments import markdown_blocks
+from experiments.reproduce_tables import md_table
+
+SUMMARY = "summary"
+
+
+def note(doc: dict[str, Any]) -> str:
+    """The line under a table: how to regenerate it, when, with which commands, where."""
+    flag = " --quick" if doc["quick"] else ""
+    load = (f"load average {doc['loadavg_before'][0]:.2f} before, "
+            f"{doc['loadavg_after'][0]:.2f} after")
+    return (f"`bench reproduce {doc['name']}{flag}` on {doc['started'][:10]}; commands: "
+            + "; ".join(f"`{c}`" for c in doc["commands"])
+            + f"; conditions: {doc['machine']}, {doc['cpus']} CPUs, {load}")
+
+
+def block(doc: dict[str, Any]) -> str:
+    return "\n".join(doc["table"]) + "\n\n" + note(doc)
+
+
+def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None]) -> None:
+    """Print the experiment's block, copy its charts beside the docs (``img/``) and regenerate
+    its block in ``docs``."""
+    text = block(doc)
+    print(f"## {exp.name}\n\n{text}\n", flush=True)
+    plots = [r["plot"] for r in doc["runs"] if r.get("plot") and os.path.exists(r["plot"])]
+    if plots and os.path.exists(docs):
+        img = os.path.join(os.path.dirname(os.path.abspath(docs)), "img")
+        os.makedirs(img, exist_ok=True)
+        for p in plots:
+            shutil.copyfile(p, os.path.join(img, os.path.basename(p)))
+    if markdown_blocks.update_file(docs, {exp.name: text}, say):
+        say(f"reproduce: {exp.name}: block regenerated in {docs}")
+
+
+def _link(name: str, docs: str, readme: str, docs_text: str | None) -> str:
+    heading = markdown_blocks.heading_before(docs_text, name) if docs_text else None
+    target = os.path.relpath(os.path.abspath(docs), os.path.dirname(os.path.abspath(readme)))
+    return f"[{name}]({target}#{markdown_blocks.anchor(heading or name)})"
+
+
+def summary(registry: dict[str, Any], out: str, docs: str, readme: str,
+            say: Callable[[str], None]) -> str:
+    """The README block: one headline row per experiment whose ``out/NAME.json`` succeeded."""
+    docs_text = markdown_blocks.read(docs)
+    rows = []
+    for name, exp in registry.items():
+        path = os.path.join(out, f"{name}.json")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("status") != "ok":
+            continue
+        try:
+            headline = exp.headline({r["label"]: r["document"] for r in doc["runs"]})
+        except Exception as exc:  # noqa: BLE001 - one unreadable document must not hide the rest
+            say(f"reproduce: {path}: no headline ({type(exc).__name__}: {exc}); row left out")
+            continue
+        rows.append([_link(name, docs, readme, docs_text), headline,
+                     doc["started"][:10] + (" (`--quick`)" if doc["quick"] else "")])
+    if not rows:
+        return "Not generated yet: run `bench reproduce --all`."
+    return "\n".join(md_table(["experiment", "result", "measured"], rows))
+
+
+def update_summary(registry: dict[str, Any], out: str, docs: str, readme: str,
+                   say: Callable[[str], None]) -> None:
+    if markdown_blocks.update_file(readme, {SUMMARY: summary(registry, out, docs, readme, say)}, say):
+        say(f"reproduce: summary regenerated in {readme}")

@@ -1,0 +1,173 @@
+"""`bench reproduce`: the experiment list, bad names, one real cheap experiment regenerating exactly
+its block, a server that is down, and a failing command.  No server is needed: the server check
+is pointed at an empty state directory, where every service reports not running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from experiments import markdown_blocks, reproduce
+from experiments.reproduce import Experiment, Step
+
+DOCS = """# Results
+
+Prose the generator must not touch: *emphasis*, `code`, trailing spaces   
+and a Windows line ending\r
+## harness: the harness' own overhead
+
+<!-- reproduce:begin harness -->
+Not generated yet: run `bench reproduce harness`.
+<!-- reproduce:end harness -->
+
+Text between blocks.
+
+<!-- reproduce:begin store-reopen -->
+Not generated yet: run `bench reproduce store-reopen`.
+<!-- reproduce:end store-reopen -->
+"""
+
+README = """# ckptbench
+
+<!-- reproduce:begin summary -->
+Not generated yet: run `bench reproduce --all`.
+<!-- reproduce:end summary -->
+
+The rest of the README.
+"""
+
+
+def _bench(*argv: str, cwd=None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *argv], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=env)
+
+
+def _outside(text: str, name: str) -> tuple[str, str]:
+    begin, end = markdown_blocks.BEGIN.format(name=name), markdown_blocks.END.format(name=name)
+    return text[:text.index(begin) + len(begin)], text[text.index(end):]
+
+
+def _fixture(tmp_path) -> tuple[str, str]:
+    (tmp_path / "docs").mkdir()
+    docs, readme = tmp_path / "docs" / "results.md", tmp_path / "README.md"
+    docs.write_bytes(DOCS.encode())
+    readme.write_bytes(README.encode())
+    return str(docs), str(readme)
+
+
+def test_list_prints_one_name_per_line_and_nothing_else():
+    proc = _bench("reproduce", "--list")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.splitlines() == reproduce.names()
+    for name in ("store-write", "store-scaling", "store-reopen", "harness", "checkpoint-drops",
+                 "backends", "fig4.1", "fig4.2", "fig4.5", "fig4.7", "table5.2",
+                 "storage-compare", "peer-redis", "spark-matrix"):
+        assert name in reproduce.names()
+
+
+def test_unknown_name_is_one_line_listing_the_valid_ones():
+    proc = _bench("reproduce", "harness", "fig9.9")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    assert "'fig9.9'" in proc.stderr and "valid: " + ", ".join(reproduce.names()) in proc.stderr
+
+
+def test_every_command_line_parses_at_both_sizes():
+    from bench import cli
+
+    parser = cli.build_parser()
+    for exp in reproduce.EXPERIMENTS.values():
+        for step in exp.steps:
+            for quick in (False, True):
+                parser.parse_args(step.argv("results", exp.name, quick))
+
+
+def test_harness_writes_its_json_and_regenerates_exactly_its_block(tmp_path):
+    docs, readme = _fixture(tmp_path)
+    env = {**os.environ, "CKPTBENCH_STATE": str(tmp_path / "state")}
+    proc = _bench("reproduce", "harness", "--quick", "--docs", docs, "--readme", readme,
+                  cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    # one progress line per command, with its elapsed time
+    progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("reproduce: harness [")]
+    assert len(progress) == 2 and all(" ok in " in ln and " s: bench " in ln for ln in progress)
+
+    doc = json.loads((tmp_path / "results" / "harness.json").read_text())
+    assert doc["schema"] == "ckptbench.reproduce/1" and doc["status"] == "ok" and doc["quick"]
+    assert doc["cpus"] == os.cpu_count() and len(doc["loadavg_before"]) == 3
+    assert [r["command"] for r in doc["runs"]] == doc["commands"]
+    assert all(r["document"]["schema"] == "ckptbench.result/1" for r in doc["runs"])
+    assert doc["runs"][1]["document"]["config"]["processes"] == 2
+
+    text = open(docs, encoding="utf-8", newline="").read()
+    assert _outside(text, "harness") == _outside(DOCS, "harness")  # byte for byte
+    assert _outside(text, "store-reopen")[1] == _outside(DOCS, "store-reopen")[1]
+    assert "Not generated yet: run `bench reproduce store-reopen`." in text
+    block = text.split("<!-- reproduce:begin harness -->")[1].split("<!-- reproduce:end harness -->")[0]
+    assert "Not generated yet" not in block and "| processes |" in block
+    # the commands in the docs are the ones that ran, output options included
+    for command in doc["commands"]:
+        assert f"`{command}`" in block and "--json results/harness/" in command
+    assert "`bench reproduce harness --quick` on " in block and "load average" in block
+
+    summary = open(readme, encoding="utf-8").read()
+    assert _outside(summary, "summary") == _outside(README, "summary")
+    assert "[harness](docs/results.md#harness-the-harness-own-overhead)" in summary
+
+
+def test_an_experiment_whose_server_is_down_is_skipped_with_one_line(tmp_path):
+    docs, readme = _fixture(tmp_path)
+    env = {**os.environ, "CKPTBENCH_STATE": str(tmp_path / "empty-state")}
+    proc = _bench("reproduce", "peer-redis", "--quick", "--docs", docs, "--readme", readme,
+                  cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert ("reproduce: peer-redis skipped: redis is not running (start it with: "
+            "bench services up redis)") in proc.stderr.splitlines()
+    assert not (tmp_path / "results" / "peer-redis.json").exists()
+    assert open(docs, encoding="utf-8", newline="").read() == DOCS
+
+
+def test_a_failing_command_fails_its_experiment_and_the_next_still_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs, readme = _fixture(tmp_path)
+    tiny, bad = "write-heavy --backend memory --read-proportion 0 --ops 200", "write-heavy --backend nosuch"
+    tables = (reproduce.tables.harness, reproduce.tables.harness_headline)
+    registry = {
+        "harness": Experiment("harness", "a failing command", (
+            Step("ok", tiny, tiny), Step("bad", bad, bad), Step("never", tiny, tiny)), *tables),
+        "store-reopen": Experiment("store-reopen", "runs after the failure",
+                                   (Step("ok", tiny, tiny),), *tables),
+    }
+    said: list[str] = []
+    rc = reproduce.run(["harness", "store-reopen"], quick=True, out="results", docs=docs,
+                       readme=readme, say=said.append, registry=registry)
+    assert rc == 1
+    failed = json.loads((tmp_path / "results" / "harness.json").read_text())
+    assert failed["status"] == "failed" and [r["label"] for r in failed["runs"]] == ["ok", "bad"]
+    assert "nosuch" in failed["runs"][1]["error"] and failed["runs"][1]["returncode"] != 0
+    assert any(ln.startswith("reproduce: harness [2/3] failed in ") and "nosuch" in ln for ln in said)
+    text = open(docs, encoding="utf-8", newline="").read()
+    assert "Not generated yet: run `bench reproduce harness`." in text  # a failure is not published
+    assert "Not generated yet: run `bench reproduce store-reopen`." not in text
+    assert json.loads((tmp_path / "results" / "store-reopen.json").read_text())["status"] == "ok"
+
+
+def test_a_missing_marker_or_file_is_one_line_and_the_rest_goes_on(tmp_path):
+    said: list[str] = []
+    path = tmp_path / "r.md"
+    path.write_text("<!-- reproduce:begin a -->\nold\n<!-- reproduce:end a -->\n")
+    assert markdown_blocks.update_file(str(path), {"a": "new", "b": "x"}, said.append) == ["a"]
+    assert path.read_text() == "<!-- reproduce:begin a -->\nnew\n<!-- reproduce:end a -->\n"
+    assert len(said) == 1 and "no block <!-- reproduce:begin b -->" in said[0]
+    assert markdown_blocks.update_file(str(tmp_path / "missing.md"), {"a": "x"}, said.append) == []
+    assert len(said) == 2 and "does not exist" in said[1]
+
+
+@pytest.mark.parametrize("heading, anchor", [("fig4.1", "fig41"),
+                                             ("Store write: 16 threads", "store-write-16-threads")])
+def test_anchor_is_githubs(heading, anchor):
+    assert markdown_blocks.anchor(heading) == anchor
