@@ -1,12 +1,190 @@
-"""``bench spark`` and ``bench spark-matrix``: parse, call the Spark job or matrix, print."""
+"""``bench spark`` and ``bench spark-matrix``: parse, check against the protocol registry, run, print.
+
+``bench spark`` runs a keyed job (count or NexMark Q3 join) on Spark under a protocol and a
+backend; its arguments become ``spark.ckptbench.*`` conf entries and go through the same
+validation as ``spark-submit --conf`` (one path, one set of error messages).  What a protocol
+takes — a backend, injected failures, which jobs — comes from its registration
+(:mod:`spark_integration.protocols.registry`), so a new protocol needs no change here.
+``bench spark-matrix`` runs protocols x backends (:mod:`experiments.spark_matrix`) and writes a
+table, JSON and a chart.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from typing import Any
+
+from backends.base import CkptError, parse_kv
+from spark_integration.conf import PREFIX, from_conf, to_conf
+from spark_integration.job import JobSpec, print_metrics
+from spark_integration.protocols.registry import protocol_names, registration
+from spark_integration.queries import query
+from spark_integration.settings import Settings
+from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
+
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError
+
+#: ``--job`` name -> :data:`spark_integration.queries.QUERIES` kind
+JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3"}
+
+SPARK_DESCRIPTION = """\
+Run a keyed job (count or NexMark Q3 join) on Spark under a checkpointing protocol and a backend,
+or under a baseline.  Arguments become spark.ckptbench.* conf entries and go through the same
+validation as spark-submit --conf.  Prints [SPARK], <metric>, <value> lines.
+"""
+
+MATRIX_DESCRIPTION = """\
+Run every protocol on every backend (a protocol without a backend once) and the baselines on one
+local SparkSession; print a table and write it as JSON and as a chart.  Ratios divide by the
+protocol without checkpoints (none) and by each baseline.
+"""
+
+
+def _protocol_help() -> str:
+    return "; ".join(f"{n}: {registration(n).summary}" for n in protocol_names())
 
 
 def add_parsers(sub: Any) -> None:
-    from spark_integration import cli as spark_cli
+    """Both commands on ``bench``'s sub-parsers."""
+    add_parser(sub).set_defaults(func=run)
+    add_matrix_parser(sub).set_defaults(func=run_matrix)
 
-    spark_cli.add_parser(sub).set_defaults(func=spark_cli.run)
-    spark_cli.add_matrix_parser(sub).set_defaults(func=spark_cli.run_matrix)
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("spark", help="run a Spark streaming job checkpointing to a backend",
+                              description=SPARK_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--job", choices=sorted(JOBS), default="wordcount",
+                   help="wordcount: S4 word count; nexmark-bids: bids per auction (Q12-style keyed "
+                        "count); nexmark-q3: NexMark Q3, persons JOIN auctions on the seller")
+    p.add_argument("--protocol", choices=protocol_names(), default="coordinated", help=_protocol_help())
+    p.add_argument("--backend", help="registered backend name (required unless the protocol uses none)")
+    p.add_argument("--opt", action="append", default=[], metavar="K=V", help="backend option (repeatable)")
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--rate", type=float, default=0.0, help="events/s (0: as fast as possible)")
+    p.add_argument("--keys", type=int, default=10_000,
+                   help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
+    p.add_argument("--skew", type=skew_arg, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--parallelism", type=int, default=2, help="instances of the keyed stage")
+    p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
+    p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--jitter", type=int, default=0,
+                   help="uncoordinated: each checkpoint due interval +- up to this many micro-batches")
+    p.add_argument("--full-every", type=int, default=10, help="full snapshot every N checkpoints")
+    p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET",
+                   help="kill an instance when it reaches this event offset (repeatable)")
+    p.add_argument("--fail-instance", type=int, default=0)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
+    p.add_argument("--verify", action="store_true", help="compare the final state with the ground truth")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    return p
+
+
+def settings_conf(args: argparse.Namespace) -> dict[str, str]:
+    """The ``spark.ckptbench.*`` entries these arguments stand for."""
+    plain = {"protocol": args.protocol, "backend": args.backend, "interval": args.interval,
+             "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance}
+    if args.fail_at:
+        plain["failAt"] = ",".join(map(str, args.fail_at))
+    return to_conf(plain, parse_kv(args.opt))
+
+
+def jobs_covered(protocol: str) -> list[str]:
+    """The ``--job`` names ``protocol`` covers."""
+    reg = registration(protocol)
+    return [job for job, kind in JOBS.items() if reg.supports(query(kind).operator)]
+
+
+def check_protocol(args: argparse.Namespace) -> None:
+    """What the protocol's registration rules out, named by this command's options."""
+    reg = registration(args.protocol)
+    if args.job not in jobs_covered(reg.name):
+        raise UsageError(f"--protocol {reg.name} covers the jobs {', '.join(jobs_covered(reg.name))}, "
+                         f"not {args.job}")
+    if reg.baseline and (args.backend or args.opt):
+        raise UsageError(f"--protocol {reg.name} keeps its state in Spark's own store: drop --backend/--opt")
+    if args.fail_at and not reg.failure_injection:
+        raise UsageError(f"--protocol {reg.name} runs without injected failures: drop --fail-at")
+    if args.fail_instance >= args.parallelism:
+        raise UsageError(f"--fail-instance {args.fail_instance} must be < --parallelism {args.parallelism}")
+
+
+def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
+    return JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew,
+                   seed=getattr(args, "seed", 42), rate=getattr(args, "rate", 0.0),
+                   parallelism=args.parallelism, max_batch=args.batch, verify=verify)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments import spark_job
+
+    try:
+        check_protocol(args)
+        extra = parse_kv(args.conf)
+        settings: Settings = from_conf({**extra, **settings_conf(args)})
+        spec = job_spec(args, args.verify)
+        spark_conf = {k: v for k, v in extra.items() if not k.startswith(PREFIX)}
+        metrics = spark_job.run_local(settings, spec, args.master, spark_conf)
+    except (CkptError, UsageError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print_metrics(metrics)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(spark_job.job_document(metrics, settings, spec), f, indent=2)
+    failed = metrics.exactly_once is False and registration(settings.protocol).exactly_once
+    return EXIT_RUNTIME if failed else 0
+
+
+def add_matrix_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("spark-matrix", help="run Spark protocols x backends and plot them",
+                              description=MATRIX_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    checkpointing = protocol_names(baseline=False)
+    p.add_argument("--protocols", default=",".join(checkpointing),
+                   help="comma-separated, from: " + ", ".join(checkpointing))
+    p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
+    p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
+    p.add_argument("--skew", type=skew_arg, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--no-spark-state", action="store_true",
+                   help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--keys", type=int, default=10_000)
+    p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
+    p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--json", default="spark-matrix.json", metavar="FILE")
+    p.add_argument("--png", default="spark-matrix.png", metavar="FILE")
+    p.set_defaults(command="spark-matrix")
+    return p
+
+
+def run_matrix(args: argparse.Namespace) -> int:
+    from backends import backend_class
+    from experiments import spark_matrix
+    from experiments.plots import plot_spark_matrix
+
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    checkpointing = protocol_names(baseline=False)
+    try:
+        bad = [p for p in protocols if p not in checkpointing]
+        if bad:
+            raise UsageError(f"--protocols: {bad[0]!r} is not a protocol; valid: {', '.join(checkpointing)}")
+        for b in backends:
+            backend_class(b)  # UnknownBackendError lists the valid names
+        spec = job_spec(args, verify=True)
+        rows = spark_matrix.run(protocols, backends, spec, args.fail_at, args.interval,
+                                baselines=not args.no_spark_state, master=args.master)
+    except (CkptError, UsageError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(spark_matrix.format_table(rows))
+    spark_matrix.write_json(rows, spec, args.fail_at, args.json)
+    plot_spark_matrix(rows, args.png)
+    print(f"wrote {args.json} and {args.png}")
+    return 0

@@ -1,4 +1,4 @@
-"""``spark.ckptbench.*`` -> one validated, picklable :class:`Settings`.
+"""``spark.ckptbench.*`` -> one validated, picklable :class:`~spark_integration.settings.Settings`.
 
 Read once on the driver (from a ``SparkConf``, a ``SparkSession`` or a plain mapping), validated
 with one clear message per mistake, and shipped to the executors inside the task closures — so
@@ -8,7 +8,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
 
   spark.ckptbench.backend             a registered backend name (``backends.backend_names()``)
   spark.ckptbench.backend.<option>    that backend's options (validated by its ``parse_options``)
-  spark.ckptbench.protocol            none | uncoordinated | coordinated | logio
+  spark.ckptbench.protocol            a registered protocol (``protocols.registry.protocol_names()``),
+                                      e.g. coordinated; a baseline (spark-state) takes no backend
+                                      and no failAt
   spark.ckptbench.interval            micro-batches per checkpoint (coordinated epoch length)
   spark.ckptbench.jitter              uncoordinated: each checkpoint due interval +- up to this many
                                       micro-batches (< interval / 2; CheckMate: interval +- 1 s)
@@ -24,53 +26,25 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from backends import backend_class
-from backends.base import CkptError
+
+from .errors import SparkIntegrationError
+from .protocols.registry import UnknownProtocolError, protocol_names, registration
+from .settings import Settings
 
 PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
-PROTOCOLS = ("none", "uncoordinated", "coordinated", "logio")
-#: protocols implemented so far (the others are rejected with a clear message)
-IMPLEMENTED = ("none", "coordinated", "uncoordinated", "logio")
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
          "failInstance")
-
-
-class SparkIntegrationError(CkptError, ValueError):
-    """A Spark-integration setting or state that cannot be used as given."""
 
 
 def default_state_dir() -> str:
     """tmpfs when there is one: working state is memory, not durable storage."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
     return os.path.join(base, "ckptbench-spark")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything an executor needs to know; plain data, so it pickles into closures."""
-
-    backend: str | None = None
-    backend_options: Mapping[str, Any] = field(default_factory=dict)
-    protocol: str = "none"
-    interval: int = 1
-    jitter: int = 0
-    full_every: int = 10
-    job_id: str = ""
-    state_dir: str = ""
-    fail_at: tuple[int, ...] = ()
-    fail_instance: int = 0
-    #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
-    #: not a conf key — the job script decides what it computes
-    operator: str = "count"
-
-    @property
-    def writes_checkpoints(self) -> bool:
-        return self.protocol != "none"
 
 
 def _entries(conf: Any) -> dict[str, str]:
@@ -115,19 +89,20 @@ def from_conf(conf: Any) -> Settings:
         plain[short] = value
 
     protocol = plain.get("protocol", "none").strip().lower()
-    if protocol not in PROTOCOLS:
-        raise SparkIntegrationError(
-            f"{PREFIX}protocol={protocol!r} is not valid; valid protocols: {', '.join(PROTOCOLS)}"
-        )
-    if protocol not in IMPLEMENTED:
-        raise SparkIntegrationError(
-            f"{PREFIX}protocol={protocol!r} is not implemented yet; implemented: {', '.join(IMPLEMENTED)}"
-        )
+    try:
+        reg = registration(protocol)
+    except UnknownProtocolError:
+        raise UnknownProtocolError(f"{PREFIX}protocol={protocol!r} is not valid; valid protocols: "
+                                   f"{', '.join(protocol_names())}") from None
 
     backend = plain.get("backend", "").strip() or None
+    if reg.baseline and (backend or backend_opts):
+        raise SparkIntegrationError(
+            f"{PREFIX}protocol={protocol} is a baseline that keeps its state in Spark's own store; "
+            f"drop {PREFIX}backend and its options")
     options: dict[str, Any] = {}
     if backend is None:
-        if protocol != "none":
+        if reg.uses_backend:
             raise SparkIntegrationError(
                 f"{PREFIX}protocol={protocol} writes checkpoints but {PREFIX}backend is not set; "
                 f"set it, e.g. --conf {PREFIX}backend=indexed_fs --conf {BACKEND_PREFIX}path=DIR"
@@ -138,7 +113,7 @@ def from_conf(conf: Any) -> Settings:
             )
     else:
         cls = backend_class(backend)  # UnknownBackendError lists the valid names
-        if not cls.persistent and protocol != "none":
+        if not cls.persistent and reg.uses_backend:
             raise SparkIntegrationError(
                 f"{PREFIX}backend={backend!r} keeps its data inside one process, but Spark executors "
                 f"run in separate Python workers; use a shared store (e.g. default_fs, indexed_fs, redis)"
@@ -154,6 +129,9 @@ def from_conf(conf: Any) -> Settings:
     if plain.get("failAt", "").strip():
         parts = [p for p in plain["failAt"].replace(" ", "").split(",") if p]
         fail_at = tuple(sorted(_int("failAt", p, 0) for p in parts))
+    if fail_at and not reg.failure_injection:
+        raise SparkIntegrationError(
+            f"{PREFIX}protocol={protocol} runs without injected failures; drop {PREFIX}failAt")
 
     interval = _int("interval", plain.get("interval", "1"), 1)
     jitter = _int("jitter", plain.get("jitter", "0"), 0)
@@ -174,6 +152,7 @@ def from_conf(conf: Any) -> Settings:
         state_dir=plain.get("stateDir", "").strip() or default_state_dir(),
         fail_at=fail_at,
         fail_instance=_int("failInstance", plain.get("failInstance", "0"), 0),
+        writes_checkpoints=reg.uses_backend,
     )
 
 
@@ -183,3 +162,7 @@ def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] |
     for k, v in (backend_options or {}).items():
         out[BACKEND_PREFIX + k] = str(v)
     return out
+
+
+__all__ = ["PREFIX", "BACKEND_PREFIX", "Settings", "SparkIntegrationError", "default_state_dir", "from_conf",
+           "to_conf"]

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .counter_random import uniform
+from .skew import ranks
+
 PERSON, AUCTION, BID = 0, 1, 2
 PROPORTION = 50  # per 50 events: 1 person, 3 auctions, 46 bids
 AUCTIONS_PER_BLOCK = 3
@@ -70,9 +73,6 @@ def _pick(newest: np.ndarray, rank: np.ndarray, ahead: np.ndarray, lead: int) ->
 
 def generate(seed: int, keys: int, skew, seq: np.ndarray) -> dict[str, np.ndarray]:
     """The columns of NexMark events ``seq`` (see the module docstring)."""
-    from .skew import ranks
-    from .source import uniform
-
     block, pos = np.divmod(seq, PROPORTION)
     etype = np.where(pos == 0, PERSON, np.where(pos <= AUCTIONS_PER_BLOCK, AUCTION, BID)).astype(np.int64)
     u, v, w = uniform(seed, 11, seq), uniform(seed, 12, seq), uniform(seed, 13, seq)

@@ -22,136 +22,45 @@ import contextlib
 import fcntl
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 
-from .conf import Settings, SparkIntegrationError
+from .errors import SparkIntegrationError
+from .keyed_state import KeyedState, decode_log, decode_pairs, encode_log, encode_pairs, replay_log
+from .protocols.base import Protocol
+from .protocols.tokens import STATS_SCHEMA, BatchPlan, CheckpointReport, InstanceStats
+from .q3 import JoinState
+from .settings import Settings, local_path
 
-STATS_SCHEMA = (
-    "instance long, events long, min_seq long, max_seq long, restore_ms double, "
-    "ckpt_start double, ckpt_ms double, ckpt_bytes long, backend_ops long, durable long, replayed long, "
-    "useless long"
-)
+#: ``Settings.operator`` -> the state class of that operator
+STATE_CLASSES: dict[str, type[KeyedState]] = {"count": KeyedState, "join": JoinState}
+
+__all__ = ["STATS_SCHEMA", "BatchPlan", "InstanceStateLost", "KeyedState", "decode_log", "decode_pairs",
+           "encode_log", "encode_pairs", "replay_log", "state_class", "new_state", "load_state", "save_state",
+           "drop_state", "instance_lock", "process_partition", "discard_zombie_work", "dump_partition"]
 
 
 class InstanceStateLost(SparkIntegrationError):
     """An instance's working state is missing or stale: it must be recovered by the protocol."""
 
 
-class KeyedState:
-    """Counts per key id (dense), the dirty set since the last checkpoint, and a version.
-
-    It is also the protocols' view of *any* operator state: a sparse map ``int64 slot -> int64``
-    (0 = absent) over dense arrays, read by ``items``/written by ``set``. An operator with other
-    state (the Q3 join, :class:`~.q3.JoinState`) subclasses it, names the input ``COLUMNS`` it
-    consumes and overrides :meth:`apply_columns`; checkpoints, logs and restores stay the same.
-    """
-
-    __slots__ = ("counts", "dirty", "version", "replayed", "useless", "last_events")
-    COLUMNS: tuple[str, ...] = ("key",)  # what the operator reads (and senders log), in order
-
-    def __init__(self, counts: np.ndarray | None = None, version: int = 0) -> None:
-        self.counts = np.zeros(1024, np.int64) if counts is None else counts
-        self.dirty = np.zeros(len(self.counts), bool)
-        self.version = version
-        self.replayed = 0  # events re-applied from a message log during a restore
-        self.useless = 0  # checkpoints past the recovery line of a restore (uncoordinated)
-        self.last_events = -1  # events of micro-batch ``version`` this instance applied (-1: unknown)
-
-    def _grow(self, size: int) -> None:
-        if size > len(self.counts):
-            new = max(size, 2 * len(self.counts))
-            self.counts = np.concatenate([self.counts, np.zeros(new - len(self.counts), np.int64)])
-            self.dirty = np.concatenate([self.dirty, np.zeros(new - len(self.dirty), bool)])
-
-    def apply(self, keys: np.ndarray) -> None:
-        """Count one batch of events (vectorized)."""
-        if len(keys) == 0:
-            return
-        bc = np.bincount(keys)
-        self._grow(len(bc))
-        self.counts[: len(bc)] += bc
-        self.dirty[: len(bc)] |= bc > 0
-
-    def apply_columns(self, cols: list[np.ndarray]) -> None:
-        """One batch of events given as the arrays of :attr:`COLUMNS` (from Arrow or a log)."""
-        self.apply(cols[0])
-
-    def set(self, keys: np.ndarray, values: np.ndarray) -> None:
-        """Overwrite the given keys (restoring a checkpoint)."""
-        if len(keys):
-            self._grow(int(keys.max()) + 1)
-            self.counts[keys] = values
-
-    def items(self, only_dirty: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        idx = np.flatnonzero(self.dirty if only_dirty else self.counts)
-        return idx.astype(np.int64), self.counts[idx]
-
-    # -- the executor-local file ------------------------------------------------------------
-    def to_bytes(self) -> bytes:
-        n = len(self.counts)
-        head = np.array([self.version, n, self.last_events], np.int64)
-        return head.tobytes() + self.counts.tobytes() + self.dirty.tobytes()
-
-    @classmethod
-    def from_bytes(cls, blob: bytes) -> "KeyedState":
-        version, n, last = np.frombuffer(blob, np.int64, 3)
-        state = cls(np.frombuffer(blob, np.int64, int(n), 24).copy(), int(version))
-        state.dirty = np.frombuffer(blob, bool, int(n), 24 + 8 * int(n)).copy()
-        state.last_events = int(last)
-        return state
-
-
-def encode_pairs(keys: np.ndarray, values: np.ndarray) -> bytes:
-    """``n | keys | values`` as little-endian int64 — the checkpoint blob of a key range."""
-    return np.array([len(keys)], "<i8").tobytes() + keys.astype("<i8").tobytes() + values.astype("<i8").tobytes()
-
-
-def decode_pairs(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
-    n = int(np.frombuffer(blob, "<i8", 1)[0])
-    return np.frombuffer(blob, "<i8", n, 8), np.frombuffer(blob, "<i8", n, 8 + 8 * n)
-
-
-def encode_log(cols: list[np.ndarray]) -> bytes:
-    """A logged message: the operator's columns, one after the other, little-endian int64 (one
-    column — a keyed count's keys — is just the keys)."""
-    return b"".join(np.asarray(c).astype("<i8").tobytes() for c in cols)
-
-
-def decode_log(blob: bytes, ncols: int) -> list[np.ndarray]:
-    return list(np.frombuffer(blob, "<i8").reshape(ncols, -1))
-
-
 def state_class(settings: Settings) -> type[KeyedState]:
     """The state class of the job's operator (``Settings.operator``)."""
-    if settings.operator == "join":
-        from .q3 import JoinState
-
-        return JoinState
-    if settings.operator == "count":
-        return KeyedState
-    raise SparkIntegrationError(f"unknown operator {settings.operator!r}; valid: count, join")
+    try:
+        return STATE_CLASSES[settings.operator]
+    except KeyError:
+        raise SparkIntegrationError(
+            f"unknown operator {settings.operator!r}; valid: {', '.join(STATE_CLASSES)}") from None
 
 
 def new_state(settings: Settings) -> KeyedState:
     return state_class(settings)()
 
 
-def replay_log(state: KeyedState, blob: bytes) -> int:
-    """Apply one logged message to ``state``; returns the events it held."""
-    cols = decode_log(blob, len(state.COLUMNS))
-    state.apply_columns(cols)
-    state.replayed += len(cols[0])
-    return len(cols[0])
-
-
 # --------------------------------------------------------------------- executor-local state
 def _state_paths(settings: Settings, instance: int) -> tuple[str, str]:
-    base = os.path.join(settings.state_dir, settings.job_id)
-    os.makedirs(base, exist_ok=True)
-    return os.path.join(base, f"i{instance}.state"), os.path.join(base, f"i{instance}.lock")
+    return local_path(settings, f"i{instance}.state"), local_path(settings, f"i{instance}.lock")
 
 
 @contextlib.contextmanager
@@ -190,20 +99,7 @@ def drop_state(settings: Settings, instance: int) -> None:
 
 
 # ----------------------------------------------------------------------------- the task
-@dataclass(frozen=True)
-class BatchPlan:
-    """What every instance does in one micro-batch; decided by the driver, pickled to tasks."""
-
-    batch_seq: int  # the version instances reach after this batch (previous one = batch_seq - 1)
-    restore: Any = None  # protocol token: restore from the backend instead of the local state
-    checkpoint: Any = None  # protocol token: checkpoint at the end of this batch
-    kill_offset: int | None = None  # kill ``kill_instance`` once it sees an event >= this offset
-    kill_instance: int = 0
-    #: on the re-run of a failed micro-batch: events per instance in it (to detect partial zombies)
-    expected: Any = None
-
-
-def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
+def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
     """The body of ``mapInArrow``: apply this partition's events to its instance's state."""
     import pyarrow as pa
     from pyspark import TaskContext
@@ -244,7 +140,7 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
         if plan.kill_offset is not None and instance == plan.kill_instance and hi >= plan.kill_offset:
             drop_state(settings, instance)
             os._exit(17)  # the task dies for real, taking its Python worker with it
-        ckpt: dict[str, Any] = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0, "durable": 0}
+        ckpt: CheckpointReport = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0, "durable": 0}
         if plan.checkpoint is not None and not duplicate:
             ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
         ckpt["backend_ops"] += ack_ops
@@ -252,14 +148,15 @@ def process_partition(settings: Settings, protocol: Any, plan: BatchPlan, batche
             state.last_events = events
         state.version = plan.batch_seq
         save_state(settings, instance, state)
-    row = {"instance": instance, "events": events, "min_seq": lo, "max_seq": hi, "restore_ms": restore_ms,
-           **ckpt, "replayed": replayed, "useless": useless}
+    row = InstanceStats(instance=instance, events=events, min_seq=lo, max_seq=hi, restore_ms=restore_ms,
+                        ckpt_start=ckpt["ckpt_start"], ckpt_ms=ckpt["ckpt_ms"], ckpt_bytes=ckpt["ckpt_bytes"],
+                        backend_ops=ckpt["backend_ops"], durable=ckpt["durable"], replayed=replayed,
+                        useless=useless)
     # by name, in the schema's order (mapInArrow matches columns by position)
-    names = [f.split()[0] for f in STATS_SCHEMA.split(", ")]
-    yield pa.RecordBatch.from_pydict({n: [row[n]] for n in names})
+    yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
 
 
-def discard_zombie_work(settings: Settings, protocol: Any, plan: BatchPlan, instance: int) -> None:
+def discard_zombie_work(settings: Settings, protocol: Protocol, plan: BatchPlan, instance: int) -> None:
     """Undo what a task of the *failed* job did with a partial input.
 
     When a job fails, Spark cancels its other tasks; a cancelled task's Arrow input can simply end

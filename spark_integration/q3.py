@@ -11,7 +11,7 @@ a person is kept forever (NexMark persons never leave), an auction whose seller 
 waits for it; the join result of an auction is emitted once, when both sides are there.
 
 State layout — why this way: the protocols checkpoint, log and restore a sparse map
-``int64 slot -> int64 value`` with ``0 = absent`` (:class:`~.operators.KeyedState`: dense arrays,
+``int64 slot -> int64 value`` with ``0 = absent`` (:class:`~.keyed_state.KeyedState`: dense arrays,
 dirty bits, incremental checkpoints where a deletion is a changed slot holding 0). The join
 state fits that map by interleaving four tables in the slot number, ``slot = 4 * id + table``:
 
@@ -32,7 +32,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import nexmark
-from .operators import KeyedState
+from .keyed_state import KeyedState
+from .source import generate
 
 PERSON, EMITTED, PENDING, JOINED = range(4)
 TABLES = 4
@@ -134,8 +135,6 @@ def select_partition(batches: Iterator[Any]) -> Iterator[Any]:
 def ground_truth(seed: int, keys: int, skew: Any, events: int, chunk: int = 1 << 20) -> np.ndarray:
     """The final Q3 state of events ``[0, events)`` as a dense slot array, computed as a plain
     relational join over the whole input (no incremental operator, no Spark)."""
-    from .source import generate
-
     p_ids, p_attr, a_ids, a_sellers = [], [], [], []
     for start in range(0, events, chunk):
         c = generate("nexmark", seed, keys, skew, start, min(events, start + chunk))

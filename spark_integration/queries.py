@@ -15,7 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .conf import SparkIntegrationError
+from . import q3
+from .errors import SparkIntegrationError
+from .verify import count_truth
 
 
 @dataclass(frozen=True)
@@ -29,24 +31,14 @@ class Query:
     def ground_truth(self, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
         """The final state of a failure-free run, as a dense array (index = state slot)."""
         if self.operator == "join":
-            from .q3 import ground_truth
-
-            return ground_truth(seed, keys, skew, events)
-        from .verify import count_truth
-
+            return q3.ground_truth(seed, keys, skew, events)
         return count_truth(self.source, seed, keys, skew, events)
-
-
-def _q3_select(batches):
-    from .q3 import select_partition
-
-    return select_partition(batches)
 
 
 QUERIES = {
     "wordcount": Query("wordcount", "wordcount", "count"),
     "bids": Query("bids", "bids", "count"),
-    "q3": Query("q3", "nexmark", "join", _q3_select),
+    "q3": Query("q3", "nexmark", "join", q3.select_partition),
 }
 
 
@@ -55,3 +47,8 @@ def query(kind: str) -> Query:
         return QUERIES[kind]
     except KeyError:
         raise SparkIntegrationError(f"unknown job kind {kind!r}; valid kinds: {', '.join(QUERIES)}") from None
+
+
+def ground_truth(kind: str, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
+    """The final state of job ``kind`` after events ``[0, events)`` in a failure-free run."""
+    return query(kind).ground_truth(seed, keys, skew, events)

@@ -1,4 +1,4 @@
-"""The driver of a keyed-count job: streaming query, per-micro-batch plan, failures, metrics.
+"""The driver of a keyed job under a protocol: streaming query, per-micro-batch plan, failures, metrics.
 
 Per micro-batch (``foreachBatch``) the driver runs one Spark job: the batch's events,
 ``repartition(P, "key")`` into the P instances of the keyed stage, ``mapInArrow`` into
@@ -9,7 +9,9 @@ read of the same deterministic source, and re-runs the batch with every instance
 Only after all instances succeeded does the protocol commit the batch's checkpoint.
 
 Spark's own streaming checkpoint only keeps the query's offsets between micro-batches; all
-operator state and its recovery belong to our protocols.
+operator state and its recovery belong to our protocols.  :func:`run_job` is the one entry point
+for every registered protocol: a baseline (:class:`~.protocols.base.Baseline`) runs instead of
+this driver, on the same job and with the same metrics.
 """
 
 from __future__ import annotations
@@ -21,16 +23,24 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from .conf import Settings, SparkIntegrationError
-from .operators import STATS_SCHEMA, BatchPlan, decode_pairs, dump_partition, process_partition
-from .protocols import make_protocol
+from .errors import SparkIntegrationError
+from .job import JobSpec, Metrics, print_metrics
+from .keyed_state import decode_pairs
+from .operators import dump_partition, process_partition
+from .protocols.base import Protocol
+from .protocols.registry import baseline_class, protocol_class, registration
+from .protocols.tokens import STATS_SCHEMA, BatchPlan, InstanceStats, RestoreToken
 from .queries import query
+from .settings import Settings
 from .source import source_options
+from .verify import compare
+
+__all__ = ["JobSpec", "Metrics", "JobRunner", "build_session", "print_metrics", "run_job"]
 
 MAX_RECOVERY_ATTEMPTS = 5
 #: what a failed job's error says when an instance died or lost its state (anything else is a bug
@@ -42,73 +52,6 @@ INSTANCE_FAILURE_MARKS = ("InstanceStateLost", "Python worker exited unexpectedl
 def is_instance_failure(exc: BaseException) -> bool:
     text = str(exc)
     return any(mark in text for mark in INSTANCE_FAILURE_MARKS)
-
-
-@dataclass
-class JobSpec:
-    kind: str = "wordcount"  # a job of :data:`.queries.QUERIES`
-    events: int = 1_000_000
-    keys: int = 10_000
-    skew: float | str = 1.0  # zipfian exponent or "hot:F[:N]" (:mod:`.skew`)
-    seed: int = 42
-    rate: float = 0.0
-    parallelism: int = 2
-    max_batch: int = 250_000
-    verify: bool = False
-    timeout: float = 600.0
-
-
-@dataclass
-class Metrics:
-    events: int = 0  # events in the measured (steady-state) part of the run
-    batches: int = 0
-    seconds: float = 0.0  # duration of the measured part
-    wall_seconds: float = 0.0  # first micro-batch start -> last result
-    latencies_ms: list = field(default_factory=list)  # (value, weight)
-    checkpoints: int = 0
-    checkpoint_ms: list = field(default_factory=list)
-    checkpoint_bytes: int = 0
-    backend_ops: int = 0
-    failures: int = 0
-    restart_ms: list = field(default_factory=list)
-    recovery_ms: list = field(default_factory=list)
-    replayed_events: int = 0
-    useless_checkpoints: int = 0
-    exactly_once: bool | None = None
-    verify_detail: str = ""
-
-    @property
-    def throughput(self) -> float:
-        return self.events / self.seconds if self.seconds > 0 else 0.0
-
-    def latency(self, q: float) -> float:
-        if not self.latencies_ms:
-            return 0.0
-        values = np.array([v for v, _ in self.latencies_ms])
-        weights = np.array([w for _, w in self.latencies_ms], dtype=float)
-        order = np.argsort(values)
-        cum = np.cumsum(weights[order])
-        return float(values[order][np.searchsorted(cum, q * cum[-1])])
-
-    def summary(self) -> dict[str, Any]:
-        mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
-        return {
-            "Throughput(events/sec)": round(self.throughput, 1),
-            "LatencyP50(ms)": round(self.latency(0.5), 1),
-            "LatencyP99(ms)": round(self.latency(0.99), 1),
-            "CheckpointTime(ms)": round(mean(self.checkpoint_ms), 2),
-            "CheckpointBytes": self.checkpoint_bytes,
-            "BackendOps": self.backend_ops,
-            "RestartTime(ms)": round(mean(self.restart_ms), 1),
-            "RecoveryTime(ms)": round(mean(self.recovery_ms), 1),
-            "ReplayedEvents": self.replayed_events,
-            "UselessCheckpoints": self.useless_checkpoints,
-            "Checkpoints": self.checkpoints,
-            "Failures": self.failures,
-            "Batches": self.batches,
-            "Events": self.events,
-            "WallTime(s)": round(self.wall_seconds, 2),
-        }
 
 
 def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: dict[str, str] | None = None):
@@ -124,8 +67,8 @@ def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: 
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.driver.memory", "1g")
-               # deep py4j callback stacks (foreachBatch -> recovery jobs) overflowed the default
-               # 1 MB thread stack of the stream execution thread once in a long test session
+               # deep py4j callback stacks (foreachBatch -> recovery jobs) can overflow the default
+               # thread stack of the stream execution thread
                .config("spark.driver.extraJavaOptions", "-Xss16m"))
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
@@ -136,13 +79,13 @@ class JobRunner:
     """Runs one keyed job (:mod:`.queries`) under ``settings`` and collects :class:`Metrics`."""
 
     def __init__(self, spark: Any, settings: Settings, spec: JobSpec) -> None:
-        from .source import CkptSource
+        from .source import CkptSource  # built on first use: importing this module needs no pyspark
 
         self.query = query(spec.kind)
         # the operator's kind of state travels to the executors with the settings
         settings = replace(settings, operator=self.query.operator)
         self.spark, self.settings, self.spec = spark, settings, spec
-        self.protocol = make_protocol(settings)
+        self.protocol: Protocol = protocol_class(settings.protocol)(settings)
         self.metrics = Metrics()
         self.pending_failures = sorted(settings.fail_at)
         self.batch_seq = 0
@@ -161,18 +104,18 @@ class JobRunner:
         """The job's stage before the shuffle (Q3's filters), if it has one."""
         return df if self.query.select is None else df.mapInArrow(self.query.select, df.schema)
 
-    def _execute(self, df: Any, plan: BatchPlan) -> list[dict]:
+    def _execute(self, df: Any, plan: BatchPlan) -> list[InstanceStats]:
         fn = functools.partial(process_partition, self.settings, self.protocol, plan)
         df = self.protocol.prepare(self._select(df), plan, self.spec.parallelism)
         rows = df.repartition(self.spec.parallelism, "key").mapInArrow(fn, STATS_SCHEMA).collect()
-        return [r.asDict() for r in rows]
+        return [InstanceStats(**r.asDict()) for r in rows]
 
-    def _plan(self, restore: Any = None) -> BatchPlan:
+    def _plan(self, restore: RestoreToken | None = None) -> BatchPlan:
         kill = self.pending_failures[0] if self.pending_failures else None
         return BatchPlan(self.batch_seq, restore, self.protocol.plan_checkpoint(self.batch_seq),
                          kill, self.settings.fail_instance)
 
-    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException) -> list[dict]:
+    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException) -> list[InstanceStats]:
         """The failed batch's job died: recover every instance per the protocol and re-run."""
         from pyspark.sql import functions as F
 
@@ -327,10 +270,8 @@ class JobRunner:
         return np.concatenate(keys), np.concatenate(counts), versions
 
     def _verify(self) -> None:
-        from .verify import compare, ground_truth
-
         s = self.spec
-        expected = ground_truth(s.kind, s.seed, s.keys, s.skew, s.events)
+        expected = self.query.ground_truth(s.seed, s.keys, s.skew, s.events)
         keys, counts, _ = self.final_state()
         result = compare(expected, keys, counts)
         self.metrics.exactly_once = result.exactly_once
@@ -341,20 +282,13 @@ class JobRunner:
 
 
 def run_job(spark: Any, settings: Settings, spec: JobSpec) -> Metrics:
+    """Run job ``spec`` under ``settings.protocol`` — this driver, or the protocol's baseline run."""
+    reg = registration(settings.protocol)
+    operator = query(spec.kind).operator
+    if not reg.supports(operator):
+        raise SparkIntegrationError(
+            f"protocol {reg.name!r} does not cover the {spec.kind} job ({operator} state); it covers "
+            f"the jobs with {', '.join(reg.operators)} state")
+    if reg.baseline:
+        return baseline_class(reg.name)().run(spark, spec)
     return JobRunner(spark, settings, spec).run()
-
-
-def print_metrics(metrics: Metrics, tag: str = "[SPARK]") -> None:
-    for name, value in metrics.summary().items():
-        print(f"{tag}, {name}, {value}")
-    if metrics.exactly_once is not None:
-        print(f"{tag}, ExactlyOnce, {str(metrics.exactly_once).lower()}")
-
-
-def as_json(metrics: Metrics, settings: Settings, spec: JobSpec) -> dict[str, Any]:
-    out = {"settings": {**asdict(settings), "backend_options": dict(settings.backend_options)},
-           "job": asdict(spec), "metrics": metrics.summary()}
-    if metrics.exactly_once is not None:
-        out["metrics"]["ExactlyOnce"] = metrics.exactly_once
-        out["verify"] = metrics.verify_detail
-    return out

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .conf import SparkIntegrationError
+from .errors import SparkIntegrationError
 
 SYNTAX = "a zipfian exponent >= 0 (e.g. 1.0; 0 = uniform) or hot:FRACTION[:HOTKEYS] (e.g. hot:0.2)"
 

@@ -1,7 +1,7 @@
 """A replayable, deterministic streaming source (PySpark Python Data Source API).
 
-Event ``i`` is a pure function of ``(seed, i)``: a counter-based hash (splitmix64) turns the pair
-into uniform numbers, which become a skewed key (:mod:`.skew`: zipfian or hot set) and, for NexMark,
+Event ``i`` is a pure function of ``(seed, i)``: a counter-based hash (:mod:`.counter_random`)
+turns the pair into uniform numbers, which become a skewed key (:mod:`.skew`: zipfian or hot set) and, for NexMark,
 the rest of a bid, person or auction (:mod:`.nexmark`).  So
 any offset range can be regenerated at any time, on any machine, vectorized with numpy — which is
 what makes the protocols' replay ("rewind the source to offset X") and the ground truth in
@@ -32,9 +32,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .conf import SparkIntegrationError
-
 from . import nexmark
+from .counter_random import uniform
+from .errors import SparkIntegrationError
 from .skew import Skew, parse_skew, ranks
 
 KINDS = ("wordcount", "bids", "nexmark")
@@ -43,26 +43,6 @@ SCHEMAS = {
     "bids": "seq long, key long, bidder long, price long",
     "nexmark": nexmark.SCHEMA,
 }
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer over a uint64 array (wrapping arithmetic)."""
-    z = z + _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    return z ^ (z >> np.uint64(31))
-
-
-def uniform(seed: int, stream: int, seq: np.ndarray) -> np.ndarray:
-    """Uniform floats in [0, 1) for event numbers ``seq``; independent per ``(seed, stream)``."""
-    salt = _mix(np.array([(seed * 1_000_003 + stream) & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
-    h = _mix(seq.astype(np.uint64) ^ salt)
-    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
-
 
 def skewed_keys(seed: int, stream: int, seq: np.ndarray, keys: int, skew: "Skew | float | str") -> np.ndarray:
     """Key ids in ``[0, keys)`` distributed per ``skew`` (rank r = key id r)."""

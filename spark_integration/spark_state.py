@@ -1,4 +1,4 @@
-"""The "what users would pick instead" baseline: the same word count on Spark's own state store.
+"""The "what users would pick instead" baseline: the same keyed count on Spark's own state store.
 
 ``groupBy("key").agg(count, max(seq))`` in *update* mode on the same deterministic source, with
 the RocksDB state store provider and changelog checkpointing, Spark's checkpoint location in a
@@ -11,6 +11,7 @@ Reported like the protocols' runs: throughput (steady state, from the end of the
 micro-batch), latency = micro-batch duration, CheckpointTime = the state operator's commit time
 per micro-batch (Spark's ``stateOperators[].commitTimeMs``: RocksDB changelog upload included),
 CheckpointBytes from RocksDB's ``rocksdbBytesCopied`` when Spark reports it.  No failure injection.
+Registered as the baseline protocol ``spark-state`` (:class:`SparkStateBaseline`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from .conf import SparkIntegrationError
-from .runner import JobSpec, Metrics
+from .errors import SparkIntegrationError
+from .job import JobSpec, Metrics
+from .protocols.base import Baseline
+from .queries import query as job_query
 from .source import source_options
+from .verify import compare
 
 STATE_CONF = {
     "spark.sql.streaming.stateStore.providerClass":
@@ -38,8 +42,7 @@ def run_spark_state(spark: Any, spec: JobSpec) -> Metrics:
     """Run ``spec`` on Spark's built-in stateful aggregation; returns the same :class:`Metrics`."""
     from pyspark.sql import functions as F
 
-    from .queries import query as job_query
-    from .source import CkptSource
+    from .source import CkptSource  # built on first use: importing this module needs no pyspark
 
     if job_query(spec.kind).operator != "count":
         raise SparkIntegrationError(
@@ -116,9 +119,7 @@ def run_spark_state(spark: Any, spec: JobSpec) -> Metrics:
             metrics.checkpoint_ms.append(float(op.get("commitTimeMs", 0)))
             metrics.checkpoint_bytes += int((op.get("customMetrics") or {}).get("rocksdbBytesCopied", 0))
     if spec.verify:
-        from .verify import compare, ground_truth
-
-        expected = ground_truth(spec.kind, spec.seed, spec.keys, spec.skew, spec.events)
+        expected = job_query(spec.kind).ground_truth(spec.seed, spec.keys, spec.skew, spec.events)
         nz = np.flatnonzero(counts)
         result = compare(expected, nz.astype(np.int64), counts[nz])
         metrics.exactly_once, metrics.verify_detail = result.exactly_once, result.describe()
@@ -129,3 +130,13 @@ def _as_dict(progress: Any) -> dict:
     import json
 
     return json.loads(progress.json) if hasattr(progress, "json") else {}
+
+
+class SparkStateBaseline(Baseline):
+    """``spark-state``: :func:`run_spark_state` as a registered baseline."""
+
+    name = "spark-state"
+    session_conf = STATE_CONF
+
+    def run(self, spark: Any, spec: JobSpec) -> Metrics:
+        return run_spark_state(spark, spec)

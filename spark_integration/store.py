@@ -21,7 +21,7 @@ from typing import Iterator
 from backends import Backend, backend_class, open_backend
 from backends.base import StoreLockedError
 
-from .conf import Settings
+from .settings import Settings
 
 _cached: dict[tuple, Backend] = {}
 

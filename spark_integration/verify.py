@@ -1,9 +1,10 @@
-"""Failure-free ground truth from the source, and the exactly-once comparison.
+"""The keyed count's failure-free ground truth, and the exactly-once comparison.
 
 The truth is computed without Spark, straight from the deterministic event function
 (:func:`spark_integration.source.generate`) in numpy chunks, so it shares nothing with the job's
 operators, protocols or backends: a keyed count is a ``bincount``, Q3 a relational join over the
-whole input (:func:`spark_integration.q3.ground_truth`).
+whole input (:func:`spark_integration.q3.ground_truth`).  Which truth belongs to which job is the
+job table's business (:func:`spark_integration.queries.ground_truth`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,6 @@ from typing import Any
 import numpy as np
 
 from .source import generate
-
-
-def ground_truth(kind: str, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
-    """The final state of job ``kind`` (:mod:`.queries`) after events ``[0, events)``."""
-    from .queries import query
-
-    return query(kind).ground_truth(seed, keys, skew, events)
 
 
 def count_truth(kind: str, seed: int, keys: int, skew: Any, events: int, chunk: int = 1 << 20) -> np.ndarray:

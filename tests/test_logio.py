@@ -18,7 +18,7 @@ from spark_integration.protocols.logio import (
     decode_commit,
     encode_commit,
 )
-from spark_integration.protocols.uncoordinated import _log_key
+from spark_integration.protocols.sender_log import log_key as _log_key
 from spark_integration.store import participant_store
 
 SENDERS = 2

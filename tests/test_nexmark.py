@@ -12,7 +12,8 @@ from spark_integration.conf import SparkIntegrationError
 from spark_integration.operators import decode_log, decode_pairs, encode_log, encode_pairs
 from spark_integration.skew import Skew, parse_skew, skew_arg
 from spark_integration.source import generate
-from spark_integration.verify import compare, ground_truth
+from spark_integration.queries import ground_truth
+from spark_integration.verify import compare
 
 
 # ----------------------------------------------------------------------------- --skew
@@ -154,7 +155,8 @@ def test_select_keeps_matches_and_one_marker_per_partition():
 
 
 def test_cli_validates_skew_and_knows_q3(capsys):
-    from spark_integration.cli import JOBS, main
+    from bench.cli import main
+    from bench.spark_cli import JOBS
 
     assert JOBS["nexmark-q3"] == "q3"
     with pytest.raises(SystemExit) as exc:

@@ -78,7 +78,7 @@ def test_line_is_the_latest_consistent_one(ckpts):
 
 # -- the uncoordinated Spark protocol's use of it ------------------------------------------------
 def test_protocol_line_is_the_latest_checkpoint_and_replays_each_channel_after_it():
-    from spark_integration.protocols.uncoordinated import _sender_id, line_for
+    from spark_integration.protocols.uncoordinated.recovery import line_for, sender_id as _sender_id
 
     rl = line_for(2, [3, 5], senders=2, logged=6)
     assert rl.line[2] == 5 and rl.useless_count == 0 and not rl.domino
@@ -88,7 +88,7 @@ def test_protocol_line_is_the_latest_checkpoint_and_replays_each_channel_after_i
 def test_protocol_line_rolls_back_past_an_orphan_checkpoint_and_counts_it_useless():
     """A checkpoint claiming micro-batch 7 when the senders logged only up to 6 (a zombie's write
     from a partial input) would hold an orphan: the line rolls back to 3 and replays 4..6."""
-    from spark_integration.protocols.uncoordinated import _sender_id, line_for
+    from spark_integration.protocols.uncoordinated.recovery import line_for, sender_id as _sender_id
 
     rl = line_for(2, [3, 7], senders=2, logged=6)
     assert rl.line[2] == 3 and rl.useless == {2: [7], _sender_id(0): [], _sender_id(1): []}
@@ -96,14 +96,14 @@ def test_protocol_line_rolls_back_past_an_orphan_checkpoint_and_counts_it_useles
 
 
 def test_protocol_line_without_checkpoints_replays_everything_logged():
-    from spark_integration.protocols.uncoordinated import _sender_id, line_for
+    from spark_integration.protocols.uncoordinated.recovery import line_for, sender_id as _sender_id
 
     rl = line_for(0, [], senders=1, logged=4)
     assert rl.line[0] == 0 and rl.replay == {(_sender_id(0), 0): (0, 4)}
 
 
 def test_instance_schedule_staggers_and_jitters_each_instance_on_its_own_clock():
-    from spark_integration.protocols.uncoordinated import InstanceSchedule
+    from spark_integration.protocols.uncoordinated.schedule import InstanceSchedule
 
     plain = InstanceSchedule(4)
     assert [b for b in range(1, 13) if plain.due(1, b)] == [3, 7, 11]  # staggered by the instance

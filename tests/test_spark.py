@@ -51,7 +51,7 @@ def _cli(*args, timeout=150):
     import sys
 
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-    return subprocess.run([sys.executable, "-m", "spark_integration.cli", "spark", *args],
+    return subprocess.run([sys.executable, "-m", "bench", "spark", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 

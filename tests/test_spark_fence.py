@@ -15,7 +15,10 @@ import pytest
 
 from spark_integration.conf import PREFIX, from_conf
 from spark_integration.operators import KeyedState, encode_pairs
-from spark_integration.protocols import uncoordinated as unc
+from spark_integration.protocols.uncoordinated.fence import fence, new_incarnation
+from spark_integration.protocols.uncoordinated.protocol import LogRestore, UncoordinatedProtocol
+from spark_integration.protocols.uncoordinated.schedule import InstanceSchedule
+from spark_integration.protocols.uncoordinated.writer import WRITER, WriteRequest, read_durable
 from spark_integration.store import participant_store
 
 
@@ -33,8 +36,8 @@ def checkpoints(settings, instance=0) -> list[str]:
 
 def wait_for(stat: str, before: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while unc.WRITER_STATS[stat] <= before:
-        assert time.monotonic() < deadline, f"the writer did not get to the item ({unc.WRITER_STATS})"
+    while getattr(WRITER.stats, stat) <= before:
+        assert time.monotonic() < deadline, f"the writer did not get to the item ({WRITER.stats})"
         time.sleep(0.01)
 
 
@@ -43,53 +46,53 @@ def blob() -> bytes:
 
 
 def test_live_incarnation_writes(settings):
-    written = unc.WRITER_STATS["written"]
-    with unc.fence(settings, 0) as f:
+    written = WRITER.stats.written
+    with fence(settings, 0) as f:
         current = f.current
-    unc._submit((settings, 0, 3, blob(), time.time(), current))
+    WRITER.submit(WriteRequest(settings, 0, 3, blob(), time.time(), current))
     wait_for("written", written)
     assert checkpoints(settings) == ["c0000000003"]
-    assert unc._read_durable(settings, 0)["durable"] == 3
+    assert read_durable(settings, 0)["durable"] == 3
 
 
 def test_write_in_flight_is_finished_or_fenced_before_recovery_goes_on(settings):
     """The zombie's item reaches the writer while recovery holds the fence: the writer waits,
     recovery bumps the incarnation, and the item is then dropped — never written after."""
-    old = unc.new_incarnation(settings, 0)
-    fenced = unc.WRITER_STATS["fenced"]
-    recovery = unc.fence(settings, 0, exclusive=True)
+    old = new_incarnation(settings, 0)
+    fenced = WRITER.stats.fenced
+    recovery = fence(settings, 0, exclusive=True)
     f = recovery.__enter__()  # recovery has started
-    unc._submit((settings, 0, 5, blob(), time.time(), old))  # the dead task's checkpoint
+    WRITER.submit(WriteRequest(settings, 0, 5, blob(), time.time(), old))  # the dead task's checkpoint
     time.sleep(0.3)
-    assert unc.WRITER_STATS["fenced"] == fenced  # the writer is blocked on the fence...
+    assert WRITER.stats.fenced == fenced  # the writer is blocked on the fence...
     assert checkpoints(settings) == []  # ...and has written nothing
     assert f.bump() == old + 1
     recovery.__exit__(None, None, None)
     wait_for("fenced", fenced)
-    assert checkpoints(settings) == [] and unc._read_durable(settings, 0) == {}
+    assert checkpoints(settings) == [] and read_durable(settings, 0) == {}
 
 
 def test_discard_fences_the_cancelled_task_and_restore_ignores_it(settings):
     """The whole path: zombie checkpoint queued, driver-side recovery runs discard + restore,
     then the zombie's writer gets the item: nothing lands, the restore used the good checkpoint."""
-    proto = unc.UncoordinatedProtocol(settings)
+    proto = UncoordinatedProtocol(settings)
     good = KeyedState()
     good.apply(np.array([1, 1, 2]))
-    proto.checkpoint(settings, 0, good, unc.InstanceSchedule(1), 4)  # batch 4: a real checkpoint
+    proto.checkpoint(settings, 0, good, InstanceSchedule(1), 4)  # batch 4: a real checkpoint
     deadline = time.monotonic() + 10
     while checkpoints(settings) != ["c0000000004"]:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    with unc.fence(settings, 0) as f:
+    with fence(settings, 0) as f:
         zombie_incarnation = f.current
     partial = KeyedState()
     partial.apply(np.array([1]))  # batch 5 from a partial input, not yet handed to the writer
 
     proto.discard(settings, 0, 5)  # the re-run's discard_zombie_work
-    state = proto.restore(settings, 0, unc.LogRestore(batch_seq=5, senders=0))
+    state = proto.restore(settings, 0, LogRestore(batch_seq=5, senders=0))
     assert state.counts[1] == 2 and state.counts[2] == 1
 
-    fenced = unc.WRITER_STATS["fenced"]
-    unc._submit((settings, 0, 5, encode_pairs(*partial.items()), time.time(), zombie_incarnation))
+    fenced = WRITER.stats.fenced
+    WRITER.submit(WriteRequest(settings, 0, 5, encode_pairs(*partial.items()), time.time(), zombie_incarnation))
     wait_for("fenced", fenced)
     assert checkpoints(settings) == ["c0000000004"]  # the GC of older records did not run either

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from spark_integration.cli import add_matrix_parser, run_matrix
+from bench.spark_cli import add_matrix_parser, run_matrix
 from experiments.plots import plot_spark_matrix as plot
 from experiments.spark_matrix import format_table, write_json
-from spark_integration.runner import JobSpec
+from spark_integration.job import JobSpec
 
 ROWS = [
     {"protocol": "none", "backend": "-", "throughput": 200000.0, "checkpoint_ms": 0.0, "recovery_ms": 700.0,

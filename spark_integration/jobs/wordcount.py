@@ -5,8 +5,9 @@
         --conf spark.ckptbench.backend=default_fs --conf spark.ckptbench.backend.path=DIR \\
         spark_integration/jobs/wordcount.py --events 1000000 [--rate R] [--verify]
 
-Backend and protocol come from the Spark conf only (validated on the driver); the arguments
-describe the input.  Prints the ``[SPARK], ...`` lines of ``bench spark``.
+Backend and protocol come from the Spark conf only (validated on the driver; any registered
+protocol, the ``spark-state`` baseline included); the arguments describe the input.  Prints the
+``[SPARK], ...`` lines of ``bench spark``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def main(argv: list[str] | None = None, kind: str = "wordcount") -> int:
     from pyspark.sql import SparkSession
 
     from spark_integration.conf import from_conf
-    from spark_integration.runner import JobSpec, print_metrics, run_job
+    from spark_integration.job import JobSpec, print_metrics
+    from spark_integration.runner import run_job
 
     args = parse(argv, kind)
     spark = SparkSession.builder.appName(f"ckptbench-{kind}").getOrCreate()

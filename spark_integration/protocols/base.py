@@ -1,26 +1,38 @@
-"""The one interface every protocol implements.
+"""The interfaces every registered protocol implements: :class:`Protocol`, or :class:`Baseline`.
 
 A protocol answers two questions: *what to write while processing* and *what to read and replay
 when an instance fails*.  The driver-side half plans each micro-batch and commits; the
 instance-side half (``checkpoint``/``restore``) runs inside the operator's Spark task and talks to
 the backend through :func:`spark_integration.store.participant_store`.  The object is pickled into
-the task closures, so it keeps only small driver-side bookkeeping.
+the task closures, so it keeps only small driver-side bookkeeping.  A protocol is generic in its
+two token types (:mod:`.tokens`), so the checkpoint token it plans is the one its instances
+receive, and the restore token of its recovery the one its ``restore`` reads.
+
+A baseline is what users would pick instead of a protocol: it replaces the whole job run (e.g.
+Spark's own state store, :mod:`spark_integration.spark_state`) and reports the same
+:class:`~spark_integration.job.Metrics`.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Generic, Mapping, TypeVar
 
-from ..conf import Settings
+from ..job import JobSpec, Metrics
+from ..keyed_state import KeyedState
+from ..settings import Settings
+from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
+
+C = TypeVar("C", bound=CheckpointToken)
+R = TypeVar("R", bound=RestoreToken)
 
 
-@dataclass
-class Recovery:
+@dataclass(frozen=True)
+class Recovery(Generic[R]):
     """How to bring the instances back: a restore token for every instance and where to replay from."""
 
-    restore: Any
+    restore: R
     replay_from: int
 
 
@@ -31,31 +43,31 @@ class CommitResult:
     checkpoint_ms: float = 0.0
     bytes: int = 0
     ops: int = 0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Protocol(abc.ABC):
-    name = ""
+class Protocol(abc.ABC, Generic[C, R]):
+    name: ClassVar[str] = ""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
     # -- driver side ------------------------------------------------------------------------
     @abc.abstractmethod
-    def plan_checkpoint(self, batch_seq: int) -> Any:
+    def plan_checkpoint(self, batch_seq: int) -> C | None:
         """The checkpoint token instances act on at the end of batch ``batch_seq`` (None: none)."""
 
-    def prepare(self, df: Any, plan: Any, parallelism: int) -> Any:
-        """The stage feeding the keyed stage (e.g. message logging); default: unchanged."""
+    def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
+        """The stage feeding the keyed stage (e.g. message logging); default: ``df`` unchanged."""
         return df
 
-    def commit(self, token: Any, end_offset: int, stats: list[dict]) -> list[CommitResult]:
+    def commit(self, token: C | None, end_offset: int, stats: list[InstanceStats]) -> list[CommitResult]:
         """Called once every instance finished a batch (with checkpoint ``token``, maybe None);
         returns the checkpoints that became durable."""
         return []
 
     @abc.abstractmethod
-    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[R]:
         """After a failure: what every instance restores and from which offset the source replays."""
 
     # -- instance side ----------------------------------------------------------------------
@@ -66,12 +78,26 @@ class Protocol(abc.ABC):
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
         """Delete what a cancelled task of a failed job may have written for ``batch_seq`` from a
-        partial input (see :func:`~..operators.discard_zombie_work`); default: nothing to do."""
+        partial input (see :func:`~spark_integration.operators.discard_zombie_work`); default:
+        nothing to do."""
 
-    def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
-        """Write ``state`` (what the token asks for); returns ckpt_start/ckpt_ms/ckpt_bytes/backend_ops."""
+    def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: C,
+                   batch_seq: int) -> CheckpointReport:
+        """Write ``state`` (what the token asks for) and report it."""
         return {}
 
     @abc.abstractmethod
-    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        """The instance's state at the recovery point (a :class:`~..operators.KeyedState`)."""
+    def restore(self, settings: Settings, instance: int, token: R) -> KeyedState:
+        """The instance's state at the recovery point."""
+
+
+class Baseline(abc.ABC):
+    """A whole job run without any protocol of ours, reported like one (see the module doc)."""
+
+    name: ClassVar[str] = ""
+    #: Spark conf the session needs from the start (a state store provider, ...)
+    session_conf: ClassVar[Mapping[str, str]] = {}
+
+    @abc.abstractmethod
+    def run(self, spark: Any, spec: JobSpec) -> Metrics:
+        """Run ``spec`` on ``spark``; the same metrics as a protocol's run."""

@@ -21,11 +21,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from ..conf import Settings, SparkIntegrationError
+from ..errors import SparkIntegrationError
+from ..keyed_state import KeyedState, decode_pairs, encode_pairs
+from ..operators import new_state
+from ..settings import Settings
 from ..store import participant_store
 from .base import CommitResult, Protocol, Recovery
+from .tokens import CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 _COMMIT = "commit/"
 
@@ -35,7 +38,9 @@ def _epoch_key(epoch: int) -> str:
 
 
 @dataclass(frozen=True)
-class EpochCheckpoint:
+class EpochCheckpoint(CheckpointToken):
+    """Write epoch ``epoch`` (a full snapshot or the keys changed since the previous epoch)."""
+
     epoch: int
     full: bool
     gc_from: int  # instance deletes its epochs [gc_from, gc_below)
@@ -43,33 +48,35 @@ class EpochCheckpoint:
 
 
 @dataclass(frozen=True)
-class EpochRestore:
+class EpochRestore(RestoreToken):
+    """Roll back to committed epoch ``epoch``: its full snapshot ``base`` plus the increments."""
+
     epoch: int  # 0: nothing committed yet -> empty state
     base: int  # the full-snapshot epoch the chain starts from
 
 
-class CoordinatedProtocol(Protocol):
+class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
     name = "coordinated"
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.gc_done = 1  # every epoch below this is deleted everywhere
+        self.last_committed_epoch = 0
 
     def base_of(self, epoch: int) -> int:
         return epoch - (epoch - 1) % self.settings.full_every
 
     # -- driver side ------------------------------------------------------------------------
-    def plan_checkpoint(self, batch_seq: int) -> Any:
+    def plan_checkpoint(self, batch_seq: int) -> EpochCheckpoint | None:
         if batch_seq % self.settings.interval:
             return None
         epoch = batch_seq // self.settings.interval
-        last = self._last_committed_epoch
+        last = self.last_committed_epoch
         gc_below = self.base_of(last) if last else 1
         return EpochCheckpoint(epoch, self.base_of(epoch) == epoch, self.gc_done, max(self.gc_done, gc_below))
 
-    _last_committed_epoch = 0
-
-    def commit(self, token: Any, end_offset: int, stats: list[dict]) -> list[CommitResult]:
+    def commit(self, token: EpochCheckpoint | None, end_offset: int,
+               stats: list[InstanceStats]) -> list[CommitResult]:
         if token is None:
             return []
         record = {"epoch": token.epoch, "end_offset": end_offset, "base": self.base_of(token.epoch),
@@ -81,7 +88,7 @@ class CoordinatedProtocol(Protocol):
             for e in range(token.gc_from, token.gc_below):
                 store.delete(_COMMIT + _epoch_key(e))
             ops = store.ops
-        self._last_committed_epoch = token.epoch
+        self.last_committed_epoch = token.epoch
         self.gc_done = token.gc_below
         starts = [s["ckpt_start"] for s in stats if s["ckpt_start"] > 0]
         return [CommitResult(
@@ -90,19 +97,18 @@ class CoordinatedProtocol(Protocol):
             ops=ops + sum(s["backend_ops"] for s in stats),
         )]
 
-    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[EpochRestore]:
         with participant_store(self.settings, "driver") as store:
             records = list(store.scan(_COMMIT))
         if not records:
             return Recovery(restore=EpochRestore(0, 0), replay_from=0)
         record = json.loads(records[-1][1])
-        self._last_committed_epoch = record["epoch"]
+        self.last_committed_epoch = record["epoch"]
         return Recovery(restore=EpochRestore(record["epoch"], record["base"]), replay_from=record["end_offset"])
 
     # -- instance side ----------------------------------------------------------------------
-    def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
-        from ..operators import encode_pairs
-
+    def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: EpochCheckpoint,
+                   batch_seq: int) -> CheckpointReport:
         start = time.time()
         t = time.perf_counter()
         blob = encode_pairs(*state.items(only_dirty=not token.full))
@@ -116,9 +122,7 @@ class CoordinatedProtocol(Protocol):
         return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3,
                 "ckpt_bytes": len(blob), "backend_ops": ops}
 
-    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        from ..operators import decode_pairs, new_state
-
+    def restore(self, settings: Settings, instance: int, token: EpochRestore) -> KeyedState:
         state = new_state(settings)
         if token.epoch == 0:
             return state

@@ -6,7 +6,7 @@ the per-output-port sequence number ``b`` = the micro-batch):
 
 * EVENT_LOG/EVENT_DATA of the senders: sender ``s`` **logs** its output event to instance ``i``
   (``log-s<s>/d<i>/b<b>``, the keys) *before* it is shuffled — the same sender logging as
-  ``uncoordinated`` (:func:`.uncoordinated.log_partition`); logged and not yet acknowledged =
+  ``uncoordinated`` (:mod:`.sender_log`); logged and not yet acknowledged =
   status *undone, no Input Set*.
 * Acknowledgement: before processing, instance ``i`` durably assigns the events it received
   (``(s, b)`` for every sender ``s``) to its Input Set ``b``: one put of ``i<i>/ack/b<b>``.
@@ -36,7 +36,6 @@ commit deletes its older commit and acknowledgement records.
 
 from __future__ import annotations
 
-import functools
 import json
 import struct
 import time
@@ -46,10 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from ..conf import Settings, SparkIntegrationError
-from ..store import participant_store
+from ..errors import SparkIntegrationError
+from ..keyed_state import KeyedState, decode_pairs, encode_pairs, replay_log
+from ..operators import load_state, state_class
+from ..settings import Settings
+from ..store import Scoped, participant_store
 from .base import CommitResult, Protocol, Recovery
-from .uncoordinated import LogPlan, _log_key, log_partition
+from .sender_log import LogPlan, log_key, logging_stage, sender_owner
+from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 _MAGIC = b"LGIO"
 _HEADER = struct.Struct("<4sII")  # magic, crc32 of the body, length of the JSON meta
@@ -65,8 +68,6 @@ def _commit_key(b: int) -> str:
 
 def encode_commit(meta: dict, keys: np.ndarray, values: np.ndarray) -> bytes:
     """One Input Set's commit record: header | JSON meta | pairs, checksummed as a whole."""
-    from ..operators import encode_pairs
-
     body = json.dumps(meta, separators=(",", ":")).encode()
     pairs = encode_pairs(keys, values)
     return _HEADER.pack(_MAGIC, zlib.crc32(pairs, zlib.crc32(body)), len(body)) + body + pairs
@@ -74,8 +75,6 @@ def encode_commit(meta: dict, keys: np.ndarray, values: np.ndarray) -> bytes:
 
 def decode_commit(blob: bytes) -> tuple[dict, np.ndarray, np.ndarray] | None:
     """(meta, keys, values), or None for a torn/corrupt record (= not committed)."""
-    from ..operators import decode_pairs
-
     if len(blob) < _HEADER.size:
         return None
     magic, crc, n = _HEADER.unpack_from(blob)
@@ -90,18 +89,22 @@ def decode_commit(blob: bytes) -> tuple[dict, np.ndarray, np.ndarray] | None:
 
 
 @dataclass(frozen=True)
-class InputSetToken:
+class InputSetToken(CheckpointToken):
+    """Commit this micro-batch's Input Set."""
+
     full: bool  # commit the full state (else the Input Set's outputs = the state delta)
 
 
 @dataclass(frozen=True)
-class LogioRestore:
+class LogioRestore(RestoreToken):
+    """Re-run of micro-batch ``batch_seq``: a failed instance recovers alone (module doc)."""
+
     batch_seq: int  # the micro-batch being re-run
     senders: int
     full_every: int
 
 
-def commit_input_set(store: Any, state: Any, b: int, senders: int, full: bool) -> tuple[int, int]:
+def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, full: bool) -> tuple[int, int]:
     """The atomic step: outputs + state + high-water marks + done marks in one put.
 
     Returns (record bytes, number of output pairs).  A full commit also garbage-collects the
@@ -123,12 +126,8 @@ def commit_input_set(store: Any, state: Any, b: int, senders: int, full: bool) -
     return len(blob), int(len(out_keys))
 
 
-def committed_state(store: Any, state_cls: Any = None) -> tuple[Any, int]:
+def committed_state(store: Scoped, state_cls: type[KeyedState] = KeyedState) -> tuple[KeyedState, int]:
     """The state after the latest valid commit (latest full + later deltas) and its Input Set."""
-    from ..operators import KeyedState
-
-    state_cls = state_cls or KeyedState
-
     records = []
     for _key, blob in sorted(store.scan("c/")):
         decoded = decode_commit(blob)
@@ -147,33 +146,31 @@ def committed_state(store: Any, state_cls: Any = None) -> tuple[Any, int]:
     return state, head
 
 
-class LogioProtocol(Protocol):
+class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
     name = "logio"
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.done_below = 1  # sender log entries below this micro-batch are deleted
         self.last_ok = 0  # the last micro-batch every instance committed
+        #: source partitions feeding every instance; set by prepare() before the protocol is
+        #: pickled into the keyed stage's tasks
+        self.senders = 2
 
     # -- driver side ------------------------------------------------------------------------
-    def plan_checkpoint(self, batch_seq: int) -> Any:
+    def plan_checkpoint(self, batch_seq: int) -> InputSetToken:
         return InputSetToken((batch_seq - 1) % self.settings.full_every == 0)
 
-    _senders = 2  # source partitions; set by prepare() before the protocol is pickled into tasks
-
-    def prepare(self, df: Any, plan: Any, parallelism: int) -> Any:
-        from pyspark.sql import functions as F
-
-        self._senders = parallelism
-        gc = ()
+    def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
+        self.senders = parallelism
+        gc: tuple[tuple[int, int, int], ...] = ()
         if self.last_ok + 1 > self.done_below:  # events of committed Input Sets are done
             gc = tuple((d, self.done_below, self.last_ok + 1) for d in range(parallelism))
             self.done_below = self.last_ok + 1
-        with_dest = df.withColumn("dest", F.expr(f"pmod(hash(key), {parallelism})").cast("long"))
-        fn = functools.partial(log_partition, self.settings, LogPlan(plan.batch_seq, gc), parallelism)
-        return with_dest.mapInArrow(fn, df.schema)
+        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, gc), parallelism)
 
-    def commit(self, token: Any, end_offset: int, stats: list[dict]) -> list[CommitResult]:
+    def commit(self, token: InputSetToken | None, end_offset: int,
+               stats: list[InstanceStats]) -> list[CommitResult]:
         # the job succeeded: every instance committed this micro-batch (live, at recovery, or
         # earlier — a duplicate), so its events are done everywhere
         self.last_ok = max(self.last_ok, max((s["durable"] for s in stats), default=0))
@@ -185,7 +182,7 @@ class LogioProtocol(Protocol):
         return [CommitResult(checkpoint_ms=(end - start) * 1e3, bytes=sum(s["ckpt_bytes"] for s in stats),
                              ops=sum(s["backend_ops"] for s in stats))]
 
-    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[LogioRestore]:
         # no rewind of anyone: each instance decides alone (keep, drop as duplicate, or recover)
         return Recovery(restore=LogioRestore(batch_seq, parallelism, self.settings.full_every),
                         replay_from=failed_batch_start)
@@ -193,7 +190,7 @@ class LogioProtocol(Protocol):
     # -- instance side ----------------------------------------------------------------------
     def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:
         """Assign this micro-batch's events (one per sender) to Input Set ``batch_seq``, durably."""
-        ack = json.dumps({"inset": batch_seq, "events": [[s, batch_seq] for s in range(self._senders)]})
+        ack = json.dumps({"inset": batch_seq, "events": [[s, batch_seq] for s in range(self.senders)]})
         with participant_store(settings, f"i{instance}") as store:
             store.put(_ack_key(batch_seq), ack.encode())
             store.flush()
@@ -205,18 +202,17 @@ class LogioProtocol(Protocol):
             store.delete(_commit_key(batch_seq))
             store.flush()
 
-    def checkpoint(self, settings: Settings, instance: int, state: Any, token: Any, batch_seq: int) -> dict:
+    def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InputSetToken,
+                   batch_seq: int) -> CheckpointReport:
         start = time.time()
         t = time.perf_counter()
         with participant_store(settings, f"i{instance}") as store:
-            size, _ = commit_input_set(store, state, batch_seq, self._senders, token.full)
+            size, _ = commit_input_set(store, state, batch_seq, self.senders, token.full)
             ops = store.ops
         return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3, "ckpt_bytes": size,
                 "backend_ops": ops, "durable": batch_seq}
 
-    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        from ..operators import load_state
-
+    def restore(self, settings: Settings, instance: int, token: LogioRestore) -> KeyedState:
         local = load_state(settings, instance)
         with participant_store(settings, f"i{instance}") as store:
             heads = sorted(k for k, _ in store.scan("c/"))
@@ -227,17 +223,15 @@ class LogioProtocol(Protocol):
             return recover_instance(settings, store, instance, token)
 
 
-def recover_instance(settings: Settings, store: Any, instance: int, token: LogioRestore) -> Any:
+def recover_instance(settings: Settings, store: Scoped, instance: int, token: LogioRestore) -> KeyedState:
     """Bring a failed instance back from the backend alone (see the module docstring)."""
-    from ..operators import replay_log, state_class
-
     state, head = committed_state(store, state_class(settings))
     acked = {int(k[5:]) for k, _ in store.scan("ack/")}
     for b in range(head + 1, token.batch_seq + 1):
-        names = [_log_key(instance, b)]
+        names = [log_key(instance, b)]
         chunks = []
         for sender in range(token.senders):
-            with participant_store(settings, f"log-s{sender}") as log:
+            with participant_store(settings, sender_owner(sender)) as log:
                 blob = log.get(names[0])
             if blob is None:
                 break

@@ -6,22 +6,28 @@ re-run, so a run with failures is (correctly) reported as *not* exactly-once.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
-from ..conf import Settings
+from ..keyed_state import KeyedState
+from ..operators import new_state
+from ..settings import Settings
 from .base import Protocol, Recovery
+from .tokens import CheckpointToken, RestoreToken
 
 
-class NoneProtocol(Protocol):
+@dataclass(frozen=True)
+class RestartEmpty(RestoreToken):
+    """Every instance starts over with an empty state."""
+
+
+class NoneProtocol(Protocol[CheckpointToken, RestartEmpty]):
     name = "none"
 
-    def plan_checkpoint(self, batch_seq: int) -> Any:
+    def plan_checkpoint(self, batch_seq: int) -> None:
         return None
 
-    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery:
-        return Recovery(restore="empty", replay_from=failed_batch_start)
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[RestartEmpty]:
+        return Recovery(restore=RestartEmpty(), replay_from=failed_batch_start)
 
-    def restore(self, settings: Settings, instance: int, token: Any) -> Any:
-        from ..operators import new_state
-
+    def restore(self, settings: Settings, instance: int, token: RestartEmpty) -> KeyedState:
         return new_state(settings)

@@ -1,0 +1,50 @@
+"""``bench spark``: one Spark job on a local SparkSession, and its result document.
+
+The job itself (driver, protocols, verification) is :func:`spark_integration.runner.run_job`;
+this module owns the session around it — a baseline protocol's own Spark conf included — and the
+JSON document of the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Mapping
+
+from spark_integration.job import JobSpec, Metrics
+from spark_integration.protocols.registry import baseline_class, registration
+from spark_integration.runner import build_session, run_job
+from spark_integration.settings import Settings
+
+
+def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Spark conf for a session running ``protocols``: ``extra`` plus what their baselines need."""
+    conf = dict(extra or {})
+    for name in protocols:
+        if registration(name).baseline:
+            conf.update(baseline_class(name).session_conf)
+    return conf
+
+
+def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
+              conf: Mapping[str, str] | None = None) -> Metrics:
+    """Start a session on ``master``, run ``spec`` under ``settings``, stop the session."""
+    spark = build_session(master, conf=session_conf([settings.protocol], conf))
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        return run_job(spark, settings, spec)
+    finally:
+        spark.stop()
+
+
+def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> dict[str, Any]:
+    """The run as JSON: its settings (a baseline: its name and Spark conf), the job, the metrics."""
+    reg = registration(settings.protocol)
+    if reg.baseline:
+        described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf}
+    else:
+        described = {**asdict(settings), "backend_options": dict(settings.backend_options)}
+    out: dict[str, Any] = {"settings": described, "job": asdict(spec), "metrics": metrics.summary()}
+    if metrics.exactly_once is not None:
+        out["metrics"]["ExactlyOnce"] = metrics.exactly_once
+        out["verify"] = metrics.verify_detail
+    return out

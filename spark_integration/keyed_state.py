@@ -1,0 +1,104 @@
+"""The operators' state as the protocols see it: a sparse ``int64 slot -> int64`` map, and its encodings.
+
+:class:`KeyedState` is a keyed count's state (dense counts per key id, a dirty bit per key for
+incremental checkpoints, the number of the last micro-batch applied); every other operator state
+(the Q3 join, :class:`~spark_integration.q3.JoinState`) subclasses it, so checkpoints, message
+logs and restores are the same for every job.  The byte formats here are what the backends hold:
+``encode_pairs`` for checkpoints, ``encode_log`` for logged messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class KeyedState:
+    """Counts per key id (dense), the dirty set since the last checkpoint, and a version.
+
+    It is also the protocols' view of *any* operator state: a sparse map ``int64 slot -> int64``
+    (0 = absent) over dense arrays, read by ``items``/written by ``set``. An operator with other
+    state (the Q3 join, :class:`~.q3.JoinState`) subclasses it, names the input ``COLUMNS`` it
+    consumes and overrides :meth:`apply_columns`; checkpoints, logs and restores stay the same.
+    """
+
+    __slots__ = ("counts", "dirty", "version", "replayed", "useless", "last_events")
+    COLUMNS: tuple[str, ...] = ("key",)  # what the operator reads (and senders log), in order
+
+    def __init__(self, counts: np.ndarray | None = None, version: int = 0) -> None:
+        self.counts = np.zeros(1024, np.int64) if counts is None else counts
+        self.dirty = np.zeros(len(self.counts), bool)
+        self.version = version
+        self.replayed = 0  # events re-applied from a message log during a restore
+        self.useless = 0  # checkpoints past the recovery line of a restore (uncoordinated)
+        self.last_events = -1  # events of micro-batch ``version`` this instance applied (-1: unknown)
+
+    def _grow(self, size: int) -> None:
+        if size > len(self.counts):
+            new = max(size, 2 * len(self.counts))
+            self.counts = np.concatenate([self.counts, np.zeros(new - len(self.counts), np.int64)])
+            self.dirty = np.concatenate([self.dirty, np.zeros(new - len(self.dirty), bool)])
+
+    def apply(self, keys: np.ndarray) -> None:
+        """Count one batch of events (vectorized)."""
+        if len(keys) == 0:
+            return
+        bc = np.bincount(keys)
+        self._grow(len(bc))
+        self.counts[: len(bc)] += bc
+        self.dirty[: len(bc)] |= bc > 0
+
+    def apply_columns(self, cols: list[np.ndarray]) -> None:
+        """One batch of events given as the arrays of :attr:`COLUMNS` (from Arrow or a log)."""
+        self.apply(cols[0])
+
+    def set(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """Overwrite the given keys (restoring a checkpoint)."""
+        if len(keys):
+            self._grow(int(keys.max()) + 1)
+            self.counts[keys] = values
+
+    def items(self, only_dirty: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        idx = np.flatnonzero(self.dirty if only_dirty else self.counts)
+        return idx.astype(np.int64), self.counts[idx]
+
+    # -- the executor-local file ------------------------------------------------------------
+    def to_bytes(self) -> bytes:
+        n = len(self.counts)
+        head = np.array([self.version, n, self.last_events], np.int64)
+        return head.tobytes() + self.counts.tobytes() + self.dirty.tobytes()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> "KeyedState":
+        version, n, last = np.frombuffer(blob, np.int64, 3)
+        state = cls(np.frombuffer(blob, np.int64, int(n), 24).copy(), int(version))
+        state.dirty = np.frombuffer(blob, bool, int(n), 24 + 8 * int(n)).copy()
+        state.last_events = int(last)
+        return state
+
+
+def encode_pairs(keys: np.ndarray, values: np.ndarray) -> bytes:
+    """``n | keys | values`` as little-endian int64 — the checkpoint blob of a key range."""
+    return np.array([len(keys)], "<i8").tobytes() + keys.astype("<i8").tobytes() + values.astype("<i8").tobytes()
+
+
+def decode_pairs(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    n = int(np.frombuffer(blob, "<i8", 1)[0])
+    return np.frombuffer(blob, "<i8", n, 8), np.frombuffer(blob, "<i8", n, 8 + 8 * n)
+
+
+def encode_log(cols: list[np.ndarray]) -> bytes:
+    """A logged message: the operator's columns, one after the other, little-endian int64 (one
+    column — a keyed count's keys — is just the keys)."""
+    return b"".join(np.asarray(c).astype("<i8").tobytes() for c in cols)
+
+
+def decode_log(blob: bytes, ncols: int) -> list[np.ndarray]:
+    return list(np.frombuffer(blob, "<i8").reshape(ncols, -1))
+
+
+def replay_log(state: KeyedState, blob: bytes) -> int:
+    """Apply one logged message to ``state``; returns the events it held."""
+    cols = decode_log(blob, len(state.COLUMNS))
+    state.apply_columns(cols)
+    state.replayed += len(cols[0])
+    return len(cols[0])

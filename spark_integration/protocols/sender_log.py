@@ -1,0 +1,76 @@
+"""The senders' message log, shared by ``uncoordinated`` and ``logio``.
+
+The stage feeding the keyed stage (the source partitions, *senders*) logs every message before
+the shuffle: per micro-batch ``b`` and destination instance ``i``, sender ``s`` writes the events
+it sends to ``i`` as ``<job>/log-s<s>/d<i>/b<b>`` (channel ``s -> i``, sequence number ``b``: each
+channel carries one message per micro-batch).  A message holds the columns the receiving operator
+reads (:attr:`~spark_integration.keyed_state.KeyedState.COLUMNS`), so replaying it needs nothing
+else.  The driver decides which entries are garbage (:class:`LogPlan`); the senders delete them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..keyed_state import encode_log
+from ..operators import state_class
+from ..settings import Settings
+from ..store import participant_store
+
+
+def log_key(dest: int, batch: int) -> str:
+    """The key of sender ``s``'s message to instance ``dest`` in micro-batch ``batch`` (under ``log-s<s>/``)."""
+    return f"d{dest}/b{batch:010d}"
+
+
+def sender_owner(sender: int) -> str:
+    """The backend namespace of sender ``sender``'s log."""
+    return f"log-s{sender}"
+
+
+@dataclass(frozen=True)
+class LogPlan:
+    """What every sender does in one micro-batch: log it, and delete the entries named in ``gc``."""
+
+    batch_seq: int
+    gc: tuple[tuple[int, int, int], ...]  # (dest, from_batch, below_batch): entries senders delete
+
+
+def log_partition(settings: Settings, plan: LogPlan, parallelism: int, batches: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow`` body of the senders: log per destination, then pass the events on."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    sender = TaskContext.get().partitionId()
+    columns = state_class(settings).COLUMNS  # what the receiving operator reads: all it needs to replay
+    out, parts = [], {d: [] for d in range(parallelism)}
+    for rb in batches:
+        dest = rb.column("dest").to_numpy()
+        cols = [rb.column(c).to_numpy() for c in columns]
+        for d in range(parallelism):
+            parts[d].append([c[dest == d] for c in cols])
+        out.append(rb.drop_columns(["dest"]) if hasattr(rb, "drop_columns") else
+                   pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1]))
+    with participant_store(settings, sender_owner(sender)) as store:
+        for d, chunks in parts.items():
+            merged = [np.concatenate([ch[j] for ch in chunks]) if chunks else np.zeros(0, np.int64)
+                      for j in range(len(columns))]
+            store.put(log_key(d, plan.batch_seq), encode_log(merged))
+        store.flush()
+        for dest, lo, hi in plan.gc:
+            for b in range(lo, hi):
+                store.delete(log_key(dest, b))
+    yield from out
+
+
+def logging_stage(settings: Settings, df: Any, plan: LogPlan, parallelism: int) -> Any:
+    """``df`` with the senders' logging in front of the shuffle into ``parallelism`` instances."""
+    from pyspark.sql import functions as F
+
+    # the destination exactly as repartition(P, "key") computes it (Murmur3 hash, seed 42)
+    with_dest = df.withColumn("dest", F.expr(f"pmod(hash(key), {parallelism})").cast("long"))
+    return with_dest.mapInArrow(functools.partial(log_partition, settings, plan, parallelism), df.schema)

@@ -1,0 +1,131 @@
+"""``uncoordinated``: instances checkpoint on their own schedules; senders log their messages.
+
+Write pattern (one module per part of the protocol):
+  * the stage feeding the keyed stage (the source partitions, *senders*) **logs** every message
+    before the shuffle (:mod:`..sender_log`: ``<job>/log-s<s>/d<i>/b<b>``, channel ``s -> i``,
+    sequence number ``b``);
+  * instance ``i`` checkpoints every ``interval`` micro-batches, staggered by ``i`` and moved by up
+    to ``jitter`` micro-batches either way per round (:mod:`.schedule`: its own clock, not aligned
+    with the others; CheckMate: every interval +- 1 s), **asynchronously** (:mod:`.writer`: the
+    task hands a copy of its state to its worker's writer thread and goes on); the checkpoint
+    ``<job>/i<i>/c<b>`` records the last sequence number processed on every channel (``b``: each
+    channel carries one message per micro-batch);
+  * log GC: once instance ``i``'s checkpoint at ``b`` is durable, senders delete ``d<i>/b<=b``.
+Fencing of dead incarnations (:mod:`.fence`): recovery (``discard``, and ``restore`` from the
+backend) bumps the instance's incarnation, after which no checkpoint of the old incarnation is in
+flight and none can start: the instance's backend namespace is its own.
+
+Recovery of a failed instance, **alone**: compute the recovery line (:mod:`.recovery`: the
+checkpoint graph of the instance and the senders feeding it, then rollback propagation), restore
+the line's checkpoint, replay the logged range of every channel the line names (each sender's
+``d<i>/b`` after what the checkpoint processed), and go on; instances that had already applied the
+failed micro-batch skip it on the re-run (deduplication by sequence number).  The senders are
+stateless and have logged every channel up to the micro-batch before the failed one, and the keyed
+instances send nothing to each other, so the line is normally the latest durable checkpoint; one
+that claims to have processed more than the senders logged (an orphan) is rolled back past and
+counted as *useless* (``[SPARK], UselessCheckpoints``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...keyed_state import KeyedState, decode_pairs, encode_pairs, replay_log
+from ...operators import load_state, new_state
+from ...settings import Settings
+from ...store import participant_store
+from ..base import CommitResult, Protocol, Recovery
+from ..sender_log import LogPlan, log_key, logging_stage, sender_owner
+from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
+from .fence import fence, new_incarnation
+from .recovery import line_for, sender_id
+from .schedule import InstanceSchedule
+from .writer import WRITER, WriteRequest, checkpoint_key, read_durable
+
+
+@dataclass(frozen=True)
+class LogRestore(RestoreToken):
+    """Re-run of micro-batch ``batch_seq``: each instance keeps, skips or recovers alone."""
+
+    batch_seq: int  # the micro-batch being re-run
+    senders: int  # channels into every instance
+
+
+class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
+    name = "uncoordinated"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.durable: dict[int, int] = {}  # instance -> latest durable checkpoint batch seen
+        self.gc_done: dict[int, int] = {}  # instance -> log entries below this are deleted
+
+    # -- driver side ------------------------------------------------------------------------
+    def plan_checkpoint(self, batch_seq: int) -> InstanceSchedule:
+        s = self.settings  # each instance decides on its own clock
+        return InstanceSchedule(s.interval, s.jitter, s.job_id)
+
+    def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
+        gc = tuple((i, self.gc_done.get(i, 1), d + 1) for i, d in self.durable.items()
+                   if d + 1 > self.gc_done.get(i, 1))
+        for i, lo, hi in gc:
+            self.gc_done[i] = hi
+        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, gc), parallelism)
+
+    def commit(self, token: InstanceSchedule | None, end_offset: int,
+               stats: list[InstanceStats]) -> list[CommitResult]:
+        out = []
+        for s in stats:
+            if s["durable"] > self.durable.get(s["instance"], 0):
+                self.durable[s["instance"]] = s["durable"]
+                out.append(CommitResult(s["ckpt_ms"], s["ckpt_bytes"], s["backend_ops"]))
+        return out
+
+    def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[LogRestore]:
+        # no rewind: each instance decides alone (keep, skip as duplicate, or restore + log replay)
+        return Recovery(restore=LogRestore(batch_seq, parallelism), replay_from=failed_batch_start)
+
+    # -- instance side ----------------------------------------------------------------------
+    def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InstanceSchedule,
+                   batch_seq: int) -> CheckpointReport:
+        if token.due(instance, batch_seq):  # this instance's own clock
+            with fence(settings, instance) as f:
+                incarnation = f.current
+            WRITER.submit(WriteRequest(settings, instance, batch_seq, encode_pairs(*state.items()), time.time(),
+                                       incarnation))
+        return read_durable(settings, instance)
+
+    def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
+        """A cancelled task may have checkpointed ``batch_seq`` from a partial input: fence its
+        incarnation off (its writer can no longer write, nor is it writing), then drop the record."""
+        new_incarnation(settings, instance)
+        with participant_store(settings, f"i{instance}") as store:
+            store.delete(checkpoint_key(batch_seq))
+            store.flush()
+
+    def restore(self, settings: Settings, instance: int, token: LogRestore) -> KeyedState:
+        local = load_state(settings, instance)
+        if local is not None and local.version >= token.batch_seq - 1:
+            return local  # intact (applies the batch) or already applied it (skipped as duplicate)
+        new_incarnation(settings, instance)  # before reading: the dead one's writes are over
+        state = new_state(settings)
+        with participant_store(settings, f"i{instance}") as store:
+            found = {int(key[1:]): blob for key, blob in store.scan("c")}
+        line = line_for(instance, sorted(found), token.senders, token.batch_seq - 1)
+        at = line.line[instance]
+        if at:
+            state.set(*decode_pairs(found[at]))
+        state.version = at
+        state.useless = line.useless_count
+        for sender in range(token.senders):  # replay each channel s -> instance the line names
+            after, upto = line.replay.get((sender_id(sender), instance), (at, at))
+            names = [log_key(instance, b) for b in range(after + 1, upto + 1)]
+            with participant_store(settings, sender_owner(sender)) as store:
+                blobs = store.get_many(names) if names else {}
+            for name in names:
+                if name in blobs:
+                    replay_log(state, blobs[name])
+        state.version = token.batch_seq - 1
+        state.dirty[:] = False
+        return state

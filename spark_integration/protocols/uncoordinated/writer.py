@@ -1,0 +1,122 @@
+"""The asynchronous checkpoint writer of a Python worker, and the durable note it leaves behind.
+
+A task does not wait for its checkpoint: it hands a :class:`WriteRequest` (a copy of the state,
+encoded) to the writer through a bounded drop-oldest queue (S4's SafeKeeper discipline) and goes
+on.  The writer thread puts the checkpoint ``<job>/i<i>/c<b>``, deletes the instance's older
+checkpoints (only the latest durable one is ever restored) and writes an executor-local *durable
+note*; the instance's next task reads the note and reports it to the driver.
+
+The writer is per process by nature: Spark runs an instance's tasks in whichever Python worker is
+idle, and the thread must outlive the task that fed it.  So there is exactly one
+:class:`CheckpointWriter` per process, :data:`WRITER`; its thread starts with the first request.
+Every request carries the incarnation it was built in and is written under the fence
+(:mod:`.fence`), so a request of a dead incarnation is dropped, never written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+from backends.safekeeper import DropOldestQueue
+
+from ...settings import Settings, local_path
+from ...store import participant_store
+from ..tokens import CheckpointReport
+from .fence import fence
+
+QUEUE_CAPACITY = 4
+
+
+def checkpoint_key(batch: int) -> str:
+    """Instance ``i``'s checkpoint after micro-batch ``batch`` (under ``i<i>/``)."""
+    return f"c{batch:010d}"
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """One checkpoint for the writer: instance ``instance``'s state after micro-batch ``batch``."""
+
+    settings: Settings
+    instance: int
+    batch: int
+    blob: bytes  # the encoded state pairs
+    started: float  # wall-clock time the task handed it over
+    incarnation: int  # the instance's incarnation when the state was taken (:mod:`.fence`)
+
+
+@dataclass
+class WriterStats:
+    """What this process's writer did with its requests (tests, diagnostics)."""
+
+    written: int = 0
+    fenced: int = 0  # dropped: the request's incarnation was dead
+    failed: int = 0  # the backend write raised; the instance recovers from an older checkpoint
+
+
+class CheckpointWriter:
+    """A bounded drop-oldest queue and the thread draining it (see the module doc)."""
+
+    def __init__(self, capacity: int = QUEUE_CAPACITY) -> None:
+        self.capacity = capacity
+        self.stats = WriterStats()
+        self._queue: DropOldestQueue | None = None
+        self._start_lock = threading.Lock()
+
+    def submit(self, request: WriteRequest) -> None:
+        """Queue ``request``; when the queue is full its oldest request is dropped."""
+        with self._start_lock:
+            if self._queue is None:
+                self._queue = DropOldestQueue(self.capacity)
+                threading.Thread(target=self._drain, args=(self._queue,), name="ckpt-writer", daemon=True).start()
+        self._queue.put(request)
+
+    def _drain(self, queue: DropOldestQueue) -> None:
+        while (request := queue.get()) is not None:
+            try:
+                with fence(request.settings, request.instance) as f:  # held across the whole write
+                    if f.current != request.incarnation:
+                        self.stats.fenced += 1  # a dead incarnation's checkpoint: never written
+                        continue
+                    _write(request)
+                    self.stats.written += 1
+            except Exception:  # noqa: BLE001 - a lost checkpoint is recovered from an older one
+                self.stats.failed += 1
+
+
+#: this process's writer (the only one; see the module doc)
+WRITER = CheckpointWriter()
+
+
+def _durable_path(settings: Settings, instance: int) -> str:
+    return local_path(settings, f"i{instance}.durable")
+
+
+def _write(request: WriteRequest) -> None:
+    settings, instance, batch = request.settings, request.instance, request.batch
+    with participant_store(settings, f"i{instance}") as store:
+        older = [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
+        store.put(checkpoint_key(batch), request.blob)
+        store.flush()
+        for key in older:  # only the latest durable checkpoint is ever restored
+            store.delete(key)
+        ops = store.ops
+    # executor-local note of what is durable: read by this instance's next task -> driver
+    info = f"{batch} {request.started} {(time.time() - request.started) * 1e3} {len(request.blob)} {ops}"
+    path = _durable_path(settings, instance)
+    with open(path + ".tmp", "w") as f:
+        f.write(info)
+    os.replace(path + ".tmp", path)
+
+
+def read_durable(settings: Settings, instance: int) -> CheckpointReport:
+    """The instance's latest durable checkpoint as this executor's writer noted it ({}: none)."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        with open(_durable_path(settings, instance)) as f:
+            batch, started, ms, size, ops = f.read().split()
+        return {"durable": int(batch), "ckpt_start": float(started), "ckpt_ms": float(ms),
+                "ckpt_bytes": int(size), "backend_ops": int(ops)}
+    return {}

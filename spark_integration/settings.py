@@ -1,0 +1,42 @@
+"""The validated settings of one job, as shipped from the driver to every executor.
+
+Plain, picklable data: the driver builds it once (:func:`spark_integration.conf.from_conf`) and
+it travels inside the task closures, so executors never read the Spark conf.  Executor-local
+files of a job (working state, fences, durable notes) all live under :func:`local_path`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an executor needs to know; plain data, so it pickles into closures."""
+
+    backend: str | None = None
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    protocol: str = "none"
+    interval: int = 1
+    jitter: int = 0
+    full_every: int = 10
+    job_id: str = ""
+    state_dir: str = ""
+    fail_at: tuple[int, ...] = ()
+    fail_instance: int = 0
+    #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
+    #: not a conf key — the job script decides what it computes
+    operator: str = "count"
+    #: whether the protocol writes checkpoints to the backend; taken from the protocol's
+    #: registration when the conf is read, so executors never consult the registry
+    writes_checkpoints: bool = False
+
+
+def local_path(settings: Settings, name: str) -> str:
+    """The executor-local file ``name`` of this job (``<stateDir>/<jobId>/<name>``), its
+    directory created: working state is per executor, never on the checkpoint backend."""
+    base = os.path.join(settings.state_dir, settings.job_id)
+    os.makedirs(base, exist_ok=True)
+    return os.path.join(base, name)

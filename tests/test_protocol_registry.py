@@ -1,0 +1,88 @@
+"""The protocol registry: one table of protocols and baselines, asked by conf, runner, CLI and matrix."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from spark_integration.conf import PREFIX, from_conf
+from spark_integration.protocols.base import Baseline, Protocol
+from spark_integration.protocols.registry import (
+    UnknownProtocolError,
+    baseline_class,
+    protocol_class,
+    protocol_names,
+    registration,
+)
+from spark_integration.protocols.tokens import STATS_SCHEMA, BatchPlan, InstanceStats
+
+ALL = ["none", "uncoordinated", "coordinated", "logio", "spark-state"]
+
+
+def test_lists_every_protocol_and_the_baseline():
+    assert protocol_names() == ALL
+    assert protocol_names(baseline=False) == ALL[:-1]
+    assert protocol_names(baseline=True) == ["spark-state"]
+
+
+def test_unknown_protocol_is_one_error_listing_them():
+    with pytest.raises(UnknownProtocolError) as exc:
+        registration("cic")
+    assert str(exc.value) == "unknown protocol 'cic'; valid protocols: " + ", ".join(ALL)
+    with pytest.raises(UnknownProtocolError, match="valid protocols: none, uncoordinated"):
+        from_conf({PREFIX + "protocol": "cic"})
+
+
+def test_spark_state_is_a_baseline_without_backend_failures_or_q3():
+    reg = registration("spark-state")
+    assert reg.baseline and not reg.uses_backend and not reg.failure_injection
+    assert reg.supports("count") and not reg.supports("join")
+    cls = baseline_class("spark-state")
+    assert issubclass(cls, Baseline) and cls.name == "spark-state" and cls.session_conf
+    with pytest.raises(ValueError, match="is a baseline"):
+        protocol_class("spark-state")
+
+
+def test_every_protocol_loads_under_its_name():
+    for name in protocol_names(baseline=False):
+        reg = registration(name)
+        cls = protocol_class(name)
+        assert issubclass(cls, Protocol) and cls.name == name and not reg.baseline
+        assert reg.supports("count") and reg.supports("join")
+    assert not registration("none").uses_backend and not registration("none").exactly_once
+    with pytest.raises(ValueError, match="not a baseline"):
+        baseline_class("coordinated")
+
+
+def test_conf_asks_the_registry(tmp_path):
+    assert from_conf({PREFIX + "protocol": "spark-state"}).writes_checkpoints is False
+    with pytest.raises(ValueError, match="drop spark.ckptbench.backend"):
+        from_conf({PREFIX + "protocol": "spark-state", PREFIX + "backend": "default_fs",
+                   PREFIX + "backend.path": str(tmp_path)})
+    with pytest.raises(ValueError, match="drop spark.ckptbench.failAt"):
+        from_conf({PREFIX + "protocol": "spark-state", PREFIX + "failAt": "100"})
+    s = from_conf({PREFIX + "protocol": "logio", PREFIX + "backend": "default_fs",
+                   PREFIX + "backend.path": str(tmp_path)})
+    assert s.writes_checkpoints is True
+
+
+def test_tokens_are_typed_frozen_and_picklable(tmp_path):
+    from spark_integration.protocols.coordinated import EpochCheckpoint, EpochRestore
+
+    plan = BatchPlan(3, EpochRestore(2, 1), EpochCheckpoint(3, False, 1, 1), expected={0: 5})
+    assert pickle.loads(pickle.dumps(plan)) == plan
+    with pytest.raises(AttributeError):
+        plan.batch_seq = 4  # type: ignore[misc]
+    assert [f.split()[0] for f in STATS_SCHEMA.split(", ")] == list(InstanceStats.__annotations__)
+
+
+def test_cli_rules_come_from_the_registry(capsys):
+    from bench.cli import main
+
+    assert main(["spark", "--protocol", "spark-state", "--backend", "default_fs"]) == 2
+    assert "drop --backend" in capsys.readouterr().err
+    assert main(["spark", "--protocol", "spark-state", "--fail-at", "10"]) == 2
+    assert "drop --fail-at" in capsys.readouterr().err
+    assert main(["spark-matrix", "--protocols", "none,spark-state"]) == 2
+    assert "'spark-state' is not a protocol; valid: none, uncoordinated, coordinated, logio" in capsys.readouterr().err
