@@ -68,6 +68,10 @@ class Step:
 
 @dataclass(frozen=True)
 class Experiment:
+    """A named experiment: what it shows, its steps in order, the servers that must be running
+    (otherwise it is skipped), and how its commands' documents (by step label) become the
+    docs' table and the README's one-line headline."""
+
     name: str
     shows: str
     steps: tuple[Step, ...]
@@ -90,8 +94,6 @@ def _thesis(name: str, plot: bool = True) -> Step:
                 document="{out}/thesis/{name}.json",
                 plot="{out}/thesis/{name}.png" if plot else "",
                 shown_as="{out}/{name}.png" if plot else "")
-
-
 
 
 def _writes(backend: str, size: str) -> str:
