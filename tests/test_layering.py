@@ -103,6 +103,8 @@ def _graph() -> dict[str, set[str]]:
         for node in _import_nodes(tree):
             for name in _resolve(module, path.name == "__init__.py", node):
                 while name and name not in FILES and name.split(".")[0] in LAYER:
+                    if _is_extension(name):
+                        break
                     name = name.rpartition(".")[0]
                 if name in FILES and name != module:
                     targets.add(name)
