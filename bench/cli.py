@@ -36,7 +36,15 @@ from backends import BadOptionError, CkptError, UnknownBackendError
 from experiments.spec import SpecError
 from workloads.core import WorkloadError
 
-from . import compare_cli, experiments_cli, recovery_cli, run_cli, services_cli, spark_cli
+from . import (
+    compare_cli,
+    experiments_cli,
+    recovery_cli,
+    run_cli,
+    services_cli,
+    spark_cli,
+    ycsb_cli,
+)
 from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, Parser, UsageError
 
 
@@ -44,6 +52,7 @@ def build_parser() -> Parser:
     parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run_cli.add_parsers(sub)
+    ycsb_cli.add_parsers(sub)
     recovery_cli.add_parsers(sub)
     compare_cli.add_parsers(sub)
     experiments_cli.add_parsers(sub)
