@@ -4,7 +4,7 @@
 Real Spark (local[2], one session for the module), real task kills (the instance's Python worker
 ``os._exit``s), real backends (Redis: the server of ``bench services``). Small runs — 120,000
 events in micro-batches of 30,000 — so the 18 cases stay within a few minutes; ``bench
-spark-matrix`` runs the same matrix at full size (spark_integration/README.md has the figures).
+spark-matrix`` runs the same matrix at full size (docs/results.md, spark-matrix, has the figures).
 """
 
 from __future__ import annotations
