@@ -4,9 +4,12 @@ the backend and ``--cpus`` options.  Commands' own parsers live beside their com
 from __future__ import annotations
 
 import argparse
+import functools
+import math
+import os
 import sys
 import tempfile
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
 from backends import CkptError, backend_class, backend_names, parse_kv
 from experiments.spec import Bar, ProgressFactory
@@ -25,34 +28,90 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the problem (no usage dump)."""
+    """argparse, but a usage error is one line naming the problem (no usage dump), and a value
+    of the wrong type is described in the user's words: ``type=int`` and ``type=float`` resolve
+    to :func:`integer` and :func:`number` (argparse's type registry), so a message never shows a
+    Python name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", int, integer)
+        self.register("type", float, number)
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
 
 
+def named(name: str) -> Callable[[Callable[[str], Any]], Callable[[str], Any]]:
+    """An ``argparse`` type under a user-facing ``name`` (what argparse shows in "invalid NAME
+    value"); a ``ValueError`` or ``OverflowError`` of the wrapped function is reported the same
+    way (argparse itself lets ``OverflowError`` through as a traceback)."""
+
+    def wrap(fn: Callable[[str], Any]) -> Callable[[str], Any]:
+        @functools.wraps(fn)
+        def typed(text: str) -> Any:
+            try:
+                return fn(text)
+            except (ValueError, OverflowError) as exc:
+                if isinstance(exc, argparse.ArgumentTypeError):
+                    raise
+                raise argparse.ArgumentTypeError(f"invalid {name} value: {text!r}") from None
+
+        typed.__name__ = typed.__qualname__ = name
+        return typed
+
+    return wrap
+
+
+def _parse_number(kind: type, text: str) -> Any:
+    """``text`` as an ``int`` or a finite ``float``, or an error saying which it is not."""
+    what = "an integer" if kind is int else "a number"
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+@named("integer")
+def integer(text: str) -> int:
+    return _parse_number(int, text)
+
+
+@named("number")
+def number(text: str) -> float:
+    """Finite: ``inf`` and ``nan`` would pass every later ``<``/``>`` check or none."""
+    return _parse_number(float, text)
+
+
+@named("integer >= 0")
 def positive_int(text: str) -> int:
-    value = int(text)
+    value = _parse_number(int, text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 
+@named("proportion")
 def proportion(text: str) -> float:
-    value = float(text)
+    value = _parse_number(float, text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
 
 
+@named("number > 0")
 def positive_float(text: str) -> float:
-    value = float(text)
+    value = _parse_number(float, text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
 def csv_list(kind: type) -> Any:
+    @named("comma-separated list")
     def parse(text: str) -> list:
         try:
             items = [kind(x) for x in text.split(",") if x.strip()]
@@ -189,3 +248,71 @@ def place(args: argparse.Namespace, backends: list[str], options: dict[str, Any]
     args.cpus_pinned = cpus  # in the JSON's config, beside the --cpus as given
     print(f"{PROG}: running on CPU {placement.format_cpus(cpus)} (--cpus {args.cpus})",
           file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------- output paths
+#: parsed-argument names that hold a file a command writes, and those that hold a directory it
+#: writes into; every command's are checked by :func:`check_outputs` before it runs
+OUTPUT_FILES = ("json", "csv", "plot", "png")
+OUTPUT_DIRS = ("out",)
+#: the directory ``bench`` owns (relative to the working directory): it, and directories inside
+#: it, are created when missing; any other output directory must exist already
+OWN_RESULTS_DIR = "results"
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every output path of ``args`` is writable before any work starts, so that a finished run
+    never loses its results to a typo: a file's directory must exist (nothing is created
+    silently, except under :data:`OWN_RESULTS_DIR`, whose missing directories are created for
+    an output file once every path passed) and the file must not be a directory; an output
+    directory must be one.
+    Raises :class:`UsageError` naming the option and the fix."""
+    own_missing: list[str] = []
+    for name in OUTPUT_FILES + OUTPUT_DIRS:
+        value = getattr(args, name, None)
+        if not isinstance(value, str):  # absent, or a flag of the same name (services --json)
+            continue
+        flag = "--" + name.replace("_", "-")
+        if not value.strip():
+            raise UsageError(f"{flag} is empty; give a path")
+        path = os.path.abspath(os.path.expanduser(value))
+        if name in OUTPUT_DIRS:
+            if os.path.exists(path) and not os.path.isdir(path):
+                raise UsageError(f"{flag} {value} is a file, not a directory; give a directory")
+            # the command creates its own directory (``bench reproduce --list`` none at all)
+            _check_directory(flag, value, path, "an existing directory", [])
+        else:
+            if os.path.isdir(path):
+                raise UsageError(f"{flag} {value} is a directory; give a file name in it, "
+                                 f"e.g. {flag} {os.path.join(value, 'results.' + _suffix(name))}")
+            _check_directory(flag, value, os.path.dirname(path), "a path in an existing directory",
+                             own_missing)
+            if os.path.exists(path) and not os.access(path, os.W_OK):
+                raise UsageError(f"{flag} {value} is not writable; fix its permissions or give "
+                                 f"another path")
+    for directory in own_missing:
+        os.makedirs(directory, exist_ok=True)
+
+
+def _suffix(name: str) -> str:
+    return {"plot": "png"}.get(name, name)
+
+
+def _check_directory(flag: str, value: str, directory: str, instead: str,
+                     own_missing: list[str]) -> None:
+    """``directory`` (where ``flag``'s output goes) exists and is writable, or is bench's own
+    (then appended to ``own_missing``); ``instead`` is what to give in its place."""
+    if os.path.isdir(directory):
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {value}: directory {directory} is not writable; fix its "
+                             f"permissions or give another path")
+        return
+    if os.path.exists(directory):
+        raise UsageError(f"{flag} {value}: {directory} is a file, not a directory; give {instead}")
+    own = os.path.abspath(OWN_RESULTS_DIR)
+    if directory == own or directory.startswith(own + os.sep):
+        _check_directory(flag, value, os.path.dirname(directory), instead, own_missing)
+        own_missing.append(directory)
+        return
+    raise UsageError(f"{flag} {value}: directory {directory} does not exist; create it first "
+                     f"(mkdir -p {directory}) or give {instead}")

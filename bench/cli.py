@@ -22,7 +22,8 @@ run), then the run phase under YCSB's own ``[OVERALL]``, ``[READ]``, ... section
 The ``bench`` package only parses, calls :mod:`experiments` and prints: this module builds the
 parser from each command family's ``*_cli`` module and runs the chosen command.  Errors are one
 line, ``bench: error: <message>``, exit code 2 for usage errors (unknown backend, bad option)
-and 1 for runtime errors (backend unavailable, ...).
+and 1 for runtime errors (backend unavailable, ...).  Every command's output paths (``--json``,
+``--csv``, ``--plot``, ``--out``, ...) are checked before it starts (:func:`bench.args.check_outputs`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from . import (
     spark_cli,
     ycsb_cli,
 )
-from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, Parser, UsageError
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, Parser, UsageError, check_outputs
 
 
 def build_parser() -> Parser:
@@ -65,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_outputs(args)  # before any work: a finished run must not lose its results
         return int(args.func(args) or 0)
     except (UsageError, UnknownBackendError, BadOptionError, WorkloadError, SpecError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -11,7 +11,7 @@ from backends import open_backend, parse_kv
 from experiments import results
 
 from . import report
-from .args import UsageError
+from .args import UsageError, named
 
 
 def add_parsers(sub: Any) -> None:
@@ -96,11 +96,12 @@ def _add_thesis_parser(sub: Any) -> None:
 DEFAULT_PLOT = "results/storage-compare.png"
 
 
+@named("count >= 1")
 def _positive(text: str) -> int:
     try:
         value = int(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number (e.g. 10000 or 1e4)") from None
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count (e.g. 10000 or 1e4)") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value

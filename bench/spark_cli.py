@@ -24,10 +24,12 @@ from spark_integration.queries import query
 from spark_integration.settings import Settings
 from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
 
-from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, named
 
 #: ``--job`` name -> :data:`spark_integration.queries.QUERIES` kind
 JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3"}
+#: ``--skew``'s type, named as the user knows it
+SKEW = named("skew")(skew_arg)
 
 SPARK_DESCRIPTION = """\
 Run a keyed job (count or NexMark Q3 join) on Spark under a checkpointing protocol and a backend,
@@ -65,7 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=0.0, help="events/s (0: as fast as possible)")
     p.add_argument("--keys", type=int, default=10_000,
                    help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
-    p.add_argument("--skew", type=skew_arg, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--parallelism", type=int, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
@@ -147,7 +149,7 @@ def add_matrix_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="comma-separated, from: " + ", ".join(checkpointing))
     p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
     p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
-    p.add_argument("--skew", type=skew_arg, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
     p.add_argument("--no-spark-state", action="store_true",
                    help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
     p.add_argument("--events", type=int, default=1_000_000)
