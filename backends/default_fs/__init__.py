@@ -27,7 +27,7 @@ from urllib.parse import quote, unquote
 
 import crc32c
 
-from ..base import Backend, CorruptDataError, Option
+from ..base import Backend, CkptError, CorruptDataError, Option
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
 
@@ -37,8 +37,24 @@ _TMP_PREFIX = ".tmp-"
 _MAX_NAME = 200  # below NAME_MAX (255) with room for the suffix and temp prefix
 
 
+class BadKeyError(CkptError, ValueError):
+    """A key this backend cannot store: its file holds the key as utf-8, and a ``str`` with a
+    lone surrogate (bytes decoded with ``surrogateescape``, say) has no utf-8 form."""
+
+
+def _key_bytes(key: str) -> bytes:
+    try:
+        return key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadKeyError(
+            f"default_fs: key {key!r} is not valid unicode text (character {exc.start} is a lone "
+            f"surrogate, which has no utf-8 form); decode the key's bytes as utf-8, or give it "
+            f"in a text form such as hex"
+        ) from None
+
+
 def _encode(key: str, value: bytes) -> bytes:
-    kb = key.encode()
+    kb = _key_bytes(key)
     body = struct.pack("<II", len(kb), len(value)) + kb + value
     return struct.pack("<I", crc32c.crc32c(body)) + body
 
@@ -54,9 +70,12 @@ def _decode(path: str, blob: bytes) -> tuple[str, bytes]:
 
 
 def _file_name(key: str) -> str:
-    name = quote(key, safe="")
+    """The key's file: percent-encoded, or hashed when too long; a :class:`BadKeyError` for a
+    key that has no utf-8 form (every operation on a key starts here)."""
+    kb = _key_bytes(key)
+    name = quote(kb, safe="")
     if len(name) > _MAX_NAME or name.startswith((".", "~")):
-        name = "~" + hashlib.sha1(key.encode()).hexdigest()
+        name = "~" + hashlib.sha1(kb).hexdigest()
     return name + _SUFFIX
 
 
@@ -92,6 +111,11 @@ class DefaultFSBackend(Backend):
         with storage_errors(self.name, self.path):
             self.medium.write_atomic(_file_name(key), _encode(key, value), self._sync, tmp)
         self._puts += 1
+
+    def _put_many(self, items: list[tuple[str, bytes]]) -> None:
+        for key, _ in items:  # a key that cannot be stored fails the batch before any write
+            _key_bytes(key)
+        super()._put_many(items)
 
     def _get(self, key: str) -> bytes | None:
         name = _file_name(key)

@@ -20,6 +20,13 @@ def prepare_dir(backend: str, path: str | None) -> str:
     if not path:
         raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
     path = os.path.abspath(os.path.expanduser(str(path)))
+    blocker = _file_in_the_way(path)
+    if blocker is not None:
+        what = "is a file" if blocker == path else f"cannot be created: {blocker} is a file"
+        raise BackendUnavailableError(
+            f"backend {backend!r}: data directory {path} {what}, not a directory; give a "
+            f"directory (missing ones are created) with --opt path=DIR"
+        )
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
@@ -35,6 +42,16 @@ def prepare_dir(backend: str, path: str | None) -> str:
             f"fix its permissions or choose another with --opt path=DIR"
         )
     return path
+
+
+def _file_in_the_way(path: str) -> str | None:
+    """The first existing component of ``path`` (from the root) that is not a directory."""
+    parent = os.path.dirname(path)
+    if parent != path:
+        found = _file_in_the_way(parent)
+        if found is not None:
+            return found
+    return path if os.path.exists(path) and not os.path.isdir(path) else None
 
 
 def fsync_dir(path: str) -> None:

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 from typing import Any, Callable, Iterator, TypeVar
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions as bex
 from botocore.config import Config
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from ..base import LONGEST_WAIT_S, Backend, BackendUnavailableError, Option, StorageFullError
 
@@ -59,11 +61,33 @@ def decode_key(name: str) -> str:
     return bytes.fromhex(name.replace("/", "")).decode("utf-8", "surrogatepass")
 
 
+class EndpointOption(Option):
+    """The S3 endpoint: an ``http``/``https`` URL with a host botocore accepts, or empty for AWS
+    S3 — checked when options are parsed, so a typo is one line naming the expected form rather
+    than botocore's error when the client is built."""
+
+    def allows(self, value: Any) -> bool:
+        if not super().allows(value):
+            return False
+        if value == "":
+            return True
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            return False
+        return parts.scheme in ("http", "https") and bool(
+            is_valid_endpoint_url(value) or is_valid_ipv6_endpoint_url(value))
+
+    def allowed(self) -> str:
+        return "an http:// or https:// URL with a host and optional port, or empty for AWS S3"
+
+
 class MinioBackend(Backend):
     name = "minio"
     durability_modes = ("server",)
     options = {
-        "endpoint": Option(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),
+        "endpoint": EndpointOption(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),
         "bucket": Option(str, "ckptbench", "bucket holding the checkpoints (created if missing)"),
         "prefix": Option(str, "ckpt/", "object name prefix of this store",
                          max_bytes=MAX_OBJECT_NAME - 1),
