@@ -7,7 +7,8 @@ executors never read the Spark conf and a cluster run behaves like ``local[*]``.
 Keys (all optional except the backend when the protocol writes checkpoints):
 
   spark.ckptbench.backend             a registered backend name (``backends.backend_names()``)
-  spark.ckptbench.backend.<option>    that backend's options (validated by its ``parse_options``)
+  spark.ckptbench.backend.<option>    that backend's options (validated by its ``parse_options``);
+                                      ``path`` defaults to :func:`default_store_path`
   spark.ckptbench.protocol            a registered protocol (``protocols.registry.protocol_names()``),
                                       e.g. coordinated; a baseline (spark-state) takes no backend
                                       and no failAt
@@ -45,6 +46,16 @@ def default_state_dir() -> str:
     """tmpfs when there is one: working state is memory, not durable storage."""
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
     return os.path.join(base, "ckptbench-spark")
+
+
+def default_store_path(state_dir: str, job_id: str) -> str:
+    """Where a backend with a ``path`` option keeps a job's checkpoints when none is given:
+    inside the job's own working state (``<stateDir>/<jobId>/checkpoints``), so it is fresh for
+    every run and removed with that state when the job ends — as ``bench write-heavy`` uses a
+    temporary directory.  It lives where the working state does (tmpfs by default, see
+    :func:`default_state_dir`: give ``path`` to measure a disk) and it is executor-local, so it
+    holds on a single-machine master; executors on several hosts need a shared ``path``."""
+    return os.path.join(os.path.abspath(os.path.expanduser(state_dir)), job_id, "checkpoints")
 
 
 def _entries(conf: Any) -> dict[str, str]:
@@ -95,6 +106,8 @@ def from_conf(conf: Any) -> Settings:
         raise UnknownProtocolError(f"{PREFIX}protocol={protocol!r} is not valid; valid protocols: "
                                    f"{', '.join(protocol_names())}") from None
 
+    job_id = plain.get("jobId", "").strip() or f"job-{uuid.uuid4().hex[:10]}"
+    state_dir = plain.get("stateDir", "").strip() or default_state_dir()
     backend = plain.get("backend", "").strip() or None
     if reg.baseline and (backend or backend_opts):
         raise SparkIntegrationError(
@@ -124,6 +137,8 @@ def from_conf(conf: Any) -> Settings:
         options = dict(backend_opts)
         if "path" in options:
             options["path"] = os.path.abspath(os.path.expanduser(options["path"]))
+        elif "path" in cls.all_options() and reg.uses_backend:
+            options["path"] = default_store_path(state_dir, job_id)
 
     fail_at: tuple[int, ...] = ()
     if plain.get("failAt", "").strip():
@@ -148,8 +163,8 @@ def from_conf(conf: Any) -> Settings:
         interval=interval,
         jitter=jitter,
         full_every=_int("fullEvery", plain.get("fullEvery", "10"), 1),
-        job_id=plain.get("jobId", "").strip() or f"job-{uuid.uuid4().hex[:10]}",
-        state_dir=plain.get("stateDir", "").strip() or default_state_dir(),
+        job_id=job_id,
+        state_dir=state_dir,
         fail_at=fail_at,
         fail_instance=_int("failInstance", plain.get("failInstance", "0"), 0),
         writes_checkpoints=reg.uses_backend,
@@ -164,5 +179,5 @@ def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] |
     return out
 
 
-__all__ = ["PREFIX", "BACKEND_PREFIX", "Settings", "SparkIntegrationError", "default_state_dir", "from_conf",
-           "to_conf"]
+__all__ = ["PREFIX", "BACKEND_PREFIX", "Settings", "SparkIntegrationError", "default_state_dir",
+           "default_store_path", "from_conf", "to_conf"]

@@ -21,6 +21,7 @@ from typing import Iterator
 from backends import Backend, backend_class, open_backend
 from backends.base import StoreLockedError
 
+from .errors import SparkIntegrationError
 from .settings import Settings
 
 _cached: dict[tuple, Backend] = {}
@@ -70,6 +71,10 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
     """The backend as seen by ``owner`` ("driver", "i0", ...), for the duration of a ``with``."""
     options = dict(settings.backend_options)
     if _is_path_backend(settings):
+        if not options.get("path"):  # from_conf fills in a default: Settings built by hand
+            raise SparkIntegrationError(
+                f"backend {settings.backend!r} needs a path option; build the settings with "
+                f"spark_integration.conf.from_conf or give backend_options={{'path': DIR}}")
         options["path"] = os.path.join(options["path"], settings.job_id, owner)
         deadline = time.monotonic() + lock_wait
         while True:
