@@ -164,3 +164,253 @@ def test_unreachable_nfs_server_is_a_clear_error(name):
     url = "nfs://127.0.0.1/nowhere?version=3&nfsport=1&mountport=1&timeout=2"
     with pytest.raises(BackendUnavailableError, match="bench services up nfs"):
         open_backend(name, path=url)
+
+
+# ---------------------------------------------------------------- the command line, as a user meets it
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ("--backend", "memory", "--records", "5", "--ops", "5", "--no-progress")
+
+
+def _bench(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd or ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The single ``bench: error:`` line of a failed command (asserting there is nothing else)."""
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bench: error: "), proc.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def filled_store(tmp_path):
+    """An indexed_fs store holding one key: bad input aimed at it must leave it as it is."""
+    path = tmp_path / "store"
+    with open_backend("indexed_fs", path=str(path)) as store:
+        store.put("kept", b"intact")
+    yield path
+    with open_backend("indexed_fs", path=str(path)) as store:
+        assert store.get("kept") == b"intact"
+
+
+@pytest.mark.parametrize("opt, allowed", [
+    ("index_flush_interval=inf", "finite number"),
+    ("index_flush_interval=1e10", "<= 604800"),
+    ("index_flush_interval=nan", "finite number"),
+    ("compaction_interval=inf", "finite number"),
+    ("path=", "non-empty"),
+])
+def test_timer_option_out_of_range_or_empty_path_is_one_line(opt, allowed, filled_store):
+    extra = () if opt.startswith("path=") else ("--opt", f"path={filled_store}")
+    proc = _bench("write-heavy", "--backend", "indexed_fs", *extra, "--opt", opt,
+                  "--records", "5", "--ops", "5", "--no-progress")
+    line = _one_line_error(proc)
+    assert opt.split("=")[0] in line and allowed in line and "--opt" in line
+    assert "[OVERALL]" not in proc.stdout
+
+
+# (command line, option under test); every command that writes files, tiny and server-free
+OUTPUT_COMMANDS = [
+    (("write-heavy", *TINY), "--json"),
+    (("write-heavy", *TINY), "--csv"),
+    (("ycsb-a", *TINY), "--json"),
+    (("compare", "write-heavy", "--backends", "memory", "--records", "5", "--ops", "5"), "--json"),
+    (("compare", "write-heavy", "--backends", "memory", "--records", "5", "--ops", "5"), "--csv"),
+    (("compare", "write-heavy", "--backends", "memory", "--records", "5", "--ops", "5"), "--plot"),
+    (("sweep", "write-heavy", "--backends", "memory", "--records", "5", "--point-seconds", "0.1",
+      "--targets", "100"), "--json"),
+    (("report", "x.json"), "--plot"),
+    (("recovery", *TINY[:2], "--records", "5", "--no-progress"), "--json"),
+    (("checkpoint", *TINY[:2], "--events", "5", "--no-progress"), "--json"),
+    (("peer", "redis", "--ops", "5"), "--json"),
+    (("spark", "--protocol", "none", "--events", "5"), "--json"),
+    (("spark-matrix", "--events", "5"), "--png"),
+    (("storage-compare", "--media", "local", "--ops", "5"), "--plot"),
+    (("thesis", "table5.2"), "--out"),
+    (("reproduce", "--all", "--quick"), "--out"),
+]
+
+
+def _output_value(flag: str, target: str) -> str:
+    """A wrong value for ``flag`` in the work directory of :func:`_work_dir`."""
+    if flag == "--out":  # a directory option: wrong when missing or when it is a file
+        return "missing/out" if target == "missing-dir" else "a-file"
+    return "missing/r.out" if target == "missing-dir" else "a-dir"
+
+
+def _work_dir(tmp_path):
+    work = tmp_path / "work"
+    (work / "a-dir").mkdir(parents=True)
+    (work / "a-file").write_text("mine")
+    return work, sorted(p.name for p in work.rglob("*"))
+
+
+def _nothing_written(work, before) -> None:
+    assert sorted(p.name for p in work.rglob("*")) == before  # no stray temp file, no new dir
+    assert (work / "a-file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("flag", ["--json", "--csv"])
+@pytest.mark.parametrize("target", ["missing-dir", "directory"])
+def test_output_path_is_checked_before_the_run(flag, target, tmp_path):
+    work, before = _work_dir(tmp_path)
+    value = _output_value(flag, target)
+    proc = _bench("write-heavy", *TINY, flag, value, cwd=work)
+    line = _one_line_error(proc)
+    assert flag in line and value in line
+    assert ("mkdir -p" in line) if target == "missing-dir" else ("is a directory" in line)
+    assert "[OVERALL]" not in proc.stdout and "[LOAD" not in proc.stdout  # nothing ran
+    _nothing_written(work, before)
+
+
+@pytest.mark.parametrize("argv, flag", OUTPUT_COMMANDS, ids=lambda x: x if isinstance(x, str)
+                         else x[0])
+@pytest.mark.parametrize("target", ["missing-dir", "directory"])
+def test_every_command_checks_its_output_paths_first(argv, flag, target, tmp_path, monkeypatch,
+                                                    capsys):
+    from bench.cli import main
+
+    work, before = _work_dir(tmp_path)
+    monkeypatch.chdir(work)
+    value = _output_value(flag, target)
+    assert main([*argv, flag, value]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith(f"bench: error: {flag} {value}"), err
+    assert out == ""  # nothing ran
+    _nothing_written(work, before)
+
+
+def test_output_into_benchs_own_results_dir_is_created(tmp_path):
+    proc = _bench("write-heavy", *TINY, "--json", "results/sub/r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "results" / "sub" / "r.json").is_file()
+
+
+def test_every_output_option_is_checked():
+    """A command's file or directory option is an output checked by ``check_outputs`` (the
+    reproduce command's ``--docs``/``--readme`` are documents edited in place, not outputs)."""
+    import argparse
+
+    from bench.args import OUTPUT_DIRS, OUTPUT_FILES
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, cmd in sub.choices.items():
+        for action in cmd._actions:
+            metavar = str(action.metavar or "")
+            if action.option_strings and ("FILE" in metavar or "DIR" in metavar
+                                          or metavar.endswith(".png") or metavar == "F"):
+                if (name, action.dest) in {("reproduce", "docs"), ("reproduce", "readme")}:
+                    continue
+                assert action.dest in OUTPUT_FILES + OUTPUT_DIRS, (name, action.dest)
+
+
+def test_minio_endpoint_that_is_not_a_url_is_one_line():
+    proc = _bench("write-heavy", "--backend", "minio", "--opt", "endpoint=notaurl",
+                  "--records", "5", "--ops", "5", "--no-progress")
+    line = _one_line_error(proc)
+    assert "endpoint='notaurl'" in line and "http://" in line and "--opt endpoint=" in line
+
+
+def test_minio_endpoint_forms():
+    from backends import backend_class
+
+    minio = backend_class("minio")
+    for good in ("http://127.0.0.1:9000", "https://s3.amazonaws.com", "http://[::1]:9000", ""):
+        assert minio.parse_options({"endpoint": good})["endpoint"] == good
+    for bad in ("notaurl", "127.0.0.1:9000", "ftp://host", "http://", "http://host:port"):
+        with pytest.raises(BadOptionError, match="http:// or https:// URL"):
+            minio.parse_options({"endpoint": bad})
+
+
+def test_default_fs_key_without_utf8_form_is_a_clear_error(tmp_path):
+    from backends import CkptError
+
+    path = tmp_path / "store"
+    with open_backend("default_fs", path=str(path)) as store:
+        store.put("kept", b"intact")
+        bad = "pe-\udcff"  # bytes decoded with surrogateescape
+        for op in (lambda: store.put(bad, b"x"), lambda: store.get(bad), lambda: store.delete(bad),
+                   lambda: store.put_many([("new", b"1"), (bad, b"2")])):
+            with pytest.raises(CkptError, match=r"not valid unicode text.*surrogate.*utf-8") as err:
+                op()
+            assert not isinstance(err.value, UnicodeError)
+        assert store.get("new") is None  # the batch failed before any write
+        assert [k for k, _ in store.scan("")] == ["kept"]
+    assert sorted(os.listdir(path)) == ["LOCK", "kept.ckpt"]
+
+
+@pytest.mark.parametrize("name", FILE_BACKENDS)
+def test_path_that_is_a_file_says_so(name, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"not a directory")
+    proc = _bench("write-heavy", "--backend", name, "--opt", f"path={blocker}",
+                  "--records", "5", "--ops", "5", "--no-progress")
+    line = _one_line_error(proc)
+    assert str(blocker) in line and "is a file" in line and "--opt path=DIR" in line
+    with pytest.raises(BackendUnavailableError, match=f"{blocker} is a file"):
+        open_backend(name, path=str(blocker / "store"))  # a file further up: named too
+    assert blocker.read_bytes() == b"not a directory"
+
+
+def test_argparse_types_have_user_facing_names():
+    """Every typed option of every command describes a bad value in the user's words."""
+    import argparse
+
+    from bench.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, cmd in sub.choices.items():
+        for action in cmd._actions:
+            if action.type in (None, str):
+                continue
+            shown = cmd._registry_get("type", action.type, action.type)  # int, float: registered
+            assert "_" not in shown.__name__ and shown.__name__ not in ("int", "float", "parse"), \
+                (name, action.dest, shown.__name__)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (("write-heavy", "--backend", "memory", "--ops", "x"), "'x' is not an integer"),
+    (("write-heavy", "--backend", "memory", "--ops", "-1"), "must be >= 0"),
+    (("write-heavy", "--backend", "memory", "--threads", "x"), "'x' is not an integer"),
+    (("write-heavy", "--backend", "memory", "--duration", "nan"), "not a finite number"),
+    (("write-heavy", "--backend", "memory", "--read-proportion", "x"), "'x' is not a number"),
+    (("storage-compare", "--ops", "inf"), "'inf' is not a count"),
+])
+def test_bad_argument_value_message_shows_no_python_name(argv, expected):
+    line = _one_line_error(_bench(*argv))
+    assert expected in line
+    assert "_int" not in line and "_float" not in line and "invalid int" not in line
+
+
+@pytest.mark.parametrize("name", FILE_BACKENDS)
+def test_spark_path_backend_without_path_gets_one_under_the_job_state(name, tmp_path):
+    from bench.cli import build_parser
+    from bench.spark_cli import settings_conf
+    from spark_integration.conf import from_conf
+
+    args = build_parser().parse_args(["spark", "--job", "wordcount", "--protocol", "coordinated",
+                                      "--backend", name])
+    settings = from_conf({**settings_conf(args), "spark.ckptbench.stateDir": str(tmp_path)})
+    path = settings.backend_options["path"]
+    assert path.startswith(os.path.join(str(tmp_path), settings.job_id) + os.sep)
+    given = build_parser().parse_args(["spark", "--protocol", "coordinated", "--backend", name,
+                                       "--opt", f"path={tmp_path / 'mine'}"])
+    assert from_conf(settings_conf(given)).backend_options["path"] == str(tmp_path / "mine")
+
+
+def test_spark_store_without_path_is_a_clear_error():
+    from spark_integration.errors import SparkIntegrationError
+    from spark_integration.settings import Settings
+    from spark_integration.store import participant_store
+
+    settings = Settings(backend="indexed_fs", protocol="coordinated", job_id="j")
+    with pytest.raises(SparkIntegrationError, match="needs a path option"):
+        with participant_store(settings, "i0"):
+            pass
