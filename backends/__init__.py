@@ -12,6 +12,7 @@ from .base import (
     StoreClosedError,
     StoreLockedError,
     UnknownBackendError,
+    ValueTooLargeError,
     parse_kv,
 )
 from .registry import backend_class, backend_names, open_backend, register
@@ -28,6 +29,7 @@ __all__ = [
     "StoreClosedError",
     "StoreLockedError",
     "UnknownBackendError",
+    "ValueTooLargeError",
     "backend_class",
     "backend_names",
     "open_backend",

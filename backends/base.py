@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import math
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -52,6 +53,11 @@ class CorruptDataError(CkptError):
 
 class StoreClosedError(CkptError):
     """An operation on a store after ``close()``."""
+
+
+class ValueTooLargeError(CkptError, ValueError):
+    """A value longer than the backend's format can carry (``Backend.max_value_bytes``); it is
+    rejected before anything is written."""
 
 
 # -------------------------------------------------------------------------------------- options
@@ -193,6 +199,16 @@ def _clipped(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else f"{text[:width - 5]}...{text[-2:]}"
 
 
+def _binary_size(n: int) -> str:
+    """``n`` bytes in the largest binary unit that keeps one decimal, e.g. ``2.0 GiB``."""
+    size, unit = float(n), "bytes"
+    for bigger in ("KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}" if unit != "bytes" else f"{n} bytes"
+
+
 def _shown(x: Any) -> str:
     """A value as the user would type it after ``--opt name=`` (no ``.0`` on whole floats)."""
     if isinstance(x, float) and x.is_integer():
@@ -228,6 +244,10 @@ class Backend(abc.ABC):
     options: ClassVar[Mapping[str, Option]] = {}
     #: whether data outlives ``close()`` (every real store; not ``memory``).
     persistent: ClassVar[bool] = True
+    #: the longest value the backend's format can carry; a longer one is refused by ``put`` and
+    #: ``put_many`` with :class:`ValueTooLargeError` before anything is written (``sys.maxsize``:
+    #: no limit of its own).
+    max_value_bytes: ClassVar[int] = sys.maxsize
 
     def __init__(self, **options: Any) -> None:
         self.config = self.parse_options(options)
@@ -292,6 +312,12 @@ class Backend(abc.ABC):
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise TypeError(f"checkpoint values are bytes, not {type(value).__name__}")
 
+    def _too_large(self, key: str, size: int) -> None:
+        raise ValueTooLargeError(
+            f"backend {self.name!r}: the value of {key!r} is {size} bytes, more than the "
+            f"{self.max_value_bytes} bytes ({_binary_size(self.max_value_bytes)}) its format "
+            f"can carry; nothing was written — split the checkpoint into smaller values")
+
     # -- public API -----------------------------------------------------------------------
     def put(self, key: str, value: bytes) -> None:
         """Store ``value`` as the latest checkpoint of ``key``; durable per ``durability``."""
@@ -304,6 +330,8 @@ class Backend(abc.ABC):
         if type(value) is not bytes:
             self._check_value(value)
             value = bytes(value)
+        if len(value) > self.max_value_bytes:
+            self._too_large(key, len(value))
         self._put(key, value)
 
     def get(self, key: str) -> bytes | None:
@@ -325,6 +353,9 @@ class Backend(abc.ABC):
         for key, value in pairs:
             self._check_key(key)
             self._check_value(value)
+            size = value.nbytes if isinstance(value, memoryview) else len(value)
+            if size > self.max_value_bytes:
+                self._too_large(key, size)
         if pairs:
             self._put_many([(k, bytes(v)) for k, v in pairs])
 

@@ -19,10 +19,14 @@ _BUILTIN: dict[str, str] = {
     "redis": "backends.redis:RedisBackend",
     "hbase": "backends.hbase:HBaseBackend",
     "minio": "backends.minio:MinioBackend",
+    "rocksdb": "backends.rocksdb:RocksDBBackend",
+    "lmdb": "backends.lmdb:LMDBBackend",
+    "sqlite": "backends.sqlite:SQLiteBackend",
 }
 
-#: the extra each backend's client library comes from (``pip install 'ckptbench[servers]'``)
-_NEEDS_EXTRA = {"redis": "redis", "hbase": "happybase", "minio": "boto3"}
+#: client library -> the extra it comes from (``pip install 'ckptbench[EXTRA]'``)
+_NEEDS_EXTRA = {"redis": "servers", "happybase": "servers", "boto3": "servers",
+                "rocksdict": "peers", "lmdb": "peers"}
 
 _registry: dict[str, str | type[Backend]] = dict(_BUILTIN)
 
@@ -53,10 +57,11 @@ def backend_class(name: str) -> type[Backend]:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name and exc.name.split(".")[0] in _NEEDS_EXTRA.values():
+            package = (exc.name or "").split(".")[0]
+            if package in _NEEDS_EXTRA:
                 raise BackendUnavailableError(
                     f"backend {name!r} needs the Python package {exc.name!r}; "
-                    f"install it with: pip install 'ckptbench[servers]'"
+                    f"install it with: pip install 'ckptbench[{_NEEDS_EXTRA[package]}]'"
                 ) from exc
             raise
         entry = getattr(module, attr)
