@@ -290,9 +290,14 @@ def test_output_into_benchs_own_results_dir_is_created(tmp_path):
     assert (tmp_path / "results" / "sub" / "r.json").is_file()
 
 
+#: options naming a FILE that a command reads, not writes: ``reproduce``'s documents, edited in
+#: place, and YCSB's ``-P`` property files
+INPUT_FILES = {"docs", "readme", "files"}
+
+
 def test_every_output_option_is_checked():
-    """A command's file or directory option is an output checked by ``check_outputs`` (the
-    reproduce command's ``--docs``/``--readme`` are documents edited in place, not outputs)."""
+    """A command's file or directory option is either an output checked by ``check_outputs``
+    or one of the :data:`INPUT_FILES` it reads."""
     import argparse
 
     from bench.args import OUTPUT_DIRS, OUTPUT_FILES
@@ -305,7 +310,7 @@ def test_every_output_option_is_checked():
             metavar = str(action.metavar or "")
             if action.option_strings and ("FILE" in metavar or "DIR" in metavar
                                           or metavar.endswith(".png") or metavar == "F"):
-                if (name, action.dest) in {("reproduce", "docs"), ("reproduce", "readme")}:
+                if action.dest in INPUT_FILES:
                     continue
                 assert action.dest in OUTPUT_FILES + OUTPUT_DIRS, (name, action.dest)
 
@@ -349,8 +354,8 @@ def test_default_fs_key_without_utf8_form_is_a_clear_error(tmp_path):
 def test_path_that_is_a_file_says_so(name, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_bytes(b"not a directory")
-    proc = _bench("write-heavy", "--backend", name, "--opt", f"path={blocker}",
-                  "--records", "5", "--ops", "5", "--no-progress")
+    proc = _bench("recovery", "--backend", name, "--opt", f"path={blocker}", "--records", "5",
+                  "--no-progress")
     line = _one_line_error(proc)
     assert str(blocker) in line and "is a file" in line and "--opt path=DIR" in line
     with pytest.raises(BackendUnavailableError, match=f"{blocker} is a file"):
