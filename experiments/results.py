@@ -8,12 +8,14 @@ CPUs it was allowed and the command line that produced it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import socket
 import statistics
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -80,12 +82,21 @@ def result_json(
 
 
 def write_json(path: str, doc: dict[str, Any]) -> None:
-    """Write atomically (temp file + rename) so a reader never sees half a result."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
+    """Write atomically (temp file + rename) so a reader never sees half a result.  The temp
+    file sits beside ``path`` in its own directory, and is removed if the write fails."""
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; give a file name for the results")
+    directory, name = os.path.split(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def overall(measurements: Measurements, intended: bool = False) -> dict[str, Any]:
