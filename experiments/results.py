@@ -92,6 +92,7 @@ def write_json(path: str, doc: dict[str, Any]) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=2, sort_keys=False, default=str)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from other users
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
