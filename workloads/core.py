@@ -5,18 +5,24 @@ shared by all client threads (the load key counter and the acknowledged insert c
 thread gets a :class:`Client` with its own seeded generators, so one thread's op/key stream is
 reproducible from the seed.
 
-Differences from YCSB, on purpose:
-* one opaque value of ``value_size`` bytes per key instead of ``fieldcount`` fields;
-* a read-modify-write is measured once, as ``READ-MODIFY-WRITE`` (YCSB also counts its inner
-  read and update under ``READ``/``UPDATE``), so per-op counts add up to the op count;
-* a scan is "``count`` keys from ``start`` in key order", built on the interface's prefix scan
-  (:func:`scan_from`).
+Two record models (:mod:`workloads.record`): ``field_count == 0`` is the thesis' model, one
+opaque value of ``value_size`` bytes per key (the presets' default); ``field_count > 0`` is
+YCSB's record of named fields encoded into the value, where a read reads all fields or one
+(``read_all_fields``) and an update writes one field unless ``write_all_fields``.  Every store
+holds one blob per key, so a one-field update is a read-modify-write of the blob (:meth:`Client.
+do_update`); :meth:`WorkloadSpec.update_is_rmw` says when that happens.
+
+Counting follows YCSB's DBWrapper: every store call is measured under its own name, so a
+read-modify-write adds one ``READ`` and (when the read found the record) one ``UPDATE`` beside its
+own ``READ-MODIFY-WRITE`` latency, and workload F's ``READ`` count equals its operation count.
+
+Difference from YCSB, on purpose: a scan is "``count`` keys from ``start`` in key order", built
+on the interface's prefix scan (:func:`scan_from`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import random
 import time
@@ -24,11 +30,16 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import generators as g
+from . import record
+from .record import MAX_VALUE_SIZE, ValueSource
+from .record import RecordError, deterministic_value  # noqa: F401 - part of this module's API
 
 _now = time.perf_counter_ns
 
 OPS = ("READ", "UPDATE", "INSERT", "SCAN", "READ-MODIFY-WRITE")
-DISTRIBUTIONS = ("zipfian", "uniform", "latest", "hotspot", "sequential")
+DISTRIBUTIONS = ("zipfian", "uniform", "latest", "hotspot", "sequential", "exponential")
+FIELD_LENGTH_DISTRIBUTIONS = ("constant", "uniform", "zipfian")
+SCAN_LENGTH_DISTRIBUTIONS = ("uniform", "zipfian")
 #: YCSB's key prefix
 KEY_PREFIX = "user"
 
@@ -56,6 +67,20 @@ class WorkloadSpec:
     ordered_inserts: bool = False  # insertorder=hashed
     hotspot_data_fraction: float = 0.2  # hotspotdatafraction
     hotspot_op_fraction: float = 0.8  # hotspotopnfraction
+    zipfian_constant: float = g.ZIPFIAN_CONSTANT  # zipfianconstant (zipfian and latest)
+    exponential_percentile: float = 95.0  # exponential.percentile
+    exponential_frac: float = 0.8571428571  # exponential.frac
+    scan_length_distribution: str = "uniform"  # scanlengthdistribution
+    insert_start: int = 0  # insertstart
+    insert_count: int | None = None  # insertcount (None: records - insert_start)
+    #: fieldcount; 0 = one opaque value of value_size bytes (the thesis' model)
+    field_count: int = 0
+    field_length: int = 100  # fieldlength (the longest field with a non-constant distribution)
+    min_field_length: int = 1  # minfieldlength
+    field_length_distribution: str = "constant"  # fieldlengthdistribution
+    read_all_fields: bool = True  # readallfields
+    write_all_fields: bool = False  # writeallfields
+    field_name_prefix: str = "field"  # fieldnameprefix
 
     def proportions(self) -> dict[str, float]:
         return {
@@ -73,6 +98,15 @@ class WorkloadSpec:
             raise WorkloadError(f"operations must be >= 0 (got {self.operations})")
         if self.value_size < 0:
             raise WorkloadError(f"value size must be >= 0 bytes (got {self.value_size})")
+        if self.field_count == 0 and self.value_size > MAX_VALUE_SIZE:
+            raise WorkloadError(f"value size {self.value_size} is above the largest value a store "
+                                f"holds ({MAX_VALUE_SIZE} bytes); give a smaller --value-size")
+        self._validate_fields()
+        if self.insert_start < 0 or self.inserts() < 0 \
+                or self.insert_start + self.inserts() > self.records:
+            raise WorkloadError(
+                f"insertstart {self.insert_start} + insertcount {self.inserts()} must be within "
+                f"recordcount {self.records} (and neither negative)")
         for op, p in self.proportions().items():
             if p < 0 or not math.isfinite(p):
                 raise WorkloadError(f"the {op} proportion must be >= 0 (got {p})")
@@ -93,7 +127,45 @@ class WorkloadSpec:
             )
         if not 1 <= self.min_scan_length <= self.max_scan_length:
             raise WorkloadError("scan lengths need 1 <= min_scan_length <= max_scan_length")
+        if self.scan_length_distribution not in SCAN_LENGTH_DISTRIBUTIONS:
+            raise WorkloadError(f"unknown scanlengthdistribution {self.scan_length_distribution!r}"
+                                f"; valid: {', '.join(SCAN_LENGTH_DISTRIBUTIONS)}")
+        if not 0.0 < self.zipfian_constant < 1.0 and self.distribution in ("zipfian", "latest"):
+            raise WorkloadError(f"zipfianconstant must be in (0, 1) (got {self.zipfian_constant})")
+        if self.distribution == "exponential" and not (
+                0.0 < self.exponential_percentile < 100.0 and self.exponential_frac > 0):
+            raise WorkloadError("exponential needs 0 < exponential.percentile < 100 and "
+                                "exponential.frac > 0")
         return self
+
+    def _validate_fields(self) -> None:
+        if self.field_count == 0:
+            return
+        if not 0 < self.field_count <= record.MAX_FIELDS:
+            raise WorkloadError(f"fieldcount must be 0 (one opaque value) or 1..{record.MAX_FIELDS}"
+                                f" (got {self.field_count})")
+        if self.field_length_distribution not in FIELD_LENGTH_DISTRIBUTIONS:
+            raise WorkloadError(
+                f"unknown fieldlengthdistribution {self.field_length_distribution!r}; valid: "
+                f"{', '.join(FIELD_LENGTH_DISTRIBUTIONS)}")
+        low = self.min_field_length if self.field_length_distribution != "constant" else 0
+        if not 0 <= low <= self.field_length:
+            raise WorkloadError("field lengths need 0 <= minfieldlength <= fieldlength")
+        size = record.encoded_size(self.field_count, self.field_length, self.field_name_prefix)
+        if size > MAX_VALUE_SIZE:
+            raise WorkloadError(f"a record of {self.field_count} fields of {self.field_length} "
+                                f"bytes is {size} bytes, above the largest value a store holds "
+                                f"({MAX_VALUE_SIZE} bytes); lower fieldcount or fieldlength")
+
+    def inserts(self) -> int:
+        """Records the load inserts (YCSB's insertcount)."""
+        if self.insert_count is None:
+            return self.records - self.insert_start
+        return self.insert_count
+
+    def update_is_rmw(self) -> bool:
+        """Whether an UPDATE reads the record first: one field written into a one-blob store."""
+        return self.field_count > 0 and not self.write_all_fields
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -131,28 +203,6 @@ def preset(name: str, **overrides: Any) -> WorkloadSpec:
     return dataclasses.replace(spec, **changes).validate()
 
 
-# ------------------------------------------------------------------------------------- values
-class ValueSource:
-    """Cheap pseudo-random values: a slice of a pre-generated random buffer at a random offset."""
-
-    SPAN = 1 << 16  # offsets are 16 random bits
-
-    def __init__(self, size: int, rng: random.Random) -> None:
-        self.size = size
-        self._rng = rng
-        self._buf = rng.randbytes(self.SPAN + size)
-
-    def next(self) -> bytes:
-        off = self._rng.getrandbits(16)  # SPAN == 2**16
-        return self._buf[off : off + self.size]
-
-
-def deterministic_value(key: str, size: int, seed: int = 0) -> bytes:
-    """A value derived from ``key`` and ``seed`` alone, so it can be verified without a copy."""
-    block = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=64).digest()
-    return (block * (size // 64 + 1))[:size]
-
-
 # --------------------------------------------------------------------------------------- scan
 def scan_from(store: Any, start: str, count: int, expected_keys: int, floor: int = len(KEY_PREFIX)):
     """Up to ``count`` ``(key, value)`` pairs with key >= ``start``, in key order.
@@ -187,9 +237,13 @@ class CoreWorkload:
     def __init__(self, spec: WorkloadSpec, seed: int = 0) -> None:
         self.spec = spec.validate()
         self.seed = seed
-        self.load_sequence = g.CounterGenerator(0)  # keysequence (insertstart=0)
+        # keysequence: the load's shared key counter, from insertstart (YCSB's split of a load
+        # over threads: every thread takes the next key number from it)
+        self.load_sequence = g.CounterGenerator(spec.insert_start)
         self.insert_sequence = g.AcknowledgedCounterGenerator(spec.records)
-        self.sequential = g.SequentialGenerator(0, spec.records - 1)
+        first, count = spec.insert_start, spec.inserts()
+        self.sequential = g.SequentialGenerator(first, first + max(count, 1) - 1)
+        self.field_names = [f"{spec.field_name_prefix}{i}" for i in range(spec.field_count)]
         # key names of the loaded records, computed once (FNV-64 hashing in Python is not free,
         # and every operation needs one)
         self.key_cache = [g.build_key_name(i, spec.ordered_inserts) for i in range(spec.records)]
@@ -201,8 +255,10 @@ class CoreWorkload:
         return g.build_key_name(keynum, self.spec.ordered_inserts)
 
     def load_keys(self) -> list[str]:
-        """The keys of the load phase, in insertion order."""
-        return list(self.key_cache)
+        """The keys of the load phase (``insertstart`` .. ``insertstart + insertcount - 1``), in
+        insertion order."""
+        start = self.spec.insert_start
+        return self.key_cache[start : start + self.spec.inserts()]
 
     def client(self, index: int) -> "Client":
         """The client for thread ``index``; its randomness comes from (seed, index) only."""
@@ -214,7 +270,8 @@ class Client:
 
     Each ``do_*`` returns ``(status, start_ns, end_ns)``; status is ``"OK"``, or ``"NOT_FOUND"``
     for a read of a missing key.  Backend exceptions propagate: the runner counts them as
-    ``ERROR``.
+    ``ERROR``.  ``recorder`` (set by the runner) receives the store calls inside a
+    read-modify-write, as YCSB's DBWrapper measures them.
     """
 
     def __init__(self, workload: CoreWorkload, rng: random.Random) -> None:
@@ -222,13 +279,26 @@ class Client:
         self.workload = workload
         self.spec = spec
         self.rng = rng
+        self.recorder: Any = None
         self.chooser = g.DiscreteGenerator(
             rng, [(p, op) for op, p in spec.proportions().items() if p > 0]
         )
         self.keychooser = self._key_chooser(spec, workload, rng)
-        self.scan_length = g.UniformLongGenerator(spec.min_scan_length, spec.max_scan_length, rng)
-        self.values = ValueSource(spec.value_size, rng)
-        self.ops: dict[str, Callable[[Any], str]] = {
+        self._exponential = isinstance(self.keychooser, g.ExponentialGenerator)
+        if spec.scan_length_distribution == "zipfian":
+            self.scan_length: g.Generator = g.ZipfianGenerator(
+                spec.min_scan_length, spec.max_scan_length, rng)
+        else:
+            self.scan_length = g.UniformLongGenerator(spec.min_scan_length,
+                                                      spec.max_scan_length, rng)
+        self.fields = spec.field_count > 0
+        if self.fields:
+            self.values = ValueSource(spec.field_length, rng)
+            self.field_chooser = g.UniformLongGenerator(0, spec.field_count - 1, rng)
+            self.field_length = self._field_length(spec, rng)
+        else:
+            self.values = ValueSource(spec.value_size, rng)
+        self.ops: dict[str, Callable[[Any], tuple[str, int, int]]] = {
             "READ": self.do_read,
             "UPDATE": self.do_update,
             "INSERT": self.do_insert,
@@ -238,34 +308,70 @@ class Client:
 
     @staticmethod
     def _key_chooser(spec: WorkloadSpec, workload: CoreWorkload, rng: random.Random) -> g.Generator:
-        n = spec.records
+        first, count = spec.insert_start, max(spec.inserts(), 1)
+        last = first + count - 1
         dist = spec.distribution
         if dist == "uniform":
-            return g.UniformLongGenerator(0, n - 1, rng)
+            return g.UniformLongGenerator(first, last, rng)
         if dist == "sequential":
             return workload.sequential  # shared, as in YCSB: each key once per pass overall
         if dist == "zipfian":
             # room for the inserts expected during the run (YCSB: 2 is a fudge factor)
             expected_new = int(spec.operations * spec.insert * 2.0)
-            return g.ScrambledZipfianGenerator(0, n + expected_new, rng)
+            return g.ScrambledZipfianGenerator(first, last + 1 + expected_new, rng,
+                                               spec.zipfian_constant)
         if dist == "latest":
             return g.SkewedLatestGenerator(workload.insert_sequence, rng)
         if dist == "hotspot":
             return g.HotspotIntegerGenerator(
-                0, n - 1, spec.hotspot_data_fraction, spec.hotspot_op_fraction, rng
+                first, last, spec.hotspot_data_fraction, spec.hotspot_op_fraction, rng
             )
+        if dist == "exponential":
+            return g.ExponentialGenerator(spec.exponential_percentile,
+                                          spec.records * spec.exponential_frac, rng)
         raise WorkloadError(f"unknown request distribution {dist!r}")
+
+    @staticmethod
+    def _field_length(spec: WorkloadSpec, rng: random.Random) -> Callable[[], int]:
+        dist = spec.field_length_distribution
+        if dist == "uniform":
+            return g.UniformLongGenerator(spec.min_field_length, spec.field_length, rng).next
+        if dist == "zipfian":
+            return g.ZipfianGenerator(spec.min_field_length, spec.field_length, rng).next
+        length = spec.field_length
+        return lambda: length
 
     def next_op(self) -> str:
         return self.chooser.next()
 
     def next_key(self) -> str:
-        """YCSB's nextKeynum: redraw while the key has not been inserted (acknowledged) yet."""
+        """YCSB's nextKeynum: redraw while the key has not been inserted (acknowledged) yet;
+        ``exponential`` counts back from the newest acknowledged key."""
         limit = self.workload.insert_sequence.last()
+        if self._exponential:
+            keynum = limit - int(self.keychooser.next())
+            while keynum < 0:
+                keynum = limit - int(self.keychooser.next())
+            return self.workload.key(keynum)
         keynum = self.keychooser.next()
         while keynum > limit or keynum < 0:  # < 0: SkewedLatest over a single record
             keynum = self.keychooser.next()
         return self.workload.key(keynum)
+
+    # -- values -------------------------------------------------------------------------
+    def new_value(self) -> bytes:
+        """A whole new value: the opaque value, or a record with every field."""
+        if not self.fields:
+            return self.values.next()
+        return record.encode({name: self.values.next(self.field_length())
+                              for name in self.workload.field_names})
+
+    def _one_field(self) -> str:
+        return self.workload.field_names[self.field_chooser.next()]
+
+    def _read_fields(self, blob: bytes) -> None:
+        """What a YCSB binding's read does with the record: all fields, or one."""
+        record.decode(blob, None if self.spec.read_all_fields else self._one_field())
 
     # -- transactions -------------------------------------------------------------------
     # Each returns (status, start_ns, end_ns): only the store calls are timed, as YCSB's
@@ -274,13 +380,25 @@ class Client:
         key = self.next_key()
         st = _now()
         value = store.get(key)
-        return ("OK" if value is not None else "NOT_FOUND"), st, _now()
+        if value is None:
+            return "NOT_FOUND", st, _now()
+        if self.fields:
+            self._read_fields(value)
+        return "OK", st, _now()
 
     def do_update(self, store: Any) -> tuple[str, int, int]:
         key = self.next_key()
-        value = self.values.next()
+        if not self.spec.update_is_rmw():
+            value = self.new_value()
+            st = _now()
+            store.put(key, value)
+            return "OK", st, _now()
+        name, value = self._one_field(), self.values.next(self.field_length())
         st = _now()
-        store.put(key, value)
+        blob = store.get(key)  # one field into a one-blob store: read, modify, write
+        if blob is None:
+            return "NOT_FOUND", st, _now()
+        store.put(key, record.replace_field(blob, name, value))
         return "OK", st, _now()
 
     def do_insert(self, store: Any) -> tuple[str, int, int]:
@@ -288,7 +406,7 @@ class Client:
         keynum = seq.next()
         try:
             key = self.workload.key(keynum)
-            value = self.values.next()
+            value = self.new_value()
             st = _now()
             store.put(key, value)
             en = _now()
@@ -301,14 +419,42 @@ class Client:
         count = self.scan_length.next()
         expected = self.workload.insert_sequence.last() + 1
         st = _now()
-        scan_from(store, start, count, expected)
+        rows = scan_from(store, start, count, expected)
+        if self.fields:
+            for _key, blob in rows:
+                self._read_fields(blob)
         return "OK", st, _now()
 
     def do_rmw(self, store: Any) -> tuple[str, int, int]:
+        """Read the record, then (when found) update it; the read and the update are measured
+        as ``READ`` and ``UPDATE`` too.  The update reuses the blob just read, so a one-field
+        update costs no second ``get``."""
         key = self.next_key()
-        value = self.values.next()
+        if self.fields and not self.spec.write_all_fields:
+            name, value = self._one_field(), self.values.next(self.field_length())
+        else:
+            name, value = None, self.new_value()
+        rec = self.recorder
         st = _now()
-        if store.get(key) is None:
-            return "NOT_FOUND", st, _now()
-        store.put(key, value)
-        return "OK", st, _now()
+        blob = store.get(key)
+        if blob is not None and self.fields:
+            self._read_fields(blob)
+        mid = _now()
+        if blob is None:
+            if rec is not None:
+                rec.failed("READ", "NOT_FOUND", (mid - st) // 1000)
+            return "NOT_FOUND", st, mid
+        if rec is not None:
+            rec.ok("READ", (mid - st) // 1000)
+        put_st = _now()
+        try:
+            store.put(key, value if name is None else record.replace_field(blob, name, value))
+        except Exception:
+            if rec is not None:
+                rec.failed("UPDATE", "ERROR", (_now() - put_st) // 1000)
+            raise
+        en = _now()
+        if rec is not None:
+            rec.ok("UPDATE", (en - put_st) // 1000)
+        return "OK", st, en
+

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 import random
 import threading
 
@@ -209,9 +210,44 @@ def zetastatic(st: int, n: int, theta: float, initialsum: float) -> float:
     return total
 
 
+#: above this many items :func:`zeta` sums the head exactly and the tail by Euler-Maclaurin
+ZETA_EXACT_ITEMS = 1_000_000
+_ZETA_HEAD = 1000
+
+
 def zeta(n: int, theta: float) -> float:
-    """zeta(n, theta) from scratch, memoised (every client thread asks for the same value)."""
-    return _zeta_from_zero(n, theta)
+    """zeta(n, theta) from scratch, memoised (every client thread asks for the same value).
+
+    Up to :data:`ZETA_EXACT_ITEMS` items the sum is YCSB's term by term.  Beyond, a term-by-term
+    sum in Python takes minutes (a scrambled zipfian with a constant other than YCSB's needs
+    zeta(10^10)), so the terms past the first thousand are summed with the Euler-Maclaurin
+    formula up to the third derivative, whose remainder is far below a double's precision there.
+    """
+    if n <= ZETA_EXACT_ITEMS:
+        return _zeta_from_zero(n, theta)
+    return _zeta_large(n, theta)
+
+
+@functools.lru_cache(maxsize=16)
+def _zeta_large(n: int, theta: float) -> float:
+    m = _ZETA_HEAD
+    head = zetastatic(0, m - 1, theta, 0.0)  # items 1 .. m-1
+
+    def f(x: float) -> float:
+        return x ** -theta
+
+    def d1(x: float) -> float:
+        return -theta * x ** (-theta - 1)
+
+    def d3(x: float) -> float:
+        return -theta * (theta + 1) * (theta + 2) * x ** (-theta - 3)
+
+    if theta == 1.0:
+        integral = math.log(n / m)
+    else:
+        integral = (n ** (1 - theta) - m ** (1 - theta)) / (1 - theta)
+    tail = integral + (f(m) + f(n)) / 2 + (d1(n) - d1(m)) / 12 - (d3(n) - d3(m)) / 720
+    return head + tail
 
 
 class ZipfianGenerator(Generator[int]):
@@ -325,6 +361,39 @@ class SkewedLatestGenerator(Generator[int]):
     def next(self) -> int:
         top = self._basis.last()
         value = top - self._zipfian.next_long(top)
+        self._last = value
+        return value
+
+
+# --------------------------------------------------------------------------------- exponential
+class ExponentialGenerator(Generator[float]):
+    """Exponentially distributed values with rate ``gamma``: small values most frequent, no upper
+    bound (YCSB's ``exponential`` request distribution draws key offsets back from the newest).
+
+    Built from a mean (``gamma = 1 / mean``) or, as CoreWorkload does, from "``percentile`` per
+    cent of draws fall below ``span``": ``gamma = -ln(1 - percentile / 100) / span``.  A draw is
+    ``-ln(u) / gamma`` with ``u`` uniform in ``(0, 1]`` (YCSB's ``u`` may be 0, which would give an
+    infinite draw; the distribution is otherwise the same).
+    """
+
+    def __init__(self, percentile: float, span: float, rng: random.Random) -> None:
+        if not 0.0 < percentile < 100.0 or span <= 0:
+            raise ValueError("exponential needs 0 < percentile < 100 and a positive span")
+        self.gamma = -math.log(1.0 - percentile / 100.0) / span
+        self._rng = rng
+
+    @classmethod
+    def from_mean(cls, mean: float, rng: random.Random) -> "ExponentialGenerator":
+        gen = cls.__new__(cls)
+        gen.gamma = 1.0 / mean
+        gen._rng = rng
+        return gen
+
+    def mean(self) -> float:
+        return 1.0 / self.gamma
+
+    def next(self) -> float:
+        value = -math.log(1.0 - self._rng.random()) / self.gamma
         self._last = value
         return value
 

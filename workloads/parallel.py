@@ -37,6 +37,22 @@ def check_backend(backend: str, why: str = "so --processes > 1 cannot open it; u
     return "shared" if cls.persistent else "own"
 
 
+def gil_note(backend: str, threads: int, processes: int) -> str | None:
+    """One line for a server backend driven by several threads of one process: the client
+    threads share one interpreter lock, so more threads add little, and ``--processes`` scales
+    further.  ``None`` when it does not apply (one thread, several processes, file backends,
+    memory)."""
+    from backends import backend_class
+
+    if threads <= 1 or processes > 1:
+        return None
+    cls = backend_class(backend)
+    if "path" in cls.all_options() or not cls.persistent:
+        return None
+    return (f"{threads} client threads share one Python process (the GIL serializes them); "
+            f"for more throughput from {backend}, spread them with --processes N")
+
+
 def split(total: int | None, parts: int) -> list[int | None]:
     """``total`` split as evenly as possible (YCSB's way: the first ones get the remainder)."""
     if total is None:

@@ -1,8 +1,11 @@
 """Load and run phases: client threads, pacing to a target rate, intended start times, progress.
 
-* **Load** inserts the ``records`` keys in order.  With ``batch > 1`` it uses ``put_many`` in
-  chunks (one histogram value per chunk, named ``INSERT-BATCH``); with ``batch == 1`` it does one
-  ``put`` per key, recorded as ``INSERT`` exactly like YCSB's load phase.
+* **Load** inserts keys ``insertstart .. insertstart + insertcount - 1`` with ``threads``
+  threads, split as YCSB splits them: each thread does its share of the insert count (the
+  first ones take the remainder) and takes the next key number from the shared key sequence.
+  With ``batch > 1`` a thread takes ``batch`` key numbers at once and writes them with
+  ``put_many`` (one histogram value per chunk, named ``INSERT-BATCH``); with ``batch == 1`` it
+  does one ``put`` per key, recorded as ``INSERT`` exactly like YCSB's load phase.
 * **Run** starts ``threads`` clients.  ``operations`` is split across them as YCSB does;
   ``duration`` (seconds) stops them early.  With ``target`` (ops/s for the whole run) each
   thread paces itself to ``target / threads`` and measures ``Intended-<OP>`` from the time the
@@ -13,8 +16,10 @@
 Also here: :func:`verify` (read back every key after a reopen, counting missing and corrupt
 values).
 
-The calling thread only watches: it calls ``progress(done)`` and prints a status line every
-``status_interval`` seconds while the clients work.
+The calling thread only watches (:func:`workloads.status.watch`): it calls ``progress(done)``
+and prints YCSB's status line, with each operation's statistics over the interval, every
+``status_interval`` seconds while the clients work.  ``hdr_logs`` receives the phase's interval
+histograms (:class:`workloads.status.HdrLogs`).
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence, TextIO
 
-from .core import Client, CoreWorkload
+from .core import Client, CoreWorkload, WorkloadError
 from .measure import Measurements, Recorder
+from .status import HdrLogs, Intervals, LiveRecorder, watch
 
 #: how many distinct error messages a phase keeps
 MAX_ERROR_SAMPLES = 5
@@ -53,6 +59,17 @@ class ClientSettings:
     seed: int = 1
     #: keys per ``put_many`` in the load phase; 1 = one ``put`` per key, measured as ``INSERT``
     load_batch: int = 1000
+
+    def validate(self) -> ClientSettings:
+        """Refuse settings no phase can run with (one line naming the setting and the fix)."""
+        if self.threads < 1:
+            raise WorkloadError(f"--threads must be >= 1 (got {self.threads})")
+        if self.load_batch < 1:
+            raise WorkloadError(f"--load-batch must be >= 1 (got {self.load_batch}); 1 writes "
+                                "one put per key")
+        if self.operations is not None and self.operations < 0:
+            raise WorkloadError(f"the operation count must be >= 0 (got {self.operations})")
+        return self
 
     def share(self, parts: int, index: int) -> ClientSettings:
         """Client ``index``'s share when the run is split ``parts`` ways (YCSB's split: the
@@ -95,68 +112,70 @@ class _ErrorLog:
                 self.counts[text] = self.counts.get(text, 0) + 1
 
 
-def watch(
-    workers: Sequence[threading.Thread],
-    done: list[int],
-    total: int | None,
-    progress: Callable[[int], None] | None,
-    status_interval: float | None,
-    status_out: TextIO | None,
-    start: float,
-) -> None:
-    """Poll the workers' op counters until they finish; report progress and status lines.
-    Every phase driver calls it from the thread that started the workers, which only watches."""
-    tick = 0.1
-    next_status = start + status_interval if status_interval else None
-    last_ops, last_t = 0, start
-    while True:
-        alive = [w for w in workers if w.is_alive()]
-        if not alive:
-            break
-        alive[0].join(tick)
-        ops = sum(done)
-        if progress is not None:
-            progress(ops)
-        now = time.perf_counter()
-        if next_status is not None and now >= next_status and status_out is not None:
-            rate = (ops - last_ops) / (now - last_t) if now > last_t else 0.0
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            line = f"{stamp} {int(now - start)} sec: {ops} operations; {rate:.1f} current ops/sec"
-            if total:
-                line += f"; {100.0 * ops / total:.1f}% done"
-            print(line, file=status_out, flush=True)
-            last_ops, last_t = ops, now
-            next_status += status_interval
-    if progress is not None:
-        progress(sum(done))
-
-
 # ----------------------------------------------------------------------------------------- load
+def _recorders(n: int, live: bool) -> list[Recorder]:
+    return [LiveRecorder() if live else Recorder() for _ in range(n)]
+
+
+def _finish(recorders: list[Recorder], intervals: Intervals | None, hdr_logs: HdrLogs | None,
+            start_ms: float) -> Measurements:
+    """The phase's measurements once its threads are done; without status lines, the hdr logs
+    get the whole phase as one interval."""
+    if intervals is not None:
+        intervals.tick()  # anything recorded after the last status line
+        return intervals.total
+    merged = Measurements()
+    for rec in recorders:
+        merged.merge(rec.drain())
+    if hdr_logs is not None:
+        hdr_logs.interval(merged, start_ms, time.time() * 1000.0)
+    return merged
+
+
 def load(
     store: Any,
     workload: CoreWorkload,
     *,
     batch: int = 1000,
+    threads: int = 1,
     value_for: Callable[[str], bytes] | None = None,
     progress: Callable[[int], None] | None = None,
     status_interval: float | None = None,
     status_out: TextIO | None = None,
+    hdr_logs: HdrLogs | None = None,
 ) -> PhaseResult:
-    """Insert every record of ``workload`` (keys in YCSB order).  ``value_for(key)`` gives the
-    value; by default random bytes of the workload's value size."""
-    keys = workload.load_keys()
-    client = workload.client(-1)  # the load's own random stream
-    make_value = value_for or (lambda _key: client.values.next())
-    recorder = Recorder()
-    errors = _ErrorLog()
-    done = [0]
+    """Insert the records of ``workload`` (keys in YCSB order) with ``threads`` threads.
+    ``value_for(key)`` gives the value; by default a new random value of the workload's record
+    model."""
+    threads = max(1, threads)
     batch = max(1, batch)
+    keys = workload.load_keys()  # insertstart .. insertstart + insertcount - 1
+    total = len(keys)
+    shares = [total // threads + (i < total % threads) for i in range(threads)]
+    taken = [0]  # the shared key sequence, as a position in ``keys``
+    take_lock = threading.Lock()
     name = "INSERT" if batch == 1 else "INSERT-BATCH"
+    live = bool(status_interval and status_out is not None)
+    recorders = _recorders(threads, live)
+    intervals = Intervals(recorders, hdr_logs) if live else None
+    errors = _ErrorLog()
+    done = [0] * threads
 
-    def work() -> None:
+    def take(n: int) -> list[str]:
+        with take_lock:  # one thread's chunk is consecutive key numbers
+            at = taken[0]
+            taken[0] += n
+        return keys[at : at + n]
+
+    def work(index: int) -> None:
+        # the load's own random streams: -1, then -2, -3 ... for more threads
+        client = workload.client(-1 - index)
+        make_value = value_for or (lambda _key: client.new_value())
+        recorder = recorders[index]
         perf = time.perf_counter_ns
-        for i in range(0, len(keys), batch):
-            chunk = keys[i : i + batch]
+        left = shares[index]
+        while left > 0:
+            chunk = take(min(batch, left))
             items = [(k, make_value(k)) for k in chunk]
             st = perf()
             try:
@@ -173,16 +192,23 @@ def load(
                 recorder.ok(name, lat)
             else:
                 recorder.failed(name, status, lat)
-            done[0] = i + len(chunk)
+            left -= len(chunk)
+            done[index] += len(chunk)
 
     start = time.perf_counter()
-    worker = threading.Thread(target=work, name="ckptbench-load", daemon=True)
-    worker.start()
-    watch([worker], done, len(keys), progress, status_interval, status_out, start)
-    worker.join()
+    start_ms = time.time() * 1000.0
+    workers = [threading.Thread(target=work, args=(i,), name=f"ckptbench-load-{i}", daemon=True)
+               for i in range(threads)]
+    for w in workers:
+        w.start()
+    watch(workers, done, total, progress, status_interval, status_out, start, intervals)
+    for w in workers:
+        w.join()
     runtime_ms = (time.perf_counter() - start) * 1000.0
+    merged = _finish(recorders, intervals, hdr_logs, start_ms)
+    keys = sum(done)
     # operations = keys written, so throughput is keys/s whatever the batch size
-    return PhaseResult("load", runtime_ms, done[0], recorder.drain(), errors.counts, done[0])
+    return PhaseResult("load", runtime_ms, keys, merged, errors.counts, keys)
 
 
 # ------------------------------------------------------------------------------------------ run
@@ -195,6 +221,7 @@ def run(
     status_interval: float | None = None,
     status_out: TextIO | None = None,
     client_offset: int = 0,
+    hdr_logs: HdrLogs | None = None,
 ) -> PhaseResult:
     """The transaction phase, with ``clients.threads`` client threads.  Thread ``i`` uses client
     stream ``client_offset + i`` (several processes use disjoint client streams)."""
@@ -208,8 +235,12 @@ def run(
         for i in range(threads)
     ]
     per_thread_rate = target / threads if target else None
-    recorders = [Recorder() for _ in range(threads)]
+    live = bool(status_interval and status_out is not None)
+    recorders = _recorders(threads, live)
+    intervals = Intervals(recorders, hdr_logs) if live else None
     clients = [workload.client(client_offset + i) for i in range(threads)]
+    for client, recorder in zip(clients, recorders):
+        client.recorder = recorder  # the store calls inside a read-modify-write
     errors = _ErrorLog()
     done = [0] * threads
     start_ns = [0]
@@ -233,13 +264,12 @@ def run(
         deadline_ns[0] = start_ns[0] + int(duration * 1e9)
     ready.wait()  # every client sees the same start time
     start = start_ns[0] / 1e9
-    watch(workers, done, operations, progress, status_interval, status_out, start)
+    start_ms = time.time() * 1000.0
+    watch(workers, done, operations, progress, status_interval, status_out, start, intervals)
     for w in workers:
         w.join()
     runtime_ms = (time.perf_counter_ns() - start_ns[0]) / 1e6
-    merged = Measurements()
-    for rec in recorders:
-        merged.merge(rec.drain())
+    merged = _finish(recorders, intervals, hdr_logs, start_ms)
     return PhaseResult("run", runtime_ms, sum(done), merged, errors.counts)
 
 

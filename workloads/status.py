@@ -1,0 +1,225 @@
+"""What a phase reports while it runs: YCSB's status lines (``-s``) and HdrHistogram interval logs.
+
+YCSB's status thread prints, every interval, the operations done, the current rate, the
+estimated time left and, per operation, the statistics of *that interval* only
+(``[READ: Count=…, Max=…, Min=…, Avg=…, 90=…, 99=…, 99.9=…, 99.99=…]``); with
+``hdrhistogram.fileoutput=true`` each interval histogram is also appended to one HdrHistogram log
+per operation (``<hdrhistogram.output.path><NAME>.hdr``), and the last, partial interval when the
+phase ends.  Without status lines the log holds one interval: the whole phase.
+
+Interval histograms need the client threads' values while they run, so with status lines each
+client thread records into a :class:`LiveRecorder`: a :class:`~workloads.measure.Recorder` with
+a lock, from which the watching thread takes everything recorded so far (:meth:`LiveRecorder.
+take`).  Every value lands in exactly one interval, and the phase's total is the sum of its
+intervals (:class:`Intervals`), so the final result is the same as without status lines.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import datetime
+from typing import Sequence, TextIO
+
+from hdrh.log import HistogramLogWriter
+
+from .measure import Measurements, Recorder
+
+
+class LiveRecorder(Recorder):
+    """A recorder whose values can be taken while its thread records (one lock per recorder,
+    uncontended but for the watching thread's :meth:`take`)."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.RLock()
+
+    def record(self, name: str, value_us: int) -> None:
+        with self._lock:
+            Recorder.record(self, name, value_us)
+
+    def ok(self, op: str, value_us: int) -> None:
+        with self._lock:
+            Recorder.ok(self, op, value_us)
+
+    def failed(self, op: str, status: str, value_us: int) -> None:
+        with self._lock:
+            Recorder.failed(self, op, status, value_us)
+
+    def take(self) -> Measurements:
+        """Everything recorded since the last take, as measurements of their own."""
+        with self._lock:
+            taken = Recorder.drain(self)
+            self.measurements = Measurements()
+        return taken
+
+    def drain(self) -> Measurements:
+        return self.take()
+
+
+class HdrLogs:
+    """One HdrHistogram interval log per measurement name, ``<prefix><NAME>.hdr`` as YCSB names
+    them (``prefix`` is concatenated, so a directory prefix ends with a separator)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.base_ms = float(int(time.time() * 1000))  # whole ms: histograms stamp whole ms
+        self._files: dict[str, tuple[TextIO, HistogramLogWriter]] = {}
+        self.paths: list[str] = []
+
+    def _writer(self, name: str) -> HistogramLogWriter:
+        if name not in self._files:
+            path = f"{self.prefix}{name}.hdr"
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            fh = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            writer = HistogramLogWriter(fh)
+            writer.output_comment(f"[Logging for: {name}]")
+            writer.output_log_format_version()
+            # the package's own StartTime writer formats the date wrongly; same line by hand
+            stamp = datetime.fromtimestamp(self.base_ms / 1000.0).isoformat(" ")
+            fh.write(f"#[StartTime: {self.base_ms / 1000.0:f} (seconds since epoch), {stamp}]\n")
+            writer.output_base_time(self.base_ms)
+            writer.base_time = self.base_ms
+            writer.output_legend()
+            self._files[name] = (fh, writer)
+            self.paths.append(path)
+        return self._files[name][1]
+
+    def interval(self, measurements: Measurements, start_ms: float, end_ms: float) -> None:
+        """Append each histogram of ``measurements`` as the interval ``[start_ms, end_ms]``
+        (wall-clock milliseconds since the epoch)."""
+        for name, hist in measurements.histograms.items():
+            hist.set_start_time_stamp(int(start_ms))
+            hist.set_end_time_stamp(int(end_ms))
+            self._writer(name).output_interval_histogram(hist)
+
+    def close(self) -> None:
+        for fh, _writer in self._files.values():
+            fh.close()
+        self._files.clear()
+
+
+class Intervals:
+    """The watching thread's view of live recorders: :meth:`tick` takes one interval from all
+    of them; :attr:`total` is the sum of every interval taken."""
+
+    def __init__(self, recorders: Sequence[LiveRecorder], logs: HdrLogs | None) -> None:
+        self.recorders = recorders
+        self.logs = logs
+        self.total = Measurements()
+        self._since_ms = time.time() * 1000.0
+
+    def tick(self) -> Measurements:
+        interval = Measurements()
+        for rec in self.recorders:
+            interval.merge(rec.take())
+        now_ms = time.time() * 1000.0
+        if self.logs is not None:
+            self.logs.interval(interval, self._since_ms, now_ms)
+        self._since_ms = now_ms
+        # the interval's own histograms go to the status line; the total gets copies
+        self.total.merge(interval)
+        return interval
+
+
+# ---------------------------------------------------------------------------------- formatting
+def _fmt(value: float) -> str:
+    """Java's ``DecimalFormat("#.##")``: at most two decimals, no trailing zeros."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def op_summary(name: str, measurements: Measurements) -> str:
+    """``[NAME: Count=…, Max=…, Min=…, Avg=…, 90=…, 99=…, 99.9=…, 99.99=…]`` of one interval."""
+    hist = measurements.histograms.get(name)
+    count = hist.get_total_count() if hist is not None else 0
+    if not count:
+        return f"[{name}: Count=0, Max=0, Min=0, Avg=0, 90=0, 99=0, 99.9=0, 99.99=0]"
+    pct = {p: hist.get_value_at_percentile(p) for p in (90, 99, 99.9, 99.99)}
+    return (f"[{name}: Count={count}, Max={hist.get_max_value()}, Min={hist.get_min_value()}, "
+            f"Avg={_fmt(hist.get_mean_value())}, 90={_fmt(pct[90])}, 99={_fmt(pct[99])}, "
+            f"99.9={_fmt(pct[99.9])}, 99.99={_fmt(pct[99.99])}]")
+
+
+def remaining(seconds: int) -> str:
+    """YCSB's RemainingFormatter: days, hours, minutes (under a day), seconds (under a minute)."""
+    out = []
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        out.append(f"{days} day{'s' if days != 1 else ''} ")
+    if hours:
+        out.append(f"{hours} hour{'s' if hours != 1 else ''} ")
+    if days < 1 and minutes:
+        out.append(f"{minutes} minute{'s' if minutes != 1 else ''} ")
+    if seconds < 60:
+        out.append(f"{secs} second{'s' if secs != 1 else ''} ")
+    return "".join(out)
+
+
+def status_line(elapsed_s: float, ops: int, interval_rate: float, total: int | None,
+                interval: Measurements | None) -> str:
+    """One status line as YCSB's StatusThread prints it (the per-operation part only when
+    ``interval`` is given: processes and Spark tasks report counts only)."""
+    now = datetime.now()
+    stamp = now.strftime("%Y-%m-%d %H:%M:%S:") + f"{now.microsecond // 1000:03d}"
+    line = f"{stamp} {int(elapsed_s)} sec: {ops} operations; "
+    if ops:
+        line += f"{_fmt(interval_rate)} current ops/sec; "
+    todo = (total - ops) if total else 0
+    if todo > 0 and ops and elapsed_s > 0:
+        line += "est completion in " + remaining(int(-(-todo // (ops / elapsed_s))))
+    if interval is not None:
+        names = interval.names()
+        names = [n for n in names if not n.startswith("Intended-")] + \
+            [n for n in names if n.startswith("Intended-")]
+        line += "".join(op_summary(n, interval) + " " for n in names
+                        if n in interval.histograms)
+    return line.rstrip()
+
+
+def watch(
+    workers: Sequence[threading.Thread],
+    done: list[int],
+    total: int | None,
+    progress,
+    status_interval: float | None,
+    status_out: TextIO | None,
+    start: float,
+    intervals: Intervals | None = None,
+) -> None:
+    """Poll the workers' op counters until they finish; report progress and status lines.
+    Every phase driver calls it from the thread that started the workers, which only watches.
+    With ``intervals``, each status line carries the per-operation statistics of its interval."""
+    tick = 0.1
+    next_status = start + status_interval if status_interval else None
+    last_ops, last_t = 0, start
+    while True:
+        alive = [w for w in workers if w.is_alive()]
+        if not alive:
+            break
+        alive[0].join(tick)
+        ops = sum(done)
+        if progress is not None:
+            progress(ops)
+        now = time.perf_counter()
+        if next_status is not None and now >= next_status and status_out is not None:
+            rate = (ops - last_ops) / (now - last_t) if now > last_t else 0.0
+            interval = intervals.tick() if intervals is not None else None
+            print(status_line(now - start, ops, rate, total, interval), file=status_out,
+                  flush=True)
+            last_ops, last_t = ops, now
+            next_status += status_interval
+    if progress is not None:
+        progress(sum(done))
+    if next_status is not None and status_out is not None:  # YCSB's final status line
+        now, ops = time.perf_counter(), sum(done)
+        rate = (ops - last_ops) / (now - last_t) if now > last_t else 0.0
+        interval = intervals.tick() if intervals is not None else None
+        print(status_line(now - start, ops, rate, total, interval), file=status_out, flush=True)
