@@ -1,19 +1,30 @@
-"""Results as text, in YCSB's exact line format (the JSON and CSV forms: :mod:`experiments.results`).
+"""Results as YCSB's exporters write them (the JSON and CSV forms: :mod:`experiments.results`).
 
-Text: every line is ``[SECTION], Metric, value``.  The run phase uses YCSB's own sections
-(``[OVERALL]``, ``[READ]``, ``[UPDATE]``, ``[READ-FAILED]``, ``[Intended-READ]`` ...), so
-existing YCSB parsers read it unchanged.  The load phase, which YCSB reports from a separate
-``ycsb load`` invocation, is printed first with every section prefixed ``LOAD-`` (``[LOAD-OVERALL]``,
-``[LOAD-INSERT-BATCH]`` ...), so the two phases never mix in a parser keyed on ``[INSERT]``.
+Every result is a list of ``(metric, measurement, value)`` rows, as YCSB's MeasurementsExporter
+receives them; :func:`text` writes them as YCSB's TextMeasurementsExporter (``[METRIC],
+Measurement, value`` per line) and :func:`json_array` as its JSONArrayMeasurementsExporter.  The
+run phase uses YCSB's own sections (``[OVERALL]``, ``[READ]``, ``[UPDATE]``, ``[READ-FAILED]``,
+``[Intended-READ]`` ...), so existing YCSB parsers read it unchanged.  Only the statuses that
+occurred get a ``Return=`` line, as in YCSB (a parser that looks for ``Return=ERROR`` finds one
+only when an operation failed).  The one-invocation workload commands print the load first with
+every section prefixed ``LOAD-`` (``[LOAD-OVERALL]``, ``[LOAD-INSERT-BATCH]`` ...), so the two
+phases never mix in a parser keyed on ``[INSERT]``; ``bench load`` and ``bench run`` print
+their phase under YCSB's plain sections, as ``ycsb load`` and ``ycsb run`` do.
 """
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import Any, TextIO
+from typing import Any, Iterable, TextIO
 
 from workloads.measure import OK, Measurements
 from workloads.runner import PhaseResult
+
+#: the percentiles printed unless ``hdrhistogram.percentiles`` says otherwise
+PERCENTILES = (50.0, 95.0, 99.0, 99.9)
+
+Row = tuple[str, str, Any]
 
 
 def _num(value: Any) -> str:
@@ -23,42 +34,74 @@ def _num(value: Any) -> str:
     return str(value)
 
 
-def measurement_lines(measurements: Measurements, prefix: str = "") -> list[str]:
-    """Per-operation lines; ``Return=`` lines only where statuses are counted (the op names)."""
-    lines = []
+def ordinal(p: float) -> str:
+    """YCSB's percentile label: ``95th``, ``99th``, ``1st`` ... for whole numbers, else ``99.9``."""
+    if p % 1:
+        return repr(float(p))
+    n = int(p)
+    if n % 100 in (11, 12, 13):
+        return f"{n}th"
+    return f"{n}{['th', 'st', 'nd', 'rd', 'th', 'th', 'th', 'th', 'th', 'th'][n % 10]}"
+
+
+def measurement_rows(measurements: Measurements, prefix: str = "",
+                     percentiles: Iterable[float] = PERCENTILES) -> list[Row]:
+    """Per-operation rows; ``Return=`` rows for the statuses that occurred, OK first."""
+    rows: list[Row] = []
     for name in measurements.names():
-        section = f"[{prefix}{name}]"
-        s = measurements.summary(name)
-        if s["count"]:
-            lines += [
-                f"{section}, Operations, {s['count']}",
-                f"{section}, AverageLatency(us), {_num(float(s['mean_us']))}",
-                f"{section}, MinLatency(us), {s['min_us']}",
-                f"{section}, MaxLatency(us), {s['max_us']}",
-                f"{section}, 50thPercentileLatency(us), {s['p50_us']}",
-                f"{section}, 95thPercentileLatency(us), {s['p95_us']}",
-                f"{section}, 99thPercentileLatency(us), {s['p99_us']}",
-                f"{section}, 99.9PercentileLatency(us), {s['p999_us']}",
-            ]
-        if s["statuses"]:
-            lines.append(f"{section}, Return={OK}, {s['ok']}")
-            lines.append(f"{section}, Return=ERROR, {s['statuses'].get('ERROR', 0)}")
-            for status, n in sorted(s["statuses"].items()):
-                if status not in (OK, "ERROR"):
-                    lines.append(f"{section}, Return={status}, {n}")
-    return lines
+        metric = f"{prefix}{name}"
+        hist = measurements.histograms.get(name)
+        count = hist.get_total_count() if hist is not None else 0
+        if count:
+            rows += [(metric, "Operations", count),
+                     (metric, "AverageLatency(us)", float(hist.get_mean_value())),
+                     (metric, "MinLatency(us)", hist.get_min_value()),
+                     (metric, "MaxLatency(us)", hist.get_max_value())]
+            rows += [(metric, f"{ordinal(p)}PercentileLatency(us)",
+                      hist.get_value_at_percentile(p)) for p in percentiles]
+        statuses = measurements.statuses.get(name, {})
+        for status in sorted(statuses, key=lambda st: (st != OK, st)):
+            if statuses[status]:
+                rows.append((metric, f"Return={status}", statuses[status]))
+    return rows
+
+
+def phase_rows(phase: PhaseResult, prefix: str = "",
+               percentiles: Iterable[float] = PERCENTILES) -> list[Row]:
+    """``[OVERALL]`` (or ``[<prefix>OVERALL]``) runtime/throughput, then the per-op rows."""
+    metric = f"{prefix}OVERALL"
+    rows: list[Row] = [(metric, "RunTime(ms)", int(round(phase.runtime_ms))),
+                       (metric, "Throughput(ops/sec)", float(phase.throughput))]
+    if phase.keys:
+        rows.append((metric, "Records", phase.keys))
+    return rows + measurement_rows(phase.measurements, prefix, percentiles)
+
+
+def text(rows: Iterable[Row]) -> list[str]:
+    """YCSB's text lines: ``[METRIC], Measurement, value``."""
+    return [f"[{metric}], {measurement}, {_num(value)}" for metric, measurement, value in rows]
+
+
+def json_array(rows: Iterable[Row]) -> str:
+    """The JSON array YCSB's JSONArrayMeasurementsExporter writes (Jackson's default pretty
+    printer: ``[ {`` ... ``}, {`` ... ``} ]``), one object per row."""
+    objects = []
+    for metric, measurement, value in rows:
+        number = _num(value) if isinstance(value, (int, float)) else json.dumps(value)
+        objects.append("{\n" f'  "metric" : {json.dumps(metric)},\n'
+                       f'  "measurement" : {json.dumps(measurement)},\n'
+                       f'  "value" : {number}\n' "}")
+    return "[ " + ", ".join(objects) + " ]\n" if objects else "[ ]\n"
+
+
+def measurement_lines(measurements: Measurements, prefix: str = "") -> list[str]:
+    """Per-operation lines (see :func:`measurement_rows`)."""
+    return text(measurement_rows(measurements, prefix))
 
 
 def phase_lines(phase: PhaseResult, prefix: str = "") -> list[str]:
     """``[OVERALL]`` (or ``[<prefix>OVERALL]``) runtime/throughput, then the per-op lines."""
-    section = f"[{prefix}OVERALL]"
-    lines = [
-        f"{section}, RunTime(ms), {int(round(phase.runtime_ms))}",
-        f"{section}, Throughput(ops/sec), {_num(float(phase.throughput))}",
-    ]
-    if phase.keys:
-        lines.append(f"{section}, Records, {phase.keys}")
-    return lines + measurement_lines(phase.measurements, prefix)
+    return text(phase_rows(phase, prefix))
 
 
 def checkpoint_lines(result: Any) -> list[str]:

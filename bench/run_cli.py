@@ -1,19 +1,27 @@
 """``bench write-heavy | ycsb-a ... ycsb-f``: one workload run, printed as YCSB prints it.
 
-The load phase is printed first under ``[LOAD-...]`` sections, then the run phase under YCSB's
-own sections; ``--baseline`` adds ``[BASELINE]``/``[BASELINE-C]``; ``--spark-master`` adds
-``[OVERALL], Clients, N``.  The run itself is :func:`experiments.run.run`.
+These are the one-invocation shorthands: they load and run (``bench load`` / ``bench run``,
+:mod:`bench.ycsb_cli`, are YCSB's two-invocation form).  The load phase is printed first under
+``[LOAD-...]`` sections, then the run phase under YCSB's own sections; ``--baseline`` adds
+``[BASELINE]``/``[BASELINE-C]``; ``--spark-master`` adds ``[OVERALL], Clients, N``.  The run
+itself is :func:`experiments.run.run`.
+
+Seeds are random unless ``--seed`` is given, as in YCSB; the seed used is printed on stderr and
+recorded in the JSON, so any run can be replayed.
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import sys
 from dataclasses import replace
 from typing import Any
 
 from experiments import results
 from experiments import run as run_experiment
 from experiments.spec import RunResult, RunSpec
+from workloads import parallel
 from workloads.core import PRESETS
 from workloads.runner import PhaseResult
 
@@ -75,7 +83,37 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                             "values in the same kind of directory (with --threads N: N threads "
                             "sharing fdatasyncs), in Python ([BASELINE]) and in C ([BASELINE-C], "
                             "the machine's ceiling), and print the ratios")
+    random_seed_default(p)
     p.set_defaults(func=cmd_workload, workload=name)
+
+
+def random_seed_default(p: argparse.ArgumentParser) -> None:
+    """``--seed`` defaults to a fresh random seed on this command (see the module docstring)."""
+    p.set_defaults(seed=None)
+    for action in p._actions:  # the shared --seed option's help states the shared default
+        if action.dest == "seed":
+            action.help = "random seed (default: a new random seed, printed on stderr)"
+
+
+def resolve_seed(args: argparse.Namespace) -> int:
+    """The seed of this run: ``--seed``, or a new random one (recorded in ``args``)."""
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 31)
+    return args.seed
+
+
+def say_seed(spec: RunSpec) -> None:
+    """The seed on stderr, once the command line has passed every check."""
+    seed = spec.clients.seed
+    print(f"bench: seed {seed} (--seed {seed} repeats this run)", file=sys.stderr)
+
+
+def say_gil(spec: RunSpec) -> None:
+    """The one line that points a multi-threaded server run at ``--processes``."""
+    if spec.spark_master is None:
+        note = parallel.gil_note(spec.backend, spec.clients.threads, spec.processes)
+        if note:
+            print(f"bench: {note}", file=sys.stderr)
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
@@ -87,6 +125,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
                              "for clients on this machine use --processes")
     options = backend_options(args)
     spec = workload_spec(args)
+    resolve_seed(args)
     return RunSpec(backend=args.backend, options=options, workload=spec,
                    clients=client_settings(args), processes=args.processes,
                    spark_master=args.spark_master, spark_clients=args.clients,
@@ -101,6 +140,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
     place(args, [spec.backend], spec.options)  # records cpus_pinned in args, hence config again
     spec = replace(spec, config=config(args, spec.options, workload_spec=spec.workload.to_dict()))
     on_spark = spec.spark_master is not None
+    say_seed(spec)
+    say_gil(spec)
 
     def show(name: str, phase: PhaseResult) -> None:
         report.print_errors(phase)

@@ -7,6 +7,11 @@
 the same JSON.  ``on_phase(name, phase)`` is called as each phase ends, so the caller can print
 the load's lines before the run starts, as YCSB does.
 
+A run may be one phase only, as YCSB's ``load`` and ``run`` are: ``skip_run`` loads (with
+``load_threads`` threads) and stops; ``skip_load`` runs against what an earlier load left at
+``options["path"]``.  With ``hdr_prefix`` the phase writes one HdrHistogram interval log per
+measurement (:class:`workloads.status.HdrLogs`).
+
 File backends get a fresh temporary directory (:func:`data_dir`) unless ``path`` was given; it is
 removed after the run.
 """
@@ -24,6 +29,7 @@ from typing import Any, Callable, Iterator
 from backends import backend_class, open_backend
 from workloads import core, runner
 from workloads.runner import PhaseResult
+from workloads.status import HdrLogs
 
 from . import baselines, results
 from .spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
@@ -55,6 +61,18 @@ def check(spec: RunSpec) -> None:
     """Refuse combinations that cannot work, before anything starts."""
     if spec.clients.threads < 1:
         raise SpecError(f"--threads must be >= 1 (got {spec.clients.threads})")
+    spec.clients.validate()
+    if spec.load_threads < 1:
+        raise SpecError(f"load threads must be >= 1 (got {spec.load_threads})")
+    if spec.skip_load and spec.skip_run:
+        raise SpecError("nothing to do: both the load and the run are skipped")
+    if spec.skip_run and (spec.processes > 1 or spec.spark_master is not None
+                          or spec.baseline):
+        raise SpecError("a load alone runs in this process: drop --processes, --spark-master "
+                        "and --baseline")
+    if spec.hdr_prefix is not None and (spec.processes > 1 or spec.spark_master is not None):
+        raise SpecError("hdrhistogram.fileoutput needs the clients in this process; drop "
+                        "--processes and --spark-master")
     if spec.processes < 1:
         raise SpecError(f"--processes must be >= 1 (got {spec.processes})")
     if spec.skip_load and "path" in backend_class(spec.backend).all_options() \
@@ -97,9 +115,15 @@ def _phase(progress: ProgressFactory, label: str, total: int | None,
         bar.close()
 
 
+def _hdr_logs(spec: RunSpec) -> Any:
+    """The phase's HdrHistogram logs, or None; a load alone and a run alone each write theirs,
+    as YCSB's ``load`` and ``run`` do (a run after a load in one invocation overwrites)."""
+    return HdrLogs(spec.hdr_prefix) if spec.hdr_prefix is not None else None
+
+
 def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver) -> RunResult:
     options = dict(spec.options)
-    status = {"status_interval": spec.status_interval, "status_out": sys.stderr}
+    status: dict[str, Any] = {"status_interval": spec.status_interval, "status_out": sys.stderr}
     phases: dict[str, PhaseResult] = {}
     baseline = None
     with data_dir(spec.backend, options) as path:
@@ -107,10 +131,19 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
         store = open_backend(spec.backend, **options)
         try:
             if not spec.skip_load:
-                phases["load"] = _phase(progress, "load", spec.workload.records, lambda update:
-                                        runner.load(store, workload, batch=spec.clients.load_batch,
-                                                    progress=update, **status))
+                logs = _hdr_logs(spec) if spec.skip_run else None
+                try:
+                    phases["load"] = _phase(
+                        progress, "load", spec.workload.inserts(), lambda update: runner.load(
+                            store, workload, batch=spec.clients.load_batch,
+                            threads=spec.load_threads, progress=update, hdr_logs=logs,
+                            **status))
+                finally:
+                    if logs is not None:
+                        logs.close()
                 observe("load", phases["load"])
+            if spec.skip_run:
+                return RunResult(spec, phases, store.stats())
             clients = _run_clients(spec)
             before = None
             if spec.baseline:  # the first half of the bracket (see experiments.baselines)
@@ -118,9 +151,14 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                                        value_size=spec.workload.value_size,
                                        seed=spec.clients.seed, threads=spec.clients.threads,
                                        progress=progress)
-            phases["run"] = _phase(progress, "run", clients.operations, lambda update:
-                                   runner.run(store, workload, clients, progress=update,
-                                              **status))
+            logs = _hdr_logs(spec)
+            try:
+                phases["run"] = _phase(progress, "run", clients.operations, lambda update:
+                                       runner.run(store, workload, clients, progress=update,
+                                                  hdr_logs=logs, **status))
+            finally:
+                if logs is not None:
+                    logs.close()
             observe("run", phases["run"])
             stats = store.stats()
         finally:

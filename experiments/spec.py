@@ -67,6 +67,14 @@ class RunSpec:
     spark_clients: int | None = None
     #: the store already holds the records (a ``load`` happened before, at ``options["path"]``)
     skip_load: bool = False
+    #: load only (``bench load``): the run phase is a later invocation's
+    skip_run: bool = False
+    #: threads of the load phase (YCSB's ``load`` uses ``-threads``; the one-invocation
+    #: workload commands load with one)
+    load_threads: int = 1
+    #: write one HdrHistogram interval log per measurement, ``<hdr_prefix><NAME>.hdr``
+    #: (YCSB's ``hdrhistogram.fileoutput`` with ``hdrhistogram.output.path``)
+    hdr_prefix: str | None = None
     #: bracket the run with bare append+fdatasync loops (:mod:`experiments.baselines`)
     baseline: bool = False
     #: seconds between status lines on stderr (YCSB's ``-s``)
@@ -98,6 +106,7 @@ class RunResult:
                                   backend=self.spec.backend, config=config, phases=self.phases,
                                   backend_stats=self.backend_stats, extra=self.extra)
         doc["environment"] = self.environment
+        doc["seed"] = self.spec.clients.seed
         if self.baseline is not None:
             doc["baseline"] = self.baseline.to_json()
         return doc
