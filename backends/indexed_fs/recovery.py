@@ -19,7 +19,14 @@ tested on its own.  Given a directory it
    length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
    never cut (the bytes stay for inspection).  Reserved space past the records (zeros, see
    :meth:`.segment.Segment.reserve`) is not damage: the records end where it starts, and a sealed
-   segment gives it back.
+   segment gives it back;
+6. reports damage it cannot repair, per segment (:attr:`Keydir.damaged`, one warning line each):
+   records failing their CRC or a damaged end in a sealed segment, a segment the snapshot's
+   entries reach past the end of (truncated), and a segment that is gone while snapshot entries
+   into it have no later record (missing).  A segment GC or compaction deleted is not missing:
+   every entry into it was superseded by a durable record first.
+
+An ``OSError`` while reading a segment propagates as itself, with the segment's file name.
 
 Invariants of the result (:class:`Keydir`):
 
@@ -93,6 +100,17 @@ class Keydir:
     truncated_bytes: int = 0
     unresolved_snapshot_entries: int = 0
     notes: list[str] = field(default_factory=list)
+    #: segment id -> what is wrong with it (damage the rebuild reports but cannot repair)
+    damaged: dict[int, list[str]] = field(default_factory=dict)
+
+    def damage(self, seg_id: int, what: str) -> None:
+        self.damaged.setdefault(seg_id, []).append(what)
+
+    def warnings(self) -> list[str]:
+        """One line per damaged segment, for a person: what is wrong and what to run."""
+        return [f"segment {sid}: {'; '.join(whats)} — run `bench verify --backend indexed_fs "
+                f"--opt path=DIR` for the keys affected"
+                for sid, whats in sorted(self.damaged.items())]
 
     def dead_segments(self, active_id: int) -> set[int]:
         """Segments other than ``active_id`` with no live entry: GC may delete them."""
@@ -106,6 +124,7 @@ class Keydir:
                     snapshots_invalid=self.snapshots_invalid, snapshot_used=self.snapshot_used,
                     records_scanned=self.records_scanned,
                     unresolved_snapshot_entries=self.unresolved_snapshot_entries,
+                    damaged_segments=len(self.damaged), warnings=self.warnings(),
                     rebuild_notes=list(self.notes))
 
 
@@ -143,8 +162,12 @@ def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.S
             snap = snapshot.read(medium, number)
             cseg, coff = snap.covered
             if cseg in kd.segments and kd.segments[cseg].size < coff:
+                kd.damage(cseg, f"truncated: the file ends at {kd.segments[cseg].size}, "
+                                f"snapshot {snapshot.file_name(number)} covers it up to {coff}")
                 raise ValueError(f"covers segment {cseg} up to {coff}, past its end")
             if not ids or cseg > ids[-1]:
+                kd.damage(cseg, f"missing: snapshot {snapshot.file_name(number)} covers it "
+                                f"up to {coff}")
                 raise ValueError(f"covers segment {cseg}, newer than any segment file")
         except (ValueError, OSError, UnicodeDecodeError) as exc:
             kd.snapshots_invalid += 1
@@ -155,14 +178,15 @@ def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.S
     return None
 
 
-def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[str]:
+def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[tuple[str, int]]:
     """Adopt the snapshot's entries (those into existing segments) as the index base; return
-    the keys of entries into segments that no longer exist."""
+    the keys (and segment ids) of entries into segments that no longer exist."""
     ok = np.isin(snap.cols[0], np.array(ids, np.uint32))
-    gone: list[str] = []
+    gone: list[tuple[str, int]] = []
     if not ok.all():
-        gone = [k if isinstance(k, str) else k.decode("utf-8")
-                for k in (snap.keys[i] for i in np.flatnonzero(~ok).tolist())]
+        where = np.flatnonzero(~ok).tolist()
+        gone = [(k if isinstance(k, str) else k.decode("utf-8"), sid)
+                for k, sid in zip((snap.keys[i] for i in where), snap.cols[0][where].tolist())]
     if isinstance(snap.keys, np.ndarray):
         index.load_base(snap.keys, snap.cols, ok)
     else:  # keys with NUL in them: the slower dict path
@@ -176,7 +200,7 @@ def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[st
 def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
     """Steps 4 and 5: walk the log past the snapshot (or all of it) into ``kd.index``."""
     index, segments = kd.index, kd.segments
-    gone: list[str] = []
+    gone: list[tuple[str, int]] = []
     values: dict[str, Entry]
     tombs: dict[str, Entry]
     if snap is not None:
@@ -197,39 +221,48 @@ def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
 
     last_id = ids[-1] if ids else None
     parts: list[Records] = []  # full rebuild: every segment's records, resolved at once below
-    for seg, start in plan:
-        data = seg.read_all(start)
-        end = start + len(data)
-        res, recs = walk(data, seg.id, start, seg.id == last_id)
-        del data
-        kd.segments_scanned += 1
-        if res.reserved_at is not None:  # reserved space left untrimmed by a crash
-            seg.size = res.reserved_at
-            seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
-            if seg.id != last_id:
-                seg.trim()
-        if snap is None:
-            parts.append(recs)
-        else:
-            resolve(recs, values, tombs)
-        kd.records_scanned += res.records
-        kd.corrupt_records += res.corrupt
-        kd.notes.extend(res.notes[:NOTES_PER_SEGMENT])
-        if res.records:
-            seg.min_seq = res.min_seq if start == 0 else min(seg.min_seq, res.min_seq)
-            kd.next_seq = max(kd.next_seq, res.max_seq + 1)
-        elif start == 0:
-            seg.min_seq = res.min_seq
-        if res.tail_at is not None:
-            if seg.id == last_id:
-                seg.truncate(res.tail_at)
-                kd.torn_tail_truncated += 1
-                kd.truncated_bytes += end - res.tail_at
-                kd.notes.append(f"segment {seg.id}: torn tail cut at {res.tail_at}")
+    seg = None
+    try:
+        for seg, start in plan:
+            data = seg.read_all(start)
+            end = start + len(data)
+            res, recs = walk(data, seg.id, start, seg.id == last_id)
+            del data
+            kd.segments_scanned += 1
+            if res.reserved_at is not None:  # reserved space left untrimmed by a crash
+                seg.size = res.reserved_at
+                seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
+                if seg.id != last_id:
+                    seg.trim()
+            if snap is None:
+                parts.append(recs)
             else:
-                kd.corrupt_records += 1
-                kd.notes.append(
-                    f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
+                resolve(recs, values, tombs)
+            kd.records_scanned += res.records
+            kd.corrupt_records += res.corrupt
+            kd.notes.extend(res.notes[:NOTES_PER_SEGMENT])
+            if res.records:
+                seg.min_seq = res.min_seq if start == 0 else min(seg.min_seq, res.min_seq)
+                kd.next_seq = max(kd.next_seq, res.max_seq + 1)
+            elif start == 0:
+                seg.min_seq = res.min_seq
+            if res.tail_at is not None:
+                if seg.id == last_id:
+                    seg.truncate(res.tail_at)
+                    kd.torn_tail_truncated += 1
+                    kd.truncated_bytes += end - res.tail_at
+                    kd.notes.append(f"segment {seg.id}: torn tail cut at {res.tail_at}")
+                else:
+                    kd.corrupt_records += 1
+                    kd.notes.append(
+                        f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
+                    kd.damage(seg.id, f"damaged from offset {res.tail_at} to its end")
+            if res.corrupt:
+                kd.damage(seg.id, f"{res.corrupt} record(s) failed their CRC")
+    except OSError as exc:
+        if exc.filename is None and seg is not None:
+            exc.filename = seg.path  # propagates as itself, naming the file
+        raise
 
     if snap is None:
         if not index.load_log(parts):  # keys numpy cannot hold exactly: record by record
@@ -238,9 +271,36 @@ def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
             index.finish_scan()
     else:
         index.merge(values, tombs)
-        unresolved = [k for k in gone if index.latest(k) is None]
+        unresolved = [(k, sid) for k, sid in gone if index.latest(k) is None]
         kd.unresolved_snapshot_entries = len(unresolved)
         if unresolved:
             kd.notes.append(
                 f"{len(unresolved)} snapshot entries point into deleted segments and no later "
-                f"record was found (e.g. {unresolved[0]!r}); treated as deleted")
+                f"record was found (e.g. {unresolved[0][0]!r}); treated as deleted")
+            lost: dict[int, list[str]] = {}
+            for k, sid in unresolved:
+                lost.setdefault(sid, []).append(k)
+            for sid, keys in lost.items():
+                kd.damage(sid, f"missing, with {len(keys)} key(s) whose latest value it held "
+                               f"(e.g. {keys[0]!r})")
+        _check_reach(kd, snap)
+
+
+def _check_reach(kd: Keydir, snap: snapshot.Snapshot) -> None:
+    """Report segments that the snapshot's entries reach past the end of: truncated files (a
+    snapshot only points at bytes made durable before it was written)."""
+    seg_col, off, size = snap.cols[0], snap.cols[1], snap.cols[2]
+    if not len(seg_col) or not kd.segments:
+        return
+    ids = np.array(sorted(kd.segments), np.int64)
+    sizes = np.array([kd.segments[i].size for i in ids.tolist()], np.int64)
+    at = np.minimum(np.searchsorted(ids, seg_col.astype(np.int64)), len(ids) - 1)
+    present = ids[at] == seg_col
+    ends = off.astype(np.int64) + size.astype(np.int64)
+    past = present & (ends > sizes[at])
+    if not past.any():
+        return
+    for sid in np.unique(seg_col[past]).tolist():
+        mine = past & (seg_col == sid)
+        kd.damage(sid, f"truncated: the file ends at {kd.segments[sid].size}, "
+                       f"{int(mine.sum())} snapshot entries reach to {int(ends[mine].max())}")

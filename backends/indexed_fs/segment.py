@@ -36,7 +36,10 @@ HEADER = struct.Struct("<IQIIB")
 HEADER_SIZE = HEADER.size  # 21
 _REST = struct.Struct("<QIIB")  # the header after the CRC
 FLAG_TOMBSTONE = 1
-#: sanity bounds used to tell a damaged header from a real one during a scan
+#: sanity bounds used to tell a damaged header from a real one during a scan.  They are also the
+#: format's limits: a longer key or value would be written but then skipped (or, in the newest
+#: segment, cut off with everything after it) as damage by the next rebuild, so the store refuses
+#: them before writing (``IndexedFSBackend.max_value_bytes``, ``store._key_bytes``).
 MAX_KEY_LEN = 1 << 16
 MAX_VALUE_LEN = 1 << 31
 
@@ -209,7 +212,23 @@ class Segment:
         self.zeroed = stop
 
     def read(self, offset: int, size: int) -> bytes:
-        return os.pread(self.fd, size, offset)
+        data = os.pread(self.fd, size, offset)
+        if len(data) < size:  # one read stops short of a very large record (Linux caps it)
+            data = self._read_rest(data, offset, size)
+        return data
+
+    def _read_rest(self, data: bytes, offset: int, size: int) -> bytes:
+        """``data`` (the first bytes of ``size`` at ``offset``) completed by further reads; short
+        only at the end of the file, which the caller's length check then reports."""
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(self.fd, size - got, offset + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
 
     def read_all(self, start: int = 0) -> bytes:
         size = os.fstat(self.fd).st_size

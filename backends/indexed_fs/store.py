@@ -35,7 +35,15 @@ from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
 from .recovery import init_keydir
-from .segment import FLAG_TOMBSTONE, MAX_KEY_LEN, AnySegment, decode, encode, open_segment
+from .segment import (
+    FLAG_TOMBSTONE,
+    MAX_KEY_LEN,
+    MAX_VALUE_LEN,
+    AnySegment,
+    decode,
+    encode,
+    open_segment,
+)
 
 MiB = 1 << 20
 
@@ -54,6 +62,8 @@ def _key_bytes(key: str) -> bytes:
 class IndexedFSBackend(Backend):
     name = "indexed_fs"
     durability_modes = ("sync", "interval", "none")
+    #: the record format's value bound (a rebuild treats a longer value length as damage)
+    max_value_bytes = MAX_VALUE_LEN
     options = {
         "path": Option(str, None, "data directory (required)", nonempty=True),
         "segment_size": Option(int, 64 * MiB, "bytes after which the active segment is sealed",
@@ -101,6 +111,8 @@ class IndexedFSBackend(Backend):
         self._pins: Counter[int] = Counter()  # segment id -> _flush fsyncs in flight (under _cond)
         self._unsynced: list[AnySegment] = []  # durability=none: sealed without a sync
         self._snap_number = 0
+        #: ``_written`` as of the newest snapshot (None: no snapshot describes the index)
+        self._snap_written: int | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._commit: Any = None  # the group committer, made once the active segment is known
@@ -110,6 +122,7 @@ class IndexedFSBackend(Backend):
             snapshots_written=0, compactions=0,
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
+            damaged_segments=0, warnings=[],
         )
         try:
             self._lockfile = lock_dir(self.name, self.medium)
@@ -131,6 +144,9 @@ class IndexedFSBackend(Backend):
         kd = init_keydir(self.medium)
         self._segments, self._index, self._next_seq = kd.segments, kd.index, kd.next_seq
         self._snap_number = kd.snapshot_number  # the next flush outnumbers damaged ones too
+        # the snapshot on disk is the whole index if the log holds nothing past it
+        clean = kd.snapshot_used and not kd.records_scanned and not kd.unresolved_snapshot_entries
+        self._snap_written: int | None = 0 if clean else None
         self.counters.update(kd.counters())
         # the last segment stays active unless full
         last = max(self._segments, default=None)
@@ -367,6 +383,7 @@ class IndexedFSBackend(Backend):
             with self._lock:
                 seg = self._active
                 covered = (seg.id, seg.size)
+                written = self._written
                 frozen = self._index.freeze()
                 seg_min = {s.id: min(s.min_seq, (1 << 64) - 1) for s in self._segments.values()}
                 next_seq = self._next_seq
@@ -376,8 +393,16 @@ class IndexedFSBackend(Backend):
                 name = snapshot.write(self.medium, self._snap_number + 1, covered, next_seq, keys,
                                       cols, frozen.tombs, seg_min)
             self._snap_number += 1
+            self._snap_written = written
             self.counters["snapshots_written"] += 1
             return name
+
+    def _snapshot_if_changed(self) -> None:
+        """A snapshot, unless the newest one already holds the whole index: nothing was appended
+        since it was written (every change to the index is an append: puts, deletes,
+        compaction's copies)."""
+        if self._snap_written != self._written:
+            self._write_snapshot()
 
     def compact(self) -> dict[str, int]:
         """Rewrite sealed segments whose live ratio is below ``compaction_live_ratio``."""
@@ -429,7 +454,7 @@ class IndexedFSBackend(Backend):
         if self.durability == "interval":
             self._spawn("sync", cfg["sync_interval_ms"] / 1000, self._flush)
         if cfg["index_flush_interval"] > 0:
-            self._spawn("index-flush", cfg["index_flush_interval"], self._write_snapshot)
+            self._spawn("index-flush", cfg["index_flush_interval"], self._snapshot_if_changed)
         if cfg["compaction_interval"] > 0:
             self._spawn("compaction", cfg["compaction_interval"], self._compact)
         self._spawn("gc", 1.0, lambda: self._gc() if self._gc_pending else None)
@@ -456,7 +481,7 @@ class IndexedFSBackend(Backend):
             self._flush()
             self._gc()
             try:
-                self._write_snapshot()
+                self._snapshot_if_changed()
             except StorageFullError as exc:  # data is durable; the next open scans instead
                 self.counters["last_background_error"] = f"snapshot on close: {exc}"
         finally:
@@ -501,6 +526,7 @@ class IndexedFSBackend(Backend):
         out["dead_bytes"] = out["total_bytes"] - out["live_bytes"]
         out["lock_lost"] = getattr(self._lockfile, "lost", False)  # lease lock (NFS) taken over
         out["rebuild_notes"] = list(out["rebuild_notes"])
+        out["warnings"] = list(out["warnings"])
         syncs = out["syncs"]
         out["group_commit_avg_batch"] = round(synced_writes / syncs, 2) if syncs else 0.0
         return out

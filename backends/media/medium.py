@@ -56,7 +56,10 @@ class storage_errors:
     def __exit__(self, typ, exc, tb) -> bool:
         if exc is None or not isinstance(exc, OSError):
             return False
-        typed = map_os_error(exc, self.label, self.path)
+        where = self.path
+        if isinstance(exc.filename, str) and exc.filename.startswith(self.path):
+            where = exc.filename  # the one file at fault, where the error knows it
+        typed = map_os_error(exc, self.label, where)
         if typed is exc:
             return False
         raise typed from exc
