@@ -47,7 +47,9 @@ def add_parsers(sub: Any) -> None:
     for phase, what in (("load", "insert the workload's records and keep them in the store"),
                         ("run", "run the workload's operations against a loaded store")):
         p = sub.add_parser(phase, help=f"YCSB's {phase}: {what}",
-                           description=__doc__.split("\n\n")[0] + f"  This command: {what}.",
+                           description=f"YCSB's {phase} phase (ycsb {phase}): {what}.  "
+                                       "bench load, then bench run, with the same workload "
+                                       "and the same store (--opt path=DIR for file backends).",
                            epilog="Workload properties read: "
                                   + ", ".join(properties.FIELDS) + "; client properties: "
                                   + ", ".join(properties.CLIENT_PROPERTIES) + ".")
