@@ -123,7 +123,10 @@ def csv_list(kind: type) -> Any:
     return parse
 
 
-def add_backend_args(p: argparse.ArgumentParser) -> None:
+def add_backend_args(p: argparse.ArgumentParser, *, random_seed: bool = False) -> None:
+    """``--backend``, ``--opt``, ``--durability``, ``--json``, ``--seed``, ``--no-progress``.
+    ``random_seed``: ``--seed`` defaults to a fresh random seed (a workload run, as YCSB does)
+    rather than 1 (experiments whose values are derived from the seed)."""
     p.add_argument("--backend", required=True, metavar="NAME",
                    help=f"checkpoint store: {', '.join(backend_names())}")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
@@ -132,7 +135,11 @@ def add_backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--durability", metavar="MODE",
                    help="durability mode of the backend (its first mode by default)")
     p.add_argument("--json", metavar="FILE", help="also write machine-readable results here")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1: reproducible)")
+    if random_seed:
+        p.add_argument("--seed", type=int, default=None,
+                       help="random seed (default: a new random seed, printed on stderr)")
+    else:
+        p.add_argument("--seed", type=int, default=1, help="random seed (default 1: reproducible)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 

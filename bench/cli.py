@@ -2,6 +2,7 @@
 
     bench write-heavy --backend indexed_fs [--baseline]     # the thesis' 90 % update / 10 % read mix
     bench ycsb-a ... ycsb-f --backend NAME                  # YCSB's core workloads
+    bench load|run (WORKLOAD | -P FILE) [-p k=v] ...        # YCSB's two-invocation form
     bench recovery --backend NAME --records N [--crash] [--eager]  # reopen + read-back verification
     bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
@@ -14,7 +15,8 @@
     bench reproduce NAME... | --all [--quick]               # regenerate results/ and docs tables
     bench services up|down|status|kill [NAME...]            # the real servers
 
-Output (stdout) is YCSB's text format.  One invocation does both phases: the load phase is
+Output (stdout) is YCSB's text format.  ``bench load`` and ``bench run`` are YCSB's own two
+invocations; the workload shorthands do both phases in one: the load phase is
 printed first under ``[LOAD-...]`` sections (YCSB prints it from a separate ``ycsb load``
 run), then the run phase under YCSB's own ``[OVERALL]``, ``[READ]``, ... sections.  See
 :mod:`bench.report`.  A progress bar goes to stderr when it is a TTY.
@@ -44,6 +46,7 @@ from . import (
     run_cli,
     services_cli,
     spark_cli,
+    verify_cli,
     ycsb_cli,
 )
 from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, Parser, UsageError, check_outputs
@@ -59,6 +62,7 @@ def build_parser() -> Parser:
     experiments_cli.add_parsers(sub)
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
+    verify_cli.add_parsers(sub)
     return parser
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from experiments import results
 from experiments import run as run_experiment
+from experiments.run import PhaseObserver
 from experiments.spec import RunResult, RunSpec
 from workloads import parallel
 from workloads.core import PRESETS
@@ -56,7 +57,7 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                     "Proportions are weights (normalized to sum 1); where the preset mixes only "
                     "reads and updates, --read-proportion alone sets update = 1 - read.",
     )
-    add_backend_args(p)
+    add_backend_args(p, random_seed=True)
     add_spec_args(p, spec)
     p.add_argument("--processes", type=int, default=1, metavar="N",
                    help="client processes, each with --threads threads (beyond the GIL; "
@@ -83,16 +84,7 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                             "values in the same kind of directory (with --threads N: N threads "
                             "sharing fdatasyncs), in Python ([BASELINE]) and in C ([BASELINE-C], "
                             "the machine's ceiling), and print the ratios")
-    random_seed_default(p)
     p.set_defaults(func=cmd_workload, workload=name)
-
-
-def random_seed_default(p: argparse.ArgumentParser) -> None:
-    """``--seed`` defaults to a fresh random seed on this command (see the module docstring)."""
-    p.set_defaults(seed=None)
-    for action in p._actions:  # the shared --seed option's help states the shared default
-        if action.dest == "seed":
-            action.help = "random seed (default: a new random seed, printed on stderr)"
 
 
 def resolve_seed(args: argparse.Namespace) -> int:
@@ -103,7 +95,7 @@ def resolve_seed(args: argparse.Namespace) -> int:
 
 
 def say_seed(spec: RunSpec) -> None:
-    """The seed on stderr, once the command line has passed every check."""
+    """The seed on stderr (see :func:`seed_told`)."""
     seed = spec.clients.seed
     print(f"bench: seed {seed} (--seed {seed} repeats this run)", file=sys.stderr)
 
@@ -140,7 +132,6 @@ def cmd_workload(args: argparse.Namespace) -> int:
     place(args, [spec.backend], spec.options)  # records cpus_pinned in args, hence config again
     spec = replace(spec, config=config(args, spec.options, workload_spec=spec.workload.to_dict()))
     on_spark = spec.spark_master is not None
-    say_seed(spec)
     say_gil(spec)
 
     def show(name: str, phase: PhaseResult) -> None:
@@ -150,7 +141,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
         elif not on_spark:  # with Spark clients the run's lines wait for the client count
             report.print_lines(report.phase_lines(phase))
 
-    result = run_experiment.run(spec, progress=progress(args), on_phase=show)
+    result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec, show))
     if on_spark:
         report.print_lines(report.clients_lines(report.phase_lines(result.phases["run"]),
                                                 result.extra["spark"]["clients"]))
@@ -158,6 +149,21 @@ def cmd_workload(args: argparse.Namespace) -> int:
         report.print_lines(report.baseline_lines(result.baseline))
     write_results(args, result)
     return 0
+
+
+def seed_told(spec: RunSpec, then: PhaseObserver | None = None) -> PhaseObserver:
+    """A phase observer that says the seed when the first phase ends, then calls ``then``: by
+    then the store has opened, so an error opening it stays the command's only stderr line."""
+    told: list[bool] = []
+
+    def observe(name: str, phase: PhaseResult) -> None:
+        if not told:
+            told.append(True)
+            say_seed(spec)
+        if then is not None:
+            then(name, phase)
+
+    return observe
 
 
 def write_results(args: argparse.Namespace, result: RunResult) -> None:

@@ -34,7 +34,7 @@ from workloads.runner import ClientSettings
 
 from . import report
 from .args import UsageError, add_backend_args, backend_options, config, positive_float, progress
-from .run_cli import random_seed_default, resolve_seed, say_gil, say_seed, write_results
+from .run_cli import resolve_seed, say_gil, seed_told, write_results
 
 TEXT_EXPORTER = "site.ycsb.measurements.exporter.TextMeasurementsExporter"
 JSON_ARRAY_EXPORTER = "site.ycsb.measurements.exporter.JSONArrayMeasurementsExporter"
@@ -61,8 +61,7 @@ def add_parsers(sub: Any) -> None:
                        help="a workload file (.properties); repeatable, later ones win")
         p.add_argument("-p", dest="props", action="append", default=[], metavar="KEY=VALUE",
                        help="a property, e.g. -p recordcount=2000; repeatable, wins over files")
-        add_backend_args(p)
-        random_seed_default(p)
+        add_backend_args(p, random_seed=True)
         p.add_argument("-threads", "--threads", dest="threads", type=int, metavar="N",
                        help="client threads (property threadcount; default 1)")
         p.add_argument("-target", "--target", dest="target", type=positive_float, metavar="OPS",
@@ -180,10 +179,9 @@ def cmd_phase(args: argparse.Namespace) -> int:
     run_experiment.check(spec)
     percentiles = properties.percentiles(props)
     exporter = _exporter(props)
-    say_seed(spec)
     say_record_model(spec)
     say_gil(spec)
-    result = run_experiment.run(spec, progress=progress(args))
+    result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec))
     phase = result.phases[args.phase]
     report.print_errors(phase)
     rows = report.phase_rows(phase, "", percentiles)
