@@ -102,6 +102,9 @@ class Keydir:
     notes: list[str] = field(default_factory=list)
     #: segment id -> what is wrong with it (damage the rebuild reports but cannot repair)
     damaged: dict[int, list[str]] = field(default_factory=dict)
+    #: damage only the snapshot used shows (segments missing or truncated under its entries): a
+    #: newer snapshot, made from the rebuilt index, would no longer show it
+    damage_in_snapshot: bool = False
 
     def damage(self, seg_id: int, what: str) -> None:
         self.damaged.setdefault(seg_id, []).append(what)
@@ -280,6 +283,7 @@ def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
             lost: dict[int, list[str]] = {}
             for k, sid in unresolved:
                 lost.setdefault(sid, []).append(k)
+            kd.damage_in_snapshot = True
             for sid, keys in lost.items():
                 kd.damage(sid, f"missing, with {len(keys)} key(s) whose latest value it held "
                                f"(e.g. {keys[0]!r})")
@@ -300,6 +304,7 @@ def _check_reach(kd: Keydir, snap: snapshot.Snapshot) -> None:
     past = present & (ends > sizes[at])
     if not past.any():
         return
+    kd.damage_in_snapshot = True
     for sid in np.unique(seg_col[past]).tolist():
         mine = past & (seg_col == sid)
         kd.damage(sid, f"truncated: the file ends at {kd.segments[sid].size}, "

@@ -113,6 +113,7 @@ class IndexedFSBackend(Backend):
         self._snap_number = 0
         #: ``_written`` as of the newest snapshot (None: no snapshot describes the index)
         self._snap_written: int | None = None
+        self._keep_snapshot = False  # see _open
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._commit: Any = None  # the group committer, made once the active segment is known
@@ -146,8 +147,16 @@ class IndexedFSBackend(Backend):
         self._snap_number = kd.snapshot_number  # the next flush outnumbers damaged ones too
         # the snapshot on disk is the whole index if the log holds nothing past it
         clean = kd.snapshot_used and not kd.records_scanned and not kd.unresolved_snapshot_entries
-        self._snap_written: int | None = 0 if clean else None
+        self._snap_written = 0 if clean else None
         self.counters.update(kd.counters())
+        # a snapshot that shows damage (entries into missing or truncated segments) is kept:
+        # the next one, made from the rebuilt index, would hide it from later opens and verify
+        self._keep_snapshot = kd.damage_in_snapshot
+        if self._keep_snapshot:
+            self.counters["warnings"].append(
+                f"index snapshots are held back so that {kd.snapshot_used} keeps showing the "
+                f"damage; once it is dealt with, delete the snapshot files (snap-*.idx) and "
+                f"reopen")
         # the last segment stays active unless full
         last = max(self._segments, default=None)
         if last is not None and self._segments[last].size < self._segment_size:
@@ -401,7 +410,7 @@ class IndexedFSBackend(Backend):
         """A snapshot, unless the newest one already holds the whole index: nothing was appended
         since it was written (every change to the index is an append: puts, deletes,
         compaction's copies)."""
-        if self._snap_written != self._written:
+        if self._snap_written != self._written and not self._keep_snapshot:
             self._write_snapshot()
 
     def compact(self) -> dict[str, int]:

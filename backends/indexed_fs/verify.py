@@ -1,0 +1,202 @@
+"""Verification of an ``indexed_fs`` data directory: every record's CRC and every snapshot, and
+which keys the damage holds.
+
+Read-only: unlike opening the store (:mod:`.recovery`), nothing is cut, trimmed or deleted, so a
+damaged directory can be inspected before anything is repaired.  :func:`verify` takes a medium and
+returns a :class:`Report`; :func:`verify_path` takes the directory and holds the store's lock
+meanwhile, so a running writer is refused rather than misread.
+
+The segments are walked record by record here, independently of :func:`.segment.walk` (the
+rebuild's fast path), with the same rules: a sane header with a bad CRC is a damaged record,
+skipped by its length; a header that cannot be real damages the rest of the file; space of zeros
+after the records is reserved space, not damage; and in the newest segment, damage that runs to
+the end of the file is a torn tail (a write in flight at a crash, which the next open cuts off),
+reported as a note.  Snapshots add what the log alone cannot show: a segment their entries point
+into that is gone (missing), or that ends before their entries do (truncated).
+
+A key is reported for a damaged range when its newest known version lies there: a snapshot entry
+or the damaged record itself (its header read as is, unverified), with no intact record of a
+higher ``seq`` anywhere in the log.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..base import BackendUnavailableError
+from ..dir_lock import lock_dir
+from ..media import is_nfs_url, open_data_dir
+from . import segment, snapshot
+from .segment import HEADER, HEADER_SIZE, crc, list_segment_ids, segment_name, zeros_from
+
+if TYPE_CHECKING:
+    from ..media import Medium
+
+#: keys listed per damaged range in a report line (the count is always complete)
+KEYS_SHOWN = 20
+
+
+@dataclass
+class DamagedRange:
+    """Bytes ``[start, end)`` of one segment that do not hold intact records (``end`` ``None``:
+    the whole file is gone), why, and the keys whose newest version lay there."""
+
+    segment: int
+    start: int
+    end: int | None
+    what: str
+    keys: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        where = "whole file" if self.end is None else f"bytes {self.start}-{self.end}"
+        keys = ", ".join(map(repr, self.keys[:KEYS_SHOWN]))
+        more = f" and {len(self.keys) - KEYS_SHOWN} more" if len(self.keys) > KEYS_SHOWN else ""
+        held = f"{len(self.keys)} key(s): {keys}{more}" if self.keys else "no key's newest version"
+        return f"segment {self.segment} ({segment_name(self.segment)}), {where}: {self.what}; " \
+               f"held {held}"
+
+
+@dataclass
+class Report:
+    segments: int = 0
+    records: int = 0
+    snapshots: int = 0
+    damaged: list[DamagedRange] = field(default_factory=list)
+    #: ``file name: what is wrong`` per snapshot that fails its checks
+    bad_snapshots: list[str] = field(default_factory=list)
+    #: findings that are no damage (a torn tail, reserved space)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.damaged and not self.bad_snapshots
+
+    @property
+    def damaged_keys(self) -> list[str]:
+        return sorted({k for r in self.damaged for k in r.keys})
+
+
+def _walk(data: bytes, sid: int, newest: bool, report: Report,
+          intact: dict[str, int], damaged: list[tuple[DamagedRange, dict[str, int]]]) -> int:
+    """Check every record of one segment; return where its records end."""
+    mv = memoryview(data)
+    end, pos = len(data), 0
+    bad_records: list[tuple[int, int, str, int]] = []
+    tail: int | None = None
+    while pos < end:
+        if pos + HEADER_SIZE > end:
+            tail = pos
+            break
+        c, seq, klen, vlen, flags = HEADER.unpack_from(data, pos)
+        if klen == 0 or klen > segment.MAX_KEY_LEN or vlen > segment.MAX_VALUE_LEN or flags > 1:
+            tail = pos
+            break
+        size = HEADER_SIZE + klen + vlen
+        if pos + size > end:
+            tail = pos
+            break
+        key = bytes(mv[pos + HEADER_SIZE: pos + HEADER_SIZE + klen]).decode("utf-8", "replace")
+        if crc(mv[pos + 4: pos + size]) == c:
+            report.records += 1
+            if seq > intact.get(key, -1):
+                intact[key] = seq
+        else:
+            bad_records.append((pos, size, key, seq))
+        pos += size
+    records_end = pos if tail is None else tail
+    if tail is not None and zeros_from(data, tail):
+        if tail < end:
+            report.notes.append(f"segment {sid}: {end - tail} bytes of reserved space (zeros) "
+                                f"after the records at {tail}")
+        tail = None
+    if newest and bad_records and tail is None and sum(bad_records[-1][:2]) == records_end \
+            and records_end == end:
+        tail = bad_records.pop()[0]  # the last record of the newest file, torn
+    if tail is not None and newest:
+        report.notes.append(f"segment {sid}: torn tail from offset {tail} ({end - tail} bytes): "
+                            f"a write in flight at a crash, cut off by the next open")
+    elif tail is not None:
+        damaged.append((DamagedRange(sid, tail, end, "unreadable from here to the end"), {}))
+    for pos, size, key, seq in bad_records:
+        damaged.append((DamagedRange(sid, pos, pos + size, "record fails its CRC"), {key: seq}))
+    return records_end
+
+
+def verify(medium: "Medium") -> Report:
+    """Check the store in ``medium`` (see the module notes); nothing is changed."""
+    report = Report()
+    intact: dict[str, int] = {}  # key -> highest seq of an intact record
+    damaged: list[tuple[DamagedRange, dict[str, int]]] = []  # range, claims: key -> seq
+    ids = list_segment_ids(medium)
+    ends: dict[int, int] = {}  # segment id -> where its intact records end
+    for sid in ids:
+        data = medium.read_file(segment_name(sid))
+        ends[sid] = _walk(data, sid, sid == ids[-1], report, intact, damaged)
+        report.segments += 1
+        del data
+
+    missing: dict[int, DamagedRange] = {}
+    truncated: dict[int, DamagedRange] = {}
+    claims: dict[int, dict[str, int]] = {}  # id(range) -> key -> seq, for ranges made below
+    for number in snapshot.list_numbers(medium):
+        name = snapshot.file_name(number)
+        try:
+            snap = snapshot.read(medium, number)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            report.bad_snapshots.append(f"{name}: {exc}")
+            continue
+        report.snapshots += 1
+        cseg, coff = snap.covered
+        if cseg not in ends:
+            rng = missing.setdefault(cseg, DamagedRange(cseg, 0, None, "missing"))
+            claims.setdefault(id(rng), {})
+            rng.what = f"missing (snapshot {name} covers it up to offset {coff})"
+        elif ends[cseg] < coff:
+            report.bad_snapshots.append(f"{name}: covers segment {cseg} up to offset {coff}, "
+                                        f"past the end of its records at {ends[cseg]}")
+        keys = snap.keys if isinstance(snap.keys, list) else \
+            [k.decode("utf-8") for k in snap.keys.tolist()]
+        seg_col, off_col, size_col, seq_col = (c.tolist() for c in snap.cols)
+        for key, sid, off, size, seq in zip(keys, seg_col, off_col, size_col, seq_col):
+            if sid not in ends:
+                rng = missing.setdefault(sid, DamagedRange(sid, 0, None, "missing"))
+            else:
+                rng = next((r for r, _ in damaged
+                            if r.segment == sid and r.start <= off < (r.end or 0)), None)
+                if rng is None and off + size > ends[sid]:
+                    rng = truncated.setdefault(sid, DamagedRange(
+                        sid, ends[sid], ends[sid], "truncated: snapshot entries reach past the "
+                                                   "end of its records"))
+                    rng.end = max(rng.end or 0, off + size)
+                if rng is None:
+                    continue  # an intact record (or what the log replaced later)
+            c = claims.setdefault(id(rng), {})
+            c[key] = max(c.get(key, -1), seq)
+    for rng, c in damaged:
+        for key, seq in claims.get(id(rng), {}).items():
+            c[key] = max(c.get(key, -1), seq)
+    for rng in list(missing.values()) + list(truncated.values()):
+        damaged.append((rng, claims.get(id(rng), {})))
+
+    for rng, c in sorted(damaged, key=lambda rc: (rc[0].segment, rc[0].start)):
+        rng.keys = sorted(k for k, seq in c.items() if seq > intact.get(k, -1))
+        report.damaged.append(rng)
+    return report
+
+
+def verify_path(path: str) -> Report:
+    """:func:`verify` the store at ``path`` (a directory or ``nfs://`` URL) under its lock."""
+    if not is_nfs_url(path) and not os.path.isdir(os.path.expanduser(path)):
+        raise BackendUnavailableError(f"backend 'indexed_fs': there is no store at {path} (not a "
+                                      f"directory); give the store's --opt path=DIR")
+    medium = open_data_dir("indexed_fs", path)
+    try:
+        lock = lock_dir("indexed_fs", medium)
+        try:
+            return verify(medium)
+        finally:
+            lock.release()
+    finally:
+        medium.close()

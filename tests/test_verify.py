@@ -1,0 +1,114 @@
+"""``bench verify`` and :mod:`backends.indexed_fs.verify`: every record's CRC and every snapshot
+checked without changing the directory; damaged ranges reported with the keys whose newest
+version they held; exit status 1 on damage."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from backends import StoreLockedError, open_backend
+from backends.indexed_fs.verify import verify_path
+from bench.cli import main
+
+
+def _store(path: str, n: int = 6) -> None:
+    """``n`` keys of 100 bytes, one sealed segment each, then a clean close (a snapshot)."""
+    with open_backend("indexed_fs", path=path, segment_size=150) as s:
+        for i in range(n):
+            s.put(f"k{i}", bytes([i]) * 100)
+
+
+def _flip(path: str, name: str, at: int) -> None:
+    with open(os.path.join(path, name), "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def _listing(path: str) -> dict[str, int]:
+    return {n: os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)}
+
+
+def test_a_clean_store_verifies(tmp_path, capsys):
+    path = str(tmp_path / "s")
+    _store(path)
+    assert main(["verify", "--backend", "indexed_fs", "--opt", f"path={path}"]) == 0
+    out = capsys.readouterr().out
+    assert "[VERIFY], Records, 6" in out and "[VERIFY], Result, ok" in out
+    assert "[DAMAGED]" not in out
+
+
+def test_damage_is_located_with_its_keys_and_nothing_is_changed(tmp_path, capsys):
+    path = str(tmp_path / "s")
+    _store(path)
+    _flip(path, "000000002.seg", 50)  # a bad CRC in a sealed segment
+    os.remove(os.path.join(path, "000000003.seg"))  # a missing segment
+    os.truncate(os.path.join(path, "000000005.seg"), 60)  # a truncated one
+    before = _listing(path)
+    out_json = str(tmp_path / "v.json")
+    rc = main(["verify", "--backend", "indexed_fs", "--opt", f"path={path}", "--json", out_json])
+    assert rc == 1
+    out = capsys.readouterr().out
+    assert "[VERIFY], Result, DAMAGED" in out and "[VERIFY], DamagedKeys, 3" in out
+    assert "segment 2 (000000002.seg), bytes 0-123: record fails its CRC; held 1 key(s): 'k1'" \
+        in out
+    assert "segment 3 (000000003.seg), whole file: missing; held 1 key(s): 'k2'" in out
+    assert "segment 5 (000000005.seg), bytes 0-60" in out and "'k4'" in out
+    assert _listing(path) == before  # read-only
+    doc = json.loads(open(out_json).read())
+    assert doc["ok"] is False and doc["damaged_keys"] == ["k1", "k2", "k4"]
+
+
+def test_a_key_rewritten_after_the_damage_is_not_listed(tmp_path):
+    path = str(tmp_path / "s")
+    with open_backend("indexed_fs", path=path, segment_size=300) as s:
+        s.put("a", b"1" * 100)  # segment 1 holds a and b
+        s.put("b", b"2" * 100)
+        s.put("c", b"3" * 100)
+    _flip(path, "000000001.seg", 50)  # inside a's record
+    with open_backend("indexed_fs", path=path) as s:  # from the snapshot: segment 1 unread
+        s.put("a", b"rewritten")
+    rep = verify_path(path)
+    assert not rep.ok and [(r.segment, r.start, r.keys) for r in rep.damaged] == [(1, 0, [])]
+
+
+def test_a_damaged_snapshot_is_reported(tmp_path, capsys):
+    path = str(tmp_path / "s")
+    _store(path)
+    snap = next(n for n in os.listdir(path) if n.endswith(".idx"))
+    _flip(path, snap, 30)
+    assert main(["verify", "--backend", "indexed_fs", "--opt", f"path={path}"]) == 1
+    assert f"[SNAPSHOT-DAMAGED], {snap}: snapshot CRC mismatch" in capsys.readouterr().out
+
+
+def test_a_torn_tail_of_the_newest_segment_is_a_note_not_damage(tmp_path):
+    path = str(tmp_path / "s")
+    _store(path)
+    newest = max(n for n in os.listdir(path) if n.endswith(".seg"))
+    with open(os.path.join(path, newest), "ab") as f:
+        f.write(b"\x07" * 30)  # half a header, as a crash mid-append leaves it
+    rep = verify_path(path)
+    assert rep.ok and any("torn tail" in n for n in rep.notes)
+
+
+def test_a_store_in_use_is_refused(tmp_path):
+    path = str(tmp_path / "s")
+    with open_backend("indexed_fs", path=path):
+        with pytest.raises(StoreLockedError):
+            verify_path(path)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--backend", "rocksdb", "--opt", "path=x"], "checks indexed_fs stores"),
+    (["--backend", "indexed_fs"], "needs the store's directory"),
+    (["--backend", "indexed_fs", "--opt", "path=x", "--opt", "segment_size=1"], "only --opt path"),
+    (["--backend", "indexed_fs", "--opt", "path=/nonexistent/store"], "there is no store at"),
+])
+def test_bad_input_is_one_line(argv, message, capsys):
+    assert main(["verify", *argv]) in (1, 2)
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
