@@ -4,6 +4,7 @@
     bench ycsb-a ... ycsb-f --backend NAME                  # YCSB's core workloads
     bench load|run (WORKLOAD | -P FILE) [-p k=v] ...        # YCSB's two-invocation form
     bench recovery --backend NAME --records N [--crash] [--eager]  # reopen + read-back verification
+    bench verify --backend indexed_fs --opt path=DIR        # every record's CRC, damaged keys
     bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
     bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4] [--rounds N]

@@ -90,6 +90,7 @@ def cmd_recovery(args: argparse.Namespace) -> int:
         report.print_errors(out.phases["load"])
         report.print_lines(report.phase_lines(out.phases["load"], "LOAD-"))
     verified = out.recovery.verified
+    report.print_warnings(out.backend_stats)
     report.print_errors(verified.phase)
     report.print_lines(report.recovery_lines(out.recovery) + report.phase_lines(verified.phase))
     if args.json:

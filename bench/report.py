@@ -142,6 +142,14 @@ def print_lines(lines: list[str], out: TextIO | None = None) -> None:
     out.flush()
 
 
+def print_warnings(stats: dict[str, Any] | None, err: TextIO | None = None) -> None:
+    """What the store reported about itself on open (``stats()["warnings"]``: damaged or
+    missing segments, ...), one stderr line each, so damage is never only a counter."""
+    err = err or sys.stderr
+    for text in (stats or {}).get("warnings") or ():
+        print(f"bench: warning: {text}", file=err)
+
+
 def print_errors(phase: PhaseResult, err: TextIO | None = None) -> None:
     """The distinct error messages of a phase, on stderr, so a failing backend is visible."""
     err = err or sys.stderr

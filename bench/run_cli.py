@@ -147,6 +147,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
                                                 result.extra["spark"]["clients"]))
     if result.baseline is not None:
         report.print_lines(report.baseline_lines(result.baseline))
+    report.print_warnings(result.backend_stats)
     write_results(args, result)
     return 0
 

@@ -112,3 +112,17 @@ def test_bad_input_is_one_line(argv, message, capsys):
     assert main(["verify", *argv]) in (1, 2)
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_run_on_a_damaged_store_says_so_on_stderr(tmp_path, capsys):
+    """Damage found on open is a warning line from bench, not only a counter in stats()."""
+    path = str(tmp_path / "s")
+    _store(path)
+    os.remove(os.path.join(path, "000000003.seg"))
+    rc = main(["write-heavy", "--backend", "indexed_fs", "--opt", f"path={path}",
+               "--opt", "segment_size=150", "--skip-load", "--records", "6", "--ops", "6",
+               "--seed", "1", "--no-progress"])
+    assert rc == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("bench: warning:")]
+    assert any("segment 3: missing" in line and "bench verify" in line for line in warnings)
