@@ -2,7 +2,7 @@
 
 An experiment is the exact ``bench`` command lines it runs (full and ``--quick`` sizes), the
 servers it needs, and a function turning the JSON those commands wrote into a markdown table
-(:mod:`experiments.reproduce_tables`).  Every command runs as a subprocess of the installed CLI
+(:mod:`experiments.reproduce_tables`, :mod:`experiments.reproduce_paper_tables`).  Every command runs as a subprocess of the installed CLI
 with its output options pointing into the results directory, so the command line printed in
 the docs is character for character the one that produced the figures; nothing is typed in by
 hand.  How a finished experiment becomes docs is :mod:`experiments.reproduce_docs`.
@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from experiments import reproduce_paper_tables as paper
 from experiments import reproduce_tables as tables
 from experiments.results import ensure_parent, environment, write_json
 
@@ -96,12 +97,23 @@ def _thesis(name: str, plot: bool = True) -> Step:
                 shown_as="{out}/{name}.png" if plot else "")
 
 
+def _reopen(backend: str, records: int, crash: bool) -> str:
+    return (f"recovery --backend {backend} --records {records} --value-size 40 --durability none"
+            + (" --crash" if crash else ""))
+
+
+def _peer_writes(threads: int, quick_ops: int) -> Step:
+    full = f"compare write-heavy --backends {_PEERS} --read-proportion 0 --threads {threads}"
+    return _plotted(f"write-{threads}", full, f"{full} --ops {quick_ops}", "{out}/{name}-{label}.png")
+
+
 def _writes(backend: str, size: str) -> str:
     return f"write-heavy --backend {backend} --read-proportion 0 {size} --baseline"
 
 
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
           "--threads-sweep 1,16 --rounds")
+_PEERS = "indexed_fs,rocksdb,lmdb,sqlite"
 _MATRIX = "spark-matrix --protocols none,coordinated,uncoordinated,logio --backends indexed_fs,redis"
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
@@ -155,26 +167,39 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                      "compare write-heavy --backends indexed_fs,redis,hbase,minio --ops 300",
                      "{out}/backends.png"),),
         tables.backends, tables.backends_headline, servers=("redis", "hbase", "minio")),
+    Experiment(
+        "embedded-peers", "indexed_fs beside the embedded stores a team would otherwise pick "
+        "(RocksDB, LMDB, SQLite in WAL mode): durable puts with 16 and 1 threads, random gets, "
+        "reopen after a clean close and after SIGKILL", (
+            _peer_writes(16, 800),
+            _peer_writes(1, 300),
+            _plotted("gets", "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000",
+                     "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 20000 --ops 500",
+                     "{out}/{name}-{label}.png"),
+            *(Step(f"{backend}-{'crash' if crash else 'clean'}", _reopen(backend, 1_000_000, crash),
+                   _reopen(backend, 200_000, crash))
+              for backend in ("indexed_fs", "rocksdb") for crash in (False, True))),
+        tables.embedded_peers, tables.embedded_peers_headline),
     Experiment("fig4.1", "thesis Fig 4.1: write-heavy latency against throughput, file backends, "
                "threads raised until throughput stops growing", (_thesis("fig4.1"),),
-               tables.fig41, tables.fig41_headline),
+               paper.fig41, paper.fig41_headline),
     Experiment("fig4.2", "thesis Fig 4.2: indexed_fs index rebuild time against the number of PEs",
-               (_thesis("fig4.2"),), tables.fig42, tables.fig42_headline),
+               (_thesis("fig4.2"),), paper.fig42, paper.fig42_headline),
     Experiment("fig4.5", "thesis Figs 4.5/4.6: S4 word count's checkpoint writes and lazy recovery "
                "reads per backend (server backends that are down are listed as skipped)",
-               (_thesis("fig4.5"),), tables.fig45, tables.fig45_headline),
+               (_thesis("fig4.5"),), paper.fig45, paper.fig45_headline),
     Experiment("fig4.7", "thesis Fig 4.7: storage-queue throughput against the number of PEs",
-               (_thesis("fig4.7"),), tables.fig47, tables.fig47_headline),
+               (_thesis("fig4.7"),), paper.fig47, paper.fig47_headline),
     Experiment("table5.2", "thesis Table 5.2: the stores' trade-offs, with the figures of fig4.1, "
                "fig4.5 and fig4.7 (run those first)", (_thesis("table5.2", plot=False),),
-               tables.table52, tables.table52_headline),
+               paper.table52, paper.table52_headline),
     Experiment(
         "storage-compare", "local disk, tmpfs and NFS: Table 5.1's small writes, write-heavy on "
         "both file backends, reopen time, and NFS RPCs per operation", (
             _plotted("run", "storage-compare",
                      "storage-compare --sizes 1e4 --sync-ops 500 --ops 2000 --seconds 5 "
                      "--recovery-keys 20000 --rpc-ops 50", "{out}/storage-compare.png"),),
-        tables.storage_compare, tables.storage_compare_headline, servers=("nfs",)),
+        paper.storage_compare, paper.storage_compare_headline, servers=("nfs",)),
     Experiment(
         "peer-redis", "the redis backend's client beside redis-benchmark on the same server, "
         "connections and pipeline depth", (
@@ -187,7 +212,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _plotted("run", f"{_MATRIX} --events 1000000 --keys 10000",
                      f"{_MATRIX} --events 200000 --keys 2000 --batch 50000",
                      "{out}/spark-matrix.png", flag="--png"),),
-        tables.spark_matrix, tables.spark_matrix_headline, servers=("redis",)),
+        paper.spark_matrix, paper.spark_matrix_headline, servers=("redis",)),
 )}
 
 

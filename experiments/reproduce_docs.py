@@ -15,7 +15,7 @@ import shutil
 from typing import Any, Callable
 
 from experiments import markdown_blocks
-from experiments.reproduce_tables import md_table
+from experiments.reproduce_format import md_table
 
 SUMMARY = "summary"
 

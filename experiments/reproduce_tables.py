@@ -1,10 +1,15 @@
-"""Markdown of the named experiments of ``bench reproduce``: one table and one headline each.
+"""Markdown of the ``bench reproduce`` experiments on the project's own stores: one table and one
+headline each.
 
-Every function here reads only the JSON documents the experiment's ``bench`` commands wrote
-(keyed by the step label of :mod:`experiments.reproduce`), so ``docs/results.md`` and the README
-summary can be rebuilt from ``results/*.json`` at any time, and a figure in the docs is always
-one a command really printed into its document.  A document missing a field raises: the caller
-reports the experiment as failed rather than publishing a half-empty table.
+``store-write``, ``store-scaling``, ``store-reopen``, ``harness``, ``checkpoint-drops``, the
+backends side by side (``backends``, ``embedded-peers``) and the Redis client beside its peer
+tool (``peer-redis``); the tables of the experiments that reproduce the source papers are
+:mod:`experiments.reproduce_paper_tables`.  Every function here reads only the JSON documents the
+experiment's ``bench`` commands wrote (keyed by the step label of :mod:`experiments.reproduce`),
+so ``docs/results.md`` and the README summary can be rebuilt from ``results/*.json`` at any time,
+and a figure in the docs is always one a command really printed into its document.  A document
+missing a field raises: the caller reports the experiment as failed rather than publishing a
+half-empty table.
 """
 
 from __future__ import annotations
@@ -12,39 +17,10 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from experiments.reproduce_format import md_table, num, target, times
 from experiments.results import run_operations, sweep_ratios
 
 Runs = dict[str, dict[str, Any]]
-
-
-# --------------------------------------------------------------------------------- formatting
-def num(value: float | None) -> str:
-    """A measured value at a precision its noise allows: no decimals from 100 up (nor for
-    counts, which are integers)."""
-    if value is None:
-        return "-"
-    if isinstance(value, int) or float(value).is_integer():
-        return f"{int(value):,}"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
-
-
-def times(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-def md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A GitHub markdown table; ``|`` inside a cell is escaped."""
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-    return [line(head), "|" + "|".join("---" for _ in head) + "|"] + [line(r) for r in rows]
-
-
-def target(ok: bool, what: str) -> str:
-    """A target cell: the target and whether this run met it."""
-    return f"{what}: {'met' if ok else 'NOT met'}"
 
 
 # The project's targets (docs/results.md, "Targets"): goals stated in advance, not measurements.
@@ -53,6 +29,10 @@ GROUP_COMMIT_SCALING = 5.0  # indexed_fs, 16 threads over 1
 INDEXED_OVER_DEFAULT = 10.0  # indexed_fs over default_fs at 16 threads
 REOPEN_KEYS, REOPEN_CLEAN_MS, REOPEN_CRASH_MS = 1_000_000, 250.0, 3000.0
 HARNESS_OPS, HARNESS_TWO_PROCESSES = 100_000.0, 1.6
+# embedded-peers (issue #20): indexed_fs against RocksDB, LMDB and SQLite
+PEER_WRITE_LEAD = 4.0  # indexed_fs over the best peer, 16 threads of durable puts
+GETS_KEYS, GETS_OVER = 100_000, {"rocksdb": 1.2, "lmdb": 0.6}  # indexed_fs over each, random gets
+PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN = 300.0, 3.0  # indexed_fs reopen after SIGKILL
 
 
 def _main_op(doc: dict[str, Any]) -> dict[str, Any]:
@@ -239,147 +219,6 @@ def backends_headline(runs: Runs) -> str:
         for e in doc["results"])
 
 
-# ------------------------------------------------------------------------------------- thesis
-def fig41(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    rows = []
-    for e in doc["results"]:
-        if e["skipped"]:
-            rows.append([e["backend"], str(e["params"].get("threads", "-")), f"skipped: {e['skipped']}", "-"])
-            continue
-        mean = e["overall"].get("mean_us")
-        rows.append([e["backend"], str(e["params"].get("threads")), num(e["throughput_ops_sec"]),
-                     num(mean / 1000.0 if mean is not None else None)])
-    return md_table(["backend", "threads", "ops/s", "mean latency ms"], rows)
-
-
-def fig41_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    best = doc["summary"]["max_throughput_ops_sec"]
-    return "most write-heavy ops/s: " + ", ".join(f"{b} {num(t)}" for b, t in best.items())
-
-
-def fig42(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    return md_table(["PEs", "load ms", "open after crash ms", "open after clean close ms"],
-                    [[num(r["pes"]), num(r["load_ms"]), num(r["open_after_crash_ms"]),
-                      num(r["open_after_clean_ms"])] for r in doc["rows"]])
-
-
-def fig42_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    r = doc["rows"][-1]
-    return (f"{num(r['pes'])} PEs: index rebuilt in {num(r['open_after_crash_ms'])} ms after a "
-            f"crash, {num(r['open_after_clean_ms'])} ms after a clean close")
-
-
-def fig45(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    rows = []
-    for r in doc["rows"]:
-        if r["skipped"]:
-            rows.append([r["backend"], f"skipped: {r['skipped']}"] + ["-"] * 5)
-            continue
-        rows.append([r["backend"], num(r["write"]["mean_us"]), num(r["write"]["p99_us"]),
-                     num(r["read"]["mean_us"]), num(r["read"]["p99_us"]),
-                     num(r["checkpoint"]["dropped"]), num(r["open_ms"])])
-    return md_table(["backend", "write mean µs", "write p99 µs", "lazy read mean µs",
-                     "lazy read p99 µs", "dropped", "reopen ms"], rows)
-
-
-def fig45_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    by = {r["backend"]: r for r in doc["rows"] if not r["skipped"]}
-    d, i = by["default_fs"], by["indexed_fs"]
-    parts = [f"indexed_fs writes {times(d['write']['mean_us'] / i['write']['mean_us'])}, lazy "
-             f"recovery reads {times(d['read']['mean_us'] / max(i['read']['mean_us'], 1e-9))} "
-             f"faster than default_fs"]
-    parts += [f"{r['backend']} skipped" for r in doc["rows"] if r["skipped"]]
-    return "; ".join(parts)
-
-
-def fig47(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    return md_table(["backend", "PEs", "checkpoints/s", "written", "dropped"],
-                    [[r["backend"], num(r["pes"]), num(r["write_rate"]), num(r["written"]),
-                      num(r["dropped"])] for r in doc["rows"]])
-
-
-def fig47_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    by: dict[str, list[float]] = {}
-    for r in doc["rows"]:
-        by.setdefault(r["backend"], []).append(r["write_rate"])
-    pes = [r["pes"] for r in doc["rows"]]
-    return (f"checkpoints/s over {num(min(pes))}-{num(max(pes))} PEs: "
-            + ", ".join(f"{b} {num(min(v))}-{num(max(v))}" for b, v in by.items()))
-
-
-def table52(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    rows = []
-    for r in doc["rows"]:
-        q = r.get("queue_ckpt_sec_by_pes") or {}
-        rows.append([r["backend"], r.get("dependency", "-"), r.get("durability", "-"),
-                     num(r.get("max_write_heavy_ops_sec")), num(r.get("write_mean_us")),
-                     num(r.get("read_mean_us")),
-                     " ".join(f"{num(v)} ({num(int(k))})" for k, v in q.items()) or "-",
-                     f"skipped: {r['skipped']}" if r.get("skipped") and "write_mean_us" not in r
-                     else ""])
-    return md_table(["backend", "dependency", "durability", "most write-heavy ops/s",
-                     "checkpoint write µs", "lazy read µs", "queue checkpoints/s (PEs)", "note"],
-                    rows)
-
-
-def table52_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    return ("the stores side by side: " + ", ".join(r["backend"] for r in doc["rows"])
-            + " (dependency, durability, figures from fig4.1, fig4.5, fig4.7)")
-
-
-# ---------------------------------------------------------------------------- storage-compare
-def storage_compare(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    media = [m["name"] for m in doc["media"]]
-    rows_by: dict[str, dict[str, str]] = {}
-
-    def put(measure: str, medium: str, value: str) -> None:
-        rows_by.setdefault(measure, {})[medium] = value
-
-    size = max(doc["config"]["sizes"])
-    for r in doc["rows"]:
-        m, sec = r["medium"], r["section"]
-        if sec == "table5.1" and r["ops_requested"] == size:
-            what = (f"Table 5.1 {r['pattern']}{', sync each' if r['sync_per_op'] else ''} "
-                    f"({num(size)} x 10 B), ops/s")
-            put(what, m, "skipped" if r["skipped"] else
-                num(r["ops_per_sec"]) + (f" ({num(r['ops'])} run)" if r["capped"] else ""))
-        elif sec == "write-heavy":
-            put(f"write-heavy {r['backend']} x{r['threads']}, ops/s", m,
-                "skipped" if r["skipped"] else num(r["throughput_ops_sec"]))
-        elif sec == "recovery":
-            for label in ("clean", "crash"):
-                put(f"indexed_fs open after {'clean close' if label == 'clean' else 'crash'} "
-                    f"({num(r['keys'])} keys), ms", m,
-                    "skipped" if r["skipped"] else num(r[f"open_after_{label}_ms"]))
-        elif sec == "rpc":
-            put(f"RPCs per {r['operation']}", m,
-                "skipped" if r["skipped"] else f"{r['rpcs_per_op']:.2f}")
-    for key, value in doc["summary"].items():
-        _, medium, threads = key.split("/")
-        put(f"write-heavy indexed_fs/default_fs {threads}", medium, times(value))
-    return md_table(["measure"] + media,
-                    [[what] + [cells.get(m, "-") for m in media] for what, cells in rows_by.items()])
-
-
-def storage_compare_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    most = f"x{max(doc['config']['threads'])}"
-    parts = [f"{k.split('/')[1]} {times(v)}" for k, v in doc["summary"].items()
-             if k.split("/")[2] == most]
-    return f"write-heavy indexed_fs/default_fs with {most[1:]} threads: " + ", ".join(parts)
-
-
 # -------------------------------------------------------------------------------------- peers
 def peer_redis(runs: Runs) -> list[str]:
     (doc,) = runs.values()
@@ -396,21 +235,103 @@ def peer_redis_headline(runs: Runs) -> str:
             f"({doc['clients']} clients, pipeline {doc['pipeline']})")
 
 
-# ------------------------------------------------------------------------------- spark-matrix
-def spark_matrix(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
+
+
+# ----------------------------------------------------------------------------- embedded-peers
+def _compare_rows(doc: dict[str, Any], what: str) -> list[list[str]]:
+    """One row per backend of a ``bench compare``: throughput, the busiest operation's p50 and
+    p99, and indexed_fs's throughput over this backend's, with the target it is held to."""
+    ran = {e["backend"]: e for e in doc["results"] if not e["skipped"]}
+    ours = ran.get("indexed_fs")
+    peers = {b: e["throughput_ops_sec"] for b, e in ran.items() if b != "indexed_fs"}
+    records = doc["config"]["workload_spec"]["records"]
     rows = []
-    for r in doc["rows"]:
-        eo = "-" if r["exactly_once"] is None else str(r["exactly_once"]).lower()
-        rows.append([r["protocol"], r["backend"], num(r["throughput"]), times(r.get("ratio_none")),
-                     times(r.get("ratio_spark_state")), num(r["checkpoint_ms"]),
-                     num(r["recovery_ms"]), eo])
-    return md_table(["protocol", "backend", "events/s", "x none", "x spark-state",
-                     "checkpoint ms", "recovery ms", "exactly once"], rows)
+    for e in doc["results"]:
+        if e["skipped"]:
+            rows.append([what, e["backend"], f"skipped: {e['skipped']}", "-", "-", "-", ""])
+            continue
+        op = _main_op(e)
+        lead = (ours["throughput_ops_sec"] / e["throughput_ops_sec"]
+                if ours and e is not ours and e["throughput_ops_sec"] else None)
+        goal = ""
+        if doc["workload"] == "write-heavy" and e is ours and peers and doc["config"]["threads"] == 16:
+            best = max(peers, key=peers.get)
+            goal = target(ours["throughput_ops_sec"] >= PEER_WRITE_LEAD * peers[best],
+                          f"≥ {PEER_WRITE_LEAD:g}x the best peer ({best})")
+        elif doc["workload"] == "ycsb-c" and e["backend"] in GETS_OVER and lead is not None:
+            need = GETS_OVER[e["backend"]]
+            goal = (target(lead >= need, f"indexed_fs ≥ {need:g}x") if records == GETS_KEYS
+                    else f"set for {num(GETS_KEYS)} keys")
+        rows.append([what, e["backend"], num(e["throughput_ops_sec"]), num(op.get("p50_us")),
+                     num(op.get("p99_us")), times(lead), goal])
+    return rows
 
 
-def spark_matrix_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    return "events/s relative to no checkpointing: " + ", ".join(
-        f"{r['protocol']}{'' if r['backend'] == '-' else ' on ' + r['backend']} "
-        f"{times(r.get('ratio_none'))}" for r in doc["rows"] if r["protocol"] != "none")
+def _reopens(runs: Runs) -> dict[tuple[str, bool], dict[str, Any]]:
+    """The ``bench recovery`` documents by (backend, after SIGKILL)."""
+    return {(d["backend"], d["recovery"]["crash"]): d for d in runs.values() if "recovery" in d}
+
+
+def embedded_peers(runs: Runs) -> list[str]:
+    compares = [d for d in runs.values() if "results" in d]
+    rows = []
+    for doc in compares:
+        threads = doc["config"]["threads"]
+        what = ("durable puts" if doc["workload"] == "write-heavy" else f"{doc['workload']} gets")
+        rows += _compare_rows(doc, f"{what}, {threads} thread{'s' * (threads > 1)}, "
+                                   f"{num(doc['config']['workload_spec']['records'])} keys")
+    table = md_table(["measure", "backend", "ops/s", "p50 µs", "p99 µs", "indexed_fs ÷ this",
+                      "target"], rows)
+    reopen = _reopens(runs)
+    peers = sorted({b for b, _ in reopen if b != "indexed_fs"})
+    rows = []
+    for crash in (False, True):
+        ours = reopen.get(("indexed_fs", crash))
+        if ours is None:
+            continue
+        keys, ms = ours["config"]["records"], ours["recovery"]["open_ms"]
+        cells = ["SIGKILL" if crash else "clean close", num(keys), num(ms)]
+        for peer in peers:
+            other = reopen.get((peer, crash))
+            cells += [num(other["recovery"]["open_ms"]) if other else "-",
+                      times(ms / other["recovery"]["open_ms"]) if other else "-"]
+        lost = sum(d["recovery"]["missing"] + d["recovery"]["corrupt"]
+                   for (_, c), d in reopen.items() if c == crash)
+        cells.append("every key" if lost == 0 else f"{num(lost)} missing or corrupt")
+        clean = reopen.get(("indexed_fs", False))
+        if keys != REOPEN_KEYS:
+            goal = f"set for {num(REOPEN_KEYS)} keys"
+        elif not crash and ("rocksdb", False) in reopen:
+            goal = target(ms <= reopen[("rocksdb", False)]["recovery"]["open_ms"],
+                          "≤ rocksdb's reopen")
+        elif crash and clean:
+            bound = min(PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN * clean["recovery"]["open_ms"])
+            goal = target(ms <= bound, f"≤ {num(PEER_CRASH_MS)} ms and ≤ "
+                                       f"{PEER_CRASH_OVER_CLEAN:g}x the clean reopen")
+        else:
+            goal = ""
+        rows.append(cells + [goal])
+    head = ["reopen after", "keys", "indexed_fs ms"]
+    for peer in peers:
+        head += [f"{peer} ms", f"indexed_fs ÷ {peer}"]
+    return table + [""] + md_table(head + ["read back and verified", "target"], rows)
+
+
+def embedded_peers_headline(runs: Runs) -> str:
+    """indexed_fs against the best peer of each comparison, and the clean reopen times."""
+    parts = []
+    for doc in (d for d in runs.values() if "results" in d):
+        ran = {e["backend"]: e["throughput_ops_sec"] for e in doc["results"] if not e["skipped"]}
+        ours = ran.pop("indexed_fs", None)
+        if ours and ran:
+            best = max(ran, key=ran.get)
+            threads = doc["config"]["threads"]
+            kind = "durable puts" if doc["workload"] == "write-heavy" else "gets"
+            parts.append(f"{kind} x{threads} {times(ours / ran[best])} ({best})")
+    reopen = _reopens(runs)
+    clean = {b: d for (b, crash), d in reopen.items() if not crash}
+    if clean:
+        keys = num(next(iter(clean.values()))["config"]["records"])
+        parts.append(f"clean reopen of {keys} keys: "
+                     + ", ".join(f"{b} {num(d['recovery']['open_ms'])} ms" for b, d in clean.items()))
+    return "indexed_fs ÷ the best peer: " + "; ".join(parts)

@@ -64,7 +64,7 @@ def test_list_prints_one_name_per_line_and_nothing_else():
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.splitlines() == reproduce.names()
     for name in ("store-write", "store-scaling", "store-reopen", "harness", "checkpoint-drops",
-                 "backends", "fig4.1", "fig4.2", "fig4.5", "fig4.7", "table5.2",
+                 "backends", "embedded-peers", "fig4.1", "fig4.2", "fig4.5", "fig4.7", "table5.2",
                  "storage-compare", "peer-redis", "spark-matrix"):
         assert name in reproduce.names()
 
@@ -84,6 +84,69 @@ def test_every_command_line_parses_at_both_sizes():
         for step in exp.steps:
             for quick in (False, True):
                 parser.parse_args(step.argv("results", exp.name, quick))
+
+
+def test_embedded_peers_runs_the_issues_commands_after_backends_and_they_parse():
+    from bench import cli
+
+    names = reproduce.names()
+    assert names.index("embedded-peers") == names.index("backends") + 1
+    exp = reproduce.EXPERIMENTS["embedded-peers"]
+    assert exp.servers == ()
+    full = [reproduce.command(s.argv("results", exp.name, False)) for s in exp.steps]
+    for wanted in (
+            "bench compare write-heavy --backends indexed_fs,rocksdb,lmdb,sqlite --read-proportion 0 --threads 16 ",
+            "bench compare write-heavy --backends indexed_fs,rocksdb,lmdb,sqlite --read-proportion 0 --threads 1 ",
+            "bench compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 ",
+            "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --json",
+            "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --crash ",
+            "bench recovery --backend rocksdb --records 1000000 --value-size 40 --durability none --json",
+            "bench recovery --backend rocksdb --records 1000000 --value-size 40 --durability none --crash "):
+        assert sum(c.startswith(wanted) for c in full) == 1, wanted
+    parser = cli.build_parser()
+    for quick in (False, True):
+        for step in exp.steps:
+            args = parser.parse_args(step.argv("results", exp.name, quick))
+            if quick and args.command == "recovery":
+                assert args.records == 200_000
+    # every compare writes its chart beside the results, not to the command's default
+    assert all("--plot results/embedded-peers-" in c for c in full if c.startswith("bench compare"))
+
+
+def _compare(workload: str, threads: int, records: int, tput: dict[str, float]) -> dict:
+    op = "UPDATE" if workload == "write-heavy" else "READ"
+    return {"workload": workload, "config": {"threads": threads, "workload_spec": {"records": records}},
+            "results": [{"backend": b, "skipped": None, "throughput_ops_sec": t,
+                         "phases": {"run": {"operations": {op: {"count": 10, "p50_us": 5.0,
+                                                                "p99_us": 50.0}}}}}
+                        for b, t in tput.items()]}
+
+
+def _reopen(backend: str, crash: bool, ms: float, records: int = 1_000_000) -> dict:
+    return {"backend": backend, "config": {"records": records},
+            "recovery": {"crash": crash, "open_ms": ms, "missing": 0, "corrupt": 0}}
+
+
+def test_embedded_peers_table_holds_indexed_fs_to_the_issues_targets():
+    tables = reproduce.EXPERIMENTS["embedded-peers"].table
+    runs = {"write-16": _compare("write-heavy", 16, 1000, {"indexed_fs": 400.0, "rocksdb": 100.0,
+                                                            "lmdb": 90.0, "sqlite": 80.0}),
+            "gets": _compare("ycsb-c", 1, 100_000, {"indexed_fs": 100.0, "rocksdb": 100.0,
+                                                    "lmdb": 150.0}),
+            "indexed_fs-clean": _reopen("indexed_fs", False, 10.0),
+            "indexed_fs-crash": _reopen("indexed_fs", True, 40.0),
+            "rocksdb-clean": _reopen("rocksdb", False, 12.0),
+            "rocksdb-crash": _reopen("rocksdb", True, 12.0)}
+    text = "\n".join(tables(runs))
+    assert "≥ 4x the best peer (rocksdb): met" in text
+    assert "indexed_fs ≥ 1.2x: NOT met" in text and "indexed_fs ≥ 0.6x: met" in text
+    assert "≤ rocksdb's reopen: met" in text
+    assert "≤ 300 ms and ≤ 3x the clean reopen: NOT met" in text  # 40 ms > 3 x 10 ms
+    assert "| 4.00x |" in text and "| 0.83x |" in text  # indexed_fs ÷ rocksdb, writes and clean reopen
+    small = {**runs, "gets": _compare("ycsb-c", 1, 20_000, {"indexed_fs": 1.0, "rocksdb": 9.0})}
+    assert "set for 100,000 keys" in "\n".join(tables(small))
+    headline = reproduce.EXPERIMENTS["embedded-peers"].headline(runs)
+    assert "durable puts x16 4.00x (rocksdb)" in headline and "gets x1 0.67x (lmdb)" in headline
 
 
 def test_harness_writes_its_json_and_regenerates_exactly_its_block(tmp_path):
