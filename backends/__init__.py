@@ -3,6 +3,7 @@
 from .base import (
     Backend,
     BackendUnavailableError,
+    BadKeyError,
     BadOptionError,
     CkptError,
     CorruptDataError,
@@ -20,6 +21,7 @@ from .registry import backend_class, backend_names, open_backend, register
 __all__ = [
     "Backend",
     "BackendUnavailableError",
+    "BadKeyError",
     "BadOptionError",
     "CkptError",
     "CorruptDataError",

@@ -55,6 +55,12 @@ class StoreClosedError(CkptError):
     """An operation on a store after ``close()``."""
 
 
+class BadKeyError(CkptError, ValueError):
+    """A key the backend cannot store: no utf-8 form (a ``str`` with a lone surrogate, from bytes
+    decoded with ``surrogateescape``, say), or longer than its format allows.  Rejected before
+    anything is written."""
+
+
 class ValueTooLargeError(CkptError, ValueError):
     """A value longer than the backend's format can carry (``Backend.max_value_bytes``); it is
     rejected before anything is written."""

@@ -1,4 +1,4 @@
-"""Keys as the embedded byte-ordered stores hold them: utf-8 bytes, and prefix scans as ranges.
+"""Keys as the stores hold them: utf-8 bytes within a format's bound, and prefix scans as ranges.
 
 RocksDB, LMDB and SQLite (a ``BLOB`` key) order keys by ``memcmp``.  For utf-8 that order is the
 order of code points, which is Python's ``str`` order, so a scan over a byte range comes back in
@@ -7,15 +7,22 @@ the order :meth:`backends.base.Backend.scan` promises without sorting.
 
 from __future__ import annotations
 
+from .base import BadKeyError
 
-def key_bytes(backend: str, key: str, limit: int) -> bytes:
-    """``key`` as utf-8, at most ``limit`` bytes; a ``ValueError`` naming the problem otherwise."""
+
+def key_bytes(backend: str, key: str, limit: int | None = None) -> bytes:
+    """``key`` as utf-8, at most ``limit`` bytes; a :class:`BadKeyError` naming the problem and
+    the fix otherwise."""
     try:
         kb = key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{backend} keys must be encodable as utf-8; {key!r} is not") from None
-    if len(kb) > limit:
-        raise ValueError(f"{backend} keys are at most {limit} utf-8 bytes, not {len(kb)}")
+    except UnicodeEncodeError as exc:
+        raise BadKeyError(
+            f"{backend}: key {key!r} is not valid unicode text (character {exc.start} is a lone "
+            f"surrogate, which has no utf-8 form); decode the key's bytes as utf-8, or give it "
+            f"in a text form such as hex") from None
+    if limit is not None and len(kb) > limit:
+        raise BadKeyError(f"{backend}: keys are at most {limit} utf-8 bytes, not {len(kb)}; "
+                          f"use a shorter key (a hash of a long one, say)")
     return kb
 
 

@@ -73,7 +73,7 @@ def test_a_remote_url_is_refused(backend):
 def test_a_path_that_is_a_file_is_unavailable_not_a_traceback(tmp_path, backend):
     f = tmp_path / "file"
     f.write_bytes(b"x")
-    with pytest.raises(BackendUnavailableError, match="cannot use"):
+    with pytest.raises(BackendUnavailableError, match="is a file, not a directory; give a directory"):
         open_backend(backend, path=str(f))
 
 

@@ -27,7 +27,8 @@ from urllib.parse import quote, unquote
 
 import crc32c
 
-from ..base import Backend, CkptError, CorruptDataError, Option
+from ..base import Backend, CorruptDataError, Option
+from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
 
@@ -37,20 +38,8 @@ _TMP_PREFIX = ".tmp-"
 _MAX_NAME = 200  # below NAME_MAX (255) with room for the suffix and temp prefix
 
 
-class BadKeyError(CkptError, ValueError):
-    """A key this backend cannot store: its file holds the key as utf-8, and a ``str`` with a
-    lone surrogate (bytes decoded with ``surrogateescape``, say) has no utf-8 form."""
-
-
 def _key_bytes(key: str) -> bytes:
-    try:
-        return key.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise BadKeyError(
-            f"default_fs: key {key!r} is not valid unicode text (character {exc.start} is a lone "
-            f"surrogate, which has no utf-8 form); decode the key's bytes as utf-8, or give it "
-            f"in a text form such as hex"
-        ) from None
+    return key_bytes("default_fs", key)
 
 
 def _encode(key: str, value: bytes) -> bytes:

@@ -28,6 +28,7 @@ from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..base import LONGEST_WAIT_S, Backend, CorruptDataError, Option, StorageFullError
+from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
 from . import compaction, snapshot
@@ -50,13 +51,7 @@ MiB = 1 << 20
 
 def _key_bytes(key: str) -> bytes:
     """A key as stored: utf-8, within the record format's key-length bound."""
-    try:
-        kb = key.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"indexed_fs keys must be encodable as utf-8; {key!r} is not") from None
-    if len(kb) > MAX_KEY_LEN:
-        raise ValueError(f"indexed_fs keys are at most {MAX_KEY_LEN} utf-8 bytes, not {len(kb)}")
-    return kb
+    return key_bytes("indexed_fs", key, MAX_KEY_LEN)
 
 
 class IndexedFSBackend(Backend):

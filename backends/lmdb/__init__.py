@@ -23,7 +23,6 @@ reservation of address space (``map_size``); a store that outgrows it fails its 
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterator
 
 import lmdb
@@ -31,13 +30,13 @@ import lmdb
 from ..base import (
     Backend,
     BackendUnavailableError,
-    BadOptionError,
     CorruptDataError,
     Option,
     StorageFullError,
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
+from ..media.local import prepare_dir
 
 #: LMDB stores a value's length in 32 bits
 MAX_VALUE_BYTES = (1 << 32) - 1
@@ -75,15 +74,8 @@ class LMDBBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        path = self.config["path"]
-        if not path:
-            raise BadOptionError("backend 'lmdb' needs option path=DIR (the data directory)")
-        if "://" in path:
-            raise BadOptionError(f"backend 'lmdb' needs a local directory, not {path!r}; "
-                                 f"give --opt path=DIR")
-        self.path = os.path.abspath(os.path.expanduser(path))
+        self.path = prepare_dir(self.name, self.config["path"])
         try:
-            os.makedirs(self.path, exist_ok=True)
             self._env = lmdb.open(self.path, map_size=self.config["map_size"],
                                   sync=self.durability == "sync", metasync=True,
                                   max_readers=self.config["max_readers"], max_dbs=0)

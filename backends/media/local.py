@@ -19,6 +19,9 @@ def prepare_dir(backend: str, path: str | None) -> str:
     """Create ``path`` if needed and check it is a writable directory; its absolute path."""
     if not path:
         raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
+    if "://" in str(path):
+        raise BadOptionError(f"backend {backend!r} needs a local directory, not {path!r}; "
+                             f"give --opt path=DIR")
     path = os.path.abspath(os.path.expanduser(str(path)))
     blocker = _file_in_the_way(path)
     if blocker is not None:

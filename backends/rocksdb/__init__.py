@@ -22,7 +22,6 @@ suite keeps that fact checked (``tests/test_peer_backends.py``).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterator
 
 import rocksdict
@@ -30,13 +29,13 @@ import rocksdict
 from ..base import (
     Backend,
     BackendUnavailableError,
-    BadOptionError,
     CorruptDataError,
     Option,
     StorageFullError,
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
+from ..media.local import prepare_dir
 
 #: keys as long as ``indexed_fs`` takes them (RocksDB itself would take longer ones)
 MAX_KEY_BYTES = 1 << 16
@@ -71,20 +70,13 @@ class RocksDBBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        path = self.config["path"]
-        if not path:
-            raise BadOptionError("backend 'rocksdb' needs option path=DIR (the data directory)")
-        if "://" in path:
-            raise BadOptionError(f"backend 'rocksdb' needs a local directory, not {path!r}; "
-                                 f"give --opt path=DIR")
-        self.path = os.path.abspath(os.path.expanduser(path))
+        self.path = prepare_dir(self.name, self.config["path"])
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(True)
         if self.config["statistics"]:
             opts.enable_statistics()
         self._opts = opts
         try:
-            os.makedirs(self.path, exist_ok=True)
             self._db = rocksdict.Rdict(self.path, opts)
         except OSError as exc:
             raise BackendUnavailableError(

@@ -30,13 +30,13 @@ from typing import Any, Iterator
 from ..base import (
     Backend,
     BackendUnavailableError,
-    BadOptionError,
     CorruptDataError,
     Option,
     StorageFullError,
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
+from ..media.local import prepare_dir
 
 FILE_NAME = "store.sqlite"
 #: keys as long as ``indexed_fs`` takes them
@@ -78,21 +78,9 @@ class SQLiteBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        path = self.config["path"]
-        if not path:
-            raise BadOptionError("backend 'sqlite' needs option path=DIR (the data directory)")
-        if "://" in path:
-            raise BadOptionError(f"backend 'sqlite' needs a local directory, not {path!r}; "
-                                 f"give --opt path=DIR")
-        self.path = os.path.abspath(os.path.expanduser(path))
+        self.path = prepare_dir(self.name, self.config["path"])
         self.file = os.path.join(self.path, FILE_NAME)
         self._lock = threading.Lock()  # one connection, shared by every thread
-        try:
-            os.makedirs(self.path, exist_ok=True)
-        except OSError as exc:
-            raise BackendUnavailableError(
-                f"backend 'sqlite': cannot use {self.path}: {exc.strerror or exc}; choose "
-                f"another --opt path=DIR") from exc
         try:
             self._db = sqlite3.connect(self.file, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
