@@ -173,8 +173,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "reopen after a clean close and after SIGKILL", (
             _peer_writes(16, 800),
             _peer_writes(1, 300),
-            _plotted("gets", "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000",
-                     "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 20000 --ops 500",
+            _plotted("gets",
+                     "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 --ops 100000",
+                     "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 20000 --ops 5000",
                      "{out}/{name}-{label}.png"),
             *(Step(f"{backend}-{'crash' if crash else 'clean'}", _reopen(backend, 1_000_000, crash),
                    _reopen(backend, 200_000, crash))

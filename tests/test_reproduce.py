@@ -97,7 +97,7 @@ def test_embedded_peers_runs_the_issues_commands_after_backends_and_they_parse()
     for wanted in (
             "bench compare write-heavy --backends indexed_fs,rocksdb,lmdb,sqlite --read-proportion 0 --threads 16 ",
             "bench compare write-heavy --backends indexed_fs,rocksdb,lmdb,sqlite --read-proportion 0 --threads 1 ",
-            "bench compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 ",
+            "bench compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 --ops 100000 ",
             "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --json",
             "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --crash ",
             "bench recovery --backend rocksdb --records 1000000 --value-size 40 --durability none --json",
