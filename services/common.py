@@ -39,7 +39,7 @@ def default_state_root() -> Path:
     env = os.environ.get("CKPTBENCH_STATE")
     if env:
         return Path(env).expanduser().resolve()
-    return Path(__file__).resolve().parents[2] / ".state"
+    return Path(__file__).resolve().parents[1] / ".state"
 
 
 def cache_dir(*parts: str) -> Path:

@@ -59,7 +59,7 @@ RPCBIND_SOCK = "/run/rpcbind.sock"
 PLUGINS_DIR = "/usr/lib/x86_64-linux-gnu/ganesha"
 PACKAGES = ("nfs-ganesha", "nfs-ganesha-vfs", "rpcbind")
 TEMPLATE = Path(__file__).with_name("nfs_files") / "ganesha.conf.tmpl"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------------ install
