@@ -132,3 +132,13 @@ def test_reusing_a_running_redis_keeps_its_durability_policy():
         assert services.status(["redis"])[0]["settings"]["appendfsync"] == "everysec"
     finally:
         services.up(["redis"], durability=before or "everysec")
+
+
+def test_default_state_directory_is_the_repositorys_own(monkeypatch):
+    """Without $CKPTBENCH_STATE the servers keep their files in <repository>/.state."""
+    from pathlib import Path
+
+    from services.common import default_state_root
+
+    monkeypatch.delenv("CKPTBENCH_STATE", raising=False)
+    assert default_state_root() == Path(__file__).resolve().parents[1] / ".state"
