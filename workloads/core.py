@@ -284,7 +284,10 @@ class Client:
             rng, [(p, op) for op, p in spec.proportions().items() if p > 0]
         )
         self.keychooser = self._key_chooser(spec, workload, rng)
-        self._exponential = isinstance(self.keychooser, g.ExponentialGenerator)
+        # the per-operation choices are made once here, not on every operation (hot path)
+        if isinstance(self.keychooser, g.ExponentialGenerator):
+            self.next_key = self._next_key_back_from_newest  # type: ignore[method-assign]
+        self._update_rmw = spec.update_is_rmw()
         if spec.scan_length_distribution == "zipfian":
             self.scan_length: g.Generator = g.ZipfianGenerator(
                 spec.min_scan_length, spec.max_scan_length, rng)
@@ -298,6 +301,7 @@ class Client:
             self.field_length = self._field_length(spec, rng)
         else:
             self.values = ValueSource(spec.value_size, rng)
+            self.new_value = self.values.next  # type: ignore[method-assign]
         self.ops: dict[str, Callable[[Any], tuple[str, int, int]]] = {
             "READ": self.do_read,
             "UPDATE": self.do_update,
@@ -345,24 +349,25 @@ class Client:
         return self.chooser.next()
 
     def next_key(self) -> str:
-        """YCSB's nextKeynum: redraw while the key has not been inserted (acknowledged) yet;
-        ``exponential`` counts back from the newest acknowledged key."""
+        """YCSB's nextKeynum: redraw while the key has not been inserted (acknowledged) yet."""
         limit = self.workload.insert_sequence.last()
-        if self._exponential:
-            keynum = limit - int(self.keychooser.next())
-            while keynum < 0:
-                keynum = limit - int(self.keychooser.next())
-            return self.workload.key(keynum)
         keynum = self.keychooser.next()
         while keynum > limit or keynum < 0:  # < 0: SkewedLatest over a single record
             keynum = self.keychooser.next()
         return self.workload.key(keynum)
 
+    def _next_key_back_from_newest(self) -> str:
+        """``exponential``: YCSB's nextKeynum counts back from the newest acknowledged key."""
+        limit = self.workload.insert_sequence.last()
+        keynum = limit - int(self.keychooser.next())
+        while keynum < 0:
+            keynum = limit - int(self.keychooser.next())
+        return self.workload.key(keynum)
+
     # -- values -------------------------------------------------------------------------
     def new_value(self) -> bytes:
-        """A whole new value: the opaque value, or a record with every field."""
-        if not self.fields:
-            return self.values.next()
+        """A whole new value: a record with every field (replaced by the value source's own
+        ``next`` when the workload stores one opaque value)."""
         return record.encode({name: self.values.next(self.field_length())
                               for name in self.workload.field_names})
 
@@ -388,7 +393,7 @@ class Client:
 
     def do_update(self, store: Any) -> tuple[str, int, int]:
         key = self.next_key()
-        if not self.spec.update_is_rmw():
+        if not self._update_rmw:
             value = self.new_value()
             st = _now()
             store.put(key, value)
