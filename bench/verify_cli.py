@@ -12,7 +12,6 @@ import argparse
 from typing import Any
 
 from backends import parse_kv
-from backends.indexed_fs import verify as checker
 from experiments import results
 
 from . import report
@@ -46,6 +45,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError(f"bench verify takes only --opt path=DIR, not {', '.join(unknown)}")
     if not options.get("path"):
         raise UsageError("bench verify needs the store's directory: --opt path=DIR")
+    from backends.indexed_fs import verify as checker  # the store's modules, only when used
+
     rep = checker.verify_path(options["path"])
     lines = [f"[VERIFY], Segments, {rep.segments}",
              f"[VERIFY], Records, {rep.records}",

@@ -31,7 +31,7 @@ from workloads import core, runner
 from workloads.runner import PhaseResult
 from workloads.status import HdrLogs
 
-from . import baselines, results
+from . import results
 from .spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
 
 PhaseObserver = Callable[[str, PhaseResult], None]
@@ -147,6 +147,10 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
             clients = _run_clients(spec)
             before = None
             if spec.baseline:  # the first half of the bracket (see experiments.baselines)
+                # imported here: only --baseline needs indexed_fs's committer, and every
+                # bench invocation would otherwise pay for importing the store
+                from . import baselines
+
                 before = baselines.leg(path, operations=(clients.operations or 2000) // 2,
                                        value_size=spec.workload.value_size,
                                        seed=spec.clients.seed, threads=spec.clients.threads,

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import SparkIntegrationError
-from .base import Baseline, Protocol
+
+if TYPE_CHECKING:  # annotations only: listing names must not import the protocols' machinery
+    from .base import Baseline, Protocol
 
 #: the operator states (``Settings.operator``) of every job
 ALL_OPERATORS = ("count", "join")
