@@ -48,6 +48,7 @@ class Metrics:
     replayed_events: int = 0
     useless_checkpoints: int = 0
     exactly_once: bool | None = None
+    protocol_counters: dict = field(default_factory=dict)  # the protocol's own totals (Protocol.counters)
     verify_detail: str = ""
 
     @property
@@ -81,6 +82,7 @@ class Metrics:
             "Batches": self.batches,
             "Events": self.events,
             "WallTime(s)": round(self.wall_seconds, 2),
+            **self.protocol_counters,
         }
 
 

@@ -127,6 +127,8 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
         # deduplication: a re-run batch this instance had already applied (sequence number = batch)
         duplicate = state.version == plan.batch_seq
         ack_ops = 0 if duplicate else protocol.acknowledge(settings, instance, plan.batch_seq)
+        if not duplicate:  # the protocol may read what the senders piggybacked, and act first
+            batches = protocol.receive(settings, instance, plan.batch_seq, state, batches)
         events, lo, hi = 0, -1, -1
         for rb in batches:
             if rb.num_rows == 0:
@@ -140,7 +142,8 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
         if plan.kill_offset is not None and instance == plan.kill_instance and hi >= plan.kill_offset:
             drop_state(settings, instance)
             os._exit(17)  # the task dies for real, taking its Python worker with it
-        ckpt: CheckpointReport = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0, "durable": 0}
+        ckpt: CheckpointReport = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0, "durable": 0,
+                                   "forced": 0}
         if plan.checkpoint is not None and not duplicate:
             ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
         ckpt["backend_ops"] += ack_ops
@@ -151,7 +154,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
     row = InstanceStats(instance=instance, events=events, min_seq=lo, max_seq=hi, restore_ms=restore_ms,
                         ckpt_start=ckpt["ckpt_start"], ckpt_ms=ckpt["ckpt_ms"], ckpt_bytes=ckpt["ckpt_bytes"],
                         backend_ops=ckpt["backend_ops"], durable=ckpt["durable"], replayed=replayed,
-                        useless=useless)
+                        useless=useless, forced=ckpt["forced"])
     # by name, in the schema's order (mapInArrow matches columns by position)
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
 

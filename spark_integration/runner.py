@@ -239,6 +239,7 @@ class JobRunner:
             raise self.error
         if not self.done.is_set():
             raise SparkIntegrationError(f"the streaming query stopped early: {query.exception()}")
+        self.metrics.protocol_counters.update(self.protocol.counters())
         if self.spec.verify:
             self._verify()
         self._clear_local_state()

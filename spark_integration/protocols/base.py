@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Mapping, TypeVar
+from typing import Any, ClassVar, Generic, Iterator, Mapping, TypeVar
 
 from ..job import JobSpec, Metrics
 from ..keyed_state import KeyedState
@@ -75,6 +75,18 @@ class Protocol(abc.ABC, Generic[C, R]):
         """Before processing a micro-batch's events (LOG.io: assign them to an Input Set durably);
         returns the backend operations issued."""
         return 0
+
+    def receive(self, settings: Settings, instance: int, batch_seq: int, state: KeyedState,
+                batches: Iterator[Any]) -> Iterator[Any]:
+        """Before a micro-batch's messages (Arrow batches) are applied to ``state`` (never on a
+        duplicate): the protocol may read what the senders piggybacked and act on the state as it
+        was before them (CIC: a forced checkpoint); returns the batches to apply.  Default: as is."""
+        return batches
+
+    def counters(self) -> dict[str, float]:
+        """The protocol's own totals for the ``[SPARK]`` lines (e.g. CIC's forced checkpoints),
+        asked once at the end of a run; default: none."""
+        return {}
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
         """Delete what a cancelled task of a failed job may have written for ``batch_seq`` from a

@@ -49,6 +49,7 @@ class CheckpointReport(TypedDict, total=False):
     ckpt_bytes: int
     backend_ops: int
     durable: int  # the latest micro-batch whose checkpoint is durable (0: unknown or none)
+    forced: int  # checkpoints the protocol forced in this micro-batch (communication-induced)
 
 
 class InstanceStats(TypedDict):
@@ -66,6 +67,7 @@ class InstanceStats(TypedDict):
     durable: int
     replayed: int  # events re-applied from a message log during a restore
     useless: int  # checkpoints past the recovery line of a restore
+    forced: int  # checkpoints forced by what senders piggybacked (communication-induced)
 
 
 _SPARK_TYPES = {int: "long", float: "double"}
