@@ -69,6 +69,11 @@ typedef struct {
 
 static atomic_int fork_generation;  /* moves in every forked child */
 
+/* Test hook (set_sync_delay): microseconds to sleep before every fdatasync, so that tests can
+ * make writers queue behind a sync on any medium (tmpfs syncs are instant) instead of hoping
+ * the disk is slow.  Zero outside tests: one relaxed load per sync. */
+static atomic_llong sync_delay_us;
+
 /* Set up / tear down a committer's C state (shared by the Python type and bare_threads()). */
 static void commit_setup(GroupCommit *self, int fd, long long written, long long nwrites) {
     pthread_mutex_init(&self->mu, NULL);
@@ -214,6 +219,12 @@ static int sync_once(GroupCommit *self, long long *failed_goal) {
     long long goal = self->written, nw = self->nwrites;
     self->sync_fd = fd;
     pthread_mutex_unlock(&self->mu);
+    long long delay = atomic_load_explicit(&sync_delay_us, memory_order_relaxed);
+    if (delay > 0) {
+        struct timespec ts = {.tv_sec = delay / 1000000, .tv_nsec = (delay % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
     int rc = fdatasync(fd);
     int e = errno;
     pthread_mutex_lock(&self->mu);
@@ -565,7 +576,21 @@ out:
     return Py_BuildValue("dL", seconds, syncs);
 }
 
+/* set_sync_delay(us): the test hook above; returns the previous delay. */
+static PyObject *set_sync_delay(PyObject *mod, PyObject *arg) {
+    long long us = PyLong_AsLongLong(arg);
+    if (us == -1 && PyErr_Occurred())
+        return NULL;
+    if (us < 0) {
+        PyErr_SetString(PyExc_ValueError, "set_sync_delay: microseconds >= 0");
+        return NULL;
+    }
+    return PyLong_FromLongLong(atomic_exchange(&sync_delay_us, us));
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_sync_delay", set_sync_delay, METH_O,
+     "set_sync_delay(us) -> previous: sleep us microseconds before every fdatasync (tests)"},
     {"bare_threads", bare_threads, METH_VARARGS,
      "bare_threads(path, threads, operations, record) -> (seconds, syncs): the C ceiling of --baseline"},
     {"pwrite_all", (PyCFunction)(void (*)(void))pwrite_all, METH_FASTCALL,

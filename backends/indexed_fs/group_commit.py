@@ -20,6 +20,14 @@ Two committers with one interface:
 * :class:`PyCommit` for segments whose sync is a Python call (NFS, where it is a WRITE+COMMIT
   round trip), and for local ones where the C extension was not built (no compiler).
 
+Test hooks, free when off (one global load per sync or per committer made):
+
+* :func:`set_sync_delay` sleeps before every sync, in both committers, so that writers queue
+  behind a sync on any medium (a tmpfs sync takes no time) rather than when the disk is slow;
+* :data:`ack_log`, when a list, makes :func:`committer` wrap each committer so that every
+  acknowledgement appends ``(target, synced)``: the bytes the writer waited for and the bytes the
+  committer had synced when it let the writer go.  ``target <= synced`` for each is the promise.
+
 For experiments, the floors a durable store is measured against use the same machinery without a
 store: :class:`PyCommit` around any object with a ``sync()`` method, and :func:`bare_threads`,
 the C committer driven by C threads with no Python in the loop (where :data:`native_available`).
@@ -29,6 +37,7 @@ The figures these give belong in the results, not here.
 from __future__ import annotations
 
 import threading
+import time
 from _thread import allocate_lock as _new_lock
 from typing import Any
 
@@ -36,15 +45,36 @@ try:
     from ._commit import GroupCommit as _NativeGroupCommit
     from ._commit import bare_threads as _native_bare_threads
     from ._commit import pwrite_all
+    from ._commit import set_sync_delay as _native_set_sync_delay
 except ImportError:  # built without a C compiler: the pure-Python committer serves all media
-    _NativeGroupCommit = _native_bare_threads = None
+    _NativeGroupCommit = _native_bare_threads = _native_set_sync_delay = None
     pwrite_all = None
 
 #: whether the C extension was built: local segments get the C committer and
 #: :func:`bare_threads` runs (tests switch it off to exercise PyCommit in a store)
 native_available = _NativeGroupCommit is not None
 
-__all__ = ["PyCommit", "bare_threads", "committer", "native_available", "pwrite_all"]
+__all__ = ["PyCommit", "ack_log", "bare_threads", "committer", "native_available", "pwrite_all",
+           "set_sync_delay"]
+
+#: test hook: seconds PyCommit sleeps before each sync (see set_sync_delay)
+_sync_delay = 0.0
+#: test hook: when a list, every acknowledgement of a committer made from now on appends
+#: ``(target, synced)`` to it (see the module docstring)
+ack_log: list[tuple[int, int]] | None = None
+
+
+def set_sync_delay(seconds: float) -> float:
+    """Test hook: sleep ``seconds`` before every group-commit sync, in the Python and the C
+    committer alike (0 turns it off); returns the previous delay.  It makes writers queue
+    behind a sync deterministically, whatever the medium; nothing else should set it."""
+    global _sync_delay
+    if seconds < 0:
+        raise ValueError("set_sync_delay: seconds >= 0")
+    previous, _sync_delay = _sync_delay, float(seconds)
+    if _native_set_sync_delay is not None:
+        _native_set_sync_delay(round(seconds * 1e6))
+    return previous
 
 
 class PyCommit:
@@ -99,6 +129,8 @@ class PyCommit:
                 self._in_sync = handle
                 lock.release()
                 try:
+                    if _sync_delay:
+                        time.sleep(_sync_delay)
                     handle.sync()
                 finally:
                     lock.acquire()
@@ -137,8 +169,22 @@ class PyCommit:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return dict(syncs=self._syncs, sync_requests=self._requests,
+            return dict(syncs=self._syncs, sync_requests=self._requests, synced=self._synced,
                         synced_writes=self._synced_writes, group_commit_max_batch=self._max_batch)
+
+
+class _Observed:
+    """A committer whose acknowledgements are recorded in :data:`ack_log` (test hook)."""
+
+    def __init__(self, inner: Any, log: list[tuple[int, int]]) -> None:
+        self._inner, self._log = inner, log
+
+    def wait(self, target: int) -> None:
+        self._inner.wait(target)
+        self._log.append((target, self._inner.stats()["synced"]))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 def bare_threads(path: str, threads: int, operations: int, record_size: int) -> tuple[float, int]:
@@ -161,8 +207,11 @@ def committer(segment: Any, written: int = 0, nwrites: int = 0) -> tuple[Any, An
     kind)``, where ``handle_of(segment)`` is what to pass to ``appended``/``idle`` for a segment
     (its fd for the C committer, the segment itself for :class:`PyCommit`)."""
     if native_available and getattr(segment, "fd", None) is not None:
-        return _NativeGroupCommit(segment.fd, written, nwrites), _fd_of, "native"
-    return PyCommit(segment, written, nwrites), _self, "python"
+        made, handle_of, kind = _NativeGroupCommit(segment.fd, written, nwrites), _fd_of, "native"
+    else:
+        made, handle_of, kind = PyCommit(segment, written, nwrites), _self, "python"
+    log = ack_log
+    return (made if log is None else _Observed(made, log)), handle_of, kind
 
 
 def _fd_of(segment: Any) -> int:
