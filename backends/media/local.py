@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Callable
 
 from ..base import BackendUnavailableError, BadOptionError
 from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of
@@ -132,14 +133,17 @@ class LocalMedium(Medium):
         with open(self.full(rel), "rb") as f:
             return f.read()
 
-    def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None) -> None:
+    def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None,
+                     step: Callable[[str], None] | None = None) -> None:
         final = self.full(rel)
         tmp = self.full(tmp) if tmp else f"{final}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 try:
-                    for part in parts_of(data):
+                    for i, part in enumerate(parts_of(data)):
+                        if i and step:
+                            step("mid_write")
                         view = memoryview(part)
                         while view:
                             view = view[os.write(fd, view):]
@@ -147,6 +151,8 @@ class LocalMedium(Medium):
                         os.fdatasync(fd)
                 finally:
                     os.close(fd)
+                if step:
+                    step("before_rename")
                 os.replace(tmp, final)
             except BaseException:
                 with contextlib.suppress(OSError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import errno
+from typing import Callable
 
 from ..base import BackendUnavailableError, StorageFullError
 
@@ -132,10 +133,13 @@ class Medium(abc.ABC):
 
     @abc.abstractmethod
     def write_atomic(self, rel: str, data: "bytes | list[bytes]", sync: bool = True,
-                     tmp: str | None = None) -> None:
+                     tmp: str | None = None, step: Callable[[str], None] | None = None) -> None:
         """Replace ``rel`` by ``data`` (bytes, or a list of parts written in order) all-or-nothing:
         temp file ``tmp`` (default ``rel + ".tmp"``; give a unique name when several threads may
-        write the same ``rel``), sync, rename, directory sync.  On failure the temp file is removed."""
+        write the same ``rel``), sync, rename, directory sync.  On failure the temp file is removed.
+        ``step`` (crash tests' fail points) is called with ``"mid_write"`` between two parts the
+        medium writes separately and with ``"before_rename"`` once the temp file is complete
+        (and synced when ``sync``)."""
 
     @abc.abstractmethod
     def create_exclusive(self, rel: str, data: bytes) -> bool:

@@ -22,7 +22,7 @@ import errno
 import posixpath
 import threading
 import uuid
-from typing import Iterator
+from typing import Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
@@ -249,7 +249,8 @@ class NfsMedium(Medium):
             with self.client.open(self.abs(rel), "rb") as f:
                 return f.read_at(0, self.client.stat(self.abs(rel)).size)
 
-    def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None) -> None:
+    def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None,
+                     step: Callable[[str], None] | None = None) -> None:
         # nfs-rs writes are durable when they return and NFS renames/creates are synchronous
         # on the server, so ``sync`` costs nothing extra here.  Parts are joined: one durable
         # write (one COMMIT) instead of one per part.
@@ -261,6 +262,8 @@ class NfsMedium(Medium):
                 with self.client.open(self.abs(tmp), "wb") as f:
                     if blob:
                         self.client_write(f, blob, 0)
+                if step:  # one WRITE of the joined parts: no "mid_write" here
+                    step("before_rename")
                 self.client.rename(self.abs(tmp), self.abs(rel))
             except BaseException:
                 with contextlib.suppress(Exception):
