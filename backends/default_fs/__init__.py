@@ -11,6 +11,12 @@ everything after itself, so a torn or flipped file is detected and never returne
 is inside the file because a file name cannot hold every key: names are the key percent-encoded, or
 ``~<sha1>`` when that would be too long.
 
+Fail points (:mod:`backends.failpoints`): ``default_fs.put.mid_write`` with part of a put's temp
+file written and ``default_fs.put.before_rename`` with the temp file complete (and synced) but
+not yet renamed.  A crash at either leaves the key's previous checkpoint and a temp file, which
+the next open removes.  When one is armed the put writes its file in two parts (so that a
+``mid_write`` falls inside it); otherwise the write path is the plain one.
+
 The directory is a storage medium (:mod:`backends.media`): a local path (also a kernel NFS mount)
 or an ``nfs://`` URL; the write is the medium's ``write_atomic`` (locally: ``os.write``,
 ``fdatasync``, ``rename``, directory ``fsync``; over NFS: WRITE+COMMIT, RENAME).
@@ -27,6 +33,7 @@ from urllib.parse import quote, unquote
 
 import crc32c
 
+from .. import failpoints
 from ..base import Backend, CorruptDataError, Option
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
@@ -36,6 +43,18 @@ _HEADER = struct.Struct("<III")  # crc, key length, value length
 _SUFFIX = ".ckpt"
 _TMP_PREFIX = ".tmp-"
 _MAX_NAME = 200  # below NAME_MAX (255) with room for the suffix and temp prefix
+
+_FAILPOINTS = (
+    failpoints.declare("default_fs.put.mid_write",
+                       "a crash with part of a put's temp file written: the old checkpoint stays"),
+    failpoints.declare("default_fs.put.before_rename",
+                       "a crash with a put's temp file written and synced, before the rename: "
+                       "the old checkpoint stays"),
+)
+
+
+def _fail_step(step: str) -> None:
+    failpoints.hit(f"default_fs.put.{step}")
 
 
 def _key_bytes(key: str) -> bytes:
@@ -83,6 +102,9 @@ class DefaultFSBackend(Backend):
             self.medium.close()
             raise
         self._sync = self.durability == "sync"
+        # fail points are armed once per process (from the environment): decided here, so an
+        # unarmed put passes no step and writes its file in one part
+        self._step = _fail_step if any(p in failpoints.armed() for p in _FAILPOINTS) else None
         self._removed_tmp = self._remove_leftover_temp_files()
         self._puts = 0
 
@@ -97,8 +119,12 @@ class DefaultFSBackend(Backend):
 
     def _put(self, key: str, value: bytes) -> None:
         tmp = f"{_TMP_PREFIX}{os.getpid()}-{threading.get_ident()}"
+        blob: bytes | list = _encode(key, value)
+        if self._step is not None:  # two parts, so that "mid_write" falls inside the file
+            view = memoryview(blob)
+            blob = [view[: len(view) // 2], view[len(view) // 2 :]]
         with storage_errors(self.name, self.path):
-            self.medium.write_atomic(_file_name(key), _encode(key, value), self._sync, tmp)
+            self.medium.write_atomic(_file_name(key), blob, self._sync, tmp, self._step)
         self._puts += 1
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
