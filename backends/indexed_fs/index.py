@@ -55,12 +55,21 @@ class Index:
         self._nbase = 0
 
     # -- bulk loading -------------------------------------------------------------------------
-    def load_base(self, keys: np.ndarray, cols: Columns, alive: np.ndarray | None = None) -> None:
-        """Adopt a snapshot's sorted key array and columns as the base layer (no copy)."""
+    def load_base(self, keys: np.ndarray, cols: Columns, alive: np.ndarray | None = None,
+                  counts: dict[int, tuple[int, int]] | None = None) -> None:
+        """Adopt a snapshot's sorted key array and columns as the base layer (no copy: they may
+        lie in a mapped file).  ``counts`` (segment id -> entries, bytes of the alive rows), when
+        the caller knows them (a snapshot's segment table), spares a pass over every entry."""
         self._base, self._cols = keys, cols
         self._alive = np.ones(len(keys), bool) if alive is None else alive
-        self._nbase = int(self._alive.sum())
-        self._count(cols[0][self._alive], cols[2][self._alive])
+        if counts is None:
+            self._nbase = int(self._alive.sum())
+            self._count(cols[0][self._alive], cols[2][self._alive])
+        else:
+            self._nbase = len(keys) if alive is None else int(alive.sum())
+            for sid, (c, b) in counts.items():
+                if c:
+                    self._add_bulk(sid, c, b)
 
     def _count(self, seg: np.ndarray, size: np.ndarray) -> None:
         """Add entries (their segment ids and record sizes) to the per-segment accounting."""

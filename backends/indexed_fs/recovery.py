@@ -183,18 +183,25 @@ def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.S
 
 def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[tuple[str, int]]:
     """Adopt the snapshot's entries (those into existing segments) as the index base; return
-    the keys (and segment ids) of entries into segments that no longer exist."""
-    ok = np.isin(snap.cols[0], np.array(ids, np.uint32))
+    the keys (and segment ids) of entries into segments that no longer exist.  The segment
+    table says whether any entry points into a missing segment: only then are the entries
+    themselves looked at."""
+    present = set(ids)
+    counts = {sid: (info.entries, info.bytes) for sid, info in snap.segs.items()
+              if sid in present}
     gone: list[tuple[str, int]] = []
-    if not ok.all():
+    ok = None
+    if any(info.entries and sid not in present for sid, info in snap.segs.items()):
+        ok = np.isin(snap.cols[0], np.array(ids, np.uint32))
         where = np.flatnonzero(~ok).tolist()
         gone = [(k if isinstance(k, str) else k.decode("utf-8"), sid)
                 for k, sid in zip((snap.keys[i] for i in where), snap.cols[0][where].tolist())]
     if isinstance(snap.keys, np.ndarray):
-        index.load_base(snap.keys, snap.cols, ok)
+        index.load_base(snap.keys, snap.cols, ok, counts)
     else:  # keys with NUL in them: the slower dict path
         cols = [col.tolist() for col in snap.cols]
-        for i in np.flatnonzero(ok).tolist():
+        rows = range(len(snap.keys)) if ok is None else np.flatnonzero(ok).tolist()
+        for i in rows:
             dict.__setitem__(index.d, snap.keys[i], tuple(col[i] for col in cols))
         index.finish_scan()
     return gone
@@ -214,9 +221,10 @@ def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
             if e[0] in segments:
                 index.set(key, e, tomb=True)
         for sid, seg in segments.items():
-            seg.min_seq = snap.seg_min_seq.get(sid, 0)
+            info = snap.segs.get(sid)
+            seg.min_seq = 0 if info is None else info.min_seq
         plan = [(s, coff if s.id == cseg else 0) for s in segments.values()
-                if s.id >= cseg or s.id not in snap.seg_min_seq]
+                if s.id >= cseg or s.id not in snap.segs]
         values, tombs = {}, {}  # what the log holds beyond the snapshot
     else:
         plan = [(s, 0) for s in segments.values()]
@@ -296,6 +304,9 @@ def _check_reach(kd: Keydir, snap: snapshot.Snapshot) -> None:
     seg_col, off, size = snap.cols[0], snap.cols[1], snap.cols[2]
     if not len(seg_col) or not kd.segments:
         return
+    if all(info.reach <= kd.segments[sid].size for sid, info in snap.segs.items()
+           if sid in kd.segments):
+        return  # the segment table's reach: no entry past its file's end
     ids = np.array(sorted(kd.segments), np.int64)
     sizes = np.array([kd.segments[i].size for i in ids.tolist()], np.int64)
     at = np.minimum(np.searchsorted(ids, seg_col.astype(np.int64)), len(ids) - 1)

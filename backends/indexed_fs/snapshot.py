@@ -1,39 +1,76 @@
-"""Index snapshots ("index flush"): the keydir on disk, for a fast open.
+"""Index snapshots ("index flush"): the keydir on disk, searched in place after an open.
 
-File ``snap-NNNNNNNNN.idx`` (N grows by one per flush).  Layout, little-endian::
+File ``snap-NNNNNNNNN.idx`` (N grows by one per flush).  Layout, little-endian, every numeric
+section 8-byte aligned::
 
-    header | value columns | tombstone columns | segment table | key blobs | crc32c:u32
+    header (88 bytes) | off:u64[n] | seq:u64[n] | seg:u32[n] | size:u32[n] |
+    tombstones:u64[nt*4] | segment table: id, min seq, entries, bytes, reach: u64[ns] each |
+    value keys | tombstone keys | crc32c:u32
 
-Numeric columns are raw arrays read back with ``numpy.frombuffer`` (no per-entry parsing); keys
-are one fixed-width utf-8 array, also adopted as is (or, if some key contains NUL, a length
-column and a blob).  The CRC covers the whole file before it.  The header records the position
-``(segment, offset)`` the snapshot covers: the open scans the log only from there.
+The value entries are sorted by key; keys are one fixed-width utf-8 array (``S<w>``, NUL-padded;
+or, if some key itself holds a NUL, a length column and a blob).  An open maps the file
+(``mmap``) and adopts the key array and the columns as they lie, so the index *base* is binary
+searched in the page cache: nothing is parsed per entry and no Python object is made per key.
+The segment table carries, per segment, what the open would otherwise compute from a million
+entries: the lowest ``seq`` it holds, the number and bytes of value entries pointing into it (the
+GC/compaction accounting) and its *reach* (the highest ``offset + size`` of those entries, so a
+truncated segment file is found by one comparison per segment).
 
-Writing (``Medium.write_atomic``): temp file, sync, atomic rename, directory sync; only then are
-older snapshots deleted, so a crash at any point leaves at least one complete snapshot (or none,
-if there never was one).
+The CRC covers the whole file before it and is checked in full at open (one pass over the mapped
+file, in C): a damaged snapshot is never used, the rebuild falls back to an older one or to the
+log.  The header records the position ``(segment, offset)`` the snapshot covers: the open reads
+the log only from there.
+
+Writing (:func:`durable_write`): temp file, sync, rename, directory sync; only then are older
+snapshots deleted, so a crash at any point leaves at least one complete snapshot (or none, if
+there never was one).  A crash between the sync and the rename leaves a ``*.tmp`` file that the
+next open deletes; one between the rename and the directory sync leaves either name, each a
+complete file.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import re
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from .. import failpoints
 from .segment import crc
 
 if TYPE_CHECKING:
     from ..media import Medium
 
-MAGIC = b"IFSSNAP2"
-_HEAD = struct.Struct("<8sBQQQQQQQQQ")  # magic, key mode, n, n_tombs, n_segs, cov seg, cov off,
-#                                         next seq, key width, value-key blob len, tomb-key blob len
+AFTER_WRITE = failpoints.declare(
+    "indexed_fs.snapshot.after_write",
+    "a crash after the snapshot's temp file is written and synced, before its rename: the next "
+    "open deletes the temp file and uses the previous snapshot (or the log)")
+AFTER_RENAME = failpoints.declare(
+    "indexed_fs.snapshot.after_rename",
+    "a crash after the snapshot's rename, before the directory sync: the new snapshot or the "
+    "previous one is found, each complete")
+
+MAGIC = b"IFSSNAP3"
+#: magic, key mode, (pad), n, n_tombs, n_segs, cov seg, cov off, next seq, key width,
+#: value-key blob len, tomb-key blob len
+_HEAD = struct.Struct("<8sB7xQQQQQQQQQ")
 _NAME = re.compile(r"^snap-(\d{9})\.idx$")
-#: value keys as one fixed-width array (loaded zero-copy), or length-prefixed (a key has a NUL)
+#: value keys as one fixed-width array (searched in place), or length-prefixed (a key has a NUL)
 KEYS_FIXED, KEYS_LENGTHS = 0, 1
+
+
+@dataclass
+class SegInfo:
+    """One row of a snapshot's segment table."""
+
+    min_seq: int
+    entries: int  # value entries pointing into the segment
+    bytes: int  # their record bytes
+    reach: int  # highest offset + size among them (0: none)
 
 
 @dataclass
@@ -41,11 +78,15 @@ class Snapshot:
     number: int
     covered: tuple[int, int]
     next_seq: int
-    #: sorted keys: numpy ``S<w>`` array (KEYS_FIXED) or list of str (KEYS_LENGTHS)
+    #: sorted keys: numpy ``S<w>`` array (KEYS_FIXED, over the mapped file) or list of str
     keys: np.ndarray | list[str]
-    cols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    cols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # seg, off, size, seq
     tombs: dict[str, tuple[int, int, int, int]]
-    seg_min_seq: dict[int, int]
+    segs: dict[int, SegInfo]
+
+    @property
+    def seg_min_seq(self) -> dict[int, int]:
+        return {sid: info.min_seq for sid, info in self.segs.items()}
 
 
 def list_numbers(medium: "Medium") -> list[int]:
@@ -67,13 +108,58 @@ def _encode_lengths(keys: list[bytes]) -> bytes:
     return lens.tobytes() + b"".join(keys)
 
 
-def _decode_lengths(blob: bytes, n: int) -> list[str]:
+def _decode_lengths(blob: Any, n: int) -> list[str]:
     if n == 0:
         return []
+    blob = bytes(blob)
     lens = np.frombuffer(blob, np.uint32, n)
     ends = np.cumsum(lens, dtype=np.int64) + 4 * n
     starts = (ends - lens).tolist()
     return [blob[a:b].decode("utf-8") for a, b in zip(starts, ends.tolist())]
+
+
+def durable_write(medium: "Medium", name: str, parts: Sequence[bytes], after_write: str,
+                  after_rename: str) -> None:
+    """Write ``parts`` as file ``name``: temp file, sync, rename, directory sync, with the fail
+    points ``after_write`` (temp synced, not renamed) and ``after_rename`` (renamed, directory
+    not synced).  A failure before the rename removes the temp file."""
+    tmp = name + ".tmp"
+    medium.delete(tmp)  # a leftover of an earlier failed try: the append below must start empty
+    out = medium.open_append(tmp)
+    try:
+        try:
+            for part in parts:
+                out.append(part)
+            out.sync()
+        finally:
+            out.close()
+        failpoints.hit(after_write)
+        medium.rename(tmp, name)
+    except BaseException:
+        try:
+            medium.delete(tmp)
+        except OSError:
+            pass
+        raise
+    failpoints.hit(after_rename)
+    medium.sync_dir()
+
+
+def _seg_table(cols: Sequence[np.ndarray], seg_min_seq: dict[int, int]) -> list[np.ndarray]:
+    """The segment table's five columns for value entries ``cols`` (seg, off, size, seq)."""
+    seg = np.asarray(cols[0], np.int64)
+    size = np.asarray(cols[2], np.uint64)
+    used = np.flatnonzero(np.bincount(seg)).tolist() if len(seg) else []
+    ids = sorted(set(seg_min_seq) | set(used))
+    id_arr = np.array(ids, np.int64)
+    at = np.searchsorted(id_arr, seg)
+    entries = np.bincount(at, minlength=len(ids)).astype(np.uint64)
+    nbytes = np.bincount(at, weights=size.astype(np.float64), minlength=len(ids))
+    reach = np.zeros(len(ids), np.uint64)
+    if len(seg):
+        np.maximum.at(reach, at, np.asarray(cols[1], np.uint64) + size)
+    mins = np.array([seg_min_seq.get(i, 0) for i in ids], np.uint64)
+    return [id_arr.astype(np.uint64), mins, entries, nbytes.astype(np.uint64), reach]
 
 
 def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int,
@@ -88,17 +174,17 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
     tkeys = sorted(tombs)
     blob_t = _encode_lengths([k.encode("utf-8") for k in tkeys])
     t = np.array([tombs[k] for k in tkeys], np.uint64).reshape(-1, 4)
-    seg_ids = sorted(seg_min_seq)
+    table = _seg_table(cols, seg_min_seq)
+    n = len(keys)
     parts = [
-        _HEAD.pack(MAGIC, mode, len(keys), len(tkeys), len(seg_ids), covered[0], covered[1],
+        _HEAD.pack(MAGIC, mode, n, len(tkeys), len(table[0]), covered[0], covered[1],
                    next_seq, width, len(blob_v), len(blob_t)),
-        np.ascontiguousarray(cols[0], np.uint32).tobytes(),
         np.ascontiguousarray(cols[1], np.uint64).tobytes(),
-        np.ascontiguousarray(cols[2], np.uint32).tobytes(),
         np.ascontiguousarray(cols[3], np.uint64).tobytes(),
+        np.ascontiguousarray(cols[0], np.uint32).tobytes(),
+        np.ascontiguousarray(cols[2], np.uint32).tobytes(),  # two u32 columns: 8n, aligned
         t.tobytes(),
-        np.array(seg_ids, np.uint64).tobytes(),
-        np.array([seg_min_seq[s] for s in seg_ids], np.uint64).tobytes(),
+        *(c.tobytes() for c in table),
         blob_v,
         blob_t,
     ]
@@ -107,7 +193,7 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
         c = crc(p, c)
     parts.append(c.to_bytes(4, "little"))
     name = file_name(number)
-    medium.write_atomic(name, parts)
+    durable_write(medium, name, parts, AFTER_WRITE, AFTER_RENAME)
     for old in list_numbers(medium):
         if old < number:
             try:
@@ -117,15 +203,33 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
     return name
 
 
+def map_file(medium: "Medium", name: str) -> Any:
+    """The bytes of file ``name``: mapped read-only where the medium is local (the pages stay in
+    the page cache, shared, and nothing is copied; the mapping outlives a later delete of the
+    file), else read whole."""
+    if medium.kind != "local":
+        return medium.read_file(name)
+    with open(medium.full(name), "rb") as f:  # type: ignore[attr-defined]
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        return mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+
+
 def read(medium: "Medium", number: int) -> Snapshot:
-    """Load and verify one snapshot; ``ValueError`` if it is damaged in any way."""
-    data = medium.read_file(file_name(number))
+    """Map and verify one snapshot; ``ValueError`` if it is damaged in any way."""
+    data = map_file(medium, file_name(number))
     if len(data) < _HEAD.size + 4 or data[:8] != MAGIC:
-        raise ValueError("not a snapshot file (bad magic or too short)")
-    if crc(memoryview(data)[:-4]) != int.from_bytes(data[-4:], "little"):
+        raise ValueError("not a snapshot file of this format (bad magic or too short)")
+    view = memoryview(data)
+    if crc(view[:-4]) != int.from_bytes(data[-4:], "little"):
         raise ValueError("snapshot CRC mismatch")
     _, mode, n, nt, ns, cseg, coff, next_seq, width, lv, lt = _HEAD.unpack_from(data)
     pos = _HEAD.size
+    need = _HEAD.size + 24 * n + 32 * nt + 40 * ns + lv + lt + 4
+    if need != len(data):
+        raise ValueError("snapshot sections do not add up to the file size")
 
     def take(dtype, count):
         nonlocal pos
@@ -133,25 +237,21 @@ def read(medium: "Medium", number: int) -> Snapshot:
         pos += arr.nbytes
         return arr
 
-    seg = take(np.uint32, n)
     off = take(np.uint64, n)
-    size = take(np.uint32, n)
     seq = take(np.uint64, n)
+    seg = take(np.uint32, n)
+    size = take(np.uint32, n)
     t = take(np.uint64, nt * 4).reshape(-1, 4)
-    seg_ids = take(np.uint64, ns)
-    seg_min = take(np.uint64, ns)
-    blob_t = data[pos + lv : pos + lv + lt]
-    if pos + lv + lt + 4 != len(data):
-        raise ValueError("snapshot sections do not add up to the file size")
+    table = [take(np.uint64, ns).tolist() for _ in range(5)]
     if mode == KEYS_FIXED:
         if n and (width == 0 or lv != n * width):
             raise ValueError("key array size does not match the header")
         keys = np.frombuffer(data, f"S{max(width, 1)}", n, pos) if n else np.array([], "S1")
     elif mode == KEYS_LENGTHS:
-        keys = _decode_lengths(data[pos : pos + lv], n)
+        keys = _decode_lengths(view[pos : pos + lv], n)
     else:
         raise ValueError(f"unknown key encoding {mode}")
-    tkeys = _decode_lengths(blob_t, nt)
+    tkeys = _decode_lengths(view[pos + lv : pos + lv + lt], nt)
     tombs = {k: tuple(row) for k, row in zip(tkeys, t.tolist())}
-    return Snapshot(number, (cseg, coff), next_seq, keys, (seg, off, size, seq), tombs,
-                    dict(zip(seg_ids.tolist(), seg_min.tolist())))
+    segs = {sid: SegInfo(m, e, b, r) for sid, m, e, b, r in zip(*table)}
+    return Snapshot(number, (cseg, coff), next_seq, keys, (seg, off, size, seq), tombs, segs)
