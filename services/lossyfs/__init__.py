@@ -1,0 +1,171 @@
+"""A lossy FUSE file system, in the style of LazyFS: a power cut drops everything not fsynced.
+
+Mount one, run a store on it, cut the power, look at what is left::
+
+    with LossyFS.mount("/tmp/x/backing", "/tmp/x/mnt") as fs:
+        ...                       # a store writes under /tmp/x/mnt
+        fs.power_off()            # the power cut: unsynced data and entries are gone, I/O fails
+        ...                       # SIGKILL the writers (they are dead on a real power cut too)
+        fs.power_on()             # the "reboot": the mount serves what survived
+        # or fs.crash(): power_off + power_on at once
+
+The model (docs/lossyfs.md; :mod:`services.lossyfs.model`): data writes, truncates, creates,
+renames, unlinks and mkdirs are kept in a volatile layer; ``fsync``/``fdatasync`` of a file makes
+its data and size durable, ``fsync`` of a directory its entries; a write through an ``O_SYNC`` or
+``O_DSYNC`` handle is durable when it returns; ``torn=True`` keeps a random prefix of the newest
+unsynced write.  The daemon is a separate process (``python -m services.lossyfs serve``) driven
+through a unix socket, so crashing it never takes the caller down.
+
+Needs ``/dev/fuse``, ``fusermount3`` (Debian ``fuse3``; :func:`install`) and ``mfusepy``
+(the ``lossyfs`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..common import ServiceError
+
+__all__ = ["LossyFS", "LossyFSError", "available", "install", "is_mounted"]
+
+
+class LossyFSError(ServiceError):
+    """The lossy file system cannot be mounted or driven; the message says how to fix it."""
+
+
+def available() -> str | None:
+    """``None`` if a lossy mount can be made here, else the reason it cannot."""
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is absent (no FUSE in this kernel or container)"
+    if shutil.which("fusermount3") is None:
+        return "fusermount3 is missing; install Debian's fuse3 (`apt-get install -y fuse3`)"
+    try:
+        import mfusepy  # noqa: F401
+    except (ImportError, OSError) as exc:
+        return f"the mfusepy binding is unusable ({exc}); `pip install -e '.[lossyfs]'`"
+    return None
+
+
+def install(log=print) -> None:
+    """``apt-get install fuse3`` when ``fusermount3`` is missing (root only); idempotent."""
+    if shutil.which("fusermount3"):
+        return
+    if os.geteuid() != 0:
+        raise LossyFSError("lossyfs: fusermount3 is missing; install it with "
+                           "`sudo apt-get install -y fuse3`")
+    log("lossyfs: installing fuse3 with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "fuse3"]
+    if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise LossyFSError(f"lossyfs: `{' '.join(cmd)}` failed:\n{done.stderr[-2000:]}")
+
+
+def is_mounted(mountpoint: str | os.PathLike) -> bool:
+    """Whether ``mountpoint`` is a mount point in ``/proc/self/mounts``."""
+    target = os.path.abspath(mountpoint)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == target for line in f if len(line.split()) > 1)
+
+
+def _unmount(mountpoint: str) -> None:
+    if is_mounted(mountpoint):
+        done = subprocess.run(["fusermount3", "-u", mountpoint], capture_output=True)
+        if done.returncode != 0:  # busy, or the daemon is gone: detach it
+            subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True)
+
+
+class LossyFS:
+    """One mounted lossy file system (its daemon, backing directory and control socket)."""
+
+    def __init__(self, backing: Path, mountpoint: Path, proc: subprocess.Popen) -> None:
+        self.backing, self.mountpoint, self.proc = backing, mountpoint, proc
+        self.control = str(backing / "control.sock")
+
+    @classmethod
+    def mount(cls, backing: str | os.PathLike, mountpoint: str | os.PathLike,
+              timeout: float = 20.0) -> "LossyFS":
+        """Start the daemon serving ``backing`` (created if missing) at ``mountpoint``."""
+        reason = available()
+        if reason:
+            raise LossyFSError(f"lossyfs: cannot mount: {reason}")
+        backing, mountpoint = Path(backing).resolve(), Path(mountpoint).resolve()
+        backing.mkdir(parents=True, exist_ok=True)
+        _unmount(str(mountpoint))  # a mount left behind by a daemon that died
+        mountpoint.mkdir(parents=True, exist_ok=True)
+        log = open(backing / "lossyfs.log", "ab")
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "services.lossyfs", "serve", str(backing), str(mountpoint)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
+        finally:
+            log.close()
+        fs = cls(backing, mountpoint, proc)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = (backing / "lossyfs.log").read_text(errors="replace")[-1500:]
+                raise LossyFSError(f"lossyfs: the daemon exited ({proc.returncode}):\n{tail}")
+            if is_mounted(mountpoint) and os.path.exists(fs.control):
+                try:
+                    fs.stats()
+                    return fs
+                except LossyFSError:
+                    pass
+            time.sleep(0.05)
+        fs.unmount()
+        raise LossyFSError(f"lossyfs: {mountpoint} not mounted after {timeout:.0f}s")
+
+    def _call(self, **request: Any) -> dict[str, Any]:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(300)
+                sock.connect(self.control)
+                sock.sendall((json.dumps(request) + "\n").encode())
+                reply = json.loads(sock.makefile("r").readline() or "{}")
+        except (OSError, ValueError) as exc:
+            raise LossyFSError(f"lossyfs: control socket {self.control}: {exc}") from exc
+        if not reply.get("ok"):
+            raise LossyFSError(f"lossyfs: {request.get('cmd')} failed: {reply.get('error')}")
+        return reply
+
+    def power_off(self, torn: bool = False, seed: int | None = None) -> dict[str, Any]:
+        """Cut the power: drop everything not durable; all I/O fails until :meth:`power_on`."""
+        return self._call(cmd="power_off", torn=torn, seed=seed)["dropped"]
+
+    def power_on(self) -> None:
+        """Serve again what survived (handles opened before the cut stay dead)."""
+        self._call(cmd="power_on")
+
+    def crash(self, torn: bool = False, seed: int | None = None) -> dict[str, Any]:
+        """A power cut and a reboot at once."""
+        return self._call(cmd="crash", torn=torn, seed=seed)["dropped"]
+
+    def stats(self) -> dict[str, Any]:
+        return self._call(cmd="stats")["stats"]
+
+    def unmount(self) -> None:
+        """Unmount and stop the daemon (lazily if something still has files open)."""
+        _unmount(str(self.mountpoint))
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> "LossyFS":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.unmount()

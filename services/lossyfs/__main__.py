@@ -1,0 +1,82 @@
+"""``python -m services.lossyfs COMMAND``: mount, crash and unmount a lossy file system.
+
+    mount BACKING MOUNTPOINT        start the daemon in the background
+    crash MOUNTPOINT --backing B [--torn]      power cut + reboot: drop everything not fsynced
+    power-off MOUNTPOINT --backing B [--torn]  power cut only (I/O fails until power-on)
+    power-on MOUNTPOINT --backing B
+    stats MOUNTPOINT --backing B               what is not durable yet, counters
+    unmount MOUNTPOINT --backing B
+    install                         apt-get install fuse3 if fusermount3 is missing
+    serve BACKING MOUNTPOINT        the daemon itself, in the foreground
+
+The control socket is ``BACKING/control.sock``; every command but mount, serve and install takes
+``--backing BACKING`` to find it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from . import LossyFS, LossyFSError, install
+
+
+def _attach(args: argparse.Namespace) -> LossyFS:
+    backing = Path(args.backing).resolve()
+    if not (backing / "control.sock").exists():
+        raise LossyFSError(f"lossyfs: no control socket in {backing}; is it mounted from there?")
+    return LossyFS(backing, Path(args.mountpoint).resolve(), subprocess.Popen(["true"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.lossyfs",
+                                     description="A lossy FUSE file system for power-cut tests.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for name in ("serve", "mount"):
+        p = sub.add_parser(name)
+        p.add_argument("backing")
+        p.add_argument("mountpoint")
+    for name in ("crash", "power-off", "power-on", "stats", "unmount"):
+        p = sub.add_parser(name)
+        p.add_argument("mountpoint")
+        p.add_argument("--backing", required=True, help="the backing directory of the mount")
+        if name in ("crash", "power-off"):
+            p.add_argument("--torn", action="store_true",
+                           help="keep a random prefix of the newest unsynced write")
+    sub.add_parser("install")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "serve":
+            from .fs import serve
+
+            backing = Path(args.backing).resolve()
+            serve(str(backing), str(Path(args.mountpoint).resolve()),
+                  str(backing / "control.sock"))
+        elif args.cmd == "mount":
+            fs = LossyFS.mount(args.backing, args.mountpoint)
+            print(f"lossyfs: {fs.mountpoint} mounted (daemon pid {fs.proc.pid})")
+        elif args.cmd == "install":
+            install()
+        else:
+            fs = _attach(args)
+            if args.cmd == "crash":
+                print(json.dumps(fs.crash(torn=args.torn)))
+            elif args.cmd == "power-off":
+                print(json.dumps(fs.power_off(torn=args.torn)))
+            elif args.cmd == "power-on":
+                fs.power_on()
+            elif args.cmd == "stats":
+                print(json.dumps(fs.stats(), sort_keys=True))
+            else:
+                fs.unmount()
+    except LossyFSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
