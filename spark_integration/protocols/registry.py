@@ -64,6 +64,8 @@ _BUILTIN = (
                  "instances checkpoint on their own clocks; senders log; a failed instance recovers alone"),
     Registration("coordinated", "spark_integration.protocols.coordinated:CoordinatedProtocol",
                  "epochs at micro-batch boundaries, committed by the driver; everyone rolls back"),
+    Registration("cic", "spark_integration.protocols.cic.protocol:CicProtocol",
+                 "uncoordinated plus HMNR's forced checkpoints, driven by clocks piggybacked on every message"),
     Registration("logio", "spark_integration.protocols.logio:LogioProtocol",
                  "LOG.io's logged events and one atomic commit per Input Set; a failed instance recovers alone"),
     Registration("spark-state", "spark_integration.spark_state:SparkStateBaseline",
