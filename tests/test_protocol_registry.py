@@ -17,7 +17,7 @@ from spark_integration.protocols.registry import (
 )
 from spark_integration.protocols.tokens import STATS_SCHEMA, BatchPlan, InstanceStats
 
-ALL = ["none", "uncoordinated", "coordinated", "logio", "spark-state"]
+ALL = ["none", "uncoordinated", "coordinated", "cic", "logio", "spark-state"]
 
 
 def test_lists_every_protocol_and_the_baseline():
