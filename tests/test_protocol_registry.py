@@ -28,10 +28,10 @@ def test_lists_every_protocol_and_the_baseline():
 
 def test_unknown_protocol_is_one_error_listing_them():
     with pytest.raises(UnknownProtocolError) as exc:
-        registration("cic")
-    assert str(exc.value) == "unknown protocol 'cic'; valid protocols: " + ", ".join(ALL)
+        registration("hmnr")
+    assert str(exc.value) == "unknown protocol 'hmnr'; valid protocols: " + ", ".join(ALL)
     with pytest.raises(UnknownProtocolError, match="valid protocols: none, uncoordinated"):
-        from_conf({PREFIX + "protocol": "cic"})
+        from_conf({PREFIX + "protocol": "hmnr"})
 
 
 def test_spark_state_is_a_baseline_without_backend_failures_or_q3():
@@ -85,4 +85,4 @@ def test_cli_rules_come_from_the_registry(capsys):
     assert main(["spark", "--protocol", "spark-state", "--fail-at", "10"]) == 2
     assert "drop --fail-at" in capsys.readouterr().err
     assert main(["spark-matrix", "--protocols", "none,spark-state"]) == 2
-    assert "'spark-state' is not a protocol; valid: none, uncoordinated, coordinated, logio" in capsys.readouterr().err
+    assert "'spark-state' is not a protocol; valid: none, uncoordinated, coordinated, cic, logio" in capsys.readouterr().err
