@@ -1,8 +1,11 @@
-"""Storage media under the file backends: a local/POSIX directory or an NFS export without a mount.
+"""Storage media under the file backends: a local/POSIX directory, an NFS export without a mount,
+or a directory on HDFS.
 
 ``open_medium(path)`` returns :class:`~backends.media.local.LocalMedium` for a plain path (also a
 kernel NFS mount) and :class:`~backends.media.nfs.NfsMedium` for an ``nfs://HOST/EXPORT/DIR?...``
-URL (userspace client nfs-rs).  Both implement :class:`~backends.media.medium.Medium` (the
+URL (userspace client nfs-rs) and :class:`~backends.media.hdfs.HdfsMedium` for an
+``hdfs://HOST:PORT/DIR[?webhdfs=HTTP_PORT]`` URL (WebHDFS over HTTP).  All implement
+:class:`~backends.media.medium.Medium` (the
 operations, their semantics and errors are described there); :func:`open_data_dir` is how a file
 backend opens its ``path`` option.
 
@@ -32,6 +35,10 @@ def open_medium(path: str, label: str = "medium") -> "Medium":
         from .nfs import NfsMedium
 
         return NfsMedium(str(path), label)
+    if str(path).startswith("hdfs://"):
+        from .hdfs import HdfsMedium
+
+        return HdfsMedium(str(path), label)
     from .local import LocalMedium
 
     return LocalMedium(str(path), label)
@@ -39,7 +46,8 @@ def open_medium(path: str, label: str = "medium") -> "Medium":
 
 def open_data_dir(backend: str, path: str | None) -> "Medium":
     """A file backend's data directory (its ``path`` option) as a medium: a local path (also a
-    kernel NFS mount) or an ``nfs://HOST/EXPORT/DIR?version=3|4.1`` URL (userspace client)."""
+    kernel NFS mount), an ``nfs://HOST/EXPORT/DIR?version=3|4.1`` URL (userspace client) or an
+    ``hdfs://HOST:PORT/DIR`` URL (WebHDFS)."""
     if not path:
         raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
     return open_medium(str(path), backend)
