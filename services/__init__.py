@@ -24,6 +24,7 @@ from .common import ServiceContext, ServiceError, kill_pid, load_options, log
 
 MODULES: dict[str, str] = {
     "redis": "services.redis",
+    "hdfs": "services.hdfs",  # before hbase: a running HDFS is where HBase puts its root and WAL
     "hbase": "services.hbase",
     "minio": "services.minio",
     "nfs": "services.nfs",
