@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 SPEC = dict(events=120_000, keys=1_000, max_batch=30_000, verify=True, timeout=150)
 #: failures in three different micro-batches (the first while Python workers are still fresh)
 FAILURES = {1: "45000", 3: "15000,45000,100000"}
-PROTOCOLS = ("coordinated", "uncoordinated", "logio")
+PROTOCOLS = ("coordinated", "uncoordinated", "cic", "logio")
 
 
 def _backend(name: str):
@@ -86,7 +86,7 @@ def test_exactly_once_after_killed_instances(spark, tmp_path, protocol, backend,
     # every participant wrote into its own namespace of the backend named in the Spark conf
     assert {"i0", "i1"} <= owners
     assert ("driver" in owners) == (protocol == "coordinated")
-    assert any(o.startswith("log-") for o in owners) == (protocol in ("uncoordinated", "logio"))
+    assert any(o.startswith("log-") for o in owners) == (protocol in ("uncoordinated", "cic", "logio"))
 
 
 def test_uncoordinated_with_jittered_clocks_after_three_kills(spark, tmp_path):
