@@ -17,7 +17,10 @@ from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of
 
 
 def prepare_dir(backend: str, path: str | None) -> str:
-    """Create ``path`` if needed and check it is a writable directory; its absolute path."""
+    """Create ``path`` if needed and check it is a writable directory; its absolute path.
+
+    Each directory it creates is made durable (its parent fsynced): a store's first
+    acknowledged writes must not vanish with a directory entry a power cut dropped."""
     if not path:
         raise BadOptionError(f"backend {backend!r} needs option path=DIR (the data directory)")
     if "://" in str(path):
@@ -31,8 +34,16 @@ def prepare_dir(backend: str, path: str | None) -> str:
             f"backend {backend!r}: data directory {path} {what}, not a directory; give a "
             f"directory (missing ones are created) with --opt path=DIR"
         )
+    created = []  # the directories this call creates, deepest last
+    parent = path
+    while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+        created.insert(0, parent)
+        parent = os.path.dirname(parent)
     try:
         os.makedirs(path, exist_ok=True)
+        for new in created:  # a new directory's entry is durable only once its parent is synced
+            with contextlib.suppress(OSError):
+                fsync_dir(os.path.dirname(new))
     except OSError as exc:
         raise BackendUnavailableError(
             f"backend {backend!r}: cannot create data directory {path}: {exc.strerror}; "
