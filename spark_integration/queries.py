@@ -6,6 +6,8 @@ the protocols and the verification only ever go through this table, so a new que
 
   * ``wordcount``, ``bids``: keyed count (S4 word count; NexMark bids per auction, Q12-style).
   * ``q3``: NexMark Q3, the persons ⋈ auctions join (:mod:`.q3`), on NexMark's mixed stream.
+  * ``q1``, ``q8``, ``q12``: NexMark Q1 (map), Q8 (windowed join), Q12 (windowed count)
+    (:mod:`.nexmark_queries`), the rest of CheckMate's NexMark set.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import nexmark_queries as nq
 from . import q3
 from .errors import SparkIntegrationError
 from .verify import count_truth
@@ -27,9 +30,13 @@ class Query:
     operator: str  # :data:`.operators.STATE_CLASSES` key; travels to executors in Settings
     #: ``mapInArrow`` body run before the shuffle (filters), same schema; None = none
     select: Callable[..., Any] | None = None
+    #: the failure-free final state ``(seed, keys, skew, events) -> dense array``; None: by operator
+    truth: Callable[..., np.ndarray] | None = None
 
     def ground_truth(self, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
         """The final state of a failure-free run, as a dense array (index = state slot)."""
+        if self.truth is not None:
+            return self.truth(seed, keys, skew, events)
         if self.operator == "join":
             return q3.ground_truth(seed, keys, skew, events)
         return count_truth(self.source, seed, keys, skew, events)
@@ -39,6 +46,9 @@ QUERIES = {
     "wordcount": Query("wordcount", "wordcount", "count"),
     "bids": Query("bids", "bids", "count"),
     "q3": Query("q3", "nexmark", "join", q3.select_partition),
+    "q1": Query("q1", "bids", "count", nq.q1_select, nq.q1_truth),
+    "q8": Query("q8", "nexmark", "join", nq.q8_select, nq.q8_truth),
+    "q12": Query("q12", "bids", "count", nq.q12_select, nq.q12_truth),
 }
 
 
