@@ -1,0 +1,68 @@
+"""``bench audit power-loss|sigkill``: cut the power (or SIGKILL) under a writing store and count
+acknowledged writes lost or wrong; the mechanism is :mod:`experiments.audit`.
+
+Prints ``[AUDIT], Rounds|Acknowledged|Lost|Wrong|Claim, ...`` (and Kind, Backend, Durability,
+HazardPoints, Verdict), one ``[AUDIT-FAILURE]`` line per failure (first 20), ``[NOTE]`` lines;
+``--json`` writes the whole result.  Exit status 1 when a mode that claims durability lost or
+garbled an acknowledged write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from backends import parse_kv
+from experiments import audit, results
+
+from . import report
+from .args import EXIT_RUNTIME
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "audit", help="durability audit: power cuts (lossy FUSE file system) or SIGKILLs",
+        description="Writers put and delete keys; the power is cut (power-loss: the store's "
+                    "data is on a lossy FUSE file system that drops everything not fsynced) or "
+                    "the processes are SIGKILLed (sigkill) at random instants and at the "
+                    "store's named hazard points; every acknowledged write is checked after "
+                    "each cut.  Redis, MinIO and HBase run as private servers (own ports, data "
+                    "on the lossy file system).")
+    p.add_argument("kind", choices=audit.KINDS, help="power-loss or sigkill")
+    p.add_argument("--backend", required=True, metavar="NAME",
+                   help="indexed_fs, default_fs, redis, minio, hbase (or a peer store)")
+    p.add_argument("--rounds", type=int, default=20, help="cuts (default 20)")
+    p.add_argument("--threads", type=int, default=3, help="writer threads (default 3)")
+    p.add_argument("--durability", metavar="MODE",
+                   help="the mode audited: indexed_fs sync|interval|none, default_fs sync|none, "
+                        "redis always|everysec|no (the server's appendfsync), hbase "
+                        "wal|skip_wal (default: the mode that claims durability)")
+    p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="backend option (repeatable); path is the audit's own")
+    p.add_argument("--seed", type=int, help="random seed (default: random, printed)")
+    p.add_argument("--run-seconds", type=float, default=0.6,
+                   help="a random cut comes within this many seconds of the writer's start")
+    p.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
+    p.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    options = parse_kv(args.opt)
+    audit.validate(args.kind, args.backend, args.durability, args.rounds, args.threads, options)
+
+    def progress(msg: str) -> None:
+        if sys.stderr.isatty():
+            print(f"[audit] {msg}", file=sys.stderr, flush=True)
+
+    res = audit.audit(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
+                      durability=args.durability, options=options, seed=args.seed,
+                      run_seconds=args.run_seconds, progress=progress)
+    print(f"[audit] seed {res.seed}", file=sys.stderr)
+    lines = res.lines()
+    lines += [f"[AUDIT-FAILURE], {f}" for f in res.failures]
+    lines += [f"[NOTE], {n}" for n in res.notes]
+    report.print_lines(lines)
+    if args.json:
+        results.write_json(args.json, res.to_dict())
+    return 0 if res.ok else EXIT_RUNTIME

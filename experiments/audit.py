@@ -1,0 +1,612 @@
+"""Durability audits: cut the power (or SIGKILL) under a writing store, then check every write
+it acknowledged.  ``bench audit power-loss|sigkill`` and the crash tests all run this one loop.
+
+One round:
+
+1. A **writer** child process (``python -m experiments.audit writer CONFIG``) opens the store and
+   runs ``threads`` writer threads, each on its own keys (so a key has at most one write in
+   flight), overwriting them with values of varying length and now and then deleting one.  Each
+   operation is announced on stdout before it starts (``S ...``) and once it returned (``A ...``);
+   the lines go through a pipe to the parent, never through the store's file system.
+2. The **cut**: at a random instant, or when the writer reaches an armed fail point (it exits
+   with :data:`backends.failpoints.EXIT_CODE` at a named hazard step: segment rotation, index
+   snapshot, compaction, the rename of a put).  For ``power-loss`` the store's data lives on the
+   lossy FUSE file system (:mod:`services.lossyfs`): its power is cut first (everything not
+   fsynced is gone and I/O fails), then the writer and, for a server backend, the server are
+   SIGKILLed, then the file system comes back.  For ``sigkill`` only the processes die.
+3. The **check**: a server is restarted on the same data; the store is opened again and every key
+   ever written is read.  A key must hold its last acknowledged value, or the value of the write
+   that was in flight at the cut.  Anything else is counted: **lost** when the key holds an older
+   acknowledged state (absent, an older value, or a deleted key back), **wrong** when it holds a
+   value never written to it.  The check then adopts what it found, so one loss is counted once.
+
+Values are rebuilt from a seed (:func:`value_of`), so the pipe carries only names.  A server
+audit starts a *private* server (own ports, own state directory; its data directory a symlink
+into the lossy mount) and never touches the shared ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from backends import BadOptionError, CkptError, backend_class, failpoints, open_backend
+
+KINDS = ("power-loss", "sigkill")
+SERVER_BACKENDS = ("redis", "minio", "hbase")
+#: the mode a backend is audited in when none is given: the one that claims durability
+DEFAULT_DURABILITY = {"indexed_fs": "sync", "default_fs": "sync", "redis": "always",
+                      "minio": "server", "hbase": "wal", "rocksdb": "sync", "lmdb": "sync",
+                      "sqlite": "sync"}
+REDIS_POLICIES = ("always", "everysec", "no")
+
+#: what each mode promises about an acknowledged write, as the audit's Claim line says it
+CLAIMS = {
+    ("indexed_fs", "sync"): "sync: a put/delete returns after its record is fdatasync'ed "
+                            "(group commit); no acknowledged write may be lost",
+    ("indexed_fs", "interval"): "interval: records are fdatasync'ed every sync_interval_ms; "
+                                "a power cut may lose the writes of the last interval",
+    ("indexed_fs", "none"): "none: no fsync per write; a power cut may lose anything written "
+                            "since the last rotation, flush or close",
+    ("default_fs", "sync"): "sync: temp file fdatasync'ed, renamed, directory fsync'ed before "
+                            "the put returns; no acknowledged write may be lost",
+    ("default_fs", "none"): "none: no fsync; a power cut may lose any write",
+    ("redis", "always"): "appendfsync always: the AOF is fsync'ed before each reply; no "
+                         "acknowledged write may be lost",
+    ("redis", "everysec"): "appendfsync everysec: the AOF is fsync'ed once a second; a power cut "
+                           "may lose about the last second of acknowledged writes",
+    ("redis", "no"): "appendfsync no: the OS decides when the AOF reaches the disk; a power cut "
+                     "may lose any acknowledged write",
+    ("minio", "server"): "a PUT is answered after its data and xl.meta are written with "
+                         "O_DSYNC / O_DIRECT+fdatasync; no acknowledged write may be lost",
+    ("hbase", "wal"): "WAL on, but on the local file system the WAL sync is a flush to the page "
+                      "cache (no fsync): survives a process crash, not a power cut",
+    ("hbase", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any crash "
+                           "may lose them",
+    ("rocksdb", "sync"): "sync: WriteOptions.sync, the WAL is fsync'ed per write",
+    ("lmdb", "sync"): "sync: each transaction commit is fsync'ed",
+    ("sqlite", "sync"): "sync: synchronous=FULL, each commit is fsync'ed",
+}
+#: modes whose claim is that nothing acknowledged is lost (the audit fails them on a loss)
+DURABLE = {("indexed_fs", "sync"), ("default_fs", "sync"), ("redis", "always"),
+           ("minio", "server"), ("rocksdb", "sync"), ("lmdb", "sync"), ("sqlite", "sync")}
+#: durable under a process crash only (the page cache survives a SIGKILL)
+DURABLE_SIGKILL = DURABLE | {("indexed_fs", "interval"), ("indexed_fs", "none"),
+                             ("default_fs", "none"), ("redis", "everysec"), ("redis", "no"),
+                             ("hbase", "wal")}
+
+
+class AuditError(CkptError):
+    """The audit could not run (no FUSE, a server that does not start, bad options)."""
+
+
+def value_of(seed: str, length: int) -> bytes:
+    """The value written under ``seed``: rebuilt by the checker from the seed alone."""
+    block = hashlib.sha256(seed.encode()).digest()
+    return (block * (length // len(block) + 1))[:length]
+
+
+# ----------------------------------------------------------------------------------- the writer
+def writer_main(config: dict[str, Any]) -> None:
+    """The writer child: write until killed (or until a fail point ends the process)."""
+    store = open_backend(config["backend"], **config["options"])
+    counts_compactions = "compactions" in store.stats()
+    out_lock = threading.Lock()
+    failed = threading.Event()
+
+    def say(line: str) -> None:
+        with out_lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def writer(t: int) -> None:
+        rnd = random.Random(f"{config['seed']}-{t}")
+        try:
+            for i in range(10**9):
+                key = f"t{t}-k{rnd.randrange(config['keys_per_thread'])}"
+                if rnd.random() < 0.1:
+                    say(f"S D {key}")
+                    store.delete(key)
+                    say(f"A D {key}")
+                else:
+                    vseed, length = f"{config['seed']}-{t}-{i}", rnd.choice((10, 300, 1500, 5000))
+                    say(f"S P {key} {vseed} {length}")
+                    store.put(key, value_of(vseed, length))
+                    say(f"A P {key} {vseed} {length}")
+                if counts_compactions and t == 0 and i % 50 == 49:
+                    say(f"C {store.stats()['compactions']}")
+        except BaseException as exc:  # noqa: BLE001 - the cut: stop writing, never acknowledge
+            say(f"E {type(exc).__name__}")
+            failed.set()
+
+    say("READY")
+    threads = [threading.Thread(target=writer, args=(t,), daemon=True)
+               for t in range(config["threads"])]
+    for th in threads:
+        th.start()
+    while not failed.is_set():
+        time.sleep(0.5)
+    while True:  # keep the store open, unclosed, until the parent kills us
+        time.sleep(3600)
+
+
+# ------------------------------------------------------------------------------------ the model
+class Model:
+    """What the writers acknowledged (key -> latest value, ``None``: deleted), what was in flight
+    at the cut, and every value ever written to each key (to tell lost from wrong)."""
+
+    def __init__(self) -> None:
+        self.acked: dict[str, bytes | None] = {}
+        self.pending: dict[str, bytes | None] = {}
+        self.history: dict[str, set[bytes | None]] = {}
+        self.total_acked = 0
+        self.compactions = 0
+        self.lost = 0
+        self.wrong = 0
+        self.failures: list[str] = []
+
+    def read(self, lines: Iterable[str]) -> int:
+        """Fold one round's lines in; returns how many writes the round acknowledged."""
+        self.pending = {}
+        acked = 0
+        for line in lines:
+            parts = line.split()
+            if not line.endswith("\n"):
+                continue  # a line cut by the kill: its op is still pending
+            if parts[:1] == ["C"]:
+                self.compactions = max(self.compactions, int(parts[1]))
+                continue
+            if len(parts) < 3 or parts[0] not in ("S", "A"):
+                continue
+            kind, op, key = parts[:3]
+            val = value_of(parts[3], int(parts[4])) if op == "P" else None
+            self.history.setdefault(key, {None}).add(val)
+            if kind == "S":
+                self.pending[key] = val
+            else:
+                self.acked[key] = val
+                self.pending.pop(key, None)
+                acked += 1
+        self.total_acked += acked
+        return acked
+
+    def check(self, found: dict[str, bytes | None], round_no: int) -> tuple[int, int]:
+        """Compare what a reopened store holds (``found``: every key of the model) with what was
+        acknowledged; count and adopt the differences.  Returns (lost, wrong) of this round."""
+        lost = wrong = 0
+        for key in sorted(set(self.acked) | set(self.pending)):
+            got = found.get(key)
+            allowed = [self.acked.get(key)]
+            if key in self.pending:
+                allowed.append(self.pending[key])
+            if got in allowed:
+                self.acked[key] = got
+                continue
+            if got in self.history.get(key, {None}):
+                lost += 1
+                what = "lost"
+            else:
+                wrong += 1
+                what = "wrong"
+            if len(self.failures) < 20:
+                self.failures.append(
+                    f"round {round_no}: {key} {what}: holds {_brief(got)}, acknowledged "
+                    f"{_brief(self.acked.get(key))}"
+                    + (f" (in flight: {_brief(self.pending[key])})" if key in self.pending else ""))
+            self.acked[key] = got
+            self.history.setdefault(key, {None}).add(got)
+        self.lost += lost
+        self.wrong += wrong
+        self.pending = {}
+        return lost, wrong
+
+    def keys(self) -> list[str]:
+        return sorted(set(self.acked) | set(self.pending))
+
+
+def _brief(value: bytes | None) -> str:
+    return "nothing" if value is None else f"{len(value)} bytes {value[:6].hex()}"
+
+
+# ------------------------------------------------------------------------------ one writer run
+@dataclass
+class Cut:
+    """How one round ended."""
+
+    at: str                 # "random" or the fail point's name
+    seconds: float          # how long the writer ran
+    reached: bool = True    # False: the fail point was not reached in time (a random cut then)
+    dropped: dict[str, Any] = field(default_factory=dict)  # what the power cut dropped
+
+
+class Writer:
+    """One writer child with a thread that collects its lines."""
+
+    def __init__(self, config: dict[str, Any], failpoint: str | None) -> None:
+        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        if failpoint:
+            env[failpoints.ENV] = failpoint
+        root = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "experiments.audit", "writer", json.dumps(config)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.started = time.monotonic()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            if line.strip() == "READY":
+                self.ready.set()
+            else:
+                self.lines.append(line)
+
+    def wait_ready(self, timeout: float) -> None:
+        if not self.ready.wait(timeout):
+            self.kill()
+            raise AuditError(f"the writer did not start in {timeout:.0f} s: {self.stderr()}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+        self.reader.join(30)
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        return (self.proc.stderr.read() or "").strip()[-1500:]  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- where data lives
+class _Medium:
+    """Where the store's files live: a plain directory (sigkill) or the lossy mount."""
+
+    def __init__(self, workdir: Path, lossy: bool) -> None:
+        self.fs = None
+        if lossy:
+            from services import lossyfs
+
+            reason = lossyfs.available()
+            if reason:
+                raise AuditError(f"a power-loss audit needs the lossy file system: {reason}")
+            try:
+                self.fs = lossyfs.LossyFS.mount(workdir / "lossy-backing", workdir / "mnt")
+            except lossyfs.LossyFSError as exc:
+                raise AuditError(str(exc)) from exc
+            self.root = workdir / "mnt"
+            # the store's parent directory is durable before the audit starts
+            (self.root / "data").mkdir()
+            _fsync_dir(self.root / "data")
+            _fsync_dir(self.root)
+            self.root = self.root / "data"
+        else:
+            self.root = workdir / "data"
+            self.root.mkdir(parents=True, exist_ok=True)
+
+    def power_off(self, seed: int) -> dict[str, Any]:
+        return self.fs.power_off(seed=seed) if self.fs else {}
+
+    def power_on(self) -> None:
+        if self.fs:
+            self.fs.power_on()
+
+    def close(self) -> None:
+        if self.fs:
+            self.fs.unmount()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _PrivateServer:
+    """A server of our own for one audit: own ports, state under ``workdir``, data on ``data``."""
+
+    def __init__(self, name: str, workdir: Path, data: Path, durability: str) -> None:
+        import services
+
+        self.services = services
+        self.name = name
+        self.state = workdir / "state"
+        root = self.state / name
+        root.mkdir(parents=True, exist_ok=True)
+        data.mkdir(parents=True, exist_ok=True)
+        (root / "data").symlink_to(data, target_is_directory=True)
+        if name == "redis":
+            self.opts: dict[str, Any] = {"port": _free_port(), "durability": durability}
+        elif name == "minio":
+            port = _free_port()
+            while not _port_free(port + 1):
+                port = _free_port()
+            self.opts = {"port": port}
+        else:
+            self.opts = {"zk_port": _free_port(), "thrift_port": _free_port()}
+
+    def start(self) -> None:
+        try:
+            self.services.up([self.name], state_dir=self.state, **self.opts)
+        except self.services.ServiceError as exc:
+            raise AuditError(f"the audit's private {self.name} server did not start: {exc}") \
+                from exc
+
+    def kill(self) -> None:
+        self.services.kill(self.name, state_dir=self.state)
+
+    def options(self, namespace: str) -> dict[str, Any]:
+        return self.services.client_options(self.name, namespace, state_dir=self.state)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.services.down([self.name], state_dir=self.state)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------ the audit
+@dataclass
+class AuditResult:
+    kind: str
+    backend: str
+    durability: str
+    claim: str
+    rounds: int
+    threads: int
+    acknowledged: int = 0
+    lost: int = 0
+    wrong: int = 0
+    claims_durability: bool = False
+    cuts: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """The claim held: nothing acknowledged was lost or wrong (for a mode that claims it)."""
+        return not self.claims_durability or (self.lost == 0 and self.wrong == 0)
+
+    def lines(self) -> list[str]:
+        hazards = sorted({c["at"] for c in self.cuts if c["at"] != "random" and c["reached"]})
+        return [f"[AUDIT], Kind, {self.kind}",
+                f"[AUDIT], Backend, {self.backend}",
+                f"[AUDIT], Durability, {self.durability}",
+                f"[AUDIT], Rounds, {self.rounds}",
+                f"[AUDIT], Acknowledged, {self.acknowledged}",
+                f"[AUDIT], Lost, {self.lost}",
+                f"[AUDIT], Wrong, {self.wrong}",
+                f"[AUDIT], HazardPoints, {', '.join(hazards) or 'none'}",
+                f"[AUDIT], Claim, {self.claim}",
+                f"[AUDIT], Verdict, {self.verdict()}"]
+
+    def verdict(self) -> str:
+        if self.lost == 0 and self.wrong == 0:
+            return "held" if self.claims_durability else "no loss measured (none claimed)"
+        if self.claims_durability:
+            return "VIOLATED"
+        return f"measured loss (not claimed durable): {self.lost} lost, {self.wrong} wrong"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": "ckptbench.audit/1", **asdict(self), "ok": self.ok,
+                "verdict": self.verdict()}
+
+
+def claim_of(backend: str, durability: str) -> str:
+    return CLAIMS.get((backend, durability), f"{durability}: (no stated claim)")
+
+
+def hazard_points(backend: str) -> list[str]:
+    """The fail points ``backend`` declares (importing its store module declares them)."""
+    if backend == "indexed_fs":
+        import backends.indexed_fs.store  # noqa: F401 - declares its fail points
+    else:
+        backend_class(backend)
+    return sorted(n for n in failpoints.DECLARED if n.startswith(backend + "."))
+
+
+def _round_options(backend: str, rnd: random.Random, hazard: bool) -> dict[str, Any]:
+    """indexed_fs: vary rotation, compaction and index flushes so the hazards come up often."""
+    if backend != "indexed_fs":
+        return {}
+    if hazard:
+        return {"segment_size": 16384, "compaction_interval": 0.02,
+                "index_flush_interval": 0.05, "compaction_live_ratio": 0.6}
+    return {"segment_size": rnd.choice((4096, 16384, 64 * 1024 * 1024)),
+            "compaction_interval": rnd.choice((0, 0.02, 0.1)),
+            "index_flush_interval": rnd.choice((0, 0.05, 0.3)),
+            "compaction_live_ratio": 0.6}
+
+
+def _read_back(open_store: Callable[[], Any], keys: list[str]) -> dict[str, bytes | None]:
+    store = open_store()
+    try:
+        found: dict[str, bytes | None] = {}
+        for start in range(0, len(keys), 200):
+            chunk = keys[start:start + 200]
+            found.update(store.get_many(chunk))
+        return {k: found.get(k) for k in keys}
+    finally:
+        store.close()
+
+
+def validate(kind: str, backend: str, durability: str | None, rounds: int, threads: int,
+             options: dict[str, Any]) -> str:
+    """Check the audit's arguments before anything starts; returns the durability mode."""
+    if kind not in KINDS:
+        raise BadOptionError(f"audit kind {kind!r} is not one of {', '.join(KINDS)}")
+    cls = backend_class(backend)  # UnknownBackendError names the known ones
+    if rounds < 1 or threads < 1:
+        raise BadOptionError("--rounds and --threads must be at least 1")
+    if backend not in SERVER_BACKENDS and "path" not in cls.all_options():
+        raise BadOptionError(f"backend {backend!r} keeps no data on a file system; audit a file "
+                             f"backend or one of {', '.join(SERVER_BACKENDS)}")
+    mode = durability or DEFAULT_DURABILITY.get(backend, cls.durability_modes[0])
+    allowed = REDIS_POLICIES if backend == "redis" else cls.durability_modes
+    if mode not in allowed:
+        raise BadOptionError(f"--durability {mode!r} is not a mode of {backend}; choose one of "
+                             f"{', '.join(allowed)}")
+    for bad in ("path", "durability") if backend not in SERVER_BACKENDS else ():
+        if bad in options and not (bad == "path" and kind == "sigkill"):
+            raise BadOptionError(f"--opt {bad}= is set by the audit (use --durability for the "
+                                 f"mode); leave it out")
+    return mode
+
+
+def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
+          durability: str | None = None, options: dict[str, Any] | None = None,
+          seed: int | None = None, run_seconds: float = 0.6, keys_per_thread: int = 15,
+          workdir: str | os.PathLike | None = None, use_hazards: bool = True,
+          after_cut: Callable[[int, str], None] | None = None,
+          inspect: Callable[[Any, int], None] | None = None,
+          progress: Callable[[str], None] | None = None) -> AuditResult:
+    """Run ``rounds`` writer/cut/check rounds of ``kind`` on ``backend``; see the module doc.
+
+    ``options`` are backend options (``path`` may be given for ``sigkill``, e.g. an ``nfs://``
+    URL); ``after_cut(round, path)`` runs after each cut, before the check (a test deletes
+    snapshots there); ``inspect(store, round)`` sees the reopened store (a test reads stats)."""
+    options = dict(options or {})
+    mode = validate(kind, backend, durability, rounds, threads, options)
+    seed = random.randrange(1 << 30) if seed is None else seed
+    rnd = random.Random(seed)
+    say = progress or (lambda _msg: None)
+    started = time.monotonic()
+    claims = (backend, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
+    result = AuditResult(kind, backend, mode, claim_of(backend, mode), rounds, threads,
+                         claims_durability=claims, seed=seed)
+    hazards = hazard_points(backend) if use_hazards else []
+    own_tmp = workdir is None
+    work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    medium = server = None
+    model = Model()
+    try:
+        medium = _Medium(work, lossy=kind == "power-loss")
+        if backend in SERVER_BACKENDS:
+            server = _PrivateServer(backend, work, medium.root / backend, mode)
+            server.start()
+            namespace = f"audit{uuid.uuid4().hex[:8]}"
+            base = server.options(namespace)
+            if backend == "hbase":
+                base["durability"] = mode
+            base.update(options)
+            path = str(medium.root / backend)
+        else:
+            path = str(options.pop("path", None) or medium.root / "store")
+            base = {"path": path, "durability": mode, **options}
+        for round_no in range(rounds):
+            hazard = hazards[(round_no // 2) % len(hazards)] if hazards and round_no % 2 else None
+            store_opts = {**_round_options(backend, rnd, hazard is not None), **base}
+            config = {"backend": backend, "options": store_opts, "threads": threads,
+                      "keys_per_thread": keys_per_thread, "seed": f"{seed}-r{round_no}"}
+            spec = f"{hazard}@{rnd.randint(1, 3)}" if hazard else None
+            writer = Writer(config, spec)
+            writer.wait_ready(120)
+            cut = _run_until_cut(writer, hazard, rnd, run_seconds)
+            cut.dropped = medium.power_off(rnd.randrange(1 << 30))
+            if server is not None:
+                server.kill()
+            writer.kill()
+            if writer.proc.returncode not in (-signal.SIGKILL, failpoints.EXIT_CODE):
+                raise AuditError(f"round {round_no}: the writer exited with "
+                                 f"{writer.proc.returncode} before the cut: {writer.stderr()}")
+            medium.power_on()
+            acked = model.read(writer.lines)
+            if after_cut is not None:
+                after_cut(round_no, path)
+            if server is not None:
+                server.start()
+
+            def open_store() -> Any:
+                return open_backend(backend, **base)
+
+            try:
+                if inspect is not None:
+                    store = open_store()
+                    try:
+                        inspect(store, round_no)
+                    finally:
+                        store.close()
+                found = _read_back(open_store, model.keys())
+            except CkptError as exc:
+                result.notes.append(f"round {round_no}: the store did not open after the cut: "
+                                    f"{exc}")
+                found = {}
+            lost, wrong = model.check(found, round_no)
+            result.cuts.append({**asdict(cut), "round": round_no, "acknowledged": acked,
+                                "lost": lost, "wrong": wrong})
+            say(f"round {round_no + 1}/{rounds}: cut at {cut.at} after {cut.seconds:.2f} s, "
+                f"{acked} acknowledged, {lost} lost, {wrong} wrong")
+    finally:
+        if server is not None:
+            server.stop()
+        if medium is not None:
+            medium.close()
+        if own_tmp:
+            shutil.rmtree(work, ignore_errors=True)
+    result.acknowledged = model.total_acked
+    result.lost, result.wrong = model.lost, model.wrong
+    result.failures = model.failures
+    result.seconds = round(time.monotonic() - started, 2)
+    if backend == "indexed_fs":
+        result.notes.append(f"compactions seen by the writers: {model.compactions}")
+    if kind == "power-loss" and backend == "hbase":
+        result.notes.append("HBase runs on Hadoop's LocalFileSystem here; its WAL sync is no "
+                            "fsync, so this measures what a power cut costs it")
+    return result
+
+
+def _run_until_cut(writer: Writer, hazard: str | None, rnd: random.Random,
+                   run_seconds: float) -> Cut:
+    """Let the writer run to a random instant, or until it exits at its armed fail point."""
+    if hazard is None:
+        pause = rnd.uniform(0.05, run_seconds)
+        if writer.proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                writer.proc.wait(pause)
+        return Cut("random", round(time.monotonic() - writer.started, 3))
+    try:
+        code = writer.proc.wait(max(5.0, run_seconds * 8))
+    except subprocess.TimeoutExpired:
+        return Cut(hazard, round(time.monotonic() - writer.started, 3), reached=False)
+    return Cut(hazard, round(time.monotonic() - writer.started, 3),
+               reached=code == failpoints.EXIT_CODE)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["writer"]:
+    writer_main(json.loads(sys.argv[2]))
