@@ -5,6 +5,7 @@
     bench load|run (WORKLOAD | -P FILE) [-p k=v] ...        # YCSB's two-invocation form
     bench recovery --backend NAME --records N [--crash] [--eager]  # reopen + read-back verification
     bench verify --backend indexed_fs --opt path=DIR        # every record's CRC, damaged keys
+    bench audit power-loss|sigkill --backend NAME [--rounds N]  # acknowledged writes vs crashes
     bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
     bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4] [--rounds N]
@@ -41,6 +42,7 @@ from experiments.spec import SpecError
 from workloads.core import WorkloadError
 
 from . import (
+    audit_cli,
     compare_cli,
     experiments_cli,
     recovery_cli,
@@ -64,6 +66,7 @@ def build_parser() -> Parser:
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
     verify_cli.add_parsers(sub)
+    audit_cli.add_parsers(sub)
     return parser
 
 
