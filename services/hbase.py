@@ -1,21 +1,46 @@
-"""HBase 2.6 standalone plus its Thrift1 gateway, from Maven Central jars, on loopback.
+"""HBase 2.6 standalone plus its Thrift gateways, from Maven Central jars, on loopback.
 
-Two JVMs make one service:
+Two JVMs (three on HDFS) make one service:
 
 * ``HMaster start`` with ``hbase.cluster.distributed=false`` runs the master, one region server and
   an in-process ZooKeeper (``127.0.0.1:<zk_port>``); its pid is the service pid (``ctx.pid_file``),
   so ``kill_pid(ctx)`` is a real crash of the store.
 * ``ThriftServer start`` (thread pool, buffered transport, binary protocol: happybase's defaults)
   on ``127.0.0.1:<thrift_port>``; its pid lives in ``<state>/hbase/thrift/pid``.
+* On HDFS only, the Thrift2 gateway (``thrift2.ThriftServer``, same transport and protocol) on
+  ``127.0.0.1:<thrift2_port>``, pid in ``<state>/hbase/thrift2/pid``: Thrift1 gives every put
+  ``SYNC_WAL`` or ``SKIP_WAL`` (its ``Mutation.writeToWAL`` is a bool), Thrift2's ``TPut`` carries
+  a ``TDurability``, so ``FSYNC_WAL`` (the backend's ``wal_hsync``) goes through it.
+
+Where the data goes (``hbase_root``, ``bench services up hbase --hbase-root``):
+
+* ``auto`` (default): on the HDFS of ``bench services up hdfs`` when it is running in the same
+  state directory at start, else on the local file system;
+* ``hdfs``: on that HDFS (an error naming the fix if it is not running);
+* ``local``: ``file://<state>/hbase/data/root`` whatever else runs.
+
+The choice is remembered (``options.json``), so a restart after a crash uses the same root.
+On HDFS the root is ``hdfs://127.0.0.1:<port>/hbase-<id>`` (``<id>`` from the state directory, so
+two HBase servers can share one HDFS) and the WAL is its ``WALs/`` directory.
 
 No tarball: ``hbase_files/pom.xml`` pins the artifacts and ``mvn dependency:build-classpath``
 resolves them into Maven's own cache (``~/.m2``); the classpath is kept under
 ``~/.cache/ckptbench/hbase/<version>/``.
 
-Durability, honestly (see :data:`WAL_DURABILITY`): the WAL is on and every acknowledged put has
-been hsync'ed *as far as Hadoop's local file system goes* — and Hadoop 2.10's local streams are not
-``Syncable``, so hsync is a plain flush into the OS page cache, never an fsync.  A killed HBase
-process loses nothing acknowledged; a kernel crash or power loss can.
+HBase's own Hadoop client (2.10.2, what the hbase-thrift 2.6.1 artifacts pull in; there is no
+hadoop3 build of hbase-thrift on Maven Central) talks to the HDFS 3.3 server: Hadoop keeps its
+client RPC and data transfer protocols compatible from 2.10 to 3.x (the rolling-upgrade path).
+
+Durability, honestly (:func:`wal_durability` says which applies, and ``status()`` shows it):
+
+* local root: the WAL is on and every acknowledged put has been hsync'ed *as far as Hadoop's local
+  file system goes* — and Hadoop 2.10's local streams are not ``Syncable``, so hsync is a plain
+  flush into the OS page cache, never an fsync.  A killed HBase process loses nothing
+  acknowledged; a kernel crash or power loss can.
+* HDFS root: a ``SYNC_WAL`` put (backend ``wal``) is acknowledged after the WAL edit was hflushed:
+  in the DataNode's memory, surviving an HBase crash, not a DataNode machine's power loss.  An
+  ``FSYNC_WAL`` put (backend ``wal_hsync``, through Thrift2) is acknowledged after hsync: fsync'ed
+  on the DataNode.  One DataNode, one replica.
 """
 
 from __future__ import annotations
@@ -36,7 +61,6 @@ from .common import (
     ServiceError,
     cache_dir,
     log,
-    pid_alive,
     port_open,
     require_port_free,
     spawn,
@@ -75,6 +99,9 @@ JDK_FLAGS = [
     "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
 ]
 
+THRIFT2_PORT = 9091
+HBASE_ROOTS = ("auto", "local", "hdfs")
+
 #: what "the WAL is on" buys on a file:// rootdir (checked in the Hadoop 2.10.2 jars: neither
 #: RawLocalFileSystem's stream nor ChecksumFileSystem's is Syncable, so FSDataOutputStream.hsync()
 #: falls back to flush(); the durability audit in tests/test_hbase.py SIGKILLs the JVM)
@@ -83,6 +110,25 @@ WAL_DURABILITY = (
     f"(Hadoop {HADOOP_VERSION} LocalFileSystem, not Syncable) is a flush to the OS page cache, "
     "no fsync: survives an HBase process crash (SIGKILL), not a kernel crash or power loss"
 )
+#: the same on HDFS, per backend durability mode (HRegion.sync: SYNC_WAL -> WAL.sync(txid,
+#: forceSync=false) -> hflush, FSYNC_WAL -> forceSync=true -> hsync; hbase.wal.hsync=false only
+#: affects USE_DEFAULT, which neither gateway sends)
+WAL_DURABILITY_HDFS = {
+    "wal": "SYNC_WAL through Thrift1: acknowledged after the WAL edit was hflushed to the "
+           "DataNode (in its memory, readable; not fsync'ed): survives an HBase crash, not a "
+           "power loss of the DataNode's machine",
+    "wal_hsync": "FSYNC_WAL through Thrift2: acknowledged after the WAL edit was hsynced "
+                 "(fsync'ed on the DataNode's disk): survives an HBase crash and a power loss "
+                 "(one DataNode: one replica)",
+    "skip_wal": "SKIP_WAL: in the region server's memstore only until a flush; an HBase crash "
+                "loses it",
+}
+
+
+def wal_durability(on_hdfs: bool) -> "str | dict[str, str]":
+    """What an acknowledged put means in a configuration: one sentence for the local file
+    system (all WAL modes are alike there), one per backend durability mode on HDFS."""
+    return dict(WAL_DURABILITY_HDFS) if on_hdfs else WAL_DURABILITY
 
 
 # ----------------------------------------------------------------------------------- install
@@ -163,14 +209,51 @@ def _thrift_ctx(ctx: ServiceContext) -> ServiceContext:
     return ServiceContext.for_service("thrift", ctx.root)
 
 
+def _thrift2_ctx(ctx: ServiceContext) -> ServiceContext:
+    """The Thrift2 gateway's (HDFS only) pid file and log, inside the hbase state directory."""
+    return ServiceContext.for_service("thrift2", ctx.root)
+
+
 def _options_file(ctx: ServiceContext) -> Path:
     return ctx.root / "options.json"
 
 
 def _saved_options(ctx: ServiceContext) -> dict:
+    opts = {"zk_port": ZK_PORT, "thrift_port": THRIFT_PORT, "wal_provider": "asyncfs",
+            "thrift2_port": THRIFT2_PORT, "hbase_root": "local", "rootdir": ""}
     with contextlib.suppress(OSError, ValueError):
-        return json.loads(_options_file(ctx).read_text())
-    return {"zk_port": ZK_PORT, "thrift_port": THRIFT_PORT, "wal_provider": "asyncfs"}
+        opts.update(json.loads(_options_file(ctx).read_text()))
+    if not opts["rootdir"]:
+        opts["rootdir"] = f"file://{ctx.data_dir}/root"
+    return opts
+
+
+def _hdfs_root(ctx: ServiceContext, required: bool) -> str | None:
+    """``hdfs://127.0.0.1:PORT/hbase-<id>`` on the HDFS running in this state directory, or
+    ``None`` (an error naming the fix when ``required``) if it is not running."""
+    from . import hdfs
+
+    st = hdfs.status(ServiceContext.for_service(hdfs.NAME, ctx.root.parent))
+    if not st["running"]:
+        if required:
+            raise ServiceError(
+                f"hbase: --hbase-root hdfs needs HDFS running in {ctx.root.parent}; start it "
+                f"first with `bench services up hdfs hbase` (or give --hbase-root local)")
+        return None
+    ident = hashlib.sha256(str(ctx.root).encode()).hexdigest()[:8]
+    return f"{st['url']}/hbase-{ident}"
+
+
+def _resolve_root(ctx: ServiceContext, hbase_root: str) -> tuple[str, str]:
+    """(``local``|``hdfs``, rootdir URL) for the requested ``hbase_root``."""
+    if hbase_root not in HBASE_ROOTS:
+        raise ServiceError(f"hbase: hbase_root={hbase_root!r} is not one of "
+                           f"{', '.join(HBASE_ROOTS)}; give --hbase-root auto|local|hdfs")
+    if hbase_root != "local":
+        url = _hdfs_root(ctx, required=hbase_root == "hdfs")
+        if url is not None:
+            return "hdfs", url
+    return "local", f"file://{ctx.data_dir}/root"
 
 
 def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
@@ -178,7 +261,8 @@ def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
     conf.mkdir(parents=True, exist_ok=True)
     site = Template((FILES / "hbase-site.xml.tmpl").read_text()).substitute(
         data=ctx.data_dir, zk_port=opts["zk_port"], thrift_port=opts["thrift_port"],
-        wal_provider=opts["wal_provider"],
+        wal_provider=opts["wal_provider"], rootdir=opts["rootdir"],
+        enforce="true" if opts["hbase_root"] == "hdfs" else "false",
     )
     (conf / "hbase-site.xml").write_text(site)
     shutil.copyfile(FILES / "log4j2.properties", conf / "log4j2.properties")
@@ -213,20 +297,30 @@ def _thrift_ready(port: int) -> bool:
 
 
 def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT_PORT,
+          thrift2_port: int = THRIFT2_PORT, hbase_root: str = "auto",
           heap: str = "1g", thrift_heap: str = "256m", wal_provider: str = "asyncfs",
           timeout: float = START_TIMEOUT) -> dict:
-    """Start HBase and its Thrift gateway unless running; wait until happybase lists tables."""
-    thrift = _thrift_ctx(ctx)
+    """Start HBase and its Thrift gateway(s) unless running; wait until happybase lists tables.
+
+    ``hbase_root``: ``auto`` (HDFS when it runs in this state directory, else local), ``local``
+    or ``hdfs``; see the module docstring."""
+    thrift, thrift2 = _thrift_ctx(ctx), _thrift2_ctx(ctx)
     master_pid, thrift_pid = ctx.read_pid(), thrift.read_pid()
     if master_pid is not None and thrift_pid is not None:
         port = _saved_options(ctx)["thrift_port"]
         wait_until(ctx, lambda: _thrift_ready(port), timeout, f"thrift gateway 127.0.0.1:{port}")
         return status(ctx)
-    if master_pid is None and thrift_pid is not None:
-        # a gateway left over from a crashed master: start both afresh
+    if master_pid is None:
+        # gateways left over from a crashed master: start everything afresh
         stop_pid(thrift, timeout=10)
+        stop_pid(thrift2, timeout=10)
+        on, rootdir = _resolve_root(ctx, hbase_root)
+    else:
+        saved = _saved_options(ctx)
+        on, rootdir = saved["hbase_root"], saved["rootdir"]
     opts = {"zk_port": int(zk_port), "thrift_port": int(thrift_port),
-            "wal_provider": wal_provider}
+            "thrift2_port": int(thrift2_port), "wal_provider": wal_provider,
+            "hbase_root": on, "rootdir": rootdir}
     install(log)
     classpath = _read_classpath()
     java = _java()
@@ -235,6 +329,8 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
     if master_pid is None:
         require_port_free(NAME, HOST, opts["zk_port"])
         require_port_free(NAME, HOST, opts["thrift_port"])
+        if on == "hdfs":
+            require_port_free(NAME, HOST, opts["thrift2_port"])
         spawn(ctx, [*_jvm(java, conf, classpath, heap, ctx.log_dir, "master"),
                     "org.apache.hadoop.hbase.master.HMaster", "start"])
     else:
@@ -242,11 +338,19 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
     spawn(thrift, [*_jvm(java, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
                    "org.apache.hadoop.hbase.thrift.ThriftServer",
                    "-b", HOST, "-p", str(opts["thrift_port"]), "-threadpool", "start"])
+    if on == "hdfs" and thrift2.read_pid() is None:
+        spawn(thrift2, [*_jvm(java, conf, classpath, thrift_heap, thrift2.log_dir, "thrift2"),
+                        "org.apache.hadoop.hbase.thrift2.ThriftServer",
+                        "-b", HOST, "-p", str(opts["thrift2_port"]), "-threadpool", "start"])
 
     def ready() -> bool:
         if thrift.read_pid() is None:
             raise ServiceError(f"hbase: the Thrift gateway exited while starting; {tail_log(thrift)}")
-        return _thrift_ready(opts["thrift_port"])
+        if on == "hdfs" and thrift2.read_pid() is None:
+            raise ServiceError(f"hbase: the Thrift2 gateway exited while starting; "
+                               f"{tail_log(thrift2)}")
+        return (_thrift_ready(opts["thrift_port"])
+                and (on != "hdfs" or port_open(HOST, opts["thrift2_port"])))
 
     try:
         wait_until(ctx, ready, timeout, f"thrift gateway 127.0.0.1:{opts['thrift_port']}")
@@ -258,17 +362,22 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
 
 # ----------------------------------------------------------------------------- stop / status
 def stop(ctx: ServiceContext) -> None:
-    """Stop the gateway, then HBase (SIGTERM: the region server closes regions; KILL after 60 s)."""
+    """Stop the gateways, then HBase (SIGTERM: the region server closes regions; KILL after 60 s)."""
+    stop_pid(_thrift2_ctx(ctx), timeout=15)
     stop_pid(_thrift_ctx(ctx), timeout=15)
     stop_pid(ctx, timeout=60)
 
 
 def status(ctx: ServiceContext) -> dict:
     opts = _saved_options(ctx)
+    on_hdfs = opts["hbase_root"] == "hdfs"
     master_pid, thrift_pid = ctx.read_pid(), _thrift_ctx(ctx).read_pid()
+    thrift2_pid = _thrift2_ctx(ctx).read_pid() if on_hdfs else None
     running = (master_pid is not None and thrift_pid is not None
-               and port_open(HOST, opts["thrift_port"]))
-    return {
+               and port_open(HOST, opts["thrift_port"])
+               and (not on_hdfs or port_open(HOST, opts["thrift2_port"])))
+    rootdir = opts["rootdir"]
+    out = {
         "name": NAME,
         "running": running,
         "pid": master_pid,
@@ -278,18 +387,33 @@ def status(ctx: ServiceContext) -> dict:
         "version": VERSION,
         "settings": {
             "mode": "standalone (master + region server + ZooKeeper in one JVM)",
-            "rootdir": f"file://{ctx.data_dir}/root",
-            "wal": "on (backend durability=wal puts with SYNC_WAL; skip_wal puts skip it)",
+            "hbase_root": opts["hbase_root"],
+            "rootdir": rootdir,
+            "wal_dir": f"{rootdir}/WALs",
+            "wal": ("on (backend durability=wal puts with SYNC_WAL, wal_hsync with FSYNC_WAL "
+                    "through Thrift2; skip_wal puts skip it)" if on_hdfs else
+                    "on (backend durability=wal puts with SYNC_WAL; skip_wal puts skip it)"),
+            "durability_modes": ["wal", "wal_hsync", "skip_wal"] if on_hdfs
+            else ["wal", "skip_wal"],
             "wal_provider": opts["wal_provider"],
-            "wal_durability": WAL_DURABILITY,
-            "hbase.unsafe.stream.capability.enforce": "false",
-            "hadoop": HADOOP_VERSION,
+            "wal_durability": wal_durability(on_hdfs),
+            "hbase.wal.hsync": "false (per-put durability decides: SYNC_WAL hflush, "
+                               "FSYNC_WAL hsync)",
+            "hbase.unsafe.stream.capability.enforce": "true" if on_hdfs else "false",
+            "hadoop": f"{HADOOP_VERSION} (client)",
         },
     }
+    if on_hdfs:
+        out["thrift2_pid"] = thrift2_pid
+        out["thrift2_address"] = f"{HOST}:{opts['thrift2_port']}"
+    return out
 
 
 def client_options(ctx: ServiceContext, namespace: str) -> dict:
     """Backend options for the running server, isolated in a table named after ``namespace``."""
     opts = _saved_options(ctx)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace).strip("._-") or "default"
-    return {"host": HOST, "port": opts["thrift_port"], "table": f"ckptbench_{safe}"}
+    out = {"host": HOST, "port": opts["thrift_port"], "table": f"ckptbench_{safe}"}
+    if opts["hbase_root"] == "hdfs":
+        out["thrift2_port"] = opts["thrift2_port"]
+    return out

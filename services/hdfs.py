@@ -194,7 +194,8 @@ def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
     for name in ("core-site.xml", "hdfs-site.xml"):
         text = Template((FILES / f"{name}.tmpl").read_text()).substitute(values)
         (conf / name).write_text(text)
-    shutil.copyfile(FILES / "log4j.properties", conf / "log4j.properties")
+    for name in ("log4j.properties", "hadoop-metrics2.properties"):
+        shutil.copyfile(FILES / name, conf / name)
     # the HTTP servers look their web apps up on the classpath (webapps/<name>); the jars on
     # Maven Central do not carry the web UI, so empty ones serve WebHDFS and /jmx alone
     for app in ("hdfs", "datanode", "secondary", "static"):

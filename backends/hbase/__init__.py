@@ -7,9 +7,17 @@ point order, so a row-range scan returns keys in ``str`` order.
 Durability modes:
 
 * ``wal`` (default) — each put/delete is written with ``SYNC_WAL``: acknowledged after the region
-  server synced its write-ahead log.  How durable that sync is depends on the server's file system
+  server synced its write-ahead log; on HDFS that sync is an ``hflush`` (the edit is in the
+  DataNode's memory, not yet on its disk).  How durable it is depends on the server's file system
   (``bench services status hbase`` says; on a local ``file://`` rootdir it survives a process crash
   but not a power loss).
+* ``wal_hsync`` — puts and deletes go through the Thrift2 gateway (option ``thrift2_port``) with
+  ``FSYNC_WAL``: acknowledged after the WAL edit was ``hsync``ed, fsync'ed on the DataNode.
+  Thrift1 cannot ask for this (its mutations carry only a write-to-WAL bool, which the gateway
+  turns into ``SYNC_WAL``), hence the second gateway; ``bench services up hbase`` starts it when
+  HBase is on HDFS.  Reads still use Thrift1.  On a local rootdir there is no such gateway and
+  ``FSYNC_WAL`` would mean no more than ``SYNC_WAL`` (Hadoop's local streams cannot fsync), so
+  opening fails there with the fix.
 * ``skip_wal`` — the edit lives only in the region server's memstore until HBase flushes it; a
   crash of the server loses it.  ``flush()`` forces it out (see :meth:`HBaseBackend._flush`).
 
@@ -28,6 +36,8 @@ import happybase
 from Hbase_thrift import AlreadyExists, IOError as HBaseIOError  # loaded by happybase's import
 from thriftpy2.transport import TTransportException
 
+from .thrift2 import TIOError as Thrift2IOError
+from .thrift2 import Thrift2Writer
 from ..base import LONGEST_WAIT_S, Backend, BackendUnavailableError, BadOptionError, Option, Retry
 
 T = TypeVar("T")
@@ -37,7 +47,7 @@ COLUMN = b"data:checkpoint"
 
 #: failures worth another try: no connection, a broken or timed-out socket, or the region server
 #: refusing for now (region moving, server starting) — never bad arguments
-_TRANSIENT = (TTransportException, OSError, socket.timeout, HBaseIOError,
+_TRANSIENT = (TTransportException, OSError, socket.timeout, HBaseIOError, Thrift2IOError,
               happybase.NoConnectionsAvailable)
 
 
@@ -51,7 +61,7 @@ def _row_stop(prefix: bytes) -> bytes | None:
 
 class HBaseBackend(Backend):
     name = "hbase"
-    durability_modes = ("wal", "skip_wal")
+    durability_modes = ("wal", "wal_hsync", "skip_wal")
     options = {
         "host": Option(str, "127.0.0.1", "HBase Thrift1 gateway host"),
         "port": Option(int, 9090, "HBase Thrift1 gateway port (buffered transport, binary protocol)",
@@ -64,6 +74,8 @@ class HBaseBackend(Backend):
         "pool_size": Option(int, 8, "Thrift connections shared by the threads using this store",
                             min=1),
         "batch_size": Option(int, 1000, "rows per Thrift call in put_many/get_many/scan", min=1),
+        "thrift2_port": Option(int, 9091, "HBase Thrift2 gateway port, used by durability="
+                               "wal_hsync for its FSYNC_WAL writes", min=1, max=65535),
     }
 
     def __init__(self, **options: Any) -> None:
@@ -71,7 +83,11 @@ class HBaseBackend(Backend):
         cfg = self.config
         self.address = f"{cfg['host']}:{cfg['port']}"
         self.table_name: str = cfg["table"]
-        self._wal = self.durability == "wal"
+        self._wal = self.durability in ("wal", "wal_hsync")
+        self._hsync: Thrift2Writer | None = None
+        if self.durability == "wal_hsync":
+            self._hsync = Thrift2Writer(cfg["host"], cfg["thrift2_port"], self.table_name, COLUMN,
+                                        cfg["timeout"], cfg["pool_size"])
         self._batch = cfg["batch_size"]
         timeout_s = cfg["timeout"] / 1000
         self._retry = Retry(attempts=cfg["retries"] + 1, deadline=timeout_s * (cfg["retries"] + 1),
@@ -81,6 +97,8 @@ class HBaseBackend(Backend):
         self._pool: happybase.ConnectionPool | None = None  # made by the first (retried) call
         self._pool_lock = threading.Lock()
         self._ensure_table()
+        if self._hsync is not None:
+            self._probe_thrift2()
 
     # -- plumbing -------------------------------------------------------------------------
     def _call(self, op: str, fn: Callable[[happybase.Table], T]) -> T:
@@ -96,6 +114,31 @@ class HBaseBackend(Backend):
             raise BackendUnavailableError(
                 f"HBase Thrift gateway at {self.address} is unavailable ({exc}); start it with "
                 f"`bench services up hbase` or point --opt host=/port= at a running one"
+            ) from exc
+
+    def _call2(self, op: str, fn: Callable[[], T]) -> T:
+        """A Thrift2 (wal_hsync) write, retried like :meth:`_call`; typed error at the end."""
+        try:
+            return self._retry.call(f"hbase {op}", fn)
+        except BackendUnavailableError as exc:
+            raise BackendUnavailableError(
+                f"HBase Thrift2 gateway at {self.config['host']}:{self.config['thrift2_port']} is "
+                f"unavailable ({exc}); durability=wal_hsync needs HBase on HDFS with its Thrift2 "
+                f"gateway: `bench services up hdfs hbase` (or --opt thrift2_port=)"
+            ) from exc
+
+    def _probe_thrift2(self) -> None:
+        """Fail at open, with the fix, when no Thrift2 gateway answers (HBase on a local root)."""
+        try:
+            with socket.create_connection((self.config["host"], self.config["thrift2_port"]),
+                                          timeout=self.config["timeout"] / 1000):
+                pass
+        except OSError as exc:
+            raise BackendUnavailableError(
+                f"backend 'hbase': durability=wal_hsync writes through HBase's Thrift2 gateway, "
+                f"and none answers at {self.config['host']}:{self.config['thrift2_port']} "
+                f"({exc.strerror or exc}); it runs when HBase is on HDFS: `bench services up "
+                f"hdfs hbase` (a local-root HBase cannot fsync its WAL; use durability=wal)"
             ) from exc
 
     def _connections(self) -> happybase.ConnectionPool:
@@ -133,10 +176,16 @@ class HBaseBackend(Backend):
     # -- primitives -----------------------------------------------------------------------
     def _put(self, key: str, value: bytes) -> None:
         row = key.encode()
+        if self._hsync is not None:
+            self._call2("put", lambda: self._hsync.put(row, value))
+            return
         self._call("put", lambda t: t.put(row, {COLUMN: value}, wal=self._wal))
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         rows = [(k.encode(), v) for k, v in items]
+        if self._hsync is not None:
+            self._call2("put_many", lambda: self._hsync.put_many(rows, self._batch))
+            return
 
         def put_all(table: happybase.Table) -> None:
             # one mutateRows call per batch_size rows; a retry resends all (puts are idempotent)
@@ -163,6 +212,9 @@ class HBaseBackend(Backend):
 
     def _delete(self, key: str) -> None:
         row = key.encode()
+        if self._hsync is not None:
+            self._call2("delete", lambda: self._hsync.delete(row))
+            return
         self._call("delete", lambda t: t.delete(row, wal=self._wal))
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
@@ -200,6 +252,8 @@ class HBaseBackend(Backend):
     def _close(self) -> None:
         # not flushing skip_wal here: disabling a table shared with other clients is not a side
         # effect a close() should have; call flush() explicitly
+        if self._hsync is not None:
+            self._hsync.close()
         pool, self._pool = self._pool, None
         while pool is not None:
             try:
@@ -211,7 +265,8 @@ class HBaseBackend(Backend):
     def _stats(self) -> dict[str, Any]:
         return {
             "table": self.table_name,
-            "wal": "on (SYNC_WAL)" if self._wal else "off (SKIP_WAL)",
+            "wal": {"wal": "on (SYNC_WAL)", "wal_hsync": "on (FSYNC_WAL, through Thrift2)",
+                    "skip_wal": "off (SKIP_WAL)"}[self.durability],
             "server": self.address,
             "pool_size": self.config["pool_size"],
             "timeout_ms": self.config["timeout"],
