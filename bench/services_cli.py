@@ -13,7 +13,7 @@ from services.common import log
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``services`` to the ``bench`` sub-command parsers."""
     p = subparsers.add_parser(
-        "services", help="install, start, stop and inspect the real servers (redis, hbase, minio, nfs)",
+        "services", help="install, start, stop and inspect the real servers (redis, hdfs, hbase, minio, nfs)",
         description="Manage the real servers behind the networked backends; every server "
                     "listens on 127.0.0.1 only and keeps its data under --state-dir.",
     )
@@ -32,6 +32,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="listening port (only with one NAME)")
     p.add_argument("--rtt", type=float, metavar="MS",
                    help="nfs: add this round-trip delay (a userspace TCP delay proxy) to emulate a LAN hop")
+    p.add_argument("--hbase-root", choices=("auto", "local", "hdfs"),
+                   help="hbase: where its root directory and WAL go (default auto: on HDFS when "
+                        "`bench services up hdfs` runs in the same state dir, else local)")
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.add_argument("--state-dir", help="data, logs and pid files (default $CKPTBENCH_STATE "
                                        "or <project>/.state)")
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.action == "up":
                 for st in up([name], state_dir=args.state_dir, durability=args.durability,
-                             port=args.port, rtt=args.rtt):
+                             port=args.port, rtt=args.rtt, hbase_root=args.hbase_root):
                     print(_describe(st))
             elif args.action == "down":
                 down([name], state_dir=args.state_dir)
