@@ -1,7 +1,8 @@
-"""The storage-medium layer (backends/media) on local disk and on the real nfs-ganesha server.
+"""The storage-medium layer (backends/media) on local disk, the real nfs-ganesha server and HDFS.
 
-The same conformance checks run on both media; the NFS ones use the shared server started by
-``bench services up nfs`` (a start failure fails the test loudly, never a skip).
+The same conformance checks run on every medium; the NFS and HDFS ones use the shared servers
+started by ``bench services up nfs`` and ``bench services up hdfs`` (a start failure fails the
+test loudly, never a skip).
 """
 
 from __future__ import annotations
@@ -14,14 +15,21 @@ import services
 from backends.base import BackendUnavailableError
 from backends.media import open_medium
 from backends.media.local import LocalMedium
+from backends.media.hdfs import HdfsMedium
 from backends.media.nfs import NfsMedium
 
 
-@pytest.fixture(params=["local", pytest.param("nfs", marks=pytest.mark.server)])
+@pytest.fixture(params=["local", pytest.param("nfs", marks=pytest.mark.server),
+                        pytest.param("hdfs", marks=[pytest.mark.server, pytest.mark.hdfs])])
 def medium(request, tmp_path):
     if request.param == "local":
         m = open_medium(str(tmp_path / "medium"), "test")
         assert isinstance(m, LocalMedium)
+    elif request.param == "hdfs":
+        services.up(["hdfs"])
+        url = services.client_options("hdfs", f"t{uuid.uuid4().hex[:12]}")["path"]
+        m = open_medium(url, "test")
+        assert isinstance(m, HdfsMedium)
     else:
         services.up(["nfs"], rtt=0)
         url = services.client_options("nfs", f"t{uuid.uuid4().hex[:12]}")["path"]
