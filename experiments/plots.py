@@ -109,13 +109,21 @@ def plot_results(docs: list[dict[str, Any]], path: str) -> None:
 
 
 def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
-    """Three panels: throughput, checkpoint time, recovery time — one bar per combination."""
+    """Three panels: throughput, checkpoint time, recovery time — one bar per combination that
+    ran (its median), with the range over its rounds as a whisker when it ran more than once."""
     plt = pyplot()
+    rows = [r for r in rows if r.get("throughput") is not None]  # skipped rows have no figures
     labels = [r["protocol"] if r["backend"] == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(max(10, 1.4 * len(rows) * 1.5), 4.5))
     for ax, key, title in zip(axes, ("throughput", "checkpoint_ms", "recovery_ms"),
                               ("Throughput (events/s)", "Checkpoint time (ms)", "Recovery time (ms)")):
-        ax.bar(range(len(rows)), [r[key] for r in rows], color="tab:blue")
+        values = [r[key] for r in rows]
+        spreads = [r.get(key + "_spread") for r in rows]
+        err = None
+        if any(s and len(s["rounds"]) > 1 for s in spreads):
+            err = [[v - (s["min"] if s else v) for v, s in zip(values, spreads)],
+                   [(s["max"] if s else v) - v for v, s in zip(values, spreads)]]
+        ax.bar(range(len(rows)), values, yerr=err, capsize=3, color="tab:blue")
         ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
         ax.set_title(title)
     fig.tight_layout()
@@ -264,6 +272,63 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     ax.bar([f"{r['medium']}\n{r['case']}" for r in rpc], [r["rpcs_per_op"] for r in rpc])
     ax.set_ylabel("RPC calls per operation")
     ax.set_title("RPC cost over NFS" if rpc else "RPC cost over NFS (no NFS medium ran)")
+
+    for a in fig.axes:
+        a.grid(True, alpha=0.3, axis="y")
+    fig.tight_layout()
+    ensure_parent(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_checkmate(doc: dict[str, Any], path: str) -> None:
+    """Four panels of a ``ckptbench.checkmate/1`` document: throughput relative to no checkpoints
+    and recovery time per query (uniform input), p50 latency uniform against skewed, and the cyclic
+    query's useless checkpoints and undone micro-batches (uncoordinated against cic)."""
+    plt = pyplot()
+    rows = doc["rows"]
+    protocols = [p for p in ("none", "coordinated", "uncoordinated", "cic") if any(r["protocol"] == p for r in rows)]
+    queries = [q for q in ("q1", "q3", "q8", "q12") if any(r["query"] == q for r in rows)]
+
+    def cell(q: str, skew: str, p: str, key: str) -> float:
+        r = next((r for r in rows if (r["query"], r["skew"], r["protocol"]) == (q, skew, p)), None)
+        return float(r[key] or 0) if r else 0.0
+
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    ax = axes[0][0]
+    _grouped_bars(ax, protocols, queries, lambda p, q: cell(q, "uniform", p, "throughput_vs_none"))
+    ax.set_xticklabels(queries)
+    ax.set_ylabel("throughput × none")
+    ax.set_title("uniform input: throughput relative to no checkpoints (CheckMate Fig 7)")
+    ax.legend(fontsize=8)
+
+    ax = axes[0][1]
+    ckpt = [p for p in protocols if p != "none"]
+    _grouped_bars(ax, ckpt, queries, lambda p, q: cell(q, "uniform", p, "recovery_ms"))
+    ax.set_xticklabels(queries)
+    ax.set_ylabel("recovery time (ms)")
+    ax.set_title("uniform input: recovery time after one failure")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][0]
+    skewed = [q for q in queries if any(r["query"] == q and r["skew"] == "skewed" for r in rows)]
+    groups = [(q, s) for q in skewed for s in ("uniform", "skewed")]
+    _grouped_bars(ax, protocols, groups, lambda p, g: cell(g[0], g[1], p, "latency_p50_ms"))
+    ax.set_xticklabels([f"{q}\n{s}" for q, s in groups], fontsize=8)
+    ax.set_ylabel("p50 latency (ms)")
+    ax.set_title(f"uniform against skewed ({doc['skews'].get('skewed', '')}) input (CheckMate Fig 12)")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][1]
+    cyc = doc["cyclic"]
+    sizes = list(cyc)
+    names = ["uncoordinated", "cic"]
+    _grouped_bars(ax, [f"{p} useless %" for p in names] + [f"{p} batches undone" for p in names],
+                  sizes, lambda label, n: cyc[n][label.split()[0]]["useless_pct" if "useless" in label
+                                                                   else "rollback_batches"])
+    ax.set_xticklabels([f"{n} instances" for n in sizes])
+    ax.set_title("cyclic query (emulated): rollback after one failure (CheckMate Table IV)")
+    ax.legend(fontsize=8)
 
     for a in fig.axes:
         a.grid(True, alpha=0.3, axis="y")
