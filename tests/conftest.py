@@ -6,11 +6,15 @@ see each other's keys.  A server that cannot be reached fails the test loudly â€
 
 The file backends also run over NFS: the parameters ``default_fs@nfs`` and ``indexed_fs@nfs``
 open them on a fresh directory of the real nfs-ganesha export (an ``nfs://`` URL, userspace
-client), marked ``server`` and ``nfs``.  ``backend_name`` is always the plain backend name.
+client), marked ``server`` and ``nfs``; ``default_fs@hdfs`` and ``indexed_fs@hdfs`` the same on
+the real single-node HDFS (an ``hdfs://`` URL, WebHDFS), marked ``server`` and ``hdfs``.
+``backend_name`` is always the plain backend name.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -42,10 +46,17 @@ def nfs_dir(prefix: str = "t") -> str:
     return server_options("nfs", f"{prefix}{uuid.uuid4().hex[:12]}")["path"]
 
 
+def hdfs_dir(prefix: str = "t") -> str:
+    """A fresh directory on the real HDFS, as an ``hdfs://`` URL."""
+    return server_options("hdfs", f"{prefix}{uuid.uuid4().hex[:12]}")["path"]
+
+
 def backend_options(name: str, tmp_path: Path) -> dict[str, Any]:
-    """The options that open ``name`` (or ``NAME@nfs``) in isolation for one test."""
+    """The options that open ``name`` (or ``NAME@nfs``, ``NAME@hdfs``) in isolation for one test."""
     if name.endswith("@nfs"):
         return {"path": nfs_dir()}
+    if name.endswith("@hdfs"):
+        return {"path": hdfs_dir()}
     if name in SERVER_BACKENDS:
         return server_options(name, f"t{uuid.uuid4().hex[:12]}")
     if "path" in backend_class(name).all_options():
@@ -60,12 +71,15 @@ def _marks(name: str) -> list:
 ALL_BACKENDS = [pytest.param(n, marks=_marks(n), id=n) for n in backend_names()] + [
     pytest.param(f"{n}@nfs", marks=[pytest.mark.nfs, pytest.mark.server], id=f"{n}@nfs")
     for n in NFS_BACKENDS
+] + [
+    pytest.param(f"{n}@hdfs", marks=[pytest.mark.hdfs, pytest.mark.server], id=f"{n}@hdfs")
+    for n in NFS_BACKENDS
 ]
 
 
 @pytest.fixture(params=ALL_BACKENDS)
 def backend_param(request) -> str:
-    """``NAME`` or ``NAME@nfs`` (a file backend on the NFS server)."""
+    """``NAME``, ``NAME@nfs`` or ``NAME@hdfs`` (a file backend on the NFS server or HDFS)."""
     return request.param
 
 
@@ -109,6 +123,54 @@ def small_tmpfs(tmp_path: Path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+#: file systems that keep data in memory: no disk behind them, and syncs that cost nothing
+MEMORY_FS = ("tmpfs", "ramfs")
+
+
+def fs_type(path: str) -> str:
+    """The type of the file system ``path`` is on (the longest mount point above it)."""
+    path, best, kind = os.path.realpath(path), "", "?"
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            mount, fstype = fields[4], fields[fields.index("-") + 1]
+            mount = mount.replace("\\040", " ")
+            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) >= len(best):
+                best, kind = mount, fstype
+    return kind
+
+
+@pytest.fixture
+def real_disk_dir() -> Path:
+    """A fresh directory on a real disk, for tests that need one (whatever ``TMPDIR`` is):
+    ``$CKPTBENCH_DISK_DIR`` if set, else under the repository's ``.state``.  A test that uses
+    it fails, naming the fix, when that is a memory file system."""
+    root = Path(os.environ.get("CKPTBENCH_DISK_DIR") or Path(__file__).resolve().parents[1]
+                / ".state" / "disk-tests")
+    root.mkdir(parents=True, exist_ok=True)
+    kind = fs_type(str(root))
+    if kind in MEMORY_FS:
+        pytest.fail(f"{root} is on {kind}, not a disk: set CKPTBENCH_DISK_DIR to a directory "
+                    "on a real disk")
+    d = root / uuid.uuid4().hex[:12]
+    d.mkdir()
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def slow_sync():
+    """Every group-commit sync (C and Python committer) sleeps 5 ms first, so that writers queue
+    behind it on any medium (a tmpfs sync takes no time) and with any load."""
+    from backends.indexed_fs import group_commit
+
+    group_commit.set_sync_delay(0.005)
+    yield 0.005
+    group_commit.set_sync_delay(0)
 
 
 @pytest.fixture(scope="module")
