@@ -55,7 +55,7 @@ def test_a_directory_named_like_a_segment(tmp_path):
 def test_an_unreadable_segment_names_the_file(tmp_path, monkeypatch):
     path = str(tmp_path / "s")
     _store_with_segments(path)
-    for n in _files(path, ".idx"):
+    for n in _files(path, ".idx") + _files(path, ".hint"):
         os.remove(os.path.join(path, n))  # a full scan reads every segment
 
     def broken(self, start=0):

@@ -26,8 +26,18 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Iterable, Protocol, Sequence
 
+from .. import failpoints
 from .index import Entry
 from .segment import FLAG_TOMBSTONE, scan
+
+AFTER_COPY = failpoints.declare(
+    "indexed_fs.compaction.after_copy",
+    "a crash after compaction's copies are appended and synced, before the source segments are "
+    "deleted: both copies are on disk, the rebuild keeps one (same seq, same bytes)")
+AFTER_DELETE = failpoints.declare(
+    "indexed_fs.compaction.after_delete",
+    "a crash right after compaction deleted its source segments (and their hints): every live "
+    "record is in its durable copy")
 
 CHUNK = 512  # records checked and copied per lock hold: keeps concurrent writers moving
 
@@ -91,7 +101,9 @@ def compact(store: CompactionTarget, ratio: float) -> dict[str, int]:
         for sid in chosen:
             _rewrite(store, sid, done)
         store.flush()  # copies (and whatever superseded the rest) durable before any source goes
+        failpoints.hit(AFTER_COPY)
         done["deleted"] = len(store.delete_dead_segments(chosen))
+        failpoints.hit(AFTER_DELETE)
         done["segments"] = len(chosen)
     return done
 

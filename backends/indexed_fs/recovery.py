@@ -66,9 +66,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import snapshot
+from . import hint, snapshot
 from .index import Entry, Index
-from .segment import AnySegment, Records, list_segment_ids, open_segment, resolve, walk
+from .segment import (
+    AnySegment,
+    Records,
+    ScanResult,
+    list_segment_ids,
+    open_segment,
+    resolve,
+    walk,
+)
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -93,6 +101,8 @@ class Keydir:
     snapshots_invalid: int = 0
     temp_files_removed: int = 0
     segments_scanned: int = 0
+    #: sealed segments taken from their hint files instead of being walked
+    hints_used: int = 0
     records_scanned: int = 0
     corrupt_records: int = 0
     torn_tail_truncated: int = 0
@@ -125,7 +135,8 @@ class Keydir:
         return dict(corrupt_records=self.corrupt_records,
                     torn_tail_truncated=self.torn_tail_truncated,
                     snapshots_invalid=self.snapshots_invalid, snapshot_used=self.snapshot_used,
-                    records_scanned=self.records_scanned,
+                    records_scanned=self.records_scanned, hints_used=self.hints_used,
+                    segments_scanned=self.segments_scanned,
                     unresolved_snapshot_entries=self.unresolved_snapshot_entries,
                     damaged_segments=len(self.damaged), warnings=self.warnings(),
                     rebuild_notes=list(self.notes))
@@ -147,8 +158,11 @@ def init_keydir(medium: "Medium") -> Keydir:
         ids = list_segment_ids(medium)
         for sid in ids:
             kd.segments[sid] = open_segment(medium, sid)
+        for sid in hint.list_ids(medium):
+            if sid not in kd.segments:  # left by a crash between deleting it and its segment
+                medium.delete(hint.file_name(sid))
         snap = _choose_snapshot(medium, kd, ids)
-        _scan(kd, snap, ids)
+        _scan(medium, kd, snap, ids)
     except BaseException:
         for seg in kd.segments.values():
             seg.close()
@@ -207,7 +221,27 @@ def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[tu
     return gone
 
 
-def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
+def _from_hint(medium: "Medium", kd: Keydir, seg: AnySegment, start: int) -> Records | None:
+    """The records of sealed segment ``seg`` from ``start`` on, from its hint file; ``None``
+    (noted) if the hint is unusable, and the segment is walked instead."""
+    try:
+        recs = hint.read(medium, seg.id, seg.size)
+    except (ValueError, OSError) as exc:
+        kd.notes.append(f"hint {hint.file_name(seg.id)} unusable ({exc}); segment walked")
+        return None
+    if start:
+        keep = recs.offsets >= start
+        if not keep.all():
+            sel = np.flatnonzero(keep)
+            keys = [np.asarray(k)[sel] if isinstance(k, np.ndarray) else
+                    [k[i] for i in sel.tolist()] for k in recs.keys]
+            recs = Records(recs.seg_id, recs.offsets[sel], recs.sizes[sel], recs.seqs[sel],
+                           recs.flags[sel], keys)
+    kd.hints_used += 1
+    return recs
+
+
+def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
     """Steps 4 and 5: walk the log past the snapshot (or all of it) into ``kd.index``."""
     index, segments = kd.index, kd.segments
     gone: list[tuple[str, int]] = []
@@ -231,15 +265,23 @@ def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
         values, tombs = index.d, index.tombs  # filled in place, sorted once at the end
 
     last_id = ids[-1] if ids else None
+    hinted = set(hint.list_ids(medium))
     parts: list[Records] = []  # full rebuild: every segment's records, resolved at once below
     seg = None
     try:
         for seg, start in plan:
-            data = seg.read_all(start)
-            end = start + len(data)
-            res, recs = walk(data, seg.id, start, seg.id == last_id)
-            del data
-            kd.segments_scanned += 1
+            recs = None
+            if seg.id != last_id and seg.id in hinted:  # sealed: its hint stands in for it
+                recs = _from_hint(medium, kd, seg, start)
+            if recs is not None:
+                res = ScanResult(records=len(recs))
+                end = seg.size
+            else:
+                data = seg.read_all(start)
+                end = start + len(data)
+                res, recs = walk(data, seg.id, start, seg.id == last_id)
+                del data
+                kd.segments_scanned += 1
             if res.reserved_at is not None:  # reserved space left untrimmed by a crash
                 seg.size = res.reserved_at
                 seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
@@ -249,6 +291,8 @@ def _scan(kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
                 parts.append(recs)
             else:
                 resolve(recs, values, tombs)
+            if len(recs) and res.max_seq == 0:  # from a hint: the seq range of its records
+                res.min_seq, res.max_seq = int(recs.seqs.min()), int(recs.seqs.max())
             kd.records_scanned += res.records
             kd.corrupt_records += res.corrupt
             kd.notes.extend(res.notes[:NOTES_PER_SEGMENT])

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 HEADER = struct.Struct("<IQIIB")
 HEADER_SIZE = HEADER.size  # 21
 _REST = struct.Struct("<QIIB")  # the header after the CRC
+_LENGTHS = struct.Struct("<IIB")  # key_len, value_len, flags (at offset 12)
 FLAG_TOMBSTONE = 1
 #: sanity bounds used to tell a damaged header from a real one during a scan.  They are also the
 #: format's limits: a longer key or value would be written but then skipped (or, in the newest
@@ -334,6 +335,7 @@ _HEADER_DT = np.dtype([("crc", "<u4"), ("seq", "<u8"), ("klen", "<u4"), ("vlen",
                        ("flags", "u1")])
 _RUN_FIRST, _RUN_MAX = 512, 1 << 16  # equal-size records tried at once (then grown to the max)
 _RUN_MIN = 256  # shorter runs are walked singly: a chunk has a fixed numpy cost
+_RUN_LOOK = 16  # records walked singly before looking for a run again where sizes vary
 
 
 @dataclass
@@ -401,8 +403,10 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
     end = len(data)
     H = HEADER_SIZE
     unpack = HEADER.unpack_from
+    kvf = _LENGTHS.unpack_from
     chunks: list[tuple] = []  # (starts, sizes, crcs, seqs, flags, keys) in file order
     ones: list[int] = []  # starts of records walked singly, not yet in a chunk
+    append = ones.append
     pos = 0
     try_run_at = 0  # walk singly until this offset after a run attempt that did not pay
     run_cap = _RUN_FIRST  # records tried in the next run attempt (grows while runs pay)
@@ -421,8 +425,10 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
         if pos + size > end:
             res.tail_at = pos
             break
-        if (pos >= try_run_at and end - pos >= 2 * size
-                and unpack(data, pos + size)[2:4] == (klen, vlen)):
+        if pos >= try_run_at and not (end - pos >= 2 * size
+                                      and unpack(data, pos + size)[2:4] == (klen, vlen)):
+            try_run_at = pos + _RUN_LOOK * size  # sizes vary here: look again a bit later
+        elif pos >= try_run_at:
             n = min((end - pos) // size, run_cap)
             # a run: are the next n records all this size?  (each one's length fixes where
             # the next starts, so equal sizes = exactly the positions a walk would visit)
@@ -434,6 +440,7 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
                 if ones:
                     chunks.append(_singles(arr, data, ones))
                     ones = []
+                    append = ones.append
                 hdr = hdr[:k]
                 chunks.append((pos + size * np.arange(k, dtype=np.int64),
                                np.full(k, size, np.int64), hdr["crc"], hdr["seq"], hdr["flags"],
@@ -448,6 +455,18 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
             backoff = min(2 * backoff, 1024)
         ones.append(pos)
         pos += size
+        # the records up to the next run attempt, in a loop that reads only the length fields;
+        # anything unusual (a short or insane header, a record past the end) leaves it, and the
+        # full checks above look at that position again
+        stop = min(try_run_at, end - H)
+        while pos < stop:
+            klen, vlen, flags = kvf(data, pos + 12)
+            size = H + klen + vlen
+            if klen == 0 or klen > MAX_KEY_LEN or vlen > MAX_VALUE_LEN or flags > 1 \
+                    or pos + size > end:
+                break
+            append(pos)
+            pos += size
     if ones:
         chunks.append(_singles(arr, data, ones))
     if res.tail_at is not None and zeros_from(data, res.tail_at):

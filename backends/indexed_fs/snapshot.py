@@ -119,10 +119,12 @@ def _decode_lengths(blob: Any, n: int) -> list[str]:
 
 
 def durable_write(medium: "Medium", name: str, parts: Sequence[bytes], after_write: str,
-                  after_rename: str) -> None:
+                  after_rename: str | None, sync: bool = True, sync_dir: bool = True) -> None:
     """Write ``parts`` as file ``name``: temp file, sync, rename, directory sync, with the fail
-    points ``after_write`` (temp synced, not renamed) and ``after_rename`` (renamed, directory
-    not synced).  A failure before the rename removes the temp file."""
+    points ``after_write`` (temp written and synced, not renamed) and ``after_rename`` (renamed,
+    directory not synced).  Without ``sync`` / ``sync_dir`` those syncs are left out (a file
+    whose loss or damage costs only time, as a hint's).  A failure before the rename removes the
+    temp file."""
     tmp = name + ".tmp"
     medium.delete(tmp)  # a leftover of an earlier failed try: the append below must start empty
     out = medium.open_append(tmp)
@@ -130,7 +132,8 @@ def durable_write(medium: "Medium", name: str, parts: Sequence[bytes], after_wri
         try:
             for part in parts:
                 out.append(part)
-            out.sync()
+            if sync:
+                out.sync()
         finally:
             out.close()
         failpoints.hit(after_write)
@@ -141,8 +144,10 @@ def durable_write(medium: "Medium", name: str, parts: Sequence[bytes], after_wri
         except OSError:
             pass
         raise
-    failpoints.hit(after_rename)
-    medium.sync_dir()
+    if after_rename is not None:
+        failpoints.hit(after_rename)
+    if sync_dir:
+        medium.sync_dir()
 
 
 def _seg_table(cols: Sequence[np.ndarray], seg_min_seq: dict[int, int]) -> list[np.ndarray]:

@@ -27,11 +27,12 @@ import time
 from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
+from .. import failpoints
 from ..base import LONGEST_WAIT_S, Backend, CorruptDataError, Option, StorageFullError
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
-from . import compaction, snapshot
+from . import compaction, hint, snapshot
 from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
@@ -44,9 +45,23 @@ from .segment import (
     decode,
     encode,
     open_segment,
+    walk,
 )
 
 MiB = 1 << 20
+
+PUT_AFTER_APPEND = failpoints.declare(
+    "indexed_fs.put.after_append",
+    "a crash after a write's records are appended, before the sync that acknowledges them: the "
+    "write was never acknowledged, so either its old or its new value may survive")
+ROTATE_BEFORE_SEAL = failpoints.declare(
+    "indexed_fs.rotate.before_seal",
+    "a crash when the active segment is full, before it is sealed (trimmed and synced): the "
+    "rebuild finds it as the newest segment, reserved zeros and all")
+ROTATE_AFTER_NEW_SEGMENT = failpoints.declare(
+    "indexed_fs.rotate.after_new_segment",
+    "a crash after the next segment file is created (and the directory synced), before any "
+    "record is in it: the sealed segment has no hint yet, the new one is empty")
 
 
 def _key_bytes(key: str) -> bytes:
@@ -99,6 +114,7 @@ class IndexedFSBackend(Backend):
         self._segments: dict[int, AnySegment] = {}
         self._index = Index()
         self._gc_pending: set[int] = set()
+        self._hint_pending: set[int] = set()  # sealed segments without a hint file yet
         self._gc_due = False
         self._written = 0  # bytes appended since open (all segments): the group-commit clock
         self._nwrites = 0
@@ -115,6 +131,7 @@ class IndexedFSBackend(Backend):
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
             records_scanned=0, unresolved_snapshot_entries=0, open_time_ms=0.0,
+            hints_used=0, segments_scanned=0, hints_written=0,
             snapshots_written=0, compactions=0,
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
@@ -164,6 +181,9 @@ class IndexedFSBackend(Backend):
             self._active.reserve(self._segment_size)
         self._commit, self._handle_of, self._commit_kind = committer(self._active)
         self._gc_pending = kd.dead_segments(self._active.id)
+        hinted = set(hint.list_ids(self.medium))
+        self._hint_pending = {s for s in self._segments
+                              if s != self._active.id and s not in hinted}
         self._gc_due = bool(self._gc_pending)
         self.counters["open_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
 
@@ -176,6 +196,7 @@ class IndexedFSBackend(Backend):
             rec = encode(seq, kb, value)
             target = self._append_locked(rec, ((key, len(rec), seq, 0),))
             self._next_seq = seq + 1
+        failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
         if self._gc_due:
@@ -207,6 +228,7 @@ class IndexedFSBackend(Backend):
                 return
             target = self._append_locked(recs[0] if len(recs) == 1 else b"".join(recs), metas)
             self._next_seq = seq
+        failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
         if self._gc_due:
@@ -239,6 +261,7 @@ class IndexedFSBackend(Backend):
     def _rotate_locked(self) -> AnySegment:
         """Seal the active segment (durably, unless durability=none) and start the next one."""
         old = self._active
+        failpoints.hit(ROTATE_BEFORE_SEAL)
         with storage_errors(self.name, self.path):
             old.seal(durable=self.durability != "none")
             if self.durability == "none":  # synced by the next flush / GC / compaction / snapshot
@@ -251,6 +274,7 @@ class IndexedFSBackend(Backend):
                 new.close()
                 self.medium.delete(new.name)
                 raise
+            failpoints.hit(ROTATE_AFTER_NEW_SEGMENT)
             if self.config["preallocate"]:
                 new.reserve(self._segment_size)
         self._segments[new.id] = new
@@ -258,6 +282,7 @@ class IndexedFSBackend(Backend):
         if self.durability != "none":  # everything written so far is durable now
             self._commit.covered(self._written, self._nwrites)
         self._commit.appended(self._handle_of(new), self._written, self._nwrites)
+        self._hint_pending.add(old.id)
         if self._index.live.get(old.id, (0,))[0] == 0:
             self._gc_pending.add(old.id)
         if self._gc_pending:
@@ -372,10 +397,49 @@ class IndexedFSBackend(Backend):
         for seg in gone:
             self._commit.idle(self._handle_of(seg))  # so may a group-commit leader
             seg.close()
+            self.medium.delete(hint.file_name(seg.id))  # first: no hint outlives its segment
             self.medium.delete(seg.name)
+            self._hint_pending.discard(seg.id)
         self.medium.sync_dir()
         self.counters["segments_deleted"] += len(gone)
         return [s.id for s in gone]
+
+    def _after_seal(self) -> None:
+        """Background work once segments were sealed: their hint files, then (unless snapshots
+        are off) a snapshot, so that a crash rebuild reads the log only from the active
+        segment on."""
+        if not self._hint_pending:
+            return
+        self._write_hints()
+        if self.config["index_flush_interval"] > 0:
+            self._snapshot_if_changed()
+
+    def _write_hints(self) -> None:
+        """Write the hint file of every sealed segment that lacks one (:mod:`.hint`): sync the
+        segment (sealing synced it already, unless durability=none, where nothing is synced
+        here), walk it with every CRC checked, write the hint.  A segment whose walk finds damage gets no hint, so each
+        rebuild walks it and reports the damage.  Holds the maintenance lock: no segment is
+        deleted meanwhile."""
+        with self._maint_lock:
+            with self._lock:
+                todo = sorted(self._hint_pending)
+            for sid in todo:
+                with self._lock:
+                    seg = self._segments.get(sid)
+                    self._hint_pending.discard(sid)
+                if seg is None or seg is self._active:
+                    continue
+                durable = self.durability != "none"
+                with storage_errors(self.name, self.path):
+                    if durable:  # a hint describes durable records only
+                        seg.sync()
+                    data = seg.read_all()
+                    res, recs = walk(data, sid, 0, False)
+                    del data
+                    if res.corrupt or res.tail_at is not None or res.reserved_at is not None:
+                        continue
+                    hint.write(self.medium, recs, seg.size, sync=durable)
+                self.counters["hints_written"] += 1
 
     def write_snapshot(self) -> str:
         """Flush the index to a new snapshot now (also done every ``index_flush_interval``)."""
@@ -462,6 +526,7 @@ class IndexedFSBackend(Backend):
         if cfg["compaction_interval"] > 0:
             self._spawn("compaction", cfg["compaction_interval"], self._compact)
         self._spawn("gc", 1.0, lambda: self._gc() if self._gc_pending else None)
+        self._spawn("hints", 0.2, self._after_seal)
 
     def _spawn(self, what: str, every: float, job) -> None:
         def loop() -> None:
@@ -484,6 +549,10 @@ class IndexedFSBackend(Backend):
         try:
             self._flush()
             self._gc()
+            try:
+                self._write_hints()
+            except Exception as exc:  # a hint only saves a walk: the next open walks instead
+                self.counters["last_background_error"] = f"hints on close: {exc}"
             try:
                 self._snapshot_if_changed()
             except StorageFullError as exc:  # data is durable; the next open scans instead
