@@ -8,12 +8,15 @@ VENV="$ROOT/.venv"
 export PATH="$VENV/bin:$PATH"
 export CKPTBENCH_STATE="${CKPTBENCH_STATE:-$ROOT/.state}"
 
-SERVERS="${CKPTBENCH_TEST_SERVERS:-redis hbase minio nfs}"
+# hdfs before hbase: HBase started while HDFS runs puts its root and WAL on it
+SERVERS="${CKPTBENCH_TEST_SERVERS:-redis hdfs hbase minio nfs}"
 started=()
 cleanup() {
-  if [ ${#started[@]} -gt 0 ]; then
-    "$VENV/bin/bench" services down "${started[@]}" >/dev/null 2>&1 || true
-  fi
+  # in reverse start order: HBase stops (flushing to HDFS) before HDFS does
+  local i
+  for ((i = ${#started[@]} - 1; i >= 0; i--)); do
+    "$VENV/bin/bench" services down "${started[$i]}" >/dev/null 2>&1 || true
+  done
 }
 trap cleanup EXIT
 for s in $SERVERS; do
