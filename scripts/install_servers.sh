@@ -2,8 +2,9 @@
 # Install the real servers without starting them (idempotent; cached in the user caches):
 #   redis: apt-get install redis-server redis-tools     (needs root)
 #   minio: go install github.com/minio/minio@<pin>      (needs Go >= 1.24; ~4 min the first time)
-#   hbase: Maven Central jars                            (see bench/services/hbase.py)
-# Usage: scripts/install_servers.sh [redis] [minio] [hbase]   (default: all)
+#   hdfs:  Maven Central jars                            (see services/hdfs.py)
+#   hbase: Maven Central jars                            (see services/hbase.py)
+# Usage: scripts/install_servers.sh [redis] [minio] [hdfs] [hbase]   (default: all)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
