@@ -1,13 +1,13 @@
 """HBase 2.6 standalone plus its Thrift gateways, from Maven Central jars, on loopback.
 
-Two JVMs (three on HDFS) make one service:
+Three JVMs make one service:
 
 * ``HMaster start`` with ``hbase.cluster.distributed=false`` runs the master, one region server and
   an in-process ZooKeeper (``127.0.0.1:<zk_port>``); its pid is the service pid (``ctx.pid_file``),
   so ``kill_pid(ctx)`` is a real crash of the store.
 * ``ThriftServer start`` (thread pool, buffered transport, binary protocol: happybase's defaults)
   on ``127.0.0.1:<thrift_port>``; its pid lives in ``<state>/hbase/thrift/pid``.
-* On HDFS only, the Thrift2 gateway (``thrift2.ThriftServer``, same transport and protocol) on
+* The Thrift2 gateway (``thrift2.ThriftServer``, same transport and protocol) on
   ``127.0.0.1:<thrift2_port>``, pid in ``<state>/hbase/thrift2/pid``: Thrift1 gives every put
   ``SYNC_WAL`` or ``SKIP_WAL`` (its ``Mutation.writeToWAL`` is a bool), Thrift2's ``TPut`` carries
   a ``TDurability``, so ``FSYNC_WAL`` (the backend's ``wal_hsync``) goes through it.
@@ -17,7 +17,8 @@ Where the data goes (``hbase_root``, ``bench services up hbase --hbase-root``):
 * ``auto`` (default): on the HDFS of ``bench services up hdfs`` when it is running in the same
   state directory at start, else on the local file system;
 * ``hdfs``: on that HDFS (an error naming the fix if it is not running);
-* ``local``: ``file://<state>/hbase/data/root`` whatever else runs.
+* ``local``: ``file://<state>/hbase/data/root`` whatever else runs;
+* an ``hdfs://HOST:PORT`` URL (Python API): that HDFS, wherever its state is.
 
 The choice is remembered (``options.json``), so a restart after a crash uses the same root.
 On HDFS the root is ``hdfs://127.0.0.1:<port>/hbase-<id>`` (``<id>`` from the state directory, so
@@ -108,7 +109,8 @@ HBASE_ROOTS = ("auto", "local", "hdfs")
 WAL_DURABILITY = (
     "WAL on; a put is acknowledged after the WAL sync, which on the local file system "
     f"(Hadoop {HADOOP_VERSION} LocalFileSystem, not Syncable) is a flush to the OS page cache, "
-    "no fsync: survives an HBase process crash (SIGKILL), not a kernel crash or power loss"
+    "no fsync, for SYNC_WAL (wal) and FSYNC_WAL (wal_hsync) alike: survives an HBase process "
+    "crash (SIGKILL), not a kernel crash or power loss"
 )
 #: the same on HDFS, per backend durability mode (HRegion.sync: SYNC_WAL -> WAL.sync(txid,
 #: forceSync=false) -> hflush, FSYNC_WAL -> forceSync=true -> hsync; hbase.wal.hsync=false only
@@ -210,7 +212,7 @@ def _thrift_ctx(ctx: ServiceContext) -> ServiceContext:
 
 
 def _thrift2_ctx(ctx: ServiceContext) -> ServiceContext:
-    """The Thrift2 gateway's (HDFS only) pid file and log, inside the hbase state directory."""
+    """The Thrift2 gateway's pid file and log, inside the hbase state directory."""
     return ServiceContext.for_service("thrift2", ctx.root)
 
 
@@ -245,10 +247,16 @@ def _hdfs_root(ctx: ServiceContext, required: bool) -> str | None:
 
 
 def _resolve_root(ctx: ServiceContext, hbase_root: str) -> tuple[str, str]:
-    """(``local``|``hdfs``, rootdir URL) for the requested ``hbase_root``."""
+    """(``local``|``hdfs``, rootdir URL) for the requested ``hbase_root``: ``auto``, ``local``,
+    ``hdfs`` or the ``hdfs://HOST:PORT`` URL of an HDFS running elsewhere (e.g. a private
+    HBase on the shared HDFS)."""
+    if hbase_root.startswith("hdfs://"):
+        ident = hashlib.sha256(str(ctx.root).encode()).hexdigest()[:8]
+        return "hdfs", f"{hbase_root.rstrip('/')}/hbase-{ident}"
     if hbase_root not in HBASE_ROOTS:
         raise ServiceError(f"hbase: hbase_root={hbase_root!r} is not one of "
-                           f"{', '.join(HBASE_ROOTS)}; give --hbase-root auto|local|hdfs")
+                           f"{', '.join(HBASE_ROOTS)} or an hdfs://HOST:PORT URL; give "
+                           f"--hbase-root auto|local|hdfs")
     if hbase_root != "local":
         url = _hdfs_root(ctx, required=hbase_root == "hdfs")
         if url is not None:
@@ -329,8 +337,7 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
     if master_pid is None:
         require_port_free(NAME, HOST, opts["zk_port"])
         require_port_free(NAME, HOST, opts["thrift_port"])
-        if on == "hdfs":
-            require_port_free(NAME, HOST, opts["thrift2_port"])
+        require_port_free(NAME, HOST, opts["thrift2_port"])
         spawn(ctx, [*_jvm(java, conf, classpath, heap, ctx.log_dir, "master"),
                     "org.apache.hadoop.hbase.master.HMaster", "start"])
     else:
@@ -338,7 +345,7 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
     spawn(thrift, [*_jvm(java, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
                    "org.apache.hadoop.hbase.thrift.ThriftServer",
                    "-b", HOST, "-p", str(opts["thrift_port"]), "-threadpool", "start"])
-    if on == "hdfs" and thrift2.read_pid() is None:
+    if thrift2.read_pid() is None:
         spawn(thrift2, [*_jvm(java, conf, classpath, thrift_heap, thrift2.log_dir, "thrift2"),
                         "org.apache.hadoop.hbase.thrift2.ThriftServer",
                         "-b", HOST, "-p", str(opts["thrift2_port"]), "-threadpool", "start"])
@@ -346,11 +353,10 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
     def ready() -> bool:
         if thrift.read_pid() is None:
             raise ServiceError(f"hbase: the Thrift gateway exited while starting; {tail_log(thrift)}")
-        if on == "hdfs" and thrift2.read_pid() is None:
+        if thrift2.read_pid() is None:
             raise ServiceError(f"hbase: the Thrift2 gateway exited while starting; "
                                f"{tail_log(thrift2)}")
-        return (_thrift_ready(opts["thrift_port"])
-                and (on != "hdfs" or port_open(HOST, opts["thrift2_port"])))
+        return _thrift_ready(opts["thrift_port"]) and port_open(HOST, opts["thrift2_port"])
 
     try:
         wait_until(ctx, ready, timeout, f"thrift gateway 127.0.0.1:{opts['thrift_port']}")
@@ -372,10 +378,9 @@ def status(ctx: ServiceContext) -> dict:
     opts = _saved_options(ctx)
     on_hdfs = opts["hbase_root"] == "hdfs"
     master_pid, thrift_pid = ctx.read_pid(), _thrift_ctx(ctx).read_pid()
-    thrift2_pid = _thrift2_ctx(ctx).read_pid() if on_hdfs else None
+    thrift2_pid = _thrift2_ctx(ctx).read_pid()
     running = (master_pid is not None and thrift_pid is not None
-               and port_open(HOST, opts["thrift_port"])
-               and (not on_hdfs or port_open(HOST, opts["thrift2_port"])))
+               and port_open(HOST, opts["thrift_port"]) and port_open(HOST, opts["thrift2_port"]))
     rootdir = opts["rootdir"]
     out = {
         "name": NAME,
@@ -391,10 +396,7 @@ def status(ctx: ServiceContext) -> dict:
             "rootdir": rootdir,
             "wal_dir": f"{rootdir}/WALs",
             "wal": ("on (backend durability=wal puts with SYNC_WAL, wal_hsync with FSYNC_WAL "
-                    "through Thrift2; skip_wal puts skip it)" if on_hdfs else
-                    "on (backend durability=wal puts with SYNC_WAL; skip_wal puts skip it)"),
-            "durability_modes": ["wal", "wal_hsync", "skip_wal"] if on_hdfs
-            else ["wal", "skip_wal"],
+                    "through Thrift2; skip_wal puts skip it)"),
             "wal_provider": opts["wal_provider"],
             "wal_durability": wal_durability(on_hdfs),
             "hbase.wal.hsync": "false (per-put durability decides: SYNC_WAL hflush, "
@@ -403,9 +405,8 @@ def status(ctx: ServiceContext) -> dict:
             "hadoop": f"{HADOOP_VERSION} (client)",
         },
     }
-    if on_hdfs:
-        out["thrift2_pid"] = thrift2_pid
-        out["thrift2_address"] = f"{HOST}:{opts['thrift2_port']}"
+    out["thrift2_pid"] = thrift2_pid
+    out["thrift2_address"] = f"{HOST}:{opts['thrift2_port']}"
     return out
 
 
@@ -413,7 +414,5 @@ def client_options(ctx: ServiceContext, namespace: str) -> dict:
     """Backend options for the running server, isolated in a table named after ``namespace``."""
     opts = _saved_options(ctx)
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace).strip("._-") or "default"
-    out = {"host": HOST, "port": opts["thrift_port"], "table": f"ckptbench_{safe}"}
-    if opts["hbase_root"] == "hdfs":
-        out["thrift2_port"] = opts["thrift2_port"]
-    return out
+    return {"host": HOST, "port": opts["thrift_port"], "thrift2_port": opts["thrift2_port"],
+            "table": f"ckptbench_{safe}"}

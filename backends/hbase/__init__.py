@@ -14,10 +14,10 @@ Durability modes:
 * ``wal_hsync`` — puts and deletes go through the Thrift2 gateway (option ``thrift2_port``) with
   ``FSYNC_WAL``: acknowledged after the WAL edit was ``hsync``ed, fsync'ed on the DataNode.
   Thrift1 cannot ask for this (its mutations carry only a write-to-WAL bool, which the gateway
-  turns into ``SYNC_WAL``), hence the second gateway; ``bench services up hbase`` starts it when
-  HBase is on HDFS.  Reads still use Thrift1.  On a local rootdir there is no such gateway and
-  ``FSYNC_WAL`` would mean no more than ``SYNC_WAL`` (Hadoop's local streams cannot fsync), so
-  opening fails there with the fix.
+  turns into ``SYNC_WAL``), hence the second gateway, which ``bench services up hbase`` starts
+  beside the first.  Reads still use Thrift1.  On a local rootdir ``FSYNC_WAL`` means no more than
+  ``SYNC_WAL`` (Hadoop's local streams cannot fsync: both are a flush to the page cache);
+  ``bench services status hbase`` says which applies.
 * ``skip_wal`` — the edit lives only in the region server's memstore until HBase flushes it; a
   crash of the server loses it.  ``flush()`` forces it out (see :meth:`HBaseBackend._flush`).
 
@@ -123,8 +123,8 @@ class HBaseBackend(Backend):
         except BackendUnavailableError as exc:
             raise BackendUnavailableError(
                 f"HBase Thrift2 gateway at {self.config['host']}:{self.config['thrift2_port']} is "
-                f"unavailable ({exc}); durability=wal_hsync needs HBase on HDFS with its Thrift2 "
-                f"gateway: `bench services up hdfs hbase` (or --opt thrift2_port=)"
+                f"unavailable ({exc}); durability=wal_hsync writes through it: `bench services "
+                f"up hdfs hbase` starts it (or point --opt thrift2_port= at a running one)"
             ) from exc
 
     def _probe_thrift2(self) -> None:
@@ -137,8 +137,8 @@ class HBaseBackend(Backend):
             raise BackendUnavailableError(
                 f"backend 'hbase': durability=wal_hsync writes through HBase's Thrift2 gateway, "
                 f"and none answers at {self.config['host']}:{self.config['thrift2_port']} "
-                f"({exc.strerror or exc}); it runs when HBase is on HDFS: `bench services up "
-                f"hdfs hbase` (a local-root HBase cannot fsync its WAL; use durability=wal)"
+                f"({exc.strerror or exc}); `bench services up hdfs hbase` starts HBase on HDFS "
+                f"with it (or point --opt thrift2_port= at a running one)"
             ) from exc
 
     def _connections(self) -> happybase.ConnectionPool:
