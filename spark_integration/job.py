@@ -3,6 +3,13 @@
 Shared by every way of running a job — a protocol under the driver of :mod:`.runner`, or a
 baseline on Spark's own state store (:mod:`.spark_state`) — so their results compare line by
 line (``[SPARK], <name>, <value>``, :func:`print_metrics`).
+
+A recovery is reported by phase (:class:`RecoveryPhases`, measured as :mod:`.phases` says): the
+``Recovery.<Phase>(ms)`` lines are means over the run's recovery episodes, and ``RecoveryTime(ms)``
+is the mean of the same episodes' phase sums, so the phases add up to it.  Checkpoints are also
+described as Flink's REST API describes them (:meth:`Metrics.checkpoint_statistics`:
+``end_to_end_duration``, ``checkpointed_size``, ``state_size``), so dashboards reading Flink's
+checkpoint statistics read ours.
 """
 
 from __future__ import annotations
@@ -27,6 +34,51 @@ class JobSpec:
     max_batch: int = 250_000
     verify: bool = False
     timeout: float = 600.0
+    #: take over a job whose driver died: recover from what the protocol left in the backend
+    #: (same jobId, stateDir and backend) instead of starting from the first event
+    resume: bool = False
+
+
+#: the phases of a recovery episode, in order (see :mod:`.phases`)
+PHASES = ("detect", "load", "restore", "replay", "catch_up")
+#: ``[SPARK]`` line name of each phase
+PHASE_LINES = {"detect": "Recovery.Detect(ms)", "load": "Recovery.Load(ms)", "restore": "Recovery.Restore(ms)",
+               "replay": "Recovery.Replay(ms)", "catch_up": "Recovery.CatchUp(ms)"}
+
+
+@dataclass
+class RecoveryPhases:
+    """One recovery episode: failure -> throughput back, cut into consecutive phases (ms)."""
+
+    detect_ms: float = 0.0
+    load_ms: float = 0.0
+    load_bytes: int = 0  # read from the backend by the driver and every instance
+    restore_ms: float = 0.0
+    replay_ms: float = 0.0
+    replay_events: int = 0  # source events re-processed + logged events re-applied
+    catch_up_ms: float = 0.0
+    failures: int = 1  # failures in the episode (a re-run that failed again extends it)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(getattr(self, f"{p}_ms") for p in PHASES)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f"{p}_ms": round(getattr(self, f"{p}_ms"), 2) for p in PHASES}
+        out.update(load_bytes=self.load_bytes, replay_events=self.replay_events, failures=self.failures,
+                   total_ms=round(self.total_ms, 2))
+        return out
+
+
+def distribution(values: list[float]) -> dict[str, float]:
+    """min/max/avg and percentiles of ``values``, as Flink's checkpoint statistics summarize them."""
+    if not values:
+        return {"min": 0, "max": 0, "avg": 0, "p50": 0, "p90": 0, "p95": 0, "p99": 0, "p999": 0}
+    a = np.asarray(values, dtype=float)
+    out = {"min": float(a.min()), "max": float(a.max()), "avg": float(a.mean())}
+    for name, q in (("p50", 50), ("p90", 90), ("p95", 95), ("p99", 99), ("p999", 99.9)):
+        out[name] = float(np.percentile(a, q))
+    return {k: round(v, 2) for k, v in out.items()}
 
 
 @dataclass
@@ -41,10 +93,13 @@ class Metrics:
     checkpoints: int = 0
     checkpoint_ms: list = field(default_factory=list)
     checkpoint_bytes: int = 0
+    checkpoint_sizes: list = field(default_factory=list)  # bytes written per checkpoint
+    state_sizes: list = field(default_factory=list)  # full state size at each checkpoint (bytes)
     backend_ops: int = 0
     failures: int = 0
     restart_ms: list = field(default_factory=list)
-    recovery_ms: list = field(default_factory=list)
+    recovery_ms: list = field(default_factory=list)  # per episode: the sum of its phases
+    recoveries: list = field(default_factory=list)  # RecoveryPhases per episode
     replayed_events: int = 0
     useless_checkpoints: int = 0
     exactly_once: bool | None = None
@@ -64,6 +119,34 @@ class Metrics:
         cum = np.cumsum(weights[order])
         return float(values[order][np.searchsorted(cum, q * cum[-1])])
 
+    def phase_means(self) -> dict[str, float]:
+        """The ``Recovery.*`` lines: each phase's mean over the episodes (0 without any)."""
+        n = len(self.recoveries)
+        out: dict[str, float] = {}
+        for p in PHASES:
+            out[PHASE_LINES[p]] = round(sum(getattr(r, f"{p}_ms") for r in self.recoveries) / n, 1) if n else 0.0
+            if p == "load":
+                out["Recovery.LoadBytes"] = round(sum(r.load_bytes for r in self.recoveries) / n) if n else 0
+            if p == "replay":
+                out["Recovery.ReplayEvents"] = round(sum(r.replay_events for r in self.recoveries) / n) if n else 0
+        return out
+
+    def checkpoint_statistics(self) -> dict[str, Any]:
+        """Checkpoints as Flink's REST API reports them (``/jobs/:id/checkpoints``): counts, a
+        summary of ``end_to_end_duration`` (ms), ``checkpointed_size`` (bytes written, the
+        increment for incremental checkpoints) and ``state_size`` (the full state's size), and the
+        latest completed checkpoint."""
+        latest = None
+        if self.checkpoint_ms:
+            latest = {"end_to_end_duration": round(self.checkpoint_ms[-1], 2),
+                      "checkpointed_size": self.checkpoint_sizes[-1] if self.checkpoint_sizes else 0,
+                      "state_size": self.state_sizes[-1] if self.state_sizes else 0}
+        return {"counts": {"completed": self.checkpoints, "restored": len(self.recoveries)},
+                "summary": {"end_to_end_duration": distribution(self.checkpoint_ms),
+                            "checkpointed_size": distribution(self.checkpoint_sizes),
+                            "state_size": distribution(self.state_sizes)},
+                "latest": {"completed": latest}}
+
     def summary(self) -> dict[str, Any]:
         mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
         return {
@@ -75,6 +158,7 @@ class Metrics:
             "BackendOps": self.backend_ops,
             "RestartTime(ms)": round(mean(self.restart_ms), 1),
             "RecoveryTime(ms)": round(mean(self.recovery_ms), 1),
+            **self.phase_means(),
             "ReplayedEvents": self.replayed_events,
             "UselessCheckpoints": self.useless_checkpoints,
             "Checkpoints": self.checkpoints,

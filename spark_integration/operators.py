@@ -14,6 +14,21 @@ killed instance loses it, and only the protocol can bring it back from the backe
 
 A task that finds its state missing or not at the expected version raises
 :class:`InstanceStateLost`: the driver treats that as a failure and runs the protocol's recovery.
+
+Injected failures.  An instance is killed either after applying a micro-batch (``failAt``, the
+plan's ``kill_offset``) or, when the plan names one, at a fail point (:data:`WORKER_POINTS`, and
+the protocols' own ``spark.<protocol>.*`` points, reached through :func:`reach`): its Python worker
+ends with ``os._exit``.  Before it ends, it leaves an executor-local *failure record*
+(``i<n>.failed``, the wall-clock instant).  The record stands for what the crash lost: the next task
+of the instance drops the working state (it was memory of the dead instance, whatever survived in
+the file) and recovers through the protocol; the task that completes reports the instant to the
+driver (``failed_at``, the start of the recovery's detect phase) and removes the record.  A fail
+point can fire in a thread that outlives its task (the uncoordinated checkpoint writer); the
+record makes the instance's next task fail, so the loss is detected a micro-batch later instead of
+never.
+
+A restore runs under a recovery meter (:mod:`.phases`): its backend reads and log replay are
+measured without the protocol's help and reported with the task's row.
 """
 
 from __future__ import annotations
@@ -21,11 +36,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 import time
 from typing import Any, Iterator
 
 import numpy as np
 
+from backends import failpoints
+
+from . import phases
 from .errors import SparkIntegrationError
 from .keyed_state import KeyedState, decode_log, decode_pairs, encode_log, encode_pairs, replay_log
 from .protocols.base import Protocol
@@ -38,7 +57,26 @@ STATE_CLASSES: dict[str, type[KeyedState]] = {"count": KeyedState, "join": JoinS
 
 __all__ = ["STATS_SCHEMA", "BatchPlan", "InstanceStateLost", "KeyedState", "decode_log", "decode_pairs",
            "encode_log", "encode_pairs", "replay_log", "state_class", "new_state", "load_state", "save_state",
-           "drop_state", "instance_lock", "process_partition", "discard_zombie_work", "dump_partition"]
+           "drop_state", "instance_lock", "process_partition", "discard_zombie_work", "dump_partition",
+           "WORKER_POINTS", "reach", "armed_point", "record_failure"]
+
+BEFORE_CHECKPOINT = failpoints.declare(
+    "spark.worker.before_checkpoint",
+    "an operator instance dies after applying a micro-batch, before writing its checkpoint")
+DURING_CHECKPOINT_WRITE = failpoints.declare(
+    "spark.worker.during_checkpoint_write",
+    "an operator instance dies with its checkpoint handed to the backend but not flushed, and its "
+    "older checkpoints not deleted (the protocols reach it inside their write)")
+AFTER_CHECKPOINT = failpoints.declare(
+    "spark.worker.after_checkpoint",
+    "an operator instance dies with its checkpoint written, before its result reaches the driver "
+    "(so before the driver commits the micro-batch)")
+#: the worker points every checkpointing protocol reaches (a protocol's own: ``spark.<name>.*``)
+WORKER_POINTS = (BEFORE_CHECKPOINT, DURING_CHECKPOINT_WRITE, AFTER_CHECKPOINT)
+#: exit status of an instance killed after applying its events (``failAt`` without a fail point)
+KILL_EXIT = 17
+
+_task = threading.local()  # the fail point the running task is armed for, if any
 
 
 class InstanceStateLost(SparkIntegrationError):
@@ -98,6 +136,54 @@ def drop_state(settings: Settings, instance: int) -> None:
         os.unlink(path)
 
 
+# ------------------------------------------------------------------- injected failures
+def _failure_path(settings: Settings, instance: int) -> str:
+    return local_path(settings, f"i{instance}.failed")
+
+
+def record_failure(settings: Settings, instance: int) -> None:
+    """Leave the failure record of ``instance`` (the instant it died); see the module doc."""
+    fd = os.open(_failure_path(settings, instance), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, f"{time.time()!r}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def failure_instant(settings: Settings, instance: int) -> float:
+    """The earliest failure recorded for ``instance`` and not yet reported (0.0: none)."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        with open(_failure_path(settings, instance)) as f:
+            return min(float(line) for line in f.read().split())
+    return 0.0
+
+
+def clear_failure(settings: Settings, instance: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_failure_path(settings, instance))
+
+
+def armed_point() -> str | None:
+    """The fail point the running task (in this thread) is armed for by its plan, if any."""
+    return getattr(_task, "fail_point", None)
+
+
+def reach(settings: Settings, instance: int, name: str, armed: str | None = None) -> None:
+    """The instance reaches the step ``name``: if its task's plan armed that point (or ``armed``,
+    for work that outlives the task), the instance dies here — failure record, then
+    :func:`backends.failpoints.hit`'s ``os._exit``.  A point armed through ``CKPTBENCH_FAILPOINT``
+    ends the process as well (without a record: the instance's working state then survives)."""
+    if name == (armed or armed_point()):
+        record_failure(settings, instance)
+        failpoints.arm(name)  # the process ends at the hit below
+    failpoints.hit(name)
+
+
+def state_size(state: KeyedState) -> int:
+    """Bytes of the full state as a checkpoint encodes it (:func:`encode_pairs`)."""
+    return 8 + 16 * int(np.count_nonzero(state.counts))
+
+
 # ----------------------------------------------------------------------------- the task
 def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
     """The body of ``mapInArrow``: apply this partition's events to its instance's state."""
@@ -106,17 +192,22 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
 
     instance = TaskContext.get().partitionId()
     with instance_lock(settings, instance):
+        failed_at = failure_instant(settings, instance)
+        if failed_at:  # the instance died since its last task: its working state died with it
+            drop_state(settings, instance)
         restore_ms, replayed, useless = 0.0, 0, 0
+        meter = phases.Meter()
         if plan.restore is not None:
             t = time.perf_counter()
-            if plan.expected is not None:
-                discard_zombie_work(settings, protocol, plan, instance)
-            state = protocol.restore(settings, instance, plan.restore)
+            with phases.metering() as meter:
+                if plan.expected is not None:
+                    discard_zombie_work(settings, protocol, plan, instance)
+                state = protocol.restore(settings, instance, plan.restore)
             replayed, useless = getattr(state, "replayed", 0), getattr(state, "useless", 0)
             restore_ms = (time.perf_counter() - t) * 1e3
         else:
             state = load_state(settings, instance)
-            if state is None and plan.batch_seq == 1:
+            if state is None and plan.batch_seq == 1 and not failed_at:
                 state = new_state(settings)
             if state is None or state.version != plan.batch_seq - 1:
                 found = "no working state" if state is None else f"working state at batch {state.version}"
@@ -140,21 +231,33 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
             lo = int(seq.min()) if lo < 0 else min(lo, int(seq.min()))
             hi = max(hi, int(seq.max()))
         if plan.kill_offset is not None and instance == plan.kill_instance and hi >= plan.kill_offset:
-            drop_state(settings, instance)
-            os._exit(17)  # the task dies for real, taking its Python worker with it
-        ckpt: CheckpointReport = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0, "durable": 0,
-                                   "forced": 0}
-        if plan.checkpoint is not None and not duplicate:
-            ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
+            if plan.fail_point is None:
+                record_failure(settings, instance)
+                os._exit(KILL_EXIT)  # the task dies for real, taking its Python worker with it
+            _task.fail_point = plan.fail_point  # it dies when (if) it reaches that step
+        try:
+            ckpt: CheckpointReport = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0,
+                                      "durable": 0, "forced": 0}
+            if plan.checkpoint is not None and not duplicate:
+                reach(settings, instance, BEFORE_CHECKPOINT)
+                ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
+                reach(settings, instance, AFTER_CHECKPOINT)
+        finally:
+            _task.fail_point = None
         ckpt["backend_ops"] += ack_ops
         if not duplicate:
             state.last_events = events
         state.version = plan.batch_seq
         save_state(settings, instance, state)
+        if failed_at:
+            clear_failure(settings, instance)
+        size = state_size(state)
     row = InstanceStats(instance=instance, events=events, min_seq=lo, max_seq=hi, restore_ms=restore_ms,
                         ckpt_start=ckpt["ckpt_start"], ckpt_ms=ckpt["ckpt_ms"], ckpt_bytes=ckpt["ckpt_bytes"],
                         backend_ops=ckpt["backend_ops"], durable=ckpt["durable"], replayed=replayed,
-                        useless=useless, forced=ckpt["forced"])
+                        useless=useless, forced=ckpt["forced"], load_ms=meter.load_s * 1e3,
+                        load_bytes=meter.load_bytes, log_replay_ms=meter.replay_s * 1e3, failed_at=failed_at,
+                        state_bytes=size)
     # by name, in the schema's order (mapInArrow matches columns by position)
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
 

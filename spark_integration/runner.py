@@ -9,7 +9,17 @@ read of the same deterministic source, and re-runs the batch with every instance
 Only after all instances succeeded does the protocol commit the batch's checkpoint.
 
 Spark's own streaming checkpoint only keeps the query's offsets between micro-batches; all
-operator state and its recovery belong to our protocols.  :func:`run_job` is the one entry point
+operator state and its recovery belong to our protocols.
+
+Recovery by phase (:mod:`.phases`): the driver marks the instants of a recovery episode — the
+failure (the instance's failure record, else the moment the driver caught the failed job), each
+re-run's submission and end, the start of the first micro-batch back at the pre-failure rate — and
+takes load, restore and the log replay from the slowest-restoring instance's row.  The phases are
+consecutive slices of ``[failure, back at rate)``, so ``RecoveryTime`` (their sum) is that interval.
+
+With ``JobSpec.resume`` a new driver takes over a job whose driver died: the protocol's
+:meth:`~.protocols.base.Protocol.resume` names the recovery point, every instance restores in the
+first micro-batch and the stream starts at the recovery point's offset.  :func:`run_job` is the one entry point
 for every registered protocol: a baseline (:class:`~.protocols.base.Baseline`) runs instead of
 this driver, on the same job and with the same metrics.
 """
@@ -28,8 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from . import phases
 from .errors import SparkIntegrationError
-from .job import JobSpec, Metrics, print_metrics
+from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
 from .operators import dump_partition, process_partition
 from .protocols.base import Protocol
@@ -98,6 +109,10 @@ class JobRunner:
         spark.conf.set("spark.sql.shuffle.partitions", str(spec.parallelism))
         self.t0: float | None = None  # paced runs: event i is due at t0 + i / rate
         self.source_opts: dict[str, str] = {}
+        self.batch_rates: list[float] = []  # events/s of the micro-batches run at the normal level
+        #: the episode whose catch-up is under way: (its phases, re-run end, reference rate)
+        self.catching_up: tuple[RecoveryPhases, float, float | None] | None = None
+        self.resume_restore: RestoreToken | None = None  # the first micro-batch of a resumed job
 
     # -- one Spark job over one range of events ------------------------------------------
     def _select(self, df: Any) -> Any:
@@ -113,39 +128,85 @@ class JobRunner:
     def _plan(self, restore: RestoreToken | None = None) -> BatchPlan:
         kill = self.pending_failures[0] if self.pending_failures else None
         return BatchPlan(self.batch_seq, restore, self.protocol.plan_checkpoint(self.batch_seq),
-                         kill, self.settings.fail_instance)
+                         kill, self.settings.fail_instance, self.settings.fail_point or None)
 
-    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException) -> list[InstanceStats]:
-        """The failed batch's job died: recover every instance per the protocol and re-run."""
+    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException, t_caught: float) -> list[InstanceStats]:
+        """The failed batch's job died (the driver caught it at ``t_caught``): recover every
+        instance per the protocol and re-run; measure the episode's phases but its catch-up."""
         from pyspark.sql import functions as F
 
+        if self.catching_up is not None:  # a new failure ends the previous episode's catch-up
+            self._finish_episode(t_caught)
         bounds = df.agg(F.min("seq"), F.max("seq")).first()
         start, end = int(bounds[0]), int(bounds[1]) + 1
+        t_first, detect_s, wasted_s, failures = t_caught, 0.0, 0.0, 0
+        driver = phases.Meter()
         for attempt in range(MAX_RECOVERY_ATTEMPTS):
-            t_fail = time.time()
+            failures += 1
             self.metrics.failures += 1
             if plan.kill_offset is not None and plan.kill_offset < end and self.pending_failures:
                 self.pending_failures.pop(0)  # the injected failure happened
-            recovery = self.protocol.recover(start, self.batch_seq, self.spec.parallelism)
+            with phases.metering() as meter:  # the driver's reads of the protocol's records
+                recovery = self.protocol.recover(start, self.batch_seq, self.spec.parallelism)
+            driver.add_read(meter.load_s, meter.load_bytes)
             replay = (self.spark.read.format("ckptbench").options(**self.source_opts)
                       .option("start", str(recovery.replay_from)).option("end", str(end)).load())
             plan = replace(self._plan(restore=recovery.restore), expected=self._expected_counts(start, end))
             t_run = time.time()
+            detect_s += t_run - t_caught
             try:
                 stats = self._execute(replay, plan)
             except Exception as again:  # noqa: BLE001
                 if not is_instance_failure(again):
                     raise
+                t_caught = time.time()
+                wasted_s += t_caught - t_run  # a re-run cut short: counted as replay
                 exc = again
                 continue
+            t_end = time.time()
+            failed_at = min((s["failed_at"] for s in stats if s["failed_at"] > 0), default=0.0)
+            if 0 < failed_at < t_first:  # the instance died before the driver noticed
+                detect_s += t_first - failed_at
+                t_first = failed_at
             self.metrics.replayed_events += end - recovery.replay_from
-            self.metrics.restart_ms.append((t_run - t_fail) * 1e3 + max(s["restore_ms"] for s in stats))
-            self.metrics.recovery_ms.append((time.time() - t_fail) * 1e3)
+            crit = max(stats, key=lambda s: s["restore_ms"])  # the slowest-restoring instance
+            self.metrics.restart_ms.append((t_run - t_first) * 1e3 + crit["restore_ms"])
+            episode = RecoveryPhases(
+                detect_ms=(detect_s - driver.load_s) * 1e3,
+                load_ms=driver.load_s * 1e3 + crit["load_ms"],
+                load_bytes=driver.load_bytes + sum(s["load_bytes"] for s in stats),
+                restore_ms=max(0.0, crit["restore_ms"] - crit["load_ms"] - crit["log_replay_ms"]),
+                replay_ms=((t_end - t_run) + wasted_s) * 1e3 - crit["restore_ms"] + crit["log_replay_ms"],
+                replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
+                failures=failures)
+            rates = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
+            self.catching_up = (episode, t_end, float(np.median(rates)) if rates else None)
             return stats
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
             f"{MAX_RECOVERY_ATTEMPTS} recoveries; last error: {str(exc).splitlines()[0][:500]}"
         ) from exc
+
+    def _finish_episode(self, t_back: float) -> None:
+        """The episode under catch-up ends at ``t_back``: back at rate, a new failure, or the end."""
+        episode, t_end, _ = self.catching_up
+        episode.catch_up_ms = max(0.0, t_back - t_end) * 1e3
+        self.metrics.recoveries.append(episode)
+        self.metrics.recovery_ms.append(episode.total_ms)
+        self.catching_up = None
+
+    def _track_rate(self, events: int, t_start: float, t_done: float, recovered: bool) -> None:
+        """Per-batch rate: ends a catch-up once a batch runs at the pre-failure level (it then
+        starts at that level, so the catch-up ends at its start), and feeds the reference."""
+        if recovered or self.metrics.batches == 0:  # the first micro-batch includes the warm-up
+            return
+        rate = events / max(t_done - t_start, 1e-9)
+        if self.catching_up is not None:
+            reference = self.catching_up[2]
+            if reference is not None and rate < phases.CATCH_UP_FRACTION * reference:
+                return
+            self._finish_episode(t_start)
+        self.batch_rates.append(rate)
 
     def _expected_counts(self, start: int, end: int) -> dict[int, int]:
         """Events per instance in ``[start, end)`` (same hash as ``repartition(P, "key")``)."""
@@ -163,13 +224,15 @@ class JobRunner:
             if self.first_start is None:
                 self.first_start = t_start
             self.batch_seq += 1
-            plan = self._plan()
+            plan, self.resume_restore = self._plan(restore=self.resume_restore), None
+            recovered = False
             try:
                 stats = self._execute(df, plan)
             except Exception as exc:  # noqa: BLE001
                 if not is_instance_failure(exc):
                     raise
-                stats = self._recover(df, plan, exc)
+                stats = self._recover(df, plan, exc, time.time())
+                recovered = True
             seen = [s for s in stats if s["events"] > 0]
             if not seen:
                 return
@@ -184,8 +247,12 @@ class JobRunner:
                 m.checkpoints += 1
                 m.checkpoint_ms.append(result.checkpoint_ms)
                 m.checkpoint_bytes += result.bytes
+                m.checkpoint_sizes.append(result.bytes)
+                m.state_sizes.append(result.state_bytes if result.state_bytes is not None
+                                     else sum(s["state_bytes"] for s in stats))
                 m.backend_ops += result.ops
             self._record_latency(start, end, t_start, t_done)
+            self._track_rate(end - start, t_start, t_done, recovered)
             self.metrics.batches += 1
             if self.warm is None:  # first micro-batch: Python workers start, imports, JIT
                 self.warm = (t_done, end)
@@ -195,6 +262,8 @@ class JobRunner:
                 self.metrics.seconds = t_done - t_from
                 self.metrics.events = self.spec.events - offset
                 self.metrics.wall_seconds = t_done - self.first_start
+                if self.catching_up is not None:  # the run ended before the rate was back
+                    self._finish_episode(t_done)
                 self.done.set()
         except BaseException as exc:  # surfaced by run(); Spark would only log it
             self.error = exc
@@ -217,12 +286,22 @@ class JobRunner:
     # -- the whole run ---------------------------------------------------------------------
     def run(self) -> Metrics:
         ckpt_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
-        self._clear_local_state()
+        first = 0
+        if self.spec.resume:  # the working state of the dead driver's run is what recovery sees
+            recovery, self.batch_seq = self.protocol.resume(self.spec.parallelism)
+            self.resume_restore, first = recovery.restore, recovery.replay_from
+            if first >= self.spec.events:
+                raise SparkIntegrationError(
+                    f"job {self.settings.job_id}: the last commit covers all {self.spec.events} events; "
+                    f"nothing is left to resume")
+        else:
+            self._clear_local_state()
         self._warm_up()
         s = self.spec
         self.source_opts = source_options(self.query.source, s.events, s.keys, s.skew, s.seed, s.rate, s.max_batch,
                                           s.parallelism)
-        df = self.spark.readStream.format("ckptbench").options(**self.source_opts).load()
+        df = (self.spark.readStream.format("ckptbench").options(**self.source_opts)
+              .option("start", str(first)).load())
         query = (df.writeStream.foreachBatch(self._on_batch)
                  .option("checkpointLocation", ckpt_dir).start())
         try:

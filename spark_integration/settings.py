@@ -26,6 +26,9 @@ class Settings:
     state_dir: str = ""
     fail_at: tuple[int, ...] = ()
     fail_instance: int = 0
+    #: with ``fail_at``: the named fail point (``spark.worker.*``, ``spark.<protocol>.*``) at which
+    #: the instance dies instead of right after applying its events (``""``: right after)
+    fail_point: str = ""
     #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
     #: not a conf key — the job script decides what it computes
     operator: str = "count"

@@ -9,6 +9,10 @@ the driver and the instances are always different processes.  Hence:
 * path backends are opened for a use and closed after it (releasing the lock; a worker that
   crashed released it too), retrying briefly while a dying task of the same instance still holds it;
 * server backends (redis, ...) keep one connection per process, reused across tasks.
+
+Every read (and every open of a path backend, which reads its index) is reported to the recovery
+meter of the calling thread (:mod:`.phases`), so a restore's load time and bytes are measured here,
+for every protocol, without the protocol doing anything.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Iterator
 from backends import Backend, backend_class, open_backend
 from backends.base import StoreLockedError
 
+from . import phases
 from .errors import SparkIntegrationError
 from .settings import Settings
 
@@ -47,7 +52,10 @@ class Scoped:
 
     def get(self, key: str) -> bytes | None:
         self.ops += 1
-        return self.backend.get(self.prefix + key)
+        with phases.reading() as nbytes:
+            value = self.backend.get(self.prefix + key)
+            nbytes.append(len(value) if value else 0)
+        return value
 
     def delete(self, key: str) -> None:
         self.ops += 1
@@ -55,12 +63,17 @@ class Scoped:
 
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
         self.ops += 1
-        found = self.backend.get_many([self.prefix + k for k in keys])
+        with phases.reading() as nbytes:
+            found = self.backend.get_many([self.prefix + k for k in keys])
+            nbytes.append(sum(len(v) for v in found.values()))
         return {k[len(self.prefix):]: v for k, v in found.items()}
 
     def scan(self, key_prefix: str = "") -> list[tuple[str, bytes]]:
         self.ops += 1
-        return [(k[len(self.prefix):], v) for k, v in self.backend.scan(self.prefix + key_prefix)]
+        with phases.reading() as nbytes:
+            found = [(k[len(self.prefix):], v) for k, v in self.backend.scan(self.prefix + key_prefix)]
+            nbytes.append(sum(len(v) for _, v in found))
+        return found
 
     def flush(self) -> None:
         self.backend.flush()
@@ -70,7 +83,9 @@ class Scoped:
 def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -> Iterator[Scoped]:
     """The backend as seen by ``owner`` ("driver", "i0", ...), for the duration of a ``with``."""
     options = dict(settings.backend_options)
-    if _is_path_backend(settings):
+    with phases.reading():  # finding the backend imports it (a fresh Python worker's first use)
+        path_backend = _is_path_backend(settings)
+    if path_backend:
         if not options.get("path"):  # from_conf fills in a default: Settings built by hand
             raise SparkIntegrationError(
                 f"backend {settings.backend!r} needs a path option; build the settings with "
@@ -79,7 +94,8 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
         deadline = time.monotonic() + lock_wait
         while True:
             try:
-                store = open_backend(settings.backend, **options)
+                with phases.reading():  # opening a path backend reads its index
+                    store = open_backend(settings.backend, **options)
                 break
             except StoreLockedError:
                 if time.monotonic() > deadline:
@@ -93,5 +109,6 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
     key = (settings.backend, tuple(sorted(options.items())))
     store = _cached.get(key)
     if store is None or store.closed:
-        store = _cached[key] = open_backend(settings.backend, **options)
+        with phases.reading():
+            store = _cached[key] = open_backend(settings.backend, **options)
     yield Scoped(store, prefix(settings, owner))

@@ -8,6 +8,13 @@ the task closures, so it keeps only small driver-side bookkeeping.  A protocol i
 two token types (:mod:`.tokens`), so the checkpoint token it plans is the one its instances
 receive, and the restore token of its recovery the one its ``restore`` reads.
 
+Recovery is measured by phase for every protocol without its help (:mod:`spark_integration.phases`):
+backend reads during ``restore`` are load, the rest of ``restore`` is rebuilding.  A protocol that
+re-applies logged events wraps that loop in ``with phases.replaying():`` so it counts as replay.
+A protocol's failure steps are fail points (:mod:`backends.failpoints`): the instance side reaches
+``spark.worker.during_checkpoint_write`` (and its own ``spark.<protocol>.*`` points) through
+:func:`spark_integration.operators.reach`, which kills the instance when the driver's plan armed it.
+
 A baseline is what users would pick instead of a protocol: it replaces the whole job run (e.g.
 Spark's own state store, :mod:`spark_integration.spark_state`) and reports the same
 :class:`~spark_integration.job.Metrics`.
@@ -19,6 +26,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Iterator, Mapping, TypeVar
 
+from ..errors import SparkIntegrationError
 from ..job import JobSpec, Metrics
 from ..keyed_state import KeyedState
 from ..settings import Settings
@@ -44,6 +52,8 @@ class CommitResult:
     bytes: int = 0
     ops: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the full state's size at this checkpoint; None: the runner sums the instances' rows
+    state_bytes: int | None = None
 
 
 class Protocol(abc.ABC, Generic[C, R]):
@@ -69,6 +79,15 @@ class Protocol(abc.ABC, Generic[C, R]):
     @abc.abstractmethod
     def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[R]:
         """After a failure: what every instance restores and from which offset the source replays."""
+
+    def resume(self, parallelism: int) -> tuple[Recovery[R], int]:
+        """A new driver taking over a job whose driver died: what every instance restores, where
+        the source replays from, and the last micro-batch that recovery point covers (the resumed
+        job numbers its micro-batches on from there).  Only a protocol whose driver keeps its
+        bookkeeping in the backend can; default: refuse."""
+        raise SparkIntegrationError(
+            f"protocol {self.name!r} keeps its driver's bookkeeping in memory, so a job whose driver "
+            f"died cannot be resumed; run it again from the start")
 
     # -- instance side ----------------------------------------------------------------------
     def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:

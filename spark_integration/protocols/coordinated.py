@@ -13,7 +13,13 @@ Write pattern, epoch ``e``:
   * once a full-snapshot epoch is committed, older epochs (instance blobs and commit records) are
     deleted; instances delete their own blobs at their next checkpoint (no shared locks).
 Recovery: read the last commit record, roll **every** instance back to it (its full snapshot plus
-the increments after it) and replay the source from the recorded offset.
+the increments after it) and replay the source from the recorded offset.  The commit records are
+all a new driver needs to resume a job whose driver died (:meth:`CoordinatedProtocol.resume`).
+
+Fail points: the instances reach ``spark.worker.during_checkpoint_write`` between the put of their
+epoch blob and its flush; the driver reaches ``spark.driver.during_commit`` with the commit record
+put and the older epochs' records not yet deleted.  An epoch whose commit record was lost with the
+driver is not committed: its blobs are rewritten when the resumed job reaches it again.
 """
 
 from __future__ import annotations
@@ -22,15 +28,21 @@ import json
 import time
 from dataclasses import dataclass
 
+from backends import failpoints
+
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState, decode_pairs, encode_pairs
-from ..operators import new_state
+from ..operators import DURING_CHECKPOINT_WRITE, new_state, reach
 from ..settings import Settings
 from ..store import participant_store
 from .base import CommitResult, Protocol, Recovery
 from .tokens import CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 _COMMIT = "commit/"
+
+DURING_COMMIT = failpoints.declare(
+    "spark.driver.during_commit",
+    "the driver dies with coordinated's commit record of an epoch put, older records not deleted")
 
 
 def _epoch_key(epoch: int) -> str:
@@ -84,6 +96,7 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
         with participant_store(self.settings, "driver") as store:
             store.put(_COMMIT + _epoch_key(token.epoch), json.dumps(record).encode())
             committed_at = time.time()
+            failpoints.hit(DURING_COMMIT)
             # commit records below the instances' GC bound are no longer needed either
             for e in range(token.gc_from, token.gc_below):
                 store.delete(_COMMIT + _epoch_key(e))
@@ -106,6 +119,16 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
         self.last_committed_epoch = record["epoch"]
         return Recovery(restore=EpochRestore(record["epoch"], record["base"]), replay_from=record["end_offset"])
 
+    def resume(self, parallelism: int) -> tuple[Recovery[EpochRestore], int]:
+        """A new driver of a job whose driver died: the last committed epoch, and the micro-batch
+        it ended (the resumed job numbers its micro-batches on from there)."""
+        with participant_store(self.settings, "driver") as store:
+            oldest = [k for k, _ in store.scan(_COMMIT)][:1]
+        recovery = self.recover(0, 0, parallelism)
+        # the dead driver's GC may not have finished: collect again from its oldest record on
+        self.gc_done = int(oldest[0][len(_COMMIT) + 1:]) if oldest else 1
+        return recovery, recovery.restore.epoch * self.settings.interval
+
     # -- instance side ----------------------------------------------------------------------
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: EpochCheckpoint,
                    batch_seq: int) -> CheckpointReport:
@@ -114,6 +137,7 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
         blob = encode_pairs(*state.items(only_dirty=not token.full))
         with participant_store(settings, f"i{instance}") as store:
             store.put(_epoch_key(token.epoch), blob)
+            reach(settings, instance, DURING_CHECKPOINT_WRITE)
             store.flush()
             for e in range(token.gc_from, token.gc_below):
                 store.delete(_epoch_key(e))

@@ -32,6 +32,10 @@ delivery of the re-run batch is then a duplicate (event id <= high-water mark) a
 GC of done events: once every instance committed micro-batch ``b`` (the driver saw the batch
 succeed), the senders delete their log entries up to ``b``; an instance writing a full-state
 commit deletes its older commit and acknowledgement records.
+
+Fail points: ``spark.logio.before_log_commit`` (the Input Set acknowledged and processed, its
+commit record not written) and ``spark.worker.during_checkpoint_write`` (the commit record put, not
+flushed, older records not collected).
 """
 
 from __future__ import annotations
@@ -41,18 +45,25 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from backends import failpoints
+
+from .. import phases
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState, decode_pairs, encode_pairs, replay_log
-from ..operators import load_state, state_class
+from ..operators import DURING_CHECKPOINT_WRITE, load_state, reach, state_class
 from ..settings import Settings
 from ..store import Scoped, participant_store
 from .base import CommitResult, Protocol, Recovery
 from .sender_log import LogPlan, log_key, logging_stage, sender_owner
 from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
+
+BEFORE_LOG_COMMIT = failpoints.declare(
+    "spark.logio.before_log_commit",
+    "a logio instance dies with its Input Set acknowledged and processed, before its atomic commit")
 
 _MAGIC = b"LGIO"
 _HEADER = struct.Struct("<4sII")  # magic, crc32 of the body, length of the JSON meta
@@ -104,7 +115,8 @@ class LogioRestore(RestoreToken):
     full_every: int
 
 
-def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, full: bool) -> tuple[int, int]:
+def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, full: bool,
+                     on_put: Callable[[], None] | None = None) -> tuple[int, int]:
     """The atomic step: outputs + state + high-water marks + done marks in one put.
 
     Returns (record bytes, number of output pairs).  A full commit also garbage-collects the
@@ -116,6 +128,8 @@ def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, ful
             "done": [[s, b] for s in range(senders)], "outputs": int(len(out_keys))}
     blob = encode_commit(meta, keys, values)
     store.put(_commit_key(b), blob)
+    if on_put is not None:  # a fail point between the put and the flush
+        on_put()
     store.flush()
     if full:
         old = [k for k, _ in store.scan("c/") if k < _commit_key(b)]
@@ -206,8 +220,10 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
                    batch_seq: int) -> CheckpointReport:
         start = time.time()
         t = time.perf_counter()
+        reach(settings, instance, BEFORE_LOG_COMMIT)
         with participant_store(settings, f"i{instance}") as store:
-            size, _ = commit_input_set(store, state, batch_seq, self.senders, token.full)
+            size, _ = commit_input_set(store, state, batch_seq, self.senders, token.full,
+                                       on_put=lambda: reach(settings, instance, DURING_CHECKPOINT_WRITE))
             ops = store.ops
         return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3, "ckpt_bytes": size,
                 "backend_ops": ops, "durable": batch_seq}
@@ -245,7 +261,8 @@ def recover_instance(settings: Settings, store: Scoped, instance: int, token: Lo
         if b not in acked:  # resend of logged, unacknowledged events: acknowledge them now
             store.put(_ack_key(b), json.dumps({"inset": b, "events": [[s, b] for s in range(token.senders)]}).encode())
         # re-process the Input Set
-        state.last_events = sum(replay_log(state, blob) for blob in chunks)
+        with phases.replaying():
+            state.last_events = sum(replay_log(state, blob) for blob in chunks)
         commit_input_set(store, state, b, token.senders, full=True)
         state.version = b
     return state

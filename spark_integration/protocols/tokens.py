@@ -37,6 +37,9 @@ class BatchPlan:
     checkpoint: CheckpointToken | None = None  # checkpoint at the end of this batch
     kill_offset: int | None = None  # kill ``kill_instance`` once it sees an event >= this offset
     kill_instance: int = 0
+    #: with ``kill_offset``: instead of being killed after applying its events, ``kill_instance``
+    #: ends at this named fail point (``spark.worker.*``, :mod:`~spark_integration.operators`)
+    fail_point: str | None = None
     #: on the re-run of a failed micro-batch: events per instance in it (to detect partial zombies)
     expected: Mapping[int, int] | None = None
 
@@ -59,7 +62,7 @@ class InstanceStats(TypedDict):
     events: int
     min_seq: int  # first and last event offset seen (-1: no events)
     max_seq: int
-    restore_ms: float
+    restore_ms: float  # the whole restore (load and log replay included)
     ckpt_start: float
     ckpt_ms: float
     ckpt_bytes: int
@@ -68,6 +71,11 @@ class InstanceStats(TypedDict):
     replayed: int  # events re-applied from a message log during a restore
     useless: int  # checkpoints past the recovery line of a restore
     forced: int  # checkpoints forced by what senders piggybacked (communication-induced)
+    load_ms: float  # of restore_ms: backend reads (phases.Meter)
+    load_bytes: int  # bytes those reads returned
+    log_replay_ms: float  # of restore_ms: logged events re-applied
+    failed_at: float  # wall-clock time this instance was killed before this task (0: it was not)
+    state_bytes: int  # the full state's size as a checkpoint would write it
 
 
 _SPARK_TYPES = {int: "long", float: "double"}

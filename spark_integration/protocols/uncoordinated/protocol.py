@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...keyed_state import KeyedState, decode_pairs, encode_pairs, replay_log
-from ...operators import load_state, new_state
+from ... import phases
+from ...operators import armed_point, load_state, new_state
 from ...settings import Settings
 from ...store import participant_store
 from ..base import CommitResult, Protocol, Recovery
@@ -79,7 +80,8 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         for s in stats:
             if s["durable"] > self.durable.get(s["instance"], 0):
                 self.durable[s["instance"]] = s["durable"]
-                out.append(CommitResult(s["ckpt_ms"], s["ckpt_bytes"], s["backend_ops"]))
+                # a checkpoint is the instance's full state: its size is the state's size
+                out.append(CommitResult(s["ckpt_ms"], s["ckpt_bytes"], s["backend_ops"], state_bytes=s["ckpt_bytes"]))
         return out
 
     def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[LogRestore]:
@@ -93,7 +95,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             with fence(settings, instance) as f:
                 incarnation = f.current
             WRITER.submit(WriteRequest(settings, instance, batch_seq, encode_pairs(*state.items()), time.time(),
-                                       incarnation))
+                                       incarnation, armed_point()))
         return read_durable(settings, instance)
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
@@ -123,9 +125,10 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             names = [log_key(instance, b) for b in range(after + 1, upto + 1)]
             with participant_store(settings, sender_owner(sender)) as store:
                 blobs = store.get_many(names) if names else {}
-            for name in names:
-                if name in blobs:
-                    replay_log(state, blobs[name])
+            with phases.replaying():
+                for name in names:
+                    if name in blobs:
+                        replay_log(state, blobs[name])
         state.version = token.batch_seq - 1
         state.dirty[:] = False
         return state

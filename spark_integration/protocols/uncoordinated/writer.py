@@ -11,6 +11,11 @@ idle, and the thread must outlive the task that fed it.  So there is exactly one
 :class:`CheckpointWriter` per process, :data:`WRITER`; its thread starts with the first request.
 Every request carries the incarnation it was built in and is written under the fence
 (:mod:`.fence`), so a request of a dead incarnation is dropped, never written.
+
+Fail points, reached in the writer thread (so the Python worker dies after its task returned;
+the failure record makes the instance's next task fail): ``spark.worker.during_checkpoint_write``
+(the checkpoint put, not flushed) and ``spark.uncoordinated.before_commit`` (the checkpoint durable,
+the older ones not deleted and the durable note not written, so the driver never hears of it).
 """
 
 from __future__ import annotations
@@ -21,14 +26,21 @@ import threading
 import time
 from dataclasses import dataclass
 
+from backends import failpoints
 from backends.safekeeper import DropOldestQueue
 
+from ...operators import DURING_CHECKPOINT_WRITE, reach
 from ...settings import Settings, local_path
 from ...store import participant_store
 from ..tokens import CheckpointReport
 from .fence import fence
 
 QUEUE_CAPACITY = 4
+
+BEFORE_COMMIT = failpoints.declare(
+    "spark.uncoordinated.before_commit",
+    "an uncoordinated instance's writer dies with its checkpoint durable, before it deletes the older "
+    "checkpoints and notes the new one as durable for the driver")
 
 
 def checkpoint_key(batch: int) -> str:
@@ -46,6 +58,7 @@ class WriteRequest:
     blob: bytes  # the encoded state pairs
     started: float  # wall-clock time the task handed it over
     incarnation: int  # the instance's incarnation when the state was taken (:mod:`.fence`)
+    fail_point: str | None = None  # the fail point the submitting task was armed for
 
 
 @dataclass
@@ -100,7 +113,9 @@ def _write(request: WriteRequest) -> None:
     with participant_store(settings, f"i{instance}") as store:
         older = [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
         store.put(checkpoint_key(batch), request.blob)
+        reach(settings, instance, DURING_CHECKPOINT_WRITE, request.fail_point)
         store.flush()
+        reach(settings, instance, BEFORE_COMMIT, request.fail_point)
         for key in older:  # only the latest durable checkpoint is ever restored
             store.delete(key)
         ops = store.ops

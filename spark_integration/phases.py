@@ -1,0 +1,101 @@
+"""Recovery time by phase: what a restore read and replayed (instance side), and the episode's
+timeline (driver side).
+
+A *recovery episode* starts when an instance fails and ends when the job's throughput is back at
+its pre-failure level.  The driver cuts it into five consecutive phases, so that they add up to the
+episode's ``RecoveryTime`` by construction (every instant of the episode is in exactly one phase):
+
+  detect    failure instant -> the re-run of the failed micro-batch is submitted (Spark noticing
+            the dead task, the driver's planning of the re-run; a failed re-run's own detection);
+  load      checkpoints, commit records and logged messages read from the backend (store opens
+            included) — by the driver's ``recover`` and by the slowest-restoring instance;
+  restore   that instance's working state rebuilt from what was read (decode, merge);
+  replay    the rest of the re-run: logged events re-applied, the source's events from the
+            recovery point re-processed, and any re-run cut short by a further failure;
+  catch-up  the re-run's end -> the start of the first micro-batch that runs at >= 90 % of the
+            pre-failure rate (the commit of the recovered batch and any slow batches after it).
+
+``load``, ``restore`` and the log part of ``replay`` happen inside the instance's Spark task: the
+:class:`Meter` here measures them without any help from the protocol.  Every backend read goes
+through :mod:`spark_integration.store`, which reports it to the meter of its thread (time and
+bytes); a protocol that re-applies logged messages wraps that loop in :func:`replaying` (one
+``with``).  What remains of the restore is rebuilding.  The meter is thread-local, so an
+asynchronous checkpoint writer in the same Python worker never counts as a restore's read.
+
+This module imports nothing of the project: the store, the operators and the protocols all use it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+_local = threading.local()
+
+
+@dataclass
+class Meter:
+    """What one restore (or the driver's ``recover``) did, in this thread."""
+
+    load_s: float = 0.0  # time in backend reads (and opens of path backends)
+    load_bytes: int = 0  # bytes those reads returned
+    replay_s: float = 0.0  # time re-applying logged events, backend reads excluded
+
+    def add_read(self, seconds: float, nbytes: int) -> None:
+        self.load_s += seconds
+        self.load_bytes += nbytes
+
+
+def current() -> Meter | None:
+    """The meter of this thread, if a restore is being measured."""
+    return getattr(_local, "meter", None)
+
+
+@contextlib.contextmanager
+def metering() -> Iterator[Meter]:
+    """Measure what this thread reads and replays until the ``with`` ends."""
+    previous, meter = current(), Meter()
+    _local.meter = meter
+    try:
+        yield meter
+    finally:
+        _local.meter = previous
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[list[int]]:
+    """Time a backend read for the current meter; append the bytes read to the yielded list."""
+    meter = current()
+    nbytes: list[int] = []
+    if meter is None:
+        yield nbytes
+        return
+    t = time.perf_counter()
+    try:
+        yield nbytes
+    finally:
+        meter.add_read(time.perf_counter() - t, sum(nbytes))
+
+
+@contextlib.contextmanager
+def replaying() -> Iterator[None]:
+    """Wrap the re-application of logged events in a restore: its time counts as replay (the
+    backend reads inside it still count as load)."""
+    meter = current()
+    if meter is None:
+        yield
+        return
+    t, load_before = time.perf_counter(), meter.load_s
+    try:
+        yield
+    finally:
+        meter.replay_s += max(0.0, (time.perf_counter() - t) - (meter.load_s - load_before))
+
+
+#: a micro-batch after a recovery runs "at the pre-failure level" from this fraction of its rate on
+CATCH_UP_FRACTION = 0.9
+#: pre-failure micro-batches whose median rate is the reference
+CATCH_UP_REFERENCE_BATCHES = 5
