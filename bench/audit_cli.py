@@ -40,9 +40,15 @@ def add_parsers(sub: Any) -> None:
                         "wal|skip_wal (default: the mode that claims durability)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable); path is the audit's own")
+    p.add_argument("--fs-model", choices=audit.FS_MODELS,
+                   help="power-loss: posix (a directory's entries are durable once it is "
+                        "fsynced) or journal (any fsync commits every earlier namespace change, "
+                        "as ext4 and XFS do); default posix, journal for minio, which fsyncs "
+                        "no directory")
     p.add_argument("--seed", type=int, help="random seed (default: random, printed)")
-    p.add_argument("--run-seconds", type=float, default=0.6,
-                   help="a random cut comes within this many seconds of the writer's start")
+    p.add_argument("--run-seconds", type=float,
+                   help="a random cut comes within this many seconds of the writer's start "
+                        "(default 0.6; redis 1, minio and hbase 3)")
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
     p.set_defaults(func=cmd_audit)
 
@@ -57,7 +63,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     res = audit.audit(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
                       durability=args.durability, options=options, seed=args.seed,
-                      run_seconds=args.run_seconds, progress=progress)
+                      run_seconds=args.run_seconds, fs_model=args.fs_model, progress=progress)
     print(f"[audit] seed {res.seed}", file=sys.stderr)
     lines = res.lines()
     lines += [f"[AUDIT-FAILURE], {f}" for f in res.failures]

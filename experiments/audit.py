@@ -21,8 +21,8 @@ One round:
    value never written to it.  The check then adopts what it found, so one loss is counted once.
 
 Values are rebuilt from a seed (:func:`value_of`), so the pipe carries only names.  A server
-audit starts a *private* server (own ports, own state directory; its data directory a symlink
-into the lossy mount) and never touches the shared ones.
+audit starts a *private* server (own ports, its own state directory on the lossy mount) and never
+touches the shared ones.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ DEFAULT_DURABILITY = {"indexed_fs": "sync", "default_fs": "sync", "redis": "alwa
                       "minio": "server", "hbase": "wal", "rocksdb": "sync", "lmdb": "sync",
                       "sqlite": "sync"}
 REDIS_POLICIES = ("always", "everysec", "no")
+#: the lossy file system's metadata models (services.lossyfs.model.METADATA_MODELS)
+FS_MODELS = ("posix", "journal")
 
 #: what each mode promises about an acknowledged write, as the audit's Claim line says it
 CLAIMS = {
@@ -72,8 +74,10 @@ CLAIMS = {
                            "may lose about the last second of acknowledged writes",
     ("redis", "no"): "appendfsync no: the OS decides when the AOF reaches the disk; a power cut "
                      "may lose any acknowledged write",
-    ("minio", "server"): "a PUT is answered after its data and xl.meta are written with "
-                         "O_DSYNC / O_DIRECT+fdatasync; no acknowledged write may be lost",
+    ("minio", "server"): "a PUT is answered after its data and xl.meta are fdatasync'ed and "
+                         "renamed into place; MinIO fsyncs no directory, so the renames are "
+                         "durable with the file system's next journal commit (ext4, XFS), not "
+                         "by POSIX alone",
     ("hbase", "wal"): "WAL on, but on the local file system the WAL sync is a flush to the page "
                       "cache (no fsync): survives a process crash, not a power cut",
     ("hbase", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any crash "
@@ -85,6 +89,12 @@ CLAIMS = {
 #: modes whose claim is that nothing acknowledged is lost (the audit fails them on a loss)
 DURABLE = {("indexed_fs", "sync"), ("default_fs", "sync"), ("redis", "always"),
            ("minio", "server"), ("rocksdb", "sync"), ("lmdb", "sync"), ("sqlite", "sync")}
+#: durable only where any fsync commits earlier renames (MinIO fsyncs no directory)
+JOURNAL_ONLY = {("minio", "server")}
+#: the lossy file system's metadata model a power-loss audit uses unless told
+DEFAULT_FS_MODEL = {"minio": "journal"}
+#: a random cut comes within this many seconds of the writer's start (servers answer slower)
+DEFAULT_RUN_SECONDS = {"redis": 1.0, "minio": 3.0, "hbase": 3.0}
 #: durable under a process crash only (the page cache survives a SIGKILL)
 DURABLE_SIGKILL = DURABLE | {("indexed_fs", "interval"), ("indexed_fs", "none"),
                              ("default_fs", "none"), ("redis", "everysec"), ("redis", "no"),
@@ -280,7 +290,7 @@ class Writer:
 class _Medium:
     """Where the store's files live: a plain directory (sigkill) or the lossy mount."""
 
-    def __init__(self, workdir: Path, lossy: bool) -> None:
+    def __init__(self, workdir: Path, lossy: bool, fs_model: str = "posix") -> None:
         self.fs = None
         if lossy:
             from services import lossyfs
@@ -289,7 +299,8 @@ class _Medium:
             if reason:
                 raise AuditError(f"a power-loss audit needs the lossy file system: {reason}")
             try:
-                self.fs = lossyfs.LossyFS.mount(workdir / "lossy-backing", workdir / "mnt")
+                self.fs = lossyfs.LossyFS.mount(workdir / "lossy-backing", workdir / "mnt",
+                                                metadata=fs_model)
             except lossyfs.LossyFSError as exc:
                 raise AuditError(str(exc)) from exc
             self.root = workdir / "mnt"
@@ -308,6 +319,10 @@ class _Medium:
     def power_on(self) -> None:
         if self.fs:
             self.fs.power_on()
+
+    def sync(self) -> None:
+        if self.fs:
+            self.fs.sync()
 
     def close(self) -> None:
         if self.fs:
@@ -329,18 +344,17 @@ def _free_port() -> int:
 
 
 class _PrivateServer:
-    """A server of our own for one audit: own ports, state under ``workdir``, data on ``data``."""
+    """A server of our own for one audit: own ports, its whole state directory (data, logs, pid
+    file) under ``state``, which for a power-loss audit is on the lossy mount."""
 
-    def __init__(self, name: str, workdir: Path, data: Path, durability: str) -> None:
+    def __init__(self, name: str, state: Path, durability: str) -> None:
         import services
 
         self.services = services
         self.name = name
-        self.state = workdir / "state"
-        root = self.state / name
-        root.mkdir(parents=True, exist_ok=True)
-        data.mkdir(parents=True, exist_ok=True)
-        (root / "data").symlink_to(data, target_is_directory=True)
+        self.state = state
+        state.mkdir(parents=True, exist_ok=True)
+        _fsync_dir(state.parent)  # the state directory is there before the server starts
         if name == "redis":
             self.opts: dict[str, Any] = {"port": _free_port(), "durability": durability}
         elif name == "minio":
@@ -387,6 +401,7 @@ class AuditResult:
     claim: str
     rounds: int
     threads: int
+    fs_model: str = "posix"
     acknowledged: int = 0
     lost: int = 0
     wrong: int = 0
@@ -407,6 +422,7 @@ class AuditResult:
         return [f"[AUDIT], Kind, {self.kind}",
                 f"[AUDIT], Backend, {self.backend}",
                 f"[AUDIT], Durability, {self.durability}",
+                f"[AUDIT], FileSystem, {self.file_system()}",
                 f"[AUDIT], Rounds, {self.rounds}",
                 f"[AUDIT], Acknowledged, {self.acknowledged}",
                 f"[AUDIT], Lost, {self.lost}",
@@ -414,6 +430,12 @@ class AuditResult:
                 f"[AUDIT], HazardPoints, {', '.join(hazards) or 'none'}",
                 f"[AUDIT], Claim, {self.claim}",
                 f"[AUDIT], Verdict, {self.verdict()}"]
+
+    def file_system(self) -> str:
+        if self.kind == "sigkill":
+            return "local (the page cache survives a SIGKILL)"
+        return (f"lossy FUSE, {self.fs_model} metadata (a directory's entries durable once "
+                f"{'it is' if self.fs_model == 'posix' else 'anything is'} fsynced)")
 
     def verdict(self) -> str:
         if self.lost == 0 and self.wrong == 0:
@@ -490,7 +512,8 @@ def validate(kind: str, backend: str, durability: str | None, rounds: int, threa
 
 def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
           durability: str | None = None, options: dict[str, Any] | None = None,
-          seed: int | None = None, run_seconds: float = 0.6, keys_per_thread: int = 15,
+          seed: int | None = None, run_seconds: float | None = None,
+          keys_per_thread: int = 15, fs_model: str | None = None,
           workdir: str | os.PathLike | None = None, use_hazards: bool = True,
           after_cut: Callable[[int, str], None] | None = None,
           inspect: Callable[[Any, int], None] | None = None,
@@ -507,8 +530,14 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     say = progress or (lambda _msg: None)
     started = time.monotonic()
     claims = (backend, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
+    fs_model = fs_model or DEFAULT_FS_MODEL.get(backend, "posix")
+    run_seconds = run_seconds or DEFAULT_RUN_SECONDS.get(backend, 0.6)
+    if (backend, mode) in JOURNAL_ONLY and kind == "power-loss" and fs_model == "posix":
+        claims = False
+    if fs_model not in FS_MODELS:
+        raise BadOptionError(f"--fs-model {fs_model!r} is not one of {', '.join(FS_MODELS)}")
     result = AuditResult(kind, backend, mode, claim_of(backend, mode), rounds, threads,
-                         claims_durability=claims, seed=seed)
+                         fs_model=fs_model, claims_durability=claims, seed=seed)
     hazards = hazard_points(backend) if use_hazards else []
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
@@ -516,16 +545,20 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     medium = server = None
     model = Model()
     try:
-        medium = _Medium(work, lossy=kind == "power-loss")
+        medium = _Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
         if backend in SERVER_BACKENDS:
-            server = _PrivateServer(backend, work, medium.root / backend, mode)
+            server = _PrivateServer(backend, medium.root / "state", mode)
             server.start()
+            # a server's first start lays out its data directory (Redis' appendonlydir, MinIO's
+            # .minio.sys, HBase's root dir) without syncing every entry; on a real machine the
+            # kernel writes that back within seconds, long before an audit would begin
+            medium.sync()
             namespace = f"audit{uuid.uuid4().hex[:8]}"
             base = server.options(namespace)
             if backend == "hbase":
                 base["durability"] = mode
             base.update(options)
-            path = str(medium.root / backend)
+            path = str(medium.root / "state" / backend / "data")
         else:
             path = str(options.pop("path", None) or medium.root / "store")
             base = {"path": path, "durability": mode, **options}
@@ -538,9 +571,9 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
             writer = Writer(config, spec)
             writer.wait_ready(120)
             cut = _run_until_cut(writer, hazard, rnd, run_seconds)
+            if server is not None:  # the server dies first: nothing it does after the cut
+                server.kill()       # (its page cache is still volatile) can outlive the cut
             cut.dropped = medium.power_off(rnd.randrange(1 << 30))
-            if server is not None:
-                server.kill()
             writer.kill()
             if writer.proc.returncode not in (-signal.SIGKILL, failpoints.EXIT_CODE):
                 raise AuditError(f"round {round_no}: the writer exited with "

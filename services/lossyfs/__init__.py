@@ -94,8 +94,12 @@ class LossyFS:
 
     @classmethod
     def mount(cls, backing: str | os.PathLike, mountpoint: str | os.PathLike,
-              timeout: float = 20.0) -> "LossyFS":
-        """Start the daemon serving ``backing`` (created if missing) at ``mountpoint``."""
+              metadata: str = "posix", timeout: float = 20.0) -> "LossyFS":
+        """Start the daemon serving ``backing`` (created if missing) at ``mountpoint``;
+        ``metadata`` is ``posix`` (a directory's entries need its fsync) or ``journal`` (any
+        fsync commits every earlier namespace change, as ext4 and XFS do)."""
+        if metadata not in ("posix", "journal"):
+            raise LossyFSError(f"lossyfs: metadata model {metadata!r} is not posix or journal")
         reason = available()
         if reason:
             raise LossyFSError(f"lossyfs: cannot mount: {reason}")
@@ -106,7 +110,8 @@ class LossyFS:
         log = open(backing / "lossyfs.log", "ab")
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "services.lossyfs", "serve", str(backing), str(mountpoint)],
+                [sys.executable, "-m", "services.lossyfs", "serve", str(backing), str(mountpoint),
+                 "--metadata", metadata],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=str(Path(__file__).resolve().parents[2]), start_new_session=True)
         finally:
@@ -151,6 +156,11 @@ class LossyFS:
     def crash(self, torn: bool = False, seed: int | None = None) -> dict[str, Any]:
         """A power cut and a reboot at once."""
         return self._call(cmd="crash", torn=torn, seed=seed)["dropped"]
+
+    def sync(self) -> None:
+        """Make everything durable as it is now, as ``sync(2)`` would on a real disk (FUSE does
+        not pass ``sync``/``syncfs`` to its file systems, so this is the only way)."""
+        self._call(cmd="sync")
 
     def stats(self) -> dict[str, Any]:
         return self._call(cmd="stats")["stats"]

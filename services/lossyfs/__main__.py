@@ -1,13 +1,13 @@
 """``python -m services.lossyfs COMMAND``: mount, crash and unmount a lossy file system.
 
-    mount BACKING MOUNTPOINT        start the daemon in the background
+    mount BACKING MOUNTPOINT [--metadata posix|journal]   start the daemon in the background
     crash MOUNTPOINT --backing B [--torn]      power cut + reboot: drop everything not fsynced
     power-off MOUNTPOINT --backing B [--torn]  power cut only (I/O fails until power-on)
     power-on MOUNTPOINT --backing B
     stats MOUNTPOINT --backing B               what is not durable yet, counters
     unmount MOUNTPOINT --backing B
     install                         apt-get install fuse3 if fusermount3 is missing
-    serve BACKING MOUNTPOINT        the daemon itself, in the foreground
+    serve BACKING MOUNTPOINT [--metadata ...]             the daemon itself, in the foreground
 
 The control socket is ``BACKING/control.sock``; every command but mount, serve and install takes
 ``--backing BACKING`` to find it.
@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("backing")
         p.add_argument("mountpoint")
+        p.add_argument("--metadata", choices=("posix", "journal"), default="posix",
+                       help="posix: a directory's entries are durable once it is fsynced; "
+                            "journal: any fsync commits every earlier namespace change")
     for name in ("crash", "power-off", "power-on", "stats", "unmount"):
         p = sub.add_parser(name)
         p.add_argument("mountpoint")
@@ -54,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
 
             backing = Path(args.backing).resolve()
             serve(str(backing), str(Path(args.mountpoint).resolve()),
-                  str(backing / "control.sock"))
+                  str(backing / "control.sock"), args.metadata)
         elif args.cmd == "mount":
-            fs = LossyFS.mount(args.backing, args.mountpoint)
+            fs = LossyFS.mount(args.backing, args.mountpoint, metadata=args.metadata)
             print(f"lossyfs: {fs.mountpoint} mounted (daemon pid {fs.proc.pid})")
         elif args.cmd == "install":
             install()

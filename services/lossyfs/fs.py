@@ -76,8 +76,8 @@ def _oserror(func):
 class LossyOperations(fuse.Operations):
     use_ns = True
 
-    def __init__(self, backing: str) -> None:
-        self.model = Durability(backing)
+    def __init__(self, backing: str, metadata: str = "posix") -> None:
+        self.model = Durability(backing, metadata)
         self.tree = self.model.tree
         self._mutex = threading.RLock()
         self.handles: dict[int, _Handle] = {}
@@ -121,6 +121,10 @@ class LossyOperations(fuse.Operations):
             for fh in [fh for fh, h in self.handles.items() if h.generation != self.generation]:
                 os.close(self.handles.pop(fh).fd)
             self.down = False
+
+    def sync_all(self) -> None:
+        with self._mutex:
+            self.model.sync_all()
 
     def stats(self) -> dict[str, Any]:
         with self._mutex:
@@ -406,8 +410,8 @@ class _Fuse(fuse.FUSE):
 
 
 # ------------------------------------------------------------------------------ control socket
-def _control_loop(ops: LossyOperations, sock_path: str) -> None:
-    """One JSON request per connection: ``{"cmd": "crash"|"power_off"|"power_on"|"stats"}``."""
+def _control_loop(ops: LossyOperations, sock_path: str, metadata: str) -> None:
+    """One JSON request per connection: ``{"cmd": "crash"|"power_off"|"power_on"|"sync"|"stats"}``."""
     with contextlib.suppress(OSError):
         os.unlink(sock_path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -430,8 +434,11 @@ def _control_loop(ops: LossyOperations, sock_path: str) -> None:
                 elif cmd == "power_on":
                     ops.power_on()
                     reply = {"ok": True}
+                elif cmd == "sync":
+                    ops.sync_all()
+                    reply = {"ok": True}
                 elif cmd == "stats":
-                    reply = {"ok": True, "stats": ops.stats()}
+                    reply = {"ok": True, "stats": {**ops.stats(), "metadata": metadata}}
                 else:
                     reply = {"ok": False, "error": f"unknown command {cmd!r}"}
             except Exception as exc:  # noqa: BLE001 - reported to the client
@@ -439,10 +446,10 @@ def _control_loop(ops: LossyOperations, sock_path: str) -> None:
             conn.sendall((json.dumps(reply) + "\n").encode())
 
 
-def serve(backing: str, mountpoint: str, control: str) -> None:
+def serve(backing: str, mountpoint: str, control: str, metadata: str = "posix") -> None:
     """Mount and serve until unmounted (``fusermount3 -u``)."""
-    ops = LossyOperations(backing)
-    threading.Thread(target=_control_loop, args=(ops, control), daemon=True,
+    ops = LossyOperations(backing, metadata)
+    threading.Thread(target=_control_loop, args=(ops, control, metadata), daemon=True,
                      name="lossyfs-control").start()
     _Fuse(ops, mountpoint, foreground=True, fsname="lossyfs", subtype="lossyfs",
           default_permissions=True)

@@ -17,6 +17,10 @@ what is needed to turn that tree back into what a disk would hold after a power 
   moved to ``<root>/limbo/<inode>`` rather than deleted, so a durable listing that still names them
   can bring them back.  Limbo entries no durable listing names are deleted at each directory sync.
 
+With the ``journal`` metadata model (``metadata="journal"``), namespace changes go to one
+ordered journal, as on ext4 or XFS: an ``fsync`` of any file or directory commits every namespace
+change made before it.  The default ``posix`` model asks for what POSIX promises and no more.
+
 A crash (1) replays every undo log and truncates to the durable sizes (optionally keeping a prefix
 of the last unsynced write: a torn write), (2) moves every inode into a flat pool keyed by inode
 number, (3) rebuilds the tree from the root by the durable listings, and (4) deletes what no
@@ -38,6 +42,9 @@ import stat
 from dataclasses import dataclass, field
 
 Entry = tuple[int, bool]  # (inode, is a directory)
+#: posix: a directory's entries are durable only once that directory is fsynced;
+#: journal: any fsync commits every namespace change made before it (one metadata journal)
+METADATA_MODELS = ("posix", "journal")
 
 
 @dataclass
@@ -60,7 +67,11 @@ class LastWrite:
 class Durability:
     """The volatile layer over ``<root>/tree``; every method is called under the caller's lock."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, metadata: str = "posix") -> None:
+        if metadata not in METADATA_MODELS:
+            raise ValueError(f"metadata model {metadata!r} is not one of "
+                             f"{', '.join(METADATA_MODELS)}")
+        self.journal = metadata == "journal"
         self.root = os.path.abspath(root)
         self.tree = os.path.join(self.root, "tree")
         self.limbo = os.path.join(self.root, "limbo")
@@ -118,6 +129,9 @@ class Durability:
         if self.last_write is not None and self.last_write.ino == ino:
             self.last_write = None
         self.counters["file_syncs"] += 1
+        if self.journal and self.dirs:
+            self.dirs.clear()
+            self._collect_limbo()
 
     # -------------------------------------------------------------------- namespace changes
     def before_dir_change(self, dir_path: str) -> None:
@@ -145,7 +159,10 @@ class Durability:
 
     def synced_dir(self, ino: int) -> None:
         """``fsync`` of directory ``ino``: its entries as they are now are durable."""
-        self.dirs.pop(ino, None)
+        if self.journal:
+            self.dirs.clear()
+        else:
+            self.dirs.pop(ino, None)
         self.counters["dir_syncs"] += 1
         self._collect_limbo()
 
@@ -162,6 +179,13 @@ class Durability:
                 os.unlink(path)
             self.files.pop(ino, None)
             self.dirs.pop(ino, None)
+
+    def sync_all(self) -> None:
+        """``sync(2)``: everything is durable as it is now."""
+        self.files.clear()
+        self.dirs.clear()
+        self.last_write = None
+        self._collect_limbo()
 
     def pending(self) -> dict[str, int]:
         """How much is not durable: files with unsynced data, directories with unsynced entries."""
