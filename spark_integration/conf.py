@@ -20,6 +20,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.stateDir            executor-local directory of the operators' working state
   spark.ckptbench.failAt              comma-separated event offsets at which to kill an instance
   spark.ckptbench.failInstance        the instance to kill (default: 0)
+  spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
+                                      spark.<protocol>.*) at which the instance dies instead of
+                                      right after applying its events (docs/spark.md)
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
-         "failInstance")
+         "failInstance", "failPoint")
 
 
 def default_state_dir() -> str:
@@ -148,6 +151,12 @@ def from_conf(conf: Any) -> Settings:
         raise SparkIntegrationError(
             f"{PREFIX}protocol={protocol} runs without injected failures; drop {PREFIX}failAt")
 
+    fail_point = plain.get("failPoint", "").strip()
+    if fail_point and (not fail_at or not fail_point.startswith("spark.")):
+        raise SparkIntegrationError(
+            f"{PREFIX}failPoint={fail_point!r} needs {PREFIX}failAt (the offset from which it is armed) and "
+            f"a name of the form spark.<owner>.<step>, e.g. spark.worker.before_checkpoint")
+
     interval = _int("interval", plain.get("interval", "1"), 1)
     jitter = _int("jitter", plain.get("jitter", "0"), 0)
     if 2 * jitter >= interval:
@@ -167,6 +176,7 @@ def from_conf(conf: Any) -> Settings:
         state_dir=state_dir,
         fail_at=fail_at,
         fail_instance=_int("failInstance", plain.get("failInstance", "0"), 0),
+        fail_point=fail_point,
         writes_checkpoints=reg.uses_backend,
     )
 
