@@ -37,13 +37,19 @@ def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
 
 
 def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> dict[str, Any]:
-    """The run as JSON: its settings (a baseline: its name and Spark conf), the job, the metrics."""
+    """The run as JSON: its settings (a baseline: its name and Spark conf), the job, the metrics
+    (the ``[SPARK]`` lines, the ``Recovery.*`` phase means among them), the checkpoints as Flink's
+    REST API names them and every recovery episode's phases."""
     reg = registration(settings.protocol)
     if reg.baseline:
         described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf}
     else:
         described = {**asdict(settings), "backend_options": dict(settings.backend_options)}
-    out: dict[str, Any] = {"settings": described, "job": asdict(spec), "metrics": metrics.summary()}
+    out: dict[str, Any] = {"settings": described, "job": asdict(spec), "metrics": metrics.summary(),
+                           # Flink's REST names (end_to_end_duration, checkpointed_size, state_size)
+                           "checkpoints": metrics.checkpoint_statistics(),
+                           # per episode: detect/load/restore/replay/catch-up, summing to total_ms
+                           "recovery_phases": [r.as_dict() for r in metrics.recoveries]}
     if metrics.exactly_once is not None:
         out["metrics"]["ExactlyOnce"] = metrics.exactly_once
         out["verify"] = metrics.verify_detail
