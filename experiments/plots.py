@@ -132,6 +132,37 @@ def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
     plt.close(fig)
 
 
+#: the ``[SPARK]`` recovery-phase lines, in the order they happen, and their colours
+RECOVERY_PHASES = (("Recovery.Detect(ms)", "detect", "tab:gray"), ("Recovery.Load(ms)", "load", "tab:blue"),
+                   ("Recovery.Restore(ms)", "restore", "tab:green"), ("Recovery.Replay(ms)", "replay", "tab:orange"),
+                   ("Recovery.CatchUp(ms)", "catch-up", "tab:red"))
+
+
+def plot_recovery_phases(rows: list[dict[str, Any]], path: str) -> None:
+    """Recovery time by phase: one stacked bar per protocol x backend (rows of ``bench
+    spark-matrix`` or ``bench spark`` documents: each with ``metrics`` holding the ``Recovery.*``
+    means), detect at the bottom, catch-up on top; the bar's height is ``RecoveryTime(ms)``."""
+    plt = pyplot()
+    rows = [r for r in rows if (r.get("metrics") or {}).get("RecoveryTime(ms)")]  # recovered at least once
+    labels = [r["protocol"] if r.get("backend", "-") == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
+    bottom = [0.0] * len(rows)
+    for key, name, colour in RECOVERY_PHASES:
+        values = [float(r["metrics"].get(key) or 0) for r in rows]
+        ax.bar(range(len(rows)), values, bottom=bottom, color=colour, label=name)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("recovery time (ms, mean per episode)")
+    ax.set_title("Recovery time by phase")
+    ax.legend(fontsize=8)
+    if not rows:
+        ax.text(0.5, 0.5, "no run recovered from a failure (give --fail-at)", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    ensure_parent(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _line_chart(path: str, draw: Any) -> None:
     """One 7x4.5 axes chart with a light grid: the thesis figures' common frame."""
     plt = pyplot()
