@@ -2,7 +2,8 @@
 
 The checking is :mod:`backends.indexed_fs.verify` (read-only, under the store's lock); this module
 parses, calls, prints ``[VERIFY]`` summary lines, one ``[DAMAGED]`` line per damaged range with
-the keys it held, ``[SNAPSHOT-DAMAGED]`` per snapshot that fails its checks and ``[NOTE]`` for
+the keys it held, ``[SNAPSHOT-DAMAGED]`` per snapshot and ``[HINT-DAMAGED]`` per hint file that
+fails its checks and ``[NOTE]`` for
 findings that are no damage, and exits 1 when anything is damaged.
 """
 
@@ -53,10 +54,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
              f"[VERIFY], Snapshots, {rep.snapshots}",
              f"[VERIFY], DamagedRanges, {len(rep.damaged)}",
              f"[VERIFY], DamagedSnapshots, {len(rep.bad_snapshots)}",
+             f"[VERIFY], Hints, {rep.hints}",
+             f"[VERIFY], DamagedHints, {len(rep.bad_hints)}",
              f"[VERIFY], DamagedKeys, {len(rep.damaged_keys)}",
              f"[VERIFY], Result, {'ok' if rep.ok else 'DAMAGED'}"]
     lines += [f"[DAMAGED], {r.line()}" for r in rep.damaged]
     lines += [f"[SNAPSHOT-DAMAGED], {b}" for b in rep.bad_snapshots]
+    lines += [f"[HINT-DAMAGED], {b}" for b in rep.bad_hints]
     lines += [f"[NOTE], {n}" for n in rep.notes]
     report.print_lines(lines)
     if args.json:
@@ -66,5 +70,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
             "snapshots": rep.snapshots, "damaged_keys": rep.damaged_keys,
             "damaged": [{"segment": r.segment, "start": r.start, "end": r.end, "what": r.what,
                          "keys": r.keys} for r in rep.damaged],
-            "bad_snapshots": rep.bad_snapshots, "notes": rep.notes})
+            "bad_snapshots": rep.bad_snapshots, "hints": rep.hints, "bad_hints": rep.bad_hints,
+            "notes": rep.notes})
     return 0 if rep.ok else EXIT_RUNTIME
