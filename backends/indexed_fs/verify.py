@@ -14,6 +14,9 @@ the end of the file is a torn tail (a write in flight at a crash, which the next
 reported as a note.  Snapshots add what the log alone cannot show: a segment their entries point
 into that is gone (missing), or that ends before their entries do (truncated).
 
+Hint files (:mod:`.hint`) are checked too: each must verify, be made for its segment's present
+size and list exactly the intact records the walk found.
+
 A key is reported for a damaged range when its newest known version lies there: a snapshot entry
 or the damaged record itself (its header read as is, unverified), with no intact record of a
 higher ``seq`` anywhere in the log.
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING
 from ..base import BackendUnavailableError
 from ..dir_lock import lock_dir
 from ..media import is_nfs_url, open_data_dir
-from . import segment, snapshot
+from . import hint, segment, snapshot
 from .segment import HEADER, HEADER_SIZE, crc, list_segment_ids, segment_name, zeros_from
 
 if TYPE_CHECKING:
@@ -66,12 +69,15 @@ class Report:
     damaged: list[DamagedRange] = field(default_factory=list)
     #: ``file name: what is wrong`` per snapshot that fails its checks
     bad_snapshots: list[str] = field(default_factory=list)
+    #: hint files checked, and ``file name: what is wrong`` per hint that fails its checks
+    hints: int = 0
+    bad_hints: list[str] = field(default_factory=list)
     #: findings that are no damage (a torn tail, reserved space)
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.damaged and not self.bad_snapshots
+        return not self.damaged and not self.bad_snapshots and not self.bad_hints
 
     @property
     def damaged_keys(self) -> list[str]:
@@ -79,8 +85,10 @@ class Report:
 
 
 def _walk(data: bytes, sid: int, newest: bool, report: Report,
-          intact: dict[str, int], damaged: list[tuple[DamagedRange, dict[str, int]]]) -> int:
-    """Check every record of one segment; return where its records end."""
+          intact: dict[str, int], damaged: list[tuple[DamagedRange, dict[str, int]]],
+          found: dict[int, int]) -> int:
+    """Check every record of one segment (``found``: offset -> seq of each intact one); return
+    where its records end."""
     mv = memoryview(data)
     end, pos = len(data), 0
     bad_records: list[tuple[int, int, str, int]] = []
@@ -100,6 +108,7 @@ def _walk(data: bytes, sid: int, newest: bool, report: Report,
         key = bytes(mv[pos + HEADER_SIZE: pos + HEADER_SIZE + klen]).decode("utf-8", "replace")
         if crc(mv[pos + 4: pos + size]) == c:
             report.records += 1
+            found[pos] = seq
             if seq > intact.get(key, -1):
                 intact[key] = seq
         else:
@@ -124,6 +133,26 @@ def _walk(data: bytes, sid: int, newest: bool, report: Report,
     return records_end
 
 
+def _check_hint(medium: "Medium", sid: int, size: int, found: dict[int, int],
+                report: Report) -> None:
+    """A hint must verify (CRC, layout), be made for the segment's present size, and list
+    exactly the intact records the walk found (offset and seq); else it is a bad hint (the
+    rebuild would ignore it and walk the segment, but the mismatch shows the files changed)."""
+    name = hint.file_name(sid)
+    report.hints += 1
+    try:
+        recs = hint.decode(medium.read_file(name), sid, size)
+    except (ValueError, OSError) as exc:
+        report.bad_hints.append(f"{name}: {exc}")
+        return
+    listed = dict(zip(recs.offsets.tolist(), recs.seqs.tolist()))
+    if listed != found:
+        wrong = sum(1 for off, seq in listed.items() if found.get(off) != seq)
+        report.bad_hints.append(
+            f"{name}: lists {len(listed)} records, the segment holds {len(found)} intact ones "
+            f"({wrong} listed that do not match one)")
+
+
 def verify(medium: "Medium") -> Report:
     """Check the store in ``medium`` (see the module notes); nothing is changed."""
     report = Report()
@@ -131,11 +160,18 @@ def verify(medium: "Medium") -> Report:
     damaged: list[tuple[DamagedRange, dict[str, int]]] = []  # range, claims: key -> seq
     ids = list_segment_ids(medium)
     ends: dict[int, int] = {}  # segment id -> where its intact records end
+    hinted = set(hint.list_ids(medium))
     for sid in ids:
         data = medium.read_file(segment_name(sid))
-        ends[sid] = _walk(data, sid, sid == ids[-1], report, intact, damaged)
+        found: dict[int, int] = {}
+        ends[sid] = _walk(data, sid, sid == ids[-1], report, intact, damaged, found)
         report.segments += 1
+        if sid in hinted:
+            _check_hint(medium, sid, len(data), found, report)
         del data
+    for sid in sorted(hinted - set(ids)):
+        report.notes.append(f"{hint.file_name(sid)}: a hint whose segment is gone (left by a "
+                            f"crash while both were deleted; the next open deletes it)")
 
     missing: dict[int, DamagedRange] = {}
     truncated: dict[int, DamagedRange] = {}
