@@ -148,3 +148,16 @@ def test_cic_forced_checkpoint_keeps_a_newer_line_than_uncoordinated():
     assert line_unc.line == {0: 1, 1: 0}  # p1 falls back to its initial state
     assert line_cic.line[1] >= 1  # the forced checkpoint (taken before m2) is on the line
     assert line_cic.line[0] == 1
+
+
+def test_cyclic_query_emulation_cic_forces_checkpoints_and_rolls_back_less():
+    # reachability through the message log: the same message pattern under both protocols
+    from spark_integration.cyclic import compare, simulate
+
+    unc, cic = simulate("uncoordinated", 5, seed=3), simulate("cic", 5, seed=3)
+    assert unc.messages == cic.messages and unc.basic == cic.basic
+    assert unc.forced == 0 and cic.forced > 0 and cic.piggybacked_bytes > 0
+    means = compare(10, 5)
+    assert means["cic"]["useless"] <= means["uncoordinated"]["useless"]
+    assert means["cic"]["rollback_batches"] <= means["uncoordinated"]["rollback_batches"]
+    assert means["cic"]["message_bytes_ratio"] > 1.5

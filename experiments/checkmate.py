@@ -1,0 +1,238 @@
+"""``bench checkmate``: CheckMate's experiment (ICDE 2024) on PySpark, beside the paper's numbers.
+
+CheckMate compares no checkpoints, coordinated, uncoordinated and communication-induced (CIC)
+checkpointing on NexMark Q1, Q3, Q8 and Q12 under uniform and skewed (hot-item) input with one
+failure per run, and on a cyclic reachability query.  This runs the same grid on our Spark jobs
+(:mod:`spark_integration.queries`: ``q1``, ``q3``, ``q8``, ``q12``) with one injected failure per
+run, through :func:`experiments.spark_matrix.run_one` (one combination = one row, exactly-once
+verified for every protocol that promises it), and the cyclic query through its emulation over
+the message log (:mod:`spark_integration.cyclic`: no Spark, counts only — see its docstring).
+
+Differences from the paper that the numbers must be read with (``docs/checkmate.md``):
+  * 2 instances on a 2-core machine shared with other work, not 10-100 workers; unpaced runs, so
+    throughput is the run's own maximum and latency is per micro-batch, not at 80 % of MST;
+  * micro-batches are barriers for every protocol, so a straggler stalls all four alike (the
+    paper's coordinated protocol suffers from skew through marker alignment, which a micro-batch
+    engine does in every batch whatever the protocol);
+  * CIC's piggyback is HMNR's ``8 + 10 n`` bytes per row with ``n = 2P`` processes (senders and
+    instances), so the message-bytes ratio is a function of the row size and ``P``.
+One run per cell, in a rotating protocol order after a warm-up; figures are noisy (the machine is
+shared), so ratios, not absolute rates, are what to compare.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable
+
+from spark_integration import cyclic
+from spark_integration.job import JobSpec
+from spark_integration.protocols.cic.hmnr import piggyback_size
+from spark_integration.queries import query
+from spark_integration.runner import build_session
+from spark_integration.source import SCHEMAS
+
+from .spark_job import session_conf
+from .spark_matrix import run_one
+
+SCHEMA = "ckptbench.checkmate/1"
+QUERIES = ("q1", "q3", "q8", "q12")
+PROTOCOLS = ("none", "coordinated", "uncoordinated", "cic")
+SKEWS = {"uniform": 0.0, "skewed": "hot:0.3"}
+LOGGING = ("uncoordinated", "cic")  # senders log every message
+
+#: the paper's figures (CheckMate, ICDE 2024), quoted where ours stand beside them
+PAPER = {
+    # Table II: message bytes relative to no checkpoints, 10 and 50 workers
+    "message_ratio": {"10": {"coordinated": [1.00, 1.00, 1.00, 1.00], "uncoordinated": [1.00, 1.00, 1.00, 1.00],
+                             "cic": [2.10, 1.82, 1.74, 1.79]},
+                      "50": {"coordinated": [1.00, 1.00, 1.00, 1.00], "uncoordinated": [1.00, 1.01, 1.01, 1.00],
+                             "cic": [2.53, 2.58, 2.49, 2.58]}},
+    # Table III, 10 workers: total checkpoints and % invalid, per query (q1, q3, q8, q12)
+    "checkpoints_10": {"uncoordinated": [(303, 0), (455, 4), (384, 2), (282, 3)],
+                       "cic": [(285, 0), (471, 3), (386, 3), (282, 4)],
+                       "coordinated": [(240, 0), (400, 0), (360, 0), (240, 0)]},
+    # Table IV, cyclic query: checkpoint time (ms), restart time (ms), invalid checkpoints (%)
+    "cyclic": {"5": {"uncoordinated": (0.01, 620, 1.4), "cic": (2.73, 347, 1.7)},
+               "10": {"uncoordinated": (1.38, 344, 1.4), "cic": (8.39, 399, 1.6)}},
+}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    events: int
+    keys: int
+    batch: int
+    fail_at: int  # the one failure of every run (CheckMate: second 18 of 60, i.e. at 30 %)
+    interval: int  # micro-batches per basic checkpoint / coordinated epoch
+    cyclic_runs: int
+    cyclic_batches: int
+    skewed: tuple[str, ...]  # the queries also run on skewed input (CheckMate: Q3, Q8, Q12)
+
+
+FULL = Sizes(events=600_000, keys=10_000, batch=50_000, fail_at=180_000, interval=2, cyclic_runs=50,
+             cyclic_batches=60, skewed=("q3", "q8", "q12"))
+QUICK = Sizes(events=12_000, keys=1_000, batch=6_000, fail_at=8_000, interval=1, cyclic_runs=20,
+              cyclic_batches=60, skewed=("q12",))
+
+
+def row_bytes(kind: str) -> int:
+    """Bytes of one row the senders send in job ``kind`` (its source's int64 columns)."""
+    return 8 * len(SCHEMAS[query(kind).source].split(","))
+
+
+def _row(kind: str, skew: str, raw: dict[str, Any], parallelism: int) -> dict[str, Any]:
+    m = raw["metrics"]
+    protocol = raw["protocol"]
+    ckpts = m.get("Checkpoints", 0)
+    logged = m.get("Events", 0) if protocol in LOGGING else 0
+    pb = m.get("PiggybackedBytes", 0)
+    pb_msgs = m.get("PiggybackedMessages", 0)
+    ratio = 1.0 + pb / (pb_msgs * row_bytes(kind)) if pb_msgs else 1.0
+    return {"query": kind, "skew": skew, "protocol": protocol, "backend": raw["backend"],
+            "throughput": m["Throughput(events/sec)"], "latency_p50_ms": m["LatencyP50(ms)"],
+            "latency_p99_ms": m["LatencyP99(ms)"], "checkpoint_ms": m["CheckpointTime(ms)"],
+            "recovery_ms": m["RecoveryTime(ms)"], "restart_ms": m["RestartTime(ms)"],
+            "checkpoints": ckpts, "basic": m.get("BasicCheckpoints", ckpts), "forced": m.get("ForcedCheckpoints", 0),
+            "useless": m["UselessCheckpoints"], "replayed": m["ReplayedEvents"], "logged_messages": logged,
+            "piggybacked_bytes": pb, "message_bytes_ratio": round(ratio, 3), "failures": m["Failures"],
+            "exactly_once": raw["exactly_once"], "metrics": m}
+
+
+def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",
+        queries: tuple[str, ...] = QUERIES, protocols: tuple[str, ...] = PROTOCOLS,
+        skews: dict[str, Any] | None = None, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """The whole grid on one session, then the cyclic emulation; the ``ckptbench.checkmate/1`` document."""
+    sizes = QUICK if quick else FULL
+    skews = SKEWS if skews is None else skews
+    spark = build_session(master, conf=session_conf(list(protocols)))
+    spark.sparkContext.setLogLevel("ERROR")
+    tmp = tempfile.mkdtemp(prefix="ckptbench-checkmate-")
+    rows: list[dict[str, Any]] = []
+    t0 = time.monotonic()
+    try:
+        base = JobSpec(kind="q1", events=sizes.events, keys=sizes.keys, parallelism=parallelism,
+                       max_batch=sizes.batch, verify=True, timeout=900)
+        # warm the JVM and the Python workers: otherwise whichever run comes first is slower
+        run_one(spark, "none", None, replace(base, events=2 * sizes.batch, verify=False), [], 1, tmp)
+        turn = 0
+        for skew_name, skew in skews.items():
+            for kind in queries:
+                if skew_name != "uniform" and kind not in sizes.skewed:
+                    continue
+                order = protocols[turn % len(protocols):] + protocols[:turn % len(protocols)]
+                turn += 1
+                for protocol in order:
+                    spec = replace(base, kind=kind, skew=skew, verify=protocol != "none")
+                    raw = run_one(spark, protocol, backend if protocol != "none" else None, spec,
+                                  [sizes.fail_at], sizes.interval, tmp)
+                    row = _row(kind, skew_name, raw, parallelism)
+                    rows.append(row)
+                    say(f"checkmate: {kind} {skew_name} {protocol}: {row['throughput']:,.0f} events/s, "
+                        f"recovery {row['recovery_ms']:.0f} ms, exactly-once {row['exactly_once']}")
+    finally:
+        spark.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    order_of = {p: i for i, p in enumerate(protocols)}
+    rows.sort(key=lambda r: (list(skews).index(r["skew"]), queries.index(r["query"]), order_of[r["protocol"]]))
+    none = {(r["query"], r["skew"]): r["throughput"] for r in rows if r["protocol"] == "none"}
+    for r in rows:
+        ref = none.get((r["query"], r["skew"]))
+        r["throughput_vs_none"] = round(r["throughput"] / ref, 3) if ref else None
+    cyc = {str(n): cyclic.compare(n, sizes.cyclic_runs, batches=sizes.cyclic_batches,
+                                  fail_batch=int(sizes.cyclic_batches * 0.8))
+           for n in (5, 10)}
+    return {"schema": SCHEMA, "quick": quick, "backend": backend, "parallelism": parallelism,
+            "sizes": asdict(sizes), "skews": {k: str(v) for k, v in skews.items()},
+            "piggyback_bytes_per_row": piggyback_size(2 * parallelism),
+            "seconds": round(time.monotonic() - t0, 1), "rows": rows, "cyclic": cyc, "paper": PAPER}
+
+
+# ------------------------------------------------------------------------------ tables
+def _fmt(v: Any, spec: str = ",.0f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def _cell(rows: list[dict[str, Any]], kind: str, skew: str, protocol: str) -> dict[str, Any] | None:
+    return next((r for r in rows if (r["query"], r["skew"], r["protocol"]) == (kind, skew, protocol)), None)
+
+
+def markdown(doc: dict[str, Any]) -> list[str]:
+    """The document's tables: the grid per skew, message overhead and checkpoints beside the
+    paper's Tables II and III, the cyclic query beside Table IV."""
+    rows = doc["rows"]
+    queries = [q for q in QUERIES if any(r["query"] == q for r in rows)]
+    protocols = [p for p in PROTOCOLS if any(r["protocol"] == p for r in rows)]
+    out: list[str] = []
+    for skew in doc["skews"]:
+        out += [f"**{skew} input** ({doc['skews'][skew]}), {doc['sizes']['events']:,} events, one failure at "
+                f"event {doc['sizes']['fail_at']:,}, backend {doc['backend']}, {doc['parallelism']} instances:", "",
+                "| query | protocol | events/s | × none | p50 ms | p99 ms | ckpt ms | recovery ms | checkpoints "
+                "(forced) | useless | logged msgs | piggybacked B | exactly-once |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for kind in queries:
+            for p in protocols:
+                r = _cell(rows, kind, skew, p)
+                if r is None:
+                    continue
+                eo = "–" if p == "none" else str(r["exactly_once"]).lower()
+                out.append(f"| {kind} | {p} | {_fmt(r['throughput'])} | {_fmt(r['throughput_vs_none'], '.2f')} | "
+                           f"{r['latency_p50_ms']:.0f} | {r['latency_p99_ms']:.0f} | {r['checkpoint_ms']:.1f} | "
+                           f"{r['recovery_ms']:.0f} | {r['checkpoints']} ({r['forced']}) | {r['useless']} | "
+                           f"{r['logged_messages']:,} | {r['piggybacked_bytes']:,} | {eo} |")
+        out.append("")
+    paper = doc["paper"]
+    out += ["Message bytes relative to no checkpoints (paper: Table II, 10 workers):", "",
+            "| protocol | " + " | ".join(f"{q} ours | {q} paper" for q in queries) + " |",
+            "|---|" + "---|---|" * len(queries)]
+    for p in ("coordinated", "uncoordinated", "cic"):
+        cells = []
+        for q in queries:
+            r = _cell(rows, q, "uniform", p)
+            cells.append(f"{_fmt(r and r['message_bytes_ratio'], '.2f')}× | "
+                         f"{paper['message_ratio']['10'][p][QUERIES.index(q)]:.2f}×")
+        out.append(f"| {p} | " + " | ".join(cells) + " |")
+    out += ["", "Checkpoints and useless (invalid) ones, uniform input (paper: Table III, 10 workers, total (invalid %)):",
+            "", "| protocol | " + " | ".join(f"{q} ours | {q} paper" for q in queries) + " |",
+            "|---|" + "---|---|" * len(queries)]
+    for p in ("uncoordinated", "cic", "coordinated"):
+        cells = []
+        for q in queries:
+            r = _cell(rows, q, "uniform", p)
+            total, pct = paper["checkpoints_10"][p][QUERIES.index(q)]
+            ours = "–" if r is None else f"{r['checkpoints']} ({r['useless']})"
+            cells.append(f"{ours} | {total} ({pct} %)")
+        out.append(f"| {p} | " + " | ".join(cells) + " |")
+    out += ["", "Cyclic query (reachability through the message log, emulated; means over "
+            f"{doc['sizes']['cyclic_runs']} seeds, failure at 80 % of {doc['sizes']['cyclic_batches']} micro-batches) "
+            "beside the paper's Table IV:", "",
+            "| instances | protocol | checkpoints | forced | useless % (paper invalid %) | instances rolled back | "
+            "batches undone | messages replayed | message bytes × | paper restart ms |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for n, by in doc["cyclic"].items():
+        for p, c in by.items():
+            ct, rt, ic = paper["cyclic"][n][p]
+            out.append(f"| {n} | {p} | {c['checkpoints']:.1f} | {c['forced']:.1f} | {c['useless_pct']:.1f} ({ic}) | "
+                       f"{c['rolled_back']:.2f} | {c['rollback_batches']:.1f} | {c['replayed_messages']:.1f} | "
+                       f"{c['message_bytes_ratio']:.2f} | {rt} |")
+    return out
+
+
+def headline(doc: dict[str, Any]) -> str:
+    rows = [r for r in doc["rows"] if r["skew"] == "uniform" and r["throughput_vs_none"]]
+
+    def mean(p: str) -> float:
+        xs = [r["throughput_vs_none"] for r in rows if r["protocol"] == p]
+        return sum(xs) / len(xs) if xs else 0.0
+    eo = all(r["exactly_once"] for r in doc["rows"] if r["protocol"] != "none")
+    return (f"uniform input, throughput × none: coordinated {mean('coordinated'):.2f}, uncoordinated "
+            f"{mean('uncoordinated'):.2f}, cic {mean('cic'):.2f}; exactly-once after a failure: "
+            f"{'every run' if eo else 'NOT every run'}")
+
+
+#: the ``[SECTION]`` of ``bench checkmate``'s lines and the chart drawn by :mod:`experiments.plots`
+SECTION = "[CHECKMATE]"
+PLOT = "plot_checkmate"
