@@ -1,0 +1,99 @@
+"""``bench audit``: small power-loss and SIGKILL audits of the stores that claim durability, one
+of a mode that does not (the audit must see its loss), and the command's output and bad input.
+
+Power-loss audits mount the lossy FUSE file system (services/lossyfs) and are skipped, with the
+reason, only where no such mount can be made.  Redis runs as the audit's private server (its own
+port and state directory), never the shared one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import cli
+from experiments import audit
+from services import lossyfs
+
+needs_fuse = [pytest.mark.lossyfs,
+              pytest.mark.skipif(lossyfs.available() is not None,
+                                 reason=f"no lossy mount here: {lossyfs.available()}")]
+
+
+def _held(res: audit.AuditResult) -> None:
+    assert res.claims_durability
+    assert (res.lost, res.wrong) == (0, 0), res.failures
+    assert not [n for n in res.notes if "did not open" in n], res.notes
+    assert res.acknowledged > 0, "nothing was acknowledged: the audit tested nothing"
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("kind,backend,rounds", [
+    pytest.param("power-loss", "indexed_fs", 6, marks=needs_fuse),
+    pytest.param("power-loss", "default_fs", 4, marks=needs_fuse),
+    ("sigkill", "default_fs", 4),  # indexed_fs's SIGKILL audit is tests/test_crash.py
+])
+def test_sync_mode_loses_nothing(tmp_path, kind, backend, rounds):
+    res = audit.audit(kind, backend, rounds=rounds, seed=11, workdir=tmp_path)
+    _held(res)
+    assert any(c["at"] != "random" and c["reached"] for c in res.cuts), \
+        "no round ended at one of the store's fail points"
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(120)
+@pytest.mark.lossyfs
+@pytest.mark.skipif(lossyfs.available() is not None,
+                    reason=f"no lossy mount here: {lossyfs.available()}")
+def test_a_mode_without_fsync_shows_its_loss(tmp_path):
+    """The audit is not blind: indexed_fs with durability=none loses writes on a power cut."""
+    res = audit.audit("power-loss", "indexed_fs", durability="none", rounds=3, seed=5,
+                      workdir=tmp_path, use_hazards=False)
+    assert not res.claims_durability and res.ok
+    assert res.lost > 0, "a power cut under durability=none lost nothing: is the cut real?"
+    assert res.wrong == 0
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+@pytest.mark.redis
+@pytest.mark.server
+@pytest.mark.timeout(240)
+@pytest.mark.skipif(lossyfs.available() is not None,
+                    reason=f"no lossy mount here: {lossyfs.available()}")
+def test_redis_appendfsync_always_survives_power_loss(tmp_path):
+    import services
+
+    services.install(["redis"])
+    res = audit.audit("power-loss", "redis", durability="always", rounds=3, seed=3,
+                      workdir=tmp_path)
+    _held(res)
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", [pytest.param("power-loss", marks=needs_fuse)])
+def test_bench_audit_prints_audit_lines_and_json(tmp_path, capsys, kind):
+    out = tmp_path / "audit.json"
+    code = cli.main(["audit", kind, "--backend", "default_fs", "--rounds", "2", "--seed", "1",
+                     "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    for metric in ("Rounds, 2", "Acknowledged, ", "Lost, 0", "Wrong, 0", "Claim, sync: "):
+        assert f"[AUDIT], {metric}" in printed
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "ckptbench.audit/1" and doc["lost"] == 0 and doc["ok"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--backend", "redis", "--durability", "sync"], "--durability 'sync' is not a mode"),
+    (["--backend", "memory"], "keeps no data on a file system"),
+    (["--backend", "indexed_fs", "--rounds", "0"], "--rounds and --threads"),
+    (["--backend", "indexed_fs", "--opt", "path=/tmp/x"], "set by the audit"),
+])
+def test_bad_input_is_one_line(capsys, argv, needle):
+    assert cli.main(["audit", "power-loss", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
