@@ -641,5 +641,35 @@ def _run_until_cut(writer: Writer, hazard: str | None, rnd: random.Random,
                reached=code == failpoints.EXIT_CODE)
 
 
+# --------------------------------------------------------------------- the reproduce table
+def table(runs: dict[str, dict[str, Any]]) -> list[str]:
+    """``bench reproduce audit``'s table: one row per audit document (by step label)."""
+    lines = ["| backend | mode | cut | file system | rounds | acknowledged | lost | wrong | "
+             "verdict | claim |",
+             "|---|---|---|---|--:|--:|--:|--:|---|---|"]
+    for doc in runs.values():
+        fs = "page cache kept" if doc["kind"] == "sigkill" else f"lossy, {doc['fs_model']}"
+        lines.append(f"| {doc['backend']} | {doc['durability']} | {doc['kind']} | {fs} | "
+                     f"{doc['rounds']} | {doc['acknowledged']} | {doc['lost']} | "
+                     f"{doc['wrong']} | {doc['verdict']} | {doc['claim']} |")
+    return lines
+
+
+def headline(runs: dict[str, dict[str, Any]]) -> str:
+    held = [d for d in runs.values() if d["claims_durability"] and d["ok"]]
+    broken = [d for d in runs.values() if not d["ok"]]
+    measured = [d for d in runs.values() if not d["claims_durability"] and d["lost"]]
+    parts = [f"{len(held)} durable-mode audits lost 0 of "
+             f"{sum(d['acknowledged'] for d in held)} acknowledged writes"]
+    if broken:
+        parts.append("violated: " + ", ".join(f"{d['backend']} {d['durability']} "
+                                                f"({d['lost']} lost)" for d in broken))
+    if measured:
+        parts.append("measured loss: " + ", ".join(
+            f"{d['backend']} {d['durability']} {d['lost']}/{d['acknowledged']}"
+            for d in measured))
+    return "; ".join(parts)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["writer"]:
     writer_main(json.loads(sys.argv[2]))
