@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from experiments import audit
 from experiments import reproduce_paper_tables as paper
 from experiments import reproduce_tables as tables
 from experiments.results import ensure_parent, environment, write_json
@@ -109,6 +110,11 @@ def _peer_writes(threads: int, quick_ops: int) -> Step:
 
 def _writes(backend: str, size: str) -> str:
     return f"write-heavy --backend {backend} --read-proportion 0 {size} --baseline"
+
+
+def _audit(label: str, args: str, full: int, quick: int) -> Step:
+    cmd = f"audit {args} --allow-loss --rounds"
+    return Step(label, f"{cmd} {full}", f"{cmd} {quick}")
 
 
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
@@ -201,6 +207,22 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                      "storage-compare --sizes 1e4 --sync-ops 500 --ops 2000 --seconds 5 "
                      "--recovery-keys 20000 --rpc-ops 50", "{out}/storage-compare.png"),),
         paper.storage_compare, paper.storage_compare_headline, servers=("nfs",)),
+    Experiment(
+        "audit", "durability audit: acknowledged writes lost or wrong after power cuts (lossy "
+        "FUSE file system) and SIGKILLs, per backend and durability mode", (
+            _audit("indexed_fs-sync", "power-loss --backend indexed_fs", 20, 4),
+            _audit("indexed_fs-interval", "power-loss --backend indexed_fs --durability "
+                   "interval", 10, 3),
+            _audit("indexed_fs-none", "power-loss --backend indexed_fs --durability none", 10, 3),
+            _audit("indexed_fs-sigkill", "sigkill --backend indexed_fs", 20, 4),
+            _audit("default_fs-sync", "power-loss --backend default_fs", 20, 4),
+            _audit("default_fs-none", "power-loss --backend default_fs --durability none", 10, 3),
+            _audit("redis-always", "power-loss --backend redis --durability always", 20, 3),
+            _audit("redis-everysec", "power-loss --backend redis --durability everysec", 10, 3),
+            _audit("minio-journal", "power-loss --backend minio --fs-model journal", 20, 3),
+            _audit("minio-posix", "power-loss --backend minio --fs-model posix", 5, 2),
+            _audit("hbase-wal", "power-loss --backend hbase --durability wal", 3, 1),
+        ), audit.table, audit.headline),
     Experiment(
         "peer-redis", "the redis backend's client beside redis-benchmark on the same server, "
         "connections and pipeline depth", (
