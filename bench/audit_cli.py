@@ -45,6 +45,8 @@ def add_parsers(sub: Any) -> None:
                         "fsynced) or journal (any fsync commits every earlier namespace change, "
                         "as ext4 and XFS do); default posix, journal for minio, which fsyncs "
                         "no directory")
+    p.add_argument("--torn", action="store_true",
+                   help="power-loss: each cut keeps a random prefix of the newest unsynced write")
     p.add_argument("--seed", type=int, help="random seed (default: random, printed)")
     p.add_argument("--run-seconds", type=float,
                    help="a random cut comes within this many seconds of the writer's start "
@@ -66,7 +68,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     res = audit.audit(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
                       durability=args.durability, options=options, seed=args.seed,
-                      run_seconds=args.run_seconds, fs_model=args.fs_model, progress=progress)
+                      run_seconds=args.run_seconds, fs_model=args.fs_model, torn=args.torn,
+                      progress=progress)
     print(f"[audit] seed {res.seed}", file=sys.stderr)
     lines = res.lines()
     lines += [f"[AUDIT-FAILURE], {f}" for f in res.failures]

@@ -11,9 +11,11 @@ One round:
 2. The **cut**: at a random instant, or when the writer reaches an armed fail point (it exits
    with :data:`backends.failpoints.EXIT_CODE` at a named hazard step: segment rotation, index
    snapshot, compaction, the rename of a put).  For ``power-loss`` the store's data lives on the
-   lossy FUSE file system (:mod:`services.lossyfs`): its power is cut first (everything not
-   fsynced is gone and I/O fails), then the writer and, for a server backend, the server are
-   SIGKILLed, then the file system comes back.  For ``sigkill`` only the processes die.
+   lossy FUSE file system (:mod:`services.lossyfs`): a server backend's server is SIGKILLed,
+   the file system's power is cut (everything not fsynced is gone and I/O fails; with ``torn``
+   a random prefix of the newest unsynced write stays), the writer is SIGKILLed, and the file
+   system comes back.  Nothing runs between the first kill and the cut that could make data
+   durable, so this is one instant.  For ``sigkill`` only the processes die.
 3. The **check**: a server is restarted on the same data; the store is opened again and every key
    ever written is read.  A key must hold its last acknowledged value, or the value of the write
    that was in flight at the cut.  Anything else is counted: **lost** when the key holds an older
@@ -313,8 +315,8 @@ class _Medium:
             self.root = workdir / "data"
             self.root.mkdir(parents=True, exist_ok=True)
 
-    def power_off(self, seed: int) -> dict[str, Any]:
-        return self.fs.power_off(seed=seed) if self.fs else {}
+    def power_off(self, seed: int, torn: bool = False) -> dict[str, Any]:
+        return self.fs.power_off(torn=torn, seed=seed) if self.fs else {}
 
     def power_on(self) -> None:
         if self.fs:
@@ -402,6 +404,7 @@ class AuditResult:
     rounds: int
     threads: int
     fs_model: str = "posix"
+    torn: bool = False
     acknowledged: int = 0
     lost: int = 0
     wrong: int = 0
@@ -435,7 +438,8 @@ class AuditResult:
         if self.kind == "sigkill":
             return "local (the page cache survives a SIGKILL)"
         return (f"lossy FUSE, {self.fs_model} metadata (a directory's entries durable once "
-                f"{'it is' if self.fs_model == 'posix' else 'anything is'} fsynced)")
+                f"{'it is' if self.fs_model == 'posix' else 'anything is'} fsynced)"
+                + (", torn writes" if self.torn else ""))
 
     def verdict(self) -> str:
         if self.lost == 0 and self.wrong == 0:
@@ -513,7 +517,7 @@ def validate(kind: str, backend: str, durability: str | None, rounds: int, threa
 def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
           durability: str | None = None, options: dict[str, Any] | None = None,
           seed: int | None = None, run_seconds: float | None = None,
-          keys_per_thread: int = 15, fs_model: str | None = None,
+          keys_per_thread: int = 15, fs_model: str | None = None, torn: bool = False,
           workdir: str | os.PathLike | None = None, use_hazards: bool = True,
           after_cut: Callable[[int, str], None] | None = None,
           inspect: Callable[[Any, int], None] | None = None,
@@ -537,7 +541,7 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     if fs_model not in FS_MODELS:
         raise BadOptionError(f"--fs-model {fs_model!r} is not one of {', '.join(FS_MODELS)}")
     result = AuditResult(kind, backend, mode, claim_of(backend, mode), rounds, threads,
-                         fs_model=fs_model, claims_durability=claims, seed=seed)
+                         fs_model=fs_model, torn=torn, claims_durability=claims, seed=seed)
     hazards = hazard_points(backend) if use_hazards else []
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
@@ -573,7 +577,7 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
             cut = _run_until_cut(writer, hazard, rnd, run_seconds)
             if server is not None:  # the server dies first: nothing it does after the cut
                 server.kill()       # (its page cache is still volatile) can outlive the cut
-            cut.dropped = medium.power_off(rnd.randrange(1 << 30))
+            cut.dropped = medium.power_off(rnd.randrange(1 << 30), torn)
             writer.kill()
             if writer.proc.returncode not in (-signal.SIGKILL, failpoints.EXIT_CODE):
                 raise AuditError(f"round {round_no}: the writer exited with "
