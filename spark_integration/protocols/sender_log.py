@@ -6,6 +6,11 @@ it sends to ``i`` as ``<job>/log-s<s>/d<i>/b<b>`` (channel ``s -> i``, sequence 
 channel carries one message per micro-batch).  A message holds the columns the receiving operator
 reads (:attr:`~spark_integration.keyed_state.KeyedState.COLUMNS`), so replaying it needs nothing
 else.  The driver decides which entries are garbage (:class:`LogPlan`); the senders delete them.
+
+The bytes the senders put are counted per job in a Spark accumulator created on the driver
+(:func:`logged_bytes` reads it there): the log's volume is work the protocol does, reported beside
+the bytes checkpointed.  Spark applies an accumulator update only for a task that succeeded, so a
+killed task's writes are not counted.
 """
 
 from __future__ import annotations
@@ -27,6 +32,16 @@ def log_key(dest: int, batch: int) -> str:
     return f"d{dest}/b{batch:010d}"
 
 
+#: job id -> the accumulator of its senders' logged bytes (driver side; see :func:`logged_bytes`)
+_logged: dict[str, Any] = {}
+
+
+def logged_bytes(job_id: str) -> int:
+    """The bytes job ``job_id``'s senders have logged so far, as seen by the driver (0: none)."""
+    acc = _logged.get(job_id)
+    return int(acc.value) if acc is not None else 0
+
+
 def sender_owner(sender: int) -> str:
     """The backend namespace of sender ``sender``'s log."""
     return f"log-s{sender}"
@@ -40,8 +55,10 @@ class LogPlan:
     gc: tuple[tuple[int, int, int], ...]  # (dest, from_batch, below_batch): entries senders delete
 
 
-def log_partition(settings: Settings, plan: LogPlan, parallelism: int, batches: Iterator[Any]) -> Iterator[Any]:
-    """``mapInArrow`` body of the senders: log per destination, then pass the events on."""
+def log_partition(settings: Settings, plan: LogPlan, parallelism: int, logged: Any,
+                  batches: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow`` body of the senders: log per destination, then pass the events on;
+    ``logged`` (an accumulator, or None) counts the bytes put."""
     import pyarrow as pa
     from pyspark import TaskContext
 
@@ -59,7 +76,10 @@ def log_partition(settings: Settings, plan: LogPlan, parallelism: int, batches: 
         for d, chunks in parts.items():
             merged = [np.concatenate([ch[j] for ch in chunks]) if chunks else np.zeros(0, np.int64)
                       for j in range(len(columns))]
-            store.put(log_key(d, plan.batch_seq), encode_log(merged))
+            blob = encode_log(merged)
+            store.put(log_key(d, plan.batch_seq), blob)
+            if logged is not None:
+                logged.add(len(blob))
         store.flush()
         for dest, lo, hi in plan.gc:
             for b in range(lo, hi):
@@ -71,6 +91,10 @@ def logging_stage(settings: Settings, df: Any, plan: LogPlan, parallelism: int) 
     """``df`` with the senders' logging in front of the shuffle into ``parallelism`` instances."""
     from pyspark.sql import functions as F
 
+    logged = _logged.get(settings.job_id)
+    if logged is None:
+        logged = _logged[settings.job_id] = df.sparkSession.sparkContext.accumulator(0)
     # the destination exactly as repartition(P, "key") computes it (Murmur3 hash, seed 42)
     with_dest = df.withColumn("dest", F.expr(f"pmod(hash(key), {parallelism})").cast("long"))
-    return with_dest.mapInArrow(functools.partial(log_partition, settings, plan, parallelism), df.schema)
+    return with_dest.mapInArrow(functools.partial(log_partition, settings, plan, parallelism, logged),
+                                df.schema)
