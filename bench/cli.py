@@ -49,6 +49,7 @@ from . import (
     run_cli,
     services_cli,
     spark_cli,
+    spark_matrix_cli,
     verify_cli,
     ycsb_cli,
 )
@@ -65,6 +66,7 @@ def build_parser() -> Parser:
     experiments_cli.add_parsers(sub)
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
+    spark_matrix_cli.add_parsers(sub)
     verify_cli.add_parsers(sub)
     audit_cli.add_parsers(sub)
     return parser

@@ -1,12 +1,12 @@
-"""``bench spark`` and ``bench spark-matrix``: parse, check against the protocol registry, run, print.
+"""``bench spark``: parse, check against the protocol registry, run, print.
 
 ``bench spark`` runs a keyed job (count or NexMark Q3 join) on Spark under a protocol and a
 backend; its arguments become ``spark.ckptbench.*`` conf entries and go through the same
 validation as ``spark-submit --conf`` (one path, one set of error messages).  What a protocol
 takes — a backend, injected failures, which jobs — comes from its registration
 (:mod:`spark_integration.protocols.registry`), so a new protocol needs no change here.
-``bench spark-matrix`` runs protocols x backends (:mod:`experiments.spark_matrix`) and writes a
-table, JSON and a chart.
+``bench spark-matrix`` (:mod:`bench.spark_matrix_cli`) shares its job options (:data:`JOBS`,
+:func:`job_spec`).
 """
 
 from __future__ import annotations
@@ -37,21 +37,12 @@ or under a baseline.  Arguments become spark.ckptbench.* conf entries and go thr
 validation as spark-submit --conf.  Prints [SPARK], <metric>, <value> lines.
 """
 
-MATRIX_DESCRIPTION = """\
-Run every protocol on every backend (a protocol without a backend once) and the baselines on one
-local SparkSession; print a table and write it as JSON and as a chart.  Ratios divide by the
-protocol without checkpoints (none) and by each baseline.
-"""
-
-
 def _protocol_help() -> str:
     return "; ".join(f"{n}: {registration(n).summary}" for n in protocol_names())
 
 
 def add_parsers(sub: Any) -> None:
-    """Both commands on ``bench``'s sub-parsers."""
     add_parser(sub).set_defaults(func=run)
-    add_matrix_parser(sub).set_defaults(func=run_matrix)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -139,54 +130,3 @@ def run(args: argparse.Namespace) -> int:
             json.dump(spark_job.job_document(metrics, settings, spec), f, indent=2)
     failed = metrics.exactly_once is False and registration(settings.protocol).exactly_once
     return EXIT_RUNTIME if failed else 0
-
-
-def add_matrix_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("spark-matrix", help="run Spark protocols x backends and plot them",
-                              description=MATRIX_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    checkpointing = protocol_names(baseline=False)
-    p.add_argument("--protocols", default=",".join(checkpointing),
-                   help="comma-separated, from: " + ", ".join(checkpointing))
-    p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
-    p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
-    p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
-    p.add_argument("--no-spark-state", action="store_true",
-                   help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
-    p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--keys", type=int, default=10_000)
-    p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
-    p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
-    p.add_argument("--parallelism", type=int, default=2)
-    p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET")
-    p.add_argument("--master", default="local[2]")
-    p.add_argument("--json", default="spark-matrix.json", metavar="FILE")
-    p.add_argument("--png", default="spark-matrix.png", metavar="FILE")
-    p.set_defaults(command="spark-matrix")
-    return p
-
-
-def run_matrix(args: argparse.Namespace) -> int:
-    from backends import backend_class
-    from experiments import spark_matrix
-    from experiments.plots import plot_spark_matrix
-
-    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    checkpointing = protocol_names(baseline=False)
-    try:
-        bad = [p for p in protocols if p not in checkpointing]
-        if bad:
-            raise UsageError(f"--protocols: {bad[0]!r} is not a protocol; valid: {', '.join(checkpointing)}")
-        for b in backends:
-            backend_class(b)  # UnknownBackendError lists the valid names
-        spec = job_spec(args, verify=True)
-        rows = spark_matrix.run(protocols, backends, spec, args.fail_at, args.interval,
-                                baselines=not args.no_spark_state, master=args.master)
-    except (CkptError, UsageError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    print(spark_matrix.format_table(rows))
-    spark_matrix.write_json(rows, spec, args.fail_at, args.json)
-    plot_spark_matrix(rows, args.png)
-    print(f"wrote {args.json} and {args.png}")
-    return 0

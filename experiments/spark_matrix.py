@@ -1,37 +1,78 @@
-"""``bench spark-matrix``: every protocol x backend on one local SparkSession, as rows for a table, JSON and PNG.
+"""``bench spark-matrix``: every protocol x backend on one local SparkSession, measured in
+interleaved rounds, as rows for a table, JSON and PNG.
 
-A protocol that uses no backend (``none``) runs once; ``none`` is the denominator of the overhead
-ratios.  Every registered baseline (Spark's own RocksDB state store, ``spark-state``) that covers
-the job runs once too unless disabled, and is a denominator as well.  Path backends get a fresh
-temporary directory per run; server backends (redis, hbase, minio) are started/located through
-:mod:`services` and get their own namespace per run (plus the job's own ``<jobId>/<owner>/`` key
-prefix).  With ``--fail-at`` every run that takes injected failures gets them, so its throughput
-includes the recovery.  The chart is :func:`experiments.plots.plot_spark_matrix`.
+The method, for a shared machine and a JVM that keeps getting faster:
+
+* **Warm-up first.**  Every combination runs once (``warmup`` rounds of the whole plan) before
+  anything is recorded.  The session's JVM compiles Spark's code paths as they get hot, and each
+  protocol brings its own (LOG.io's logging stage is one more ``mapInArrow``; the backends' modules
+  load in the Python workers on first use); a run that comes before that is finished is slower for
+  reasons that have nothing to do with its protocol (docs/spark.md, "Why none looked slower").
+* **Interleaved rounds.**  ``rounds`` times, every combination runs once, in an order rotated by
+  one place per round (:func:`round_order`), so no row always comes first, and a slow minute of
+  the machine hits every row of a round alike.
+* **Medians and spread.**  A row reports the median of its rounds and their range
+  (:func:`experiments.compare.median_spread`); its ratio to a reference (``none``, every baseline)
+  is computed *within* each round — the reference and the row ran minutes apart at most — and the
+  median of those per-round ratios is reported.
+* **Work done.**  Each row records what its runs did: events, micro-batches, checkpoints, bytes
+  checkpointed, bytes the senders logged (:func:`spark_integration.protocols.sender_log.logged_bytes`)
+  and backend operations, so a fast row that skipped work shows it.
+* **Skips are not zeros.**  A combination whose backend cannot be reached is kept as a skipped row
+  with the reason; the table prints ``–`` for its figures.
+
+A protocol that uses no backend (``none``) runs once per round; so does every registered baseline
+(Spark's own RocksDB state store, ``spark-state``) that covers the job, unless disabled.  Any
+protocol the registry lists can be named: what it takes comes from its registration.  Path
+backends get a fresh temporary directory per run; server backends (redis, hbase, minio) are
+started/located through :mod:`services` and get their own namespace per run (plus the job's own
+``<jobId>/<owner>/`` key prefix).  With ``--fail-at`` every run that takes injected failures gets
+them, so its throughput includes the recovery.  The chart is
+:func:`experiments.plots.plot_spark_matrix`.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
+import statistics
 import tempfile
+import time
 import uuid
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any, Callable
 
 from spark_integration.conf import from_conf, to_conf
 from spark_integration.job import JobSpec
 from spark_integration.protocols.registry import protocol_names, registration
+from spark_integration.protocols.sender_log import logged_bytes
 from spark_integration.queries import query
 from spark_integration.runner import build_session, run_job
 
+from . import results
+from .compare import median_spread
 from .spark_job import session_conf
 
+SCHEMA = "ckptbench.spark-matrix/2"
 #: the protocol every run is compared with: no checkpoints at all
 NO_CHECKPOINTS = "none"
+#: where the matrix writes when no --json/--png is given (bench's own results directory)
+DEFAULT_JSON = "results/spark-matrix.json"
+DEFAULT_PNG = "results/spark-matrix.png"
+#: the work counters of a run, over the whole run: JSON name -> the job's ``[SPARK]`` metric
+#: (``events`` is the job's input; ``measured_events`` the part the throughput is measured on)
+WORK = {"measured_events": "Events", "replayed_events": "ReplayedEvents", "batches": "Batches",
+        "checkpoints": "Checkpoints", "checkpoint_bytes": "CheckpointBytes", "logged_bytes": "LoggedBytes",
+        "backend_ops": "BackendOps"}
+#: the per-run figures a row summarizes as median and spread
+FIGURES = ("throughput", "checkpoint_ms", "recovery_ms", "restart_ms")
+#: what the table prints for a figure a row does not have (skipped, or no reference in a round)
+MISSING = "–"
+
+Plan = list[tuple[str, "str | None"]]
 
 
 def references() -> list[str]:
-    """The protocols that run once, without a backend, and whose throughput the ratios divide by."""
+    """The protocols that run without a backend, and whose throughput the ratios divide by."""
     return [n for n in protocol_names() if not registration(n).uses_backend]
 
 
@@ -43,6 +84,26 @@ def baselines_for(spec: JobSpec) -> list[str]:
     """The registered baselines that cover ``spec``'s job."""
     operator = query(spec.kind).operator
     return [n for n in protocol_names(baseline=True) if registration(n).supports(operator)]
+
+
+def plan_for(protocols: list[str], backends: list[str], spec: JobSpec, baselines: bool = True) -> Plan:
+    """The combinations, in the order given: protocols without a backend once, the others on every
+    backend, then the baselines not named already."""
+    plan: Plan = []
+    for p in dict.fromkeys(protocols):
+        plan += [(p, None)] if not registration(p).uses_backend else [(p, b) for b in backends]
+    if baselines:
+        plan += [(p, None) for p in baselines_for(spec) if p not in protocols]
+    return plan
+
+
+def round_order(plan: Plan, round_index: int) -> Plan:
+    """Round ``round_index`` (0-based) runs the plan rotated left by that many places: over
+    ``len(plan)`` rounds every combination runs once in every position."""
+    if not plan:
+        return []
+    k = round_index % len(plan)
+    return plan[k:] + plan[:k]
 
 
 def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
@@ -59,7 +120,7 @@ def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
 
 def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_at: list[int],
             interval: int, tmp: str) -> dict[str, Any]:
-    """One combination -> a row of the table (metrics summary + identifiers)."""
+    """One run of one combination: its figures, the work it did and its ``[SPARK]`` metrics."""
     reg = registration(protocol)
     ns = f"m{uuid.uuid4().hex[:8]}"
     plain: dict[str, Any] = {"protocol": protocol, "interval": interval, "jobId": ns, "stateDir": f"{tmp}/work"}
@@ -70,65 +131,180 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
     if fail_at and reg.failure_injection:
         plain["failAt"] = ",".join(map(str, fail_at))
     metrics = run_job(spark, from_conf(to_conf(plain, opts)), spec)
-    s = metrics.summary()
+    s = dict(metrics.summary())
+    s.setdefault("LoggedBytes", logged_bytes(ns))
     return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
-            "checkpoint_ms": s["CheckpointTime(ms)"], "recovery_ms": s["RecoveryTime(ms)"],
-            "restart_ms": s["RestartTime(ms)"], "failures": s["Failures"],
-            "exactly_once": metrics.exactly_once, "metrics": s}
+            "checkpoint_ms": s["CheckpointTime(ms)"],
+            "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],
+            "failures": s["Failures"], "exactly_once": metrics.exactly_once,
+            "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()}}, "metrics": s}
 
 
-def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
-               interval: int = 1, baselines: bool = True,
-               echo: Callable[..., None] = print) -> list[dict[str, Any]]:
-    """Every protocol on every backend (once if it uses none), then the baselines; with ratios."""
+def _skip_reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+
+
+def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interval: int = 1,
+               rounds: int = 3, warmup: int = 1,
+               echo: Callable[..., None] = print) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
+    """Warm-up rounds, then ``rounds`` interleaved rounds of ``plan``.
+
+    Returns (runs, skipped, warm-up runs): every recorded run with its round and position, the
+    combinations whose backend could not be reached (label -> reason), and the warm-up runs'
+    throughputs (kept in the JSON, never in a median)."""
+    from backends import BackendUnavailableError
+
     tmp = tempfile.mkdtemp(prefix="ckptbench-matrix-")
-    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    warm: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
     try:
-        plan: list[tuple[str, str | None]] = [(p, None) for p in protocols if not registration(p).uses_backend]
-        plan += [(p, b) for p in protocols if registration(p).uses_backend for b in backends]
-        if baselines:
-            plan += [(p, None) for p in baselines_for(spec) if p not in protocols]
-        # warm the JVM and the Python workers first: otherwise whichever run comes first is slower
-        run_one(spark, NO_CHECKPOINTS, None, replace(spec, events=min(spec.events, 2 * spec.max_batch), verify=False),
-                [], interval, tmp)
-        for protocol, backend in plan:
-            echo(f"# running {protocol} on {backend or '-'} ...", flush=True)
-            rows.append(run_one(spark, protocol, backend, spec, fail_at, interval, tmp))
+        schedule = [(-(w + 1), plan) for w in range(warmup)] + [(r, round_order(plan, r)) for r in range(rounds)]
+        for r, order in schedule:
+            for pos, (protocol, backend) in enumerate(order):
+                name = label(protocol, backend)
+                if name in skipped:
+                    continue
+                what = f"warm-up {-r}" if r < 0 else f"round {r + 1}/{rounds}"
+                echo(f"# {what}: {name} ...", flush=True)
+                t0 = time.time()
+                try:
+                    run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp)
+                except (BackendUnavailableError, ConnectionError, ImportError) as exc:
+                    skipped[name] = _skip_reason(exc)
+                    echo(f"# {name} skipped: {skipped[name]}", flush=True)
+                    continue
+                run.update(position=pos, seconds=round(time.time() - t0, 2))
+                if r < 0:
+                    warm.append({"warmup": -r, "protocol": protocol, "backend": backend or "-",
+                                 "throughput": run["throughput"]})
+                else:
+                    runs.append({"round": r + 1, **run})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    base = {r["protocol"]: r["throughput"] for r in rows if r["backend"] == "-"}
-    for r in rows:
+    return runs, skipped, warm
+
+
+def label(protocol: str, backend: str | None) -> str:
+    return protocol if backend in (None, "-") else f"{protocol}/{backend}"
+
+
+def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per combination: medians and spread over its rounds, per-round ratios to every
+    reference that ran in the same round, the work done, exactly-once over all rounds."""
+    refs = [p for p, b in plan if b is None and p in references()]
+    by_round: dict[tuple[int, str], float] = {(r["round"], r["protocol"]): r["throughput"]
+                                              for r in runs if r["backend"] == "-"}
+    rows = []
+    for protocol, backend in plan:
+        name = label(protocol, backend)
+        mine = [r for r in runs if r["protocol"] == protocol and r["backend"] == (backend or "-")]
+        row: dict[str, Any] = {"protocol": protocol, "backend": backend or "-"}
+        if not mine:
+            row.update({k: None for k in FIGURES}, skipped=skipped.get(name, "did not run"),
+                       exactly_once=None, work=None, rounds=[],
+                       **{ratio_key(ref): None for ref in references()})
+            rows.append(row)
+            continue
+        row["skipped"] = None
+        for key in FIGURES:
+            spread = median_spread([r[key] for r in mine])
+            row[key] = spread["median"]
+            row[key + "_spread"] = spread
         for ref in references():
-            r[ratio_key(ref)] = round(r["throughput"] / base[ref], 3) if base.get(ref) else None
+            per_round = [r["throughput"] / by_round[(r["round"], ref)] for r in mine
+                         if ref in refs and by_round.get((r["round"], ref))]
+            row[ratio_key(ref)] = round(statistics.median(per_round), 3) if per_round else None
+            if per_round:
+                row[ratio_key(ref) + "_spread"] = {k: [round(x, 3) for x in v] if isinstance(v, list) else round(v, 3)
+                                                   for k, v in median_spread(per_round).items()}
+        verdicts = [r["exactly_once"] for r in mine if r["exactly_once"] is not None]
+        row["exactly_once"] = all(verdicts) if verdicts else None
+        row["failures"] = statistics.median(r["failures"] for r in mine)
+        row["work"] = {k: statistics.median(r["work"][k] for r in mine) for k in mine[0]["work"]}
+        row["metrics"] = mine[-1]["metrics"]
+        row["rounds"] = [{k: r[k] for k in ("round", "position", "throughput", "checkpoint_ms", "recovery_ms",
+                                            "exactly_once", "work", "seconds")} for r in mine]
+        rows.append(row)
     return rows
 
 
+def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
+               interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = 1,
+               echo: Callable[..., None] = print) -> dict[str, Any]:
+    """The whole method on ``spark``: the matrix document (rows, warm-up, settings)."""
+    if rounds < 1 or warmup < 0:
+        raise ValueError("--rounds must be >= 1 and --warmup >= 0")
+    plan = plan_for(protocols, backends, spec, baselines)
+    runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo)
+    return {"schema": SCHEMA, "job": asdict(spec), "fail_at": fail_at, "interval": interval,
+            "rounds": rounds, "warmup_rounds": warmup,
+            "order": "rotated by one place per round", "warmup": warm,
+            "rows": summarize(plan, runs, skipped), "environment": results.environment()}
+
+
 def run(protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int], interval: int = 1,
-        baselines: bool = True, master: str = "local[2]") -> list[dict[str, Any]]:
+        baselines: bool = True, master: str = "local[2]", rounds: int = 3, warmup: int = 1,
+        echo: Callable[..., None] = print) -> dict[str, Any]:
     """:func:`run_matrix` on a session of its own (started and stopped here)."""
     wanted = protocols + (baselines_for(spec) if baselines else [])
     spark = build_session(master, conf=session_conf(wanted))
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        return run_matrix(spark, protocols, backends, spec, fail_at, interval, baselines)
+        return run_matrix(spark, protocols, backends, spec, fail_at, interval, baselines, rounds, warmup, echo)
     finally:
         spark.stop()
 
 
+# ----------------------------------------------------------------------------------- output
+def _num(value: Any, fmt: str) -> str:
+    return MISSING if value is None else format(value, fmt)
+
+
+def _spread(row: dict[str, Any], key: str, fmt: str) -> str:
+    s = row.get(key + "_spread")
+    if not s or len(s["rounds"]) < 2:
+        return MISSING if row.get(key) is None else ""
+    return f"{format(s['min'], fmt)}–{format(s['max'], fmt)}"
+
+
 def format_table(rows: list[dict[str, Any]]) -> str:
+    """Medians, their range over the rounds, ratios (median of per-round ratios), the work done;
+    ``–`` where a row has no figure."""
     refs = references()
-    head = ("protocol", "backend", "events/s", *(f"x {ref}" for ref in refs), "ckpt ms", "recovery ms",
-            "ExactlyOnce")
+    head = ("protocol", "backend", "events/s", "range", *(f"x {ref}" for ref in refs), "ckpt ms",
+            "recovery ms", "ckpts", "ckpt MB", "logged MB", "ExactlyOnce")
     lines = [head]
     for r in rows:
-        eo = "-" if r["exactly_once"] is None else str(r["exactly_once"]).lower()
-        lines.append((r["protocol"], r["backend"], f"{r['throughput']:,.0f}",
-                      *(f"{r.get(ratio_key(ref)) or 0:.2f}" for ref in refs), f"{r['checkpoint_ms']:.1f}",
-                      f"{r['recovery_ms']:.0f}", eo))
+        eo = MISSING if r.get("exactly_once") is None else str(r["exactly_once"]).lower()
+        work = r.get("work") or {}
+        mb = lambda k: _num(work[k] / 1e6 if k in work else None, ".2f")  # noqa: E731
+        lines.append((r["protocol"], r["backend"], _num(r.get("throughput"), ",.0f"),
+                      _spread(r, "throughput", ",.0f"),
+                      *(_num(r.get(ratio_key(ref)), ".2f") for ref in refs),
+                      _num(r.get("checkpoint_ms"), ".1f"), _num(r.get("recovery_ms"), ".0f"),
+                      _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo))
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in lines)
+    out = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+    skips = [f"{label(r['protocol'], r['backend'])} skipped: {r['skipped']}" for r in rows if r.get("skipped")]
+    return "\n".join([out, *skips])
 
 
-def write_json(rows: list[dict[str, Any]], spec: JobSpec, fail_at: list[int], path: str) -> None:
-    with open(path, "w") as f:
-        json.dump({"job": asdict(spec), "fail_at": fail_at, "rows": rows}, f, indent=2)
+def summary_lines(doc: dict[str, Any]) -> list[str]:
+    """``[MATRIX]`` lines: the method, and each row's median throughput over ``none``'s."""
+    out = [f"[MATRIX], Rounds, {doc['rounds']}", f"[MATRIX], WarmupRounds, {doc['warmup_rounds']}"]
+    key = ratio_key(NO_CHECKPOINTS)
+    ratios = [(label(r["protocol"], r["backend"]), r.get(key)) for r in doc["rows"]
+              if r["protocol"] != NO_CHECKPOINTS and r.get(key) is not None]
+    for name, ratio in ratios:
+        out.append(f"[MATRIX], {name} / none (median of rounds), {ratio:.3f}")
+    none = next((r for r in doc["rows"] if r["protocol"] == NO_CHECKPOINTS and r.get("throughput")), None)
+    others = [r["throughput"] for r in doc["rows"] if r["protocol"] != NO_CHECKPOINTS and r.get("throughput")]
+    if none and others:
+        out.append(f"[MATRIX], none / fastest other row (medians), {none['throughput'] / max(others):.3f}")
+    return out
+
+
+def write_json(doc: dict[str, Any], path: str) -> None:
+    results.ensure_parent(path)
+    results.write_json(path, doc)

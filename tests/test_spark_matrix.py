@@ -1,36 +1,91 @@
-"""`bench spark-matrix` output (pure logic: table, JSON, PNG from given rows; the runs are in test_spark)."""
+"""`bench spark-matrix` method and output (pure logic: rounds, medians, ratios, table, JSON, PNG
+from given runs; the Spark runs themselves are in test_spark)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from bench.spark_cli import add_matrix_parser, run_matrix
+from bench.spark_matrix_cli import add_parser, run
 from experiments.plots import plot_spark_matrix as plot
-from experiments.spark_matrix import format_table, write_json
+from experiments.spark_matrix import (MISSING, format_table, plan_for, round_order, summarize,
+                                      summary_lines, write_json)
 from spark_integration.job import JobSpec
 
-ROWS = [
-    {"protocol": "none", "backend": "-", "throughput": 200000.0, "checkpoint_ms": 0.0, "recovery_ms": 700.0,
-     "exactly_once": False, "ratio_none": 1.0, "ratio_spark_state": 0.8},
-    {"protocol": "logio", "backend": "redis", "throughput": 100000.0, "checkpoint_ms": 40.0, "recovery_ms": 1900.0,
-     "exactly_once": True, "ratio_none": 0.5, "ratio_spark_state": 0.4},
-]
+PLAN = [("none", None), ("coordinated", "indexed_fs"), ("logio", "redis")]
 
 
-def test_table_json_and_png(tmp_path):
-    table = format_table(ROWS)
-    assert "x spark-state" in table and "logio" in table and "200,000" in table and "0.50" in table
-    write_json(ROWS, JobSpec(), [500000], str(tmp_path / "m.json"))
-    assert json.loads((tmp_path / "m.json").read_text())["rows"][1]["ratio_none"] == 0.5
-    plot(ROWS, str(tmp_path / "m.png"))
+def _run(round_, protocol, backend, tput, ckpts=4):
+    work = {"events": 750000, "batches": 4, "checkpoints": ckpts, "checkpoint_bytes": 600000 * ckpts // 4,
+            "logged_bytes": 0, "backend_ops": 3 * ckpts}
+    return {"round": round_, "position": 0, "protocol": protocol, "backend": backend, "throughput": tput,
+            "checkpoint_ms": 10.0 * round_, "recovery_ms": 0.0, "restart_ms": 0.0, "failures": 0,
+            "exactly_once": protocol != "none" or None, "work": work, "metrics": {}, "seconds": 3.0}
+
+
+RUNS = [_run(1, "none", "-", 100.0, 0), _run(1, "coordinated", "indexed_fs", 90.0),
+        _run(2, "none", "-", 200.0, 0), _run(2, "coordinated", "indexed_fs", 190.0),
+        _run(3, "none", "-", 150.0, 0), _run(3, "coordinated", "indexed_fs", 120.0)]
+
+
+def test_round_order_rotates_every_combination_through_every_position():
+    orders = [round_order(PLAN, r) for r in range(3)]
+    assert orders[0] == PLAN and orders[1][0] == PLAN[1] and orders[2][0] == PLAN[2]
+    for pos in range(3):
+        assert {o[pos] for o in orders} == set(PLAN)
+    assert round_order([], 2) == []
+
+
+def test_plan_lists_a_backendless_protocol_once_and_adds_the_baselines():
+    plan = plan_for(["coordinated", "none", "none"], ["indexed_fs", "redis"], JobSpec())
+    assert plan == [("coordinated", "indexed_fs"), ("coordinated", "redis"), ("none", None), ("spark-state", None)]
+    assert ("spark-state", None) not in plan_for(["none"], [], JobSpec(kind="q3"))  # covers counts only
+
+
+def test_rows_are_medians_with_per_round_ratios_work_and_skips():
+    rows = summarize(PLAN, RUNS, {"logio/redis": "BackendUnavailableError: redis is down"})
+    none, coord, logio = rows
+    assert none["throughput"] == 150.0 and none["throughput_spread"]["rounds"] == [100.0, 200.0, 150.0]
+    assert coord["throughput"] == 120.0 and coord["checkpoint_ms"] == 20.0
+    # ratio per round (0.9, 0.95, 0.8), then the median — not the ratio of the medians (0.8)
+    assert coord["ratio_none"] == 0.9 and coord["ratio_none_spread"]["min"] == 0.8
+    assert coord["work"]["checkpoints"] == 4 and coord["work"]["checkpoint_bytes"] == 600000
+    assert coord["exactly_once"] is True and none["exactly_once"] is None
+    assert coord["ratio_spark_state"] is None  # no baseline ran
+    assert logio["skipped"].startswith("BackendUnavailableError") and logio["throughput"] is None
+    table = format_table(rows)
+    logio_line = next(line for line in table.splitlines() if line.startswith("logio"))
+    assert MISSING in logio_line and "0.00" not in logio_line
+    assert "logio/redis skipped: BackendUnavailableError" in table
+    assert "100–200" in table  # the range over the rounds
+    doc = {"rounds": 3, "warmup_rounds": 1, "rows": rows}
+    assert "[MATRIX], coordinated/indexed_fs / none (median of rounds), 0.900" in summary_lines(doc)
+    assert "[MATRIX], none / fastest other row (medians), 1.250" in summary_lines(doc)
+
+
+def test_json_and_png_with_a_skipped_row(tmp_path):
+    rows = summarize(PLAN, RUNS, {})
+    doc = {"job": {}, "rows": rows}
+    write_json(doc, str(tmp_path / "out" / "m.json"))
+    assert json.loads((tmp_path / "out" / "m.json").read_text())["rows"][1]["ratio_none"] == 0.9
+    plot(rows, str(tmp_path / "m.png"))
     assert (tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_matrix_parser_and_bad_names(capsys):
+def _parser():
     parser = argparse.ArgumentParser()
-    add_matrix_parser(parser.add_subparsers(dest="command"))
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_outputs_default_to_results_and_bad_names_are_one_line(capsys):
+    parser = _parser()
+    args = parser.parse_args(["spark-matrix"])
+    assert args.json == "results/spark-matrix.json" and args.png == "results/spark-matrix.png"
+    assert args.rounds == 3 and args.warmup == 1
     args = parser.parse_args(["spark-matrix", "--protocols", "none,sometimes", "--backends", "indexed_fs"])
-    assert run_matrix(args) == 2 and "'sometimes' is not a protocol" in capsys.readouterr().err
+    assert run(args) == 2 and "'sometimes' is not a protocol" in capsys.readouterr().err
     args = parser.parse_args(["spark-matrix", "--backends", "floppy"])
-    assert run_matrix(args) == 2 and "floppy" in capsys.readouterr().err
+    assert run(args) == 2 and "floppy" in capsys.readouterr().err
+    args = parser.parse_args(["spark-matrix", "--backends", "indexed_fs", "--rounds", "0"])
+    assert run(args) == 2 and "--rounds 0" in capsys.readouterr().err

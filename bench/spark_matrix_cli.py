@@ -1,0 +1,108 @@
+"""``bench spark-matrix``: parse, check names against the registries, run, print.
+
+The method (a warm-up round, interleaved rounds in a rotated order, medians and their spread, the
+work each row did) is :mod:`experiments.spark_matrix`'s; this module only parses, calls and
+prints.  Output goes to ``results/`` unless ``--json``/``--png`` say otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from backends.base import CkptError
+from spark_integration.protocols.registry import protocol_names
+
+from .args import EXIT_USAGE, PROG, UsageError
+from .spark_cli import JOBS, SKEW, SKEW_SYNTAX, job_spec
+
+DESCRIPTION = """\
+Run every protocol on every backend (a protocol without a backend once) and the baselines on one
+local SparkSession: a warm-up round first, then --rounds interleaved rounds, each in an order
+rotated by one place.  Prints medians, their range over the rounds and the work each row did
+(checkpoints, bytes checkpointed and logged), writes them as JSON and as a chart.  Ratios are the
+median of per-round ratios to the protocol without checkpoints (none) and to each baseline.
+"""
+
+
+def add_parsers(sub: Any) -> None:
+    add_parser(sub).set_defaults(func=run)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from experiments.spark_matrix import DEFAULT_JSON, DEFAULT_PNG
+
+    p = subparsers.add_parser("spark-matrix", help="run Spark protocols x backends in rounds and plot them",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    checkpointing = protocol_names(baseline=False)
+    p.add_argument("--protocols", default=",".join(checkpointing),
+                   help="comma-separated, from: " + ", ".join(checkpointing))
+    p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
+    p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
+    p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--no-spark-state", action="store_true",
+                   help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
+    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--keys", type=int, default=10_000)
+    p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
+    p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds measured (median reported)")
+    p.add_argument("--warmup", type=int, default=1, help="rounds run first and not measured")
+    p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET")
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE", help=f"(default {DEFAULT_JSON})")
+    p.add_argument("--png", default=DEFAULT_PNG, metavar="FILE", help=f"(default {DEFAULT_PNG})")
+    p.set_defaults(command="spark-matrix")
+    return p
+
+
+def names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The protocols and backends named, every name checked before Spark starts."""
+    from backends import backend_class
+
+    protocols, backends = names(args.protocols), names(args.backends)
+    checkpointing = protocol_names(baseline=False)
+    bad = [p for p in protocols if p not in checkpointing]
+    if bad:
+        raise UsageError(f"--protocols: {bad[0]!r} is not a protocol; valid: {', '.join(checkpointing)}")
+    if not protocols:
+        raise UsageError("--protocols is empty; name at least one, e.g. --protocols none,coordinated")
+    for b in backends:
+        backend_class(b)  # UnknownBackendError lists the valid names
+    if args.rounds < 1:
+        raise UsageError(f"--rounds {args.rounds}: give 1 or more")
+    if args.warmup < 0:
+        raise UsageError(f"--warmup {args.warmup}: give 0 or more")
+    if args.events < 1 or args.batch < 1:
+        raise UsageError("--events and --batch must be >= 1")
+    return protocols, backends
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments import spark_matrix
+    from experiments.plots import plot_spark_matrix
+
+    try:
+        protocols, backends = check(args)
+        spec = job_spec(args, verify=True)
+        tty = sys.stderr.isatty()
+        echo = lambda *a, **k: tty and print(*a, file=sys.stderr, **k)  # noqa: E731 - progress: a TTY's only
+        doc = spark_matrix.run(protocols, backends, spec, args.fail_at, args.interval,
+                               baselines=not args.no_spark_state, master=args.master,
+                               rounds=args.rounds, warmup=args.warmup, echo=echo)
+    except (CkptError, UsageError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(spark_matrix.format_table(doc["rows"]))
+    for line in spark_matrix.summary_lines(doc):
+        print(line)
+    spark_matrix.write_json(doc, args.json)
+    plot_spark_matrix(doc["rows"], args.png)
+    print(f"wrote {args.json} and {args.png}")
+    return 0
