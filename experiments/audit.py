@@ -535,7 +535,10 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     started = time.monotonic()
     claims = (backend, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
     fs_model = fs_model or DEFAULT_FS_MODEL.get(backend, "posix")
-    run_seconds = run_seconds or DEFAULT_RUN_SECONDS.get(backend, 0.6)
+    run_seconds = DEFAULT_RUN_SECONDS.get(backend, 0.6) if run_seconds is None else run_seconds
+    if not 0 < run_seconds < 3600:
+        raise BadOptionError(f"--run-seconds {run_seconds} is not a number of seconds in "
+                             f"(0, 3600)")
     if (backend, mode) in JOURNAL_ONLY and kind == "power-loss" and fs_model == "posix":
         claims = False
     if fs_model not in FS_MODELS:
@@ -546,7 +549,7 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
     work.mkdir(parents=True, exist_ok=True)
-    medium = server = None
+    medium = server = writer = None
     model = Model()
     try:
         medium = _Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
@@ -610,6 +613,8 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
             say(f"round {round_no + 1}/{rounds}: cut at {cut.at} after {cut.seconds:.2f} s, "
                 f"{acked} acknowledged, {lost} lost, {wrong} wrong")
     finally:
+        if writer is not None:
+            writer.kill()
         if server is not None:
             server.stop()
         if medium is not None:

@@ -92,6 +92,7 @@ def test_bench_audit_prints_audit_lines_and_json(tmp_path, capsys, kind):
     (["--backend", "memory"], "keeps no data on a file system"),
     (["--backend", "indexed_fs", "--rounds", "0"], "--rounds and --threads"),
     (["--backend", "indexed_fs", "--opt", "path=/tmp/x"], "set by the audit"),
+    (["--backend", "indexed_fs", "--run-seconds", "0"], "--run-seconds 0.0 is not"),
 ])
 def test_bad_input_is_one_line(capsys, argv, needle):
     assert cli.main(["audit", "power-loss", *argv]) == 2
