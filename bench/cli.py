@@ -14,6 +14,7 @@
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench storage-compare | peer redis                      # local disk vs NFS; vs redis-benchmark
     bench spark ... | spark-matrix ...                      # protocols on PySpark
+    bench checkmate | logio-stragglers [--quick]            # the protocol papers' experiments
     bench reproduce NAME... | --all [--quick]               # regenerate results/ and docs tables
     bench services up|down|status|kill [NAME...]            # the real servers
 
@@ -45,6 +46,7 @@ from . import (
     audit_cli,
     compare_cli,
     experiments_cli,
+    papers_cli,
     recovery_cli,
     run_cli,
     services_cli,
@@ -67,6 +69,7 @@ def build_parser() -> Parser:
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
     spark_matrix_cli.add_parsers(sub)
+    papers_cli.add_parsers(sub)
     verify_cli.add_parsers(sub)
     audit_cli.add_parsers(sub)
     return parser

@@ -117,6 +117,14 @@ def _audit(label: str, args: str, full: int, quick: int) -> Step:
     return Step(label, f"{cmd} {full}", f"{cmd} {quick}")
 
 
+def _paper_module(name: str) -> Any:
+    """``experiments.<name>`` (checkmate, stragglers), imported when a table is made: importing it
+    loads the Spark job's modules, which listing or parsing experiments must not pay for."""
+    import importlib
+
+    return importlib.import_module(f"experiments.{name}")
+
+
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
           "--threads-sweep 1,16 --rounds")
 _PEERS = "indexed_fs,rocksdb,lmdb,sqlite"
@@ -236,6 +244,20 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                      f"{_MATRIX} --events 200000 --keys 2000 --batch 50000",
                      "{out}/spark-matrix.png", flag="--png"),),
         paper.spark_matrix, paper.spark_matrix_headline, servers=("redis",)),
+    Experiment(
+        "checkmate", "CheckMate's grid: NexMark q1/q3/q8/q12 under none, coordinated, uncoordinated "
+        "and cic, uniform and skewed input, one failure per run, and the cyclic query (emulated)", (
+            Step("run", "checkmate --docs docs/checkmate.md", "checkmate --quick --docs docs/checkmate.md",
+                 ("--json", "{document}", "--png", "{plot}"), plot="{out}/checkmate.png"),),
+        lambda docs: _paper_module("checkmate").markdown(docs["run"]),
+        lambda docs: _paper_module("checkmate").headline(docs["run"])),
+    Experiment(
+        "logio-stragglers", "LOG.io's straggler experiment: one slow instance at a moderate rate, "
+        "logio against coordinated in normal processing and after the straggler's failure", (
+            Step("run", "logio-stragglers --docs docs/logio.md", "logio-stragglers --quick --docs docs/logio.md",
+                 ("--json", "{document}", "--png", "{plot}"), plot="{out}/logio-stragglers.png"),),
+        lambda docs: _paper_module("stragglers").markdown(docs["run"]),
+        lambda docs: _paper_module("stragglers").headline(docs["run"])),
 )}
 
 

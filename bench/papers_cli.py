@@ -1,0 +1,55 @@
+"""``bench checkmate`` and ``bench logio-stragglers``: the seed papers' protocol experiments.
+
+Each runs its experiment (:mod:`experiments.checkmate`, :mod:`experiments.stragglers`), writes the
+JSON document and the chart, prints the tables beside the paper's numbers and one ``[SECTION],
+Headline, ...`` line, and refreshes the generated block of its docs page (``docs/checkmate.md``,
+``docs/logio.md``) when the page has the block's markers.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .args import positive_int
+
+
+def add_parsers(sub: Any) -> None:
+    for name, summary, docs in (
+            ("checkmate", "CheckMate's experiment: NexMark q1/q3/q8/q12 and a cyclic query under none, "
+                          "coordinated, uncoordinated and cic, uniform and skewed input, one failure per run",
+             "docs/checkmate.md"),
+            ("logio-stragglers", "LOG.io's straggler experiment: one slow instance at a moderate rate, "
+                                 "logio against coordinated in normal processing and in recovery",
+             "docs/logio.md")):
+        p = sub.add_parser(name, help=summary, description=summary + ".")
+        p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+        p.add_argument("--backend", default="indexed_fs", help="checkpoint backend (default indexed_fs)")
+        p.add_argument("--parallelism", type=positive_int, default=2, help="instances (default 2)")
+        p.add_argument("--json", default=f"results/{name}.json", metavar="FILE", help="result document")
+        p.add_argument("--png", default=f"results/{name}.png", metavar="FILE", help="chart")
+        p.add_argument("--docs", default=docs, metavar="FILE",
+                       help=f"markdown page whose generated block is refreshed (default {docs})")
+        p.set_defaults(func=_run, experiment=name)
+
+
+def _run(args: Any) -> int:
+    from experiments import markdown_blocks, plots
+    from experiments.results import write_json
+
+    if args.experiment == "checkmate":
+        from experiments import checkmate as exp
+    else:
+        from experiments import stragglers as exp
+    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say)
+    write_json(args.json, doc)
+    getattr(plots, exp.PLOT)(doc, args.png)
+    table = exp.markdown(doc)
+    print("\n".join(table))
+    section = exp.SECTION
+    print(f"{section}, Headline, {exp.headline(doc)}")
+    print(f"{section}, Json, {args.json}")
+    print(f"{section}, Plot, {args.png}")
+    markdown_blocks.update_file(args.docs, {args.experiment + ("-quick" if args.quick else ""): "\n".join(table)}, say)
+    return 0
