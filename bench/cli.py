@@ -14,6 +14,7 @@
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench storage-compare | peer redis                      # local disk vs NFS; vs redis-benchmark
     bench spark ... | spark-matrix ...                      # protocols on PySpark
+    bench advise --from results/spark-matrix.json --mtbf 1h  # protocol, backend, interval
     bench checkmate | logio-stragglers [--quick]            # the protocol papers' experiments
     bench reproduce NAME... | --all [--quick]               # regenerate results/ and docs tables
     bench services up|down|status|kill [NAME...]            # the real servers
@@ -43,6 +44,7 @@ from experiments.spec import SpecError
 from workloads.core import WorkloadError
 
 from . import (
+    advise_cli,
     audit_cli,
     compare_cli,
     experiments_cli,
@@ -69,6 +71,7 @@ def build_parser() -> Parser:
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
     spark_matrix_cli.add_parsers(sub)
+    advise_cli.add_parsers(sub)
     papers_cli.add_parsers(sub)
     verify_cli.add_parsers(sub)
     audit_cli.add_parsers(sub)

@@ -1,0 +1,128 @@
+"""``bench advise``: parse, read (or run) a spark matrix, call the model, print.
+
+The model — Young's and Daly's checkpoint interval, expected overhead and recovery time — is
+:mod:`experiments.advise`; the matrix it reads is ``bench spark-matrix``'s JSON (``--from``), or a
+fresh quick matrix run here (indexed_fs, one injected failure so the restart cost is measured).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .args import EXIT_USAGE, PROG, UsageError
+
+DESCRIPTION = """\
+Advise a protocol, a backend and a checkpoint interval from a measured spark matrix: for each
+protocol x backend, the interval minimising expected overhead (Young/Daly: T = sqrt(2 C MTBF), C
+the measured checkpoint time), the overhead there, the expected recovery time and whether it meets
+the recovery-time objective.  Prints a ranked table and [ADVISE] lines; writes JSON and a plot of
+overhead against interval.  The model and its assumptions: docs/advise.md.
+"""
+
+
+def _typed(name: str, parse: Any) -> Any:
+    """An argparse type whose error is the model's own one-line message (with the fix)."""
+
+    def typed(text: str) -> Any:
+        from experiments.advise import AdviseError
+
+        try:
+            return parse(text)
+        except AdviseError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = name
+    return typed
+
+
+def _duration(flag: str) -> Any:
+    def parse(text: str) -> float:
+        from experiments.advise import parse_duration
+
+        return parse_duration(text, flag)
+
+    return _typed("duration", parse)
+
+
+def _rate(text: str) -> float:
+    from experiments.advise import parse_rate
+
+    return parse_rate(text, "--rate")
+
+
+def add_parsers(sub: Any) -> None:
+    add_parser(sub).set_defaults(func=run)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("advise", help="advise a protocol, backend and checkpoint interval from a matrix",
+                              description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--from", dest="source", metavar="MATRIX.json",
+                   help="bench spark-matrix's JSON (default: run a quick matrix now)")
+    p.add_argument("--mtbf", type=_duration("--mtbf"), required=True,
+                   help="mean time between failures: 30m, 1h, 2d, 1h30m")
+    p.add_argument("--rate", type=_typed("rate", _rate),
+                   help="your events/s (default: the matrix job's rate; unpaced: each row's throughput)")
+    p.add_argument("--rto", type=_duration("--rto"),
+                   help="recovery-time objective, e.g. 30s (default: none)")
+    p.add_argument("--json", default="results/advise.json", metavar="FILE", help="(default results/advise.json)")
+    p.add_argument("--png", default="results/advise.png", metavar="FILE", help="(default results/advise.png)")
+    p.set_defaults(command="advise")
+    return p
+
+
+def load_matrix(path: str) -> dict[str, Any]:
+    """A saved matrix document; one line naming the problem otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"--from {path}: no such file; run bench spark-matrix first (it writes "
+                         f"results/spark-matrix.json)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--from {path}: not a readable JSON file ({type(exc).__name__}); give "
+                         f"bench spark-matrix's JSON") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise UsageError(f"--from {path}: not a spark-matrix document (no rows); give bench spark-matrix's JSON")
+    return doc
+
+
+def quick_matrix() -> dict[str, Any]:
+    """A fresh quick matrix: every checkpointing protocol on indexed_fs, one failure injected."""
+    from experiments import spark_matrix
+    from spark_integration.job import JobSpec
+    from spark_integration.protocols.registry import protocol_names
+
+    spec = JobSpec(events=200_000, keys=2_000, max_batch=50_000, verify=True)
+    print(f"{PROG}: no --from: running a quick spark matrix (indexed_fs, {spec.events} events, one "
+          f"failure) ...", file=sys.stderr)
+    return spark_matrix.run(protocol_names(baseline=False), ["indexed_fs"], spec, [spec.events * 6 // 10],
+                            baselines=False, rounds=1, warmup=1, echo=lambda *a, **k: None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments import advise
+    from experiments.plots import plot_advise
+
+    try:
+        if args.source:
+            matrix, source = load_matrix(args.source), args.source
+        else:
+            matrix, source = quick_matrix(), "a quick matrix run now"
+        doc = advise.advise(matrix, args.mtbf, args.rate, args.rto, source=source)
+    except (UsageError, advise.AdviseError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(advise.format_table(doc))
+    for line in advise.advise_lines(doc):
+        print(line)
+    from experiments.results import ensure_parent, write_json
+
+    ensure_parent(args.json)
+    write_json(args.json, doc)
+    plot_advise(doc, args.png)
+    print(f"wrote {args.json} and {args.png}")
+    return 0

@@ -1,0 +1,263 @@
+"""``bench advise``: which protocol on which backend, and how often to checkpoint, from a measured
+matrix and the user's failure rate, event rate and recovery-time objective.
+
+The model (docs/advise.md) is Young's first-order optimum (Young 1974) with Daly's accounting of
+the restart cost (Daly 2006), for failures that arrive as a Poisson process (exponential times
+between failures, mean ``MTBF``):
+
+* ``C``: the cost of one checkpoint, the matrix row's median ``CheckpointTime`` (trigger ->
+  durable) measured on this machine;
+* ``R``: the restart cost, the row's median ``RecoveryTime`` when the matrix injected failures
+  (``--fail-at``), else 0 and reported as not measured;
+* ``X``: the row's median throughput (events/s); ``rate``: the user's event rate (by default the
+  matrix job's paced rate, or ``X`` for an unpaced matrix: a job running flat out).
+
+For a checkpoint interval ``T`` (seconds):
+
+* expected overhead, as a fraction of the run time:
+  ``C / T`` (checkpoints) + ``T / (2 MTBF)`` (half an interval of work lost per failure)
+  + ``R / MTBF`` (one restart per failure), minimised at ``T_opt = sqrt(2 C MTBF)``;
+* expected recovery time: ``R`` + the replay of half an interval's events at the measured
+  throughput, ``(T / 2) * rate / X``;
+* a recovery-time objective ``RTO`` caps the interval at ``T_rto = 2 (RTO - R) X / rate``; the
+  overhead is convex in ``T``, so the best interval that meets the RTO is ``min(T_opt, T_rto)``
+  (none when ``R >= RTO``).
+
+Candidates are the matrix rows that took checkpoints; ``none`` (no checkpoints: a failure loses
+the state) never is.  A row that cannot keep up with the rate (``X < rate``) or cannot meet the
+RTO is ranked after every row that can; within a group the lower overhead wins.  Everything here
+is pure: the inputs are a matrix document and numbers, so the arithmetic is tested on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SCHEMA = "ckptbench.advise/1"
+DEFAULT_JSON = "results/advise.json"
+DEFAULT_PNG = "results/advise.png"
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h|d|w)?", re.IGNORECASE)
+
+
+class AdviseError(ValueError):
+    """Bad input to the advice (a duration, a rate, a matrix without usable rows): one line."""
+
+
+def parse_duration(text: str, what: str = "") -> float:
+    """``"30m"``, ``"1h"``, ``"2d"``, ``"1h30m"``, ``"250ms"`` or plain seconds -> seconds (> 0);
+    ``what`` names the option in the error."""
+    s = str(text).strip().lower()
+    parts = []
+    pos = 0
+    while pos < len(s):
+        while s[pos].isspace():  # "1h 30m"
+            pos += 1
+        m = _PART.match(s, pos)
+        if not m or (m.group(2) is None and (pos > 0 or m.end() != len(s))):  # "90" alone is seconds
+            parts = []
+            break
+        parts.append(float(m.group(1)) * _UNITS[m.group(2) or "s"])
+        pos = m.end()
+    if not parts:
+        raise AdviseError(f"{what + ' ' if what else ''}{text!r} is not a duration; give a number with a "
+                          f"unit (ms, s, m, h, d, w), e.g. 30m, 1h, 2d or 1h30m")
+    seconds = sum(parts)
+    if not seconds > 0 or math.isinf(seconds):
+        raise AdviseError(f"{what + ' ' if what else ''}{text!r} must be more than 0")
+    return seconds
+
+
+def parse_rate(text: str, what: str = "rate") -> float:
+    """Events per second (> 0); ``k``/``M`` suffixes allowed (``50k`` = 50000)."""
+    s = str(text).strip()
+    scale = {"k": 1e3, "m": 1e6}.get(s[-1:].lower(), 1.0)
+    try:
+        value = float(s[:-1] if scale != 1.0 else s) * scale
+    except ValueError:
+        raise AdviseError(f"{what} {text!r} is not a number of events per second; give e.g. 20000 or 50k") from None
+    if not value > 0 or math.isinf(value):
+        raise AdviseError(f"{what} {text!r} must be more than 0 events per second")
+    return value
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f}ms"
+    if seconds < 120:
+        return f"{seconds:.1f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+# ------------------------------------------------------------------------------- the model
+def young_interval(cost_s: float, mtbf_s: float) -> float:
+    """Young's optimum checkpoint interval, ``sqrt(2 C MTBF)`` (never shorter than C itself)."""
+    return max(math.sqrt(2.0 * cost_s * mtbf_s), cost_s)
+
+
+def overhead(interval_s: float, cost_s: float, mtbf_s: float, restart_s: float = 0.0) -> float:
+    """Expected overhead at interval ``T``: ``C/T + T/(2 MTBF) + R/MTBF`` (a fraction)."""
+    return cost_s / interval_s + interval_s / (2.0 * mtbf_s) + restart_s / mtbf_s
+
+
+def recovery_time(interval_s: float, restart_s: float, rate: float, throughput: float) -> float:
+    """Expected recovery: the restart plus the replay of half an interval's events."""
+    return restart_s + (interval_s / 2.0) * rate / throughput
+
+
+def rto_interval(rto_s: float, restart_s: float, rate: float, throughput: float) -> float | None:
+    """The longest interval whose expected recovery meets ``rto_s`` (None: not even T -> 0)."""
+    if restart_s >= rto_s:
+        return None
+    return 2.0 * (rto_s - restart_s) * throughput / rate
+
+
+@dataclass
+class Advice:
+    """One protocol x backend under the user's numbers."""
+
+    protocol: str
+    backend: str
+    cost_ms: float  # C
+    restart_ms: float  # R (0 when not measured)
+    recovery_measured: bool
+    throughput: float  # X
+    rate: float
+    optimal_interval_s: float  # Young's T_opt
+    interval_s: float | None  # the interval advised: min(T_opt, T_rto); None when the RTO cannot be met
+    overhead: float  # at interval_s (at T_opt when the RTO cannot be met)
+    expected_recovery_s: float
+    sustains_rate: bool
+    meets_rto: bool | None  # None: no RTO given
+    events_per_interval: float
+    rank: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.protocol if self.backend in ("-", None) else f"{self.protocol}/{self.backend}"
+
+    @property
+    def feasible(self) -> bool:
+        return self.sustains_rate and self.meets_rto is not False
+
+
+def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: float | None) -> Advice:
+    """The advice for one matrix row (it must have taken checkpoints and have a throughput)."""
+    cost_s = row["checkpoint_ms"] / 1e3
+    measured = bool(row.get("failures")) and bool(row.get("recovery_ms"))
+    restart_s = row["recovery_ms"] / 1e3 if measured else 0.0
+    x = float(row["throughput"])
+    lam = rate if rate else x
+    t_opt = young_interval(cost_s, mtbf_s)
+    t, meets = t_opt, None
+    if rto_s is not None:
+        cap = rto_interval(rto_s, restart_s, lam, x)
+        meets = cap is not None and cap >= cost_s
+        t = min(t_opt, cap) if meets else None
+    at = t if t is not None else t_opt
+    return Advice(row["protocol"], row["backend"], row["checkpoint_ms"], restart_s * 1e3, measured, x, lam,
+                  t_opt, t, overhead(at, cost_s, mtbf_s, restart_s), recovery_time(at, restart_s, lam, x),
+                  x >= lam, meets, at * lam)
+
+
+def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The matrix rows that took checkpoints and have a checkpoint cost and a throughput."""
+    out = []
+    for r in doc.get("rows", []):
+        work = r.get("work") or {}
+        ckpts = work.get("checkpoints", (r.get("metrics") or {}).get("Checkpoints", 0))
+        if r.get("skipped") or not r.get("throughput") or not r.get("checkpoint_ms") or not ckpts:
+            continue
+        out.append(r)
+    return out
+
+
+def rank(advice: list[Advice]) -> list[Advice]:
+    """Feasible first (keeps up with the rate, meets the RTO), then by expected overhead."""
+    ordered = sorted(advice, key=lambda a: (not a.feasible, a.overhead, a.expected_recovery_s))
+    for i, a in enumerate(ordered, 1):
+        a.rank = i
+    return ordered
+
+
+def default_rate(doc: dict[str, Any]) -> float | None:
+    """The matrix job's paced rate, or None (unpaced: each row's own throughput)."""
+    rate = float((doc.get("job") or {}).get("rate") or 0)
+    return rate if rate > 0 else None
+
+
+def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s: float | None = None,
+           source: str = "") -> dict[str, Any]:
+    """The advice document: the inputs, every candidate ranked, the recommendation."""
+    rows = candidates(doc)
+    if not rows:
+        where = f" in {source}" if source else ""
+        raise AdviseError(f"the matrix{where} has no row that took checkpoints; run bench spark-matrix "
+                          f"with a checkpointing protocol (e.g. --protocols none,coordinated)")
+    lam = rate if rate else default_rate(doc)
+    ranked = rank([advise_row(r, mtbf_s, lam, rto_s) for r in rows])
+    best = ranked[0]
+    return {"schema": SCHEMA, "source": source, "mtbf_s": mtbf_s, "rto_s": rto_s,
+            "rate": lam, "rate_note": "given" if rate else ("the matrix job's rate" if lam else
+                                                           "flat out: each row's measured throughput"),
+            "matrix": {"job": doc.get("job"), "rounds": doc.get("rounds"), "interval": doc.get("interval"),
+                       "fail_at": doc.get("fail_at")},
+            "recommended": {"name": best.name, "feasible": best.feasible, "interval_s": best.interval_s,
+                            "overhead": best.overhead, "expected_recovery_s": best.expected_recovery_s},
+            "ranking": [{"name": a.name, "feasible": a.feasible, **asdict(a)} for a in ranked]}
+
+
+def curve(entry: dict[str, Any], mtbf_s: float, points: int = 60) -> tuple[list[float], list[float]]:
+    """Overhead against interval around the advised one (log-spaced), for the plot."""
+    cost_s, restart_s = entry["cost_ms"] / 1e3, entry["restart_ms"] / 1e3
+    centre = entry["optimal_interval_s"]
+    lo, hi = math.log10(max(centre / 30, cost_s * 1.01)), math.log10(centre * 30)
+    xs = [10 ** (lo + (hi - lo) * i / (points - 1)) for i in range(points)]
+    return xs, [overhead(x, cost_s, mtbf_s, restart_s) for x in xs]
+
+
+# ----------------------------------------------------------------------------------- output
+def format_table(doc: dict[str, Any]) -> str:
+    head = ("rank", "protocol/backend", "C ms", "R ms", "events/s", "T_opt", "interval", "overhead %",
+            "recovery", "keeps up", "meets RTO")
+    lines = [head]
+    for a in doc["ranking"]:
+        lines.append((str(a["rank"]), a["name"], f"{a['cost_ms']:.1f}",
+                      f"{a['restart_ms']:.0f}" if a["recovery_measured"] else "–",
+                      f"{a['throughput']:,.0f}", format_duration(a["optimal_interval_s"]),
+                      format_duration(a["interval_s"]), f"{a['overhead'] * 100:.3f}",
+                      format_duration(a["expected_recovery_s"]), "yes" if a["sustains_rate"] else "no",
+                      "–" if a["meets_rto"] is None else ("yes" if a["meets_rto"] else "no")))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def advise_lines(doc: dict[str, Any]) -> list[str]:
+    """The ``[ADVISE]`` lines: the inputs and the recommendation."""
+    rec = doc["recommended"]
+    best = doc["ranking"][0]
+    interval = rec["interval_s"]
+    out = [f"[ADVISE], MTBF(s), {doc['mtbf_s']:g}",
+           f"[ADVISE], Rate(events/s), {doc['rate']:g}" if doc["rate"] else
+           "[ADVISE], Rate(events/s), flat out (each row's measured throughput)"]
+    if doc["rto_s"] is not None:
+        out.append(f"[ADVISE], RTO(s), {doc['rto_s']:g}")
+    out += [f"[ADVISE], Recommended, {rec['name']}",
+            f"[ADVISE], Interval(s), {interval:.3f}" if interval is not None else
+            "[ADVISE], Interval(s), none meets the RTO",
+            f"[ADVISE], EventsPerInterval, {best['events_per_interval']:.0f}",
+            f"[ADVISE], Overhead(%), {rec['overhead'] * 100:.4f}",
+            f"[ADVISE], ExpectedRecovery(s), {rec['expected_recovery_s']:.3f}",
+            f"[ADVISE], RecoveryMeasured, {str(best['recovery_measured']).lower()}"]
+    if not rec["feasible"]:
+        out.append("[ADVISE], Warning, no combination keeps up with the rate and meets the RTO; "
+                   "the least bad one is shown")
+    return out

@@ -1,0 +1,106 @@
+"""`bench advise`: the Young/Daly arithmetic on known inputs, duration and rate parsing, the
+ranking, and the command on a small matrix document (no Spark run)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench.cli import main
+from experiments.advise import (AdviseError, advise, advise_row, overhead, parse_duration, parse_rate,
+                                recovery_time, rto_interval, young_interval)
+
+
+def _row(protocol, backend, ckpt_ms, tput, recovery_ms=0.0, failures=0, checkpoints=4):
+    return {"protocol": protocol, "backend": backend, "throughput": tput, "checkpoint_ms": ckpt_ms,
+            "recovery_ms": recovery_ms, "failures": failures, "skipped": None,
+            "work": {"checkpoints": checkpoints}}
+
+
+MATRIX = {"job": {"rate": 0.0, "events": 1000000}, "rounds": 3, "interval": 1, "fail_at": [600000], "rows": [
+    _row("none", "-", 0.0, 700000.0, 900.0, 1, checkpoints=0),
+    _row("coordinated", "indexed_fs", 50.0, 600000.0, 2000.0, 1),
+    _row("logio", "indexed_fs", 20.0, 400000.0, 1500.0, 1),
+    {"protocol": "coordinated", "backend": "redis", "throughput": None, "checkpoint_ms": None,
+     "skipped": "BackendUnavailableError: down", "work": None},
+]}
+
+
+def test_durations_and_rates_parse_or_say_how_to_fix():
+    assert parse_duration("30m") == 1800 and parse_duration("1h") == 3600 and parse_duration("2d") == 172800
+    assert parse_duration("1h30m") == 5400 and parse_duration("250ms") == 0.25 and parse_duration("45") == 45
+    assert parse_duration(" 1.5H ") == 5400 and parse_duration("1h 30m") == 5400
+    for bad in ("", "1x", "h", "-1h", "0s", "1h 2", "2 1h", "1e9999h"):
+        with pytest.raises(AdviseError, match="duration|more than 0"):
+            parse_duration(bad)
+    assert parse_rate("50k") == 50000 and parse_rate("2M") == 2e6 and parse_rate("1234.5") == 1234.5
+    for bad in ("fast", "0", "-3", "k"):
+        with pytest.raises(AdviseError, match="rate"):
+            parse_rate(bad)
+
+
+def test_young_daly_on_known_inputs():
+    assert young_interval(0.5, 3600) == pytest.approx(60.0)  # sqrt(2 * 0.5 * 3600)
+    assert young_interval(10.0, 4.0) == 10.0  # never shorter than the checkpoint itself
+    assert overhead(60.0, 0.5, 3600) == pytest.approx(0.5 / 60 + 60 / 7200)
+    assert overhead(60.0, 0.5, 3600, restart_s=36.0) == pytest.approx(0.5 / 60 + 60 / 7200 + 0.01)
+    # T_opt is the minimum of the overhead curve
+    assert all(overhead(60.0, 0.5, 3600) < overhead(t, 0.5, 3600) for t in (30.0, 59.0, 61.0, 120.0))
+    assert recovery_time(60.0, 36.0, rate=1000.0, throughput=2000.0) == pytest.approx(51.0)
+    assert rto_interval(40.0, 36.0, 1000.0, 2000.0) == pytest.approx(16.0)
+    assert rto_interval(30.0, 36.0, 1000.0, 2000.0) is None
+
+
+def test_a_row_under_an_rto_and_a_rate():
+    row = _row("coordinated", "indexed_fs", 500.0, 2000.0, recovery_ms=36000.0, failures=1)
+    a = advise_row(row, 3600.0, rate=1000.0, rto_s=40.0)
+    assert a.optimal_interval_s == pytest.approx(60.0) and a.interval_s == pytest.approx(16.0)
+    assert a.meets_rto and a.sustains_rate and a.expected_recovery_s == pytest.approx(40.0)
+    assert a.events_per_interval == pytest.approx(16000.0)
+    a = advise_row(row, 3600.0, rate=1000.0, rto_s=30.0)
+    assert a.meets_rto is False and a.interval_s is None
+    a = advise_row(row, 3600.0, rate=5000.0, rto_s=None)
+    assert not a.sustains_rate and a.meets_rto is None
+    a = advise_row({**row, "failures": 0}, 3600.0, rate=None, rto_s=None)  # recovery not measured
+    assert not a.recovery_measured and a.restart_ms == 0 and a.rate == 2000.0
+
+
+def test_ranking_prefers_feasible_then_low_overhead():
+    doc = advise(MATRIX, 3600.0)
+    names = [a["name"] for a in doc["ranking"]]
+    assert names == ["logio/indexed_fs", "coordinated/indexed_fs"]  # none and the skipped row are no candidates
+    assert doc["recommended"]["name"] == "logio/indexed_fs"
+    assert doc["ranking"][0]["interval_s"] == pytest.approx(math.sqrt(2 * 0.02 * 3600))
+    # at 500k events/s logio cannot keep up: coordinated comes first although it costs more
+    doc = advise(MATRIX, 3600.0, rate=500000.0)
+    assert [a["name"] for a in doc["ranking"]] == ["coordinated/indexed_fs", "logio/indexed_fs"]
+    assert not doc["ranking"][1]["sustains_rate"]
+    with pytest.raises(AdviseError, match="no row that took checkpoints"):
+        advise({"rows": [MATRIX["rows"][0]]}, 3600.0)
+
+
+def test_cli_from_a_matrix_file(tmp_path, capsys):
+    src = tmp_path / "m.json"
+    src.write_text(json.dumps(MATRIX))
+    out_json, out_png = tmp_path / "a.json", tmp_path / "a.png"
+    assert main(["advise", "--from", str(src), "--mtbf", "1h", "--rto", "30s",
+                 "--json", str(out_json), "--png", str(out_png)]) == 0
+    out = capsys.readouterr().out
+    assert "[ADVISE], Recommended, logio/indexed_fs" in out
+    assert "[ADVISE], Interval(s), 12.000" in out  # sqrt(2 * 0.020 s * 3600 s)
+    assert "[ADVISE], RecoveryMeasured, true" in out
+    assert json.loads(out_json.read_text())["recommended"]["name"] == "logio/indexed_fs"
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_bad_input_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["advise", "--from", str(tmp_path / "m.json"), "--mtbf", "soon"])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and "30m, 1h, 2d" in err
+    assert main(["advise", "--from", str(tmp_path / "missing.json"), "--mtbf", "1h",
+                 "--json", str(tmp_path / "a.json"), "--png", str(tmp_path / "a.png")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "run bench spark-matrix first" in err
