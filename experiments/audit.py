@@ -82,6 +82,8 @@ CLAIMS = {
                          "by POSIX alone",
     ("hbase", "wal"): "WAL on, but on the local file system the WAL sync is a flush to the page "
                       "cache (no fsync): survives a process crash, not a power cut",
+    ("hbase", "wal_hsync"): "wal_hsync: FSYNC_WAL puts, but on the local file system hsync is a "
+                            "flush to the page cache too: no power-cut durability promised",
     ("hbase", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any crash "
                            "may lose them",
     ("rocksdb", "sync"): "sync: WriteOptions.sync, the WAL is fsync'ed per write",
@@ -100,7 +102,7 @@ DEFAULT_RUN_SECONDS = {"redis": 1.0, "minio": 3.0, "hbase": 3.0}
 #: durable under a process crash only (the page cache survives a SIGKILL)
 DURABLE_SIGKILL = DURABLE | {("indexed_fs", "interval"), ("indexed_fs", "none"),
                              ("default_fs", "none"), ("redis", "everysec"), ("redis", "no"),
-                             ("hbase", "wal")}
+                             ("hbase", "wal"), ("hbase", "wal_hsync")}
 
 
 class AuditError(CkptError):
@@ -365,7 +367,8 @@ class _PrivateServer:
                 port = _free_port()
             self.opts = {"port": port}
         else:
-            self.opts = {"zk_port": _free_port(), "thrift_port": _free_port()}
+            self.opts = {"zk_port": _free_port(), "thrift_port": _free_port(),
+                         "thrift2_port": _free_port(), "hbase_root": "local"}
 
     def start(self) -> None:
         try:
