@@ -46,7 +46,7 @@ def test_reads_a_real_sparkconf_like_object():
 @pytest.mark.parametrize(
     "entries, message",
     [
-        (conf(protocol="sometimes"), "valid protocols: none, uncoordinated, coordinated, logio"),
+        (conf(protocol="sometimes"), "valid protocols: none, uncoordinated, coordinated, cic, logio"),
         (conf(protocl="none"), "unknown Spark conf key 'spark.ckptbench.protocl'"),
         (conf(protocol="coordinated"), "spark.ckptbench.backend is not set"),
         (conf(protocol="coordinated", backend="memory"), "separate Python workers"),
