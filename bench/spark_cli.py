@@ -27,7 +27,8 @@ from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
 from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, named
 
 #: ``--job`` name -> :data:`spark_integration.queries.QUERIES` kind
-JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3"}
+JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3", "nexmark-q1": "q1",
+        "nexmark-q8": "q8", "nexmark-q12": "q12"}
 #: ``--skew``'s type, named as the user knows it
 SKEW = named("skew")(skew_arg)
 
@@ -50,7 +51,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description=SPARK_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--job", choices=sorted(JOBS), default="wordcount",
                    help="wordcount: S4 word count; nexmark-bids: bids per auction (Q12-style keyed "
-                        "count); nexmark-q3: NexMark Q3, persons JOIN auctions on the seller")
+                        "count); nexmark-q3: NexMark Q3, persons JOIN auctions on the seller; nexmark-q1, "
+                        "-q8, -q12: NexMark Q1 (map), Q8 (windowed join), Q12 (windowed count)")
     p.add_argument("--protocol", choices=protocol_names(), default="coordinated", help=_protocol_help())
     p.add_argument("--backend", help="registered backend name (required unless the protocol uses none)")
     p.add_argument("--opt", action="append", default=[], metavar="K=V", help="backend option (repeatable)")
