@@ -74,6 +74,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
     p.add_argument("--verify", action="store_true", help="compare the final state with the ground truth")
+    p.add_argument("--resume", action="store_true",
+                   help="take over a job whose driver died (same spark.ckptbench.jobId, stateDir and backend): "
+                        "recover from the protocol's records in the backend instead of starting over")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -110,7 +113,8 @@ def check_protocol(args: argparse.Namespace) -> None:
 def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
     return JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew,
                    seed=getattr(args, "seed", 42), rate=getattr(args, "rate", 0.0),
-                   parallelism=args.parallelism, max_batch=args.batch, verify=verify)
+                   parallelism=args.parallelism, max_batch=args.batch, verify=verify,
+                   resume=getattr(args, "resume", False))
 
 
 def run(args: argparse.Namespace) -> int:
