@@ -160,15 +160,22 @@ def storage_compare_headline(runs: Runs) -> str:
 
 # ------------------------------------------------------------------------------- spark-matrix
 def spark_matrix(runs: Runs) -> list[str]:
+    """Medians of the rounds with their range; a skipped row shows its reason and no figures."""
     (doc,) = runs.values()
     rows = []
     for r in doc["rows"]:
         eo = "-" if r["exactly_once"] is None else str(r["exactly_once"]).lower()
-        rows.append([r["protocol"], r["backend"], num(r["throughput"]), times(r.get("ratio_none")),
-                     times(r.get("ratio_spark_state")), num(r["checkpoint_ms"]),
-                     num(r["recovery_ms"]), eo])
-    return md_table(["protocol", "backend", "events/s", "x none", "x spark-state",
-                     "checkpoint ms", "recovery ms", "exactly once"], rows)
+        spread = r.get("throughput_spread")
+        rng = f"{num(spread['min'])}–{num(spread['max'])}" if spread and len(spread["rounds"]) > 1 else "-"
+        work = r.get("work") or {}
+        mb = (lambda k: num(round(work[k] / 1e6, 2)) if k in work else "-")  # noqa: E731
+        rows.append([r["protocol"], r["backend"], num(r["throughput"]), rng, times(r.get("ratio_none")),
+                     times(r.get("ratio_spark_state")), num(r["checkpoint_ms"]), num(r["recovery_ms"]),
+                     num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
+                     eo if not r.get("skipped") else f"skipped: {r['skipped']}"])
+    return md_table(["protocol", "backend", "events/s (median)", "range over rounds", "x none",
+                     "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
+                     "logged MB", "exactly once"], rows)
 
 
 def spark_matrix_headline(runs: Runs) -> str:
