@@ -129,12 +129,17 @@ def test_cli_checkpoint_errors_are_one_line():
     assert proc.returncode == 2 and "--crash-recover" in proc.stderr
 
 
-def test_default_fs_drops_more_than_indexed_fs_at_a_high_rate():
-    """The thesis' Fig 4.7 claim with a wide margin (measured here: 2383 vs 1249 of 3000)."""
-    dropped = {}
-    for backend in ("default_fs", "indexed_fs"):
-        proc = bench("checkpoint", "--backend", backend, "--rate", "3000", "--events", "3000",
-                     "--pes", "1000", "--queue", "10", "--no-progress")
-        assert proc.returncode == 0, proc.stderr
-        dropped[backend] = int(lines(proc.stdout)[("CHECKPOINT", "Dropped")])
-    assert dropped["default_fs"] > dropped["indexed_fs"]
+def test_a_store_slower_than_the_events_drops_checkpoints_and_keeps_the_last_written(
+        tmp_path, slow_sync):
+    """A real durable store whose syncs are slow (on purpose, whatever the disk) behind events
+    that arrive all at once: checkpoints are dropped, every event is accounted for, and each PE's
+    key holds the last checkpoint written for it.  (Which backend drops more at a given rate is
+    a throughput comparison: ``bench reproduce checkpoint-drops``.)"""
+    with open_backend("indexed_fs", path=str(tmp_path / "s"), durability="sync") as store:
+        result = ck.run_checkpoint(store, ck.CheckpointSpec(rate=0, events=400, queue=5, pes=50))
+        assert result.dropped > 0 and result.failed == 0
+        assert result.written + result.dropped == result.submitted == 400
+        assert result.phase.measurements.summary("CHECKPOINT-WRITE")["count"] == result.written
+        assert result.last_written
+        for key, value in result.last_written.items():
+            assert store.get(key) == value

@@ -195,26 +195,15 @@ def test_native_commit_failed_fdatasync_raises_for_each_writer_and_nobody_hangs(
         os.close(f)
 
 
-def test_group_commit_threads_all_durable_and_share_syncs(tmp_path):
-    s = opened(tmp_path)  # durability=sync
-    def writer(t: int) -> None:
-        for i in range(40):
-            s.put(f"t{t}-{i}", f"{t}/{i}".encode())
-    in_threads(writer, 8)
-    st = s.stats()
-    assert st["keys"] == 320 and st["syncs"] <= 320  # a sync may cover several writers
-    assert st["group_commit_max_batch"] >= 1
-    assert st["group_commit"] == ("native" if commit.native_available else "python")
-    s.close()
-    with opened(tmp_path) as s:
-        assert s.get_many([f"t{t}-39" for t in range(8)]) == {
-            f"t{t}-39": f"{t}/39".encode() for t in range(8)}
+# Group commit under 16 threads, on both committers, is checked in tests/test_group_commit.py.
 
 
 @pytest.mark.skipif(not commit.native_available, reason="the C committer was not built")
-def test_native_commit_hands_queued_writers_to_its_sync_thread_and_stops_it_on_close(tmp_path):
-    """Writers queued behind a sync are synced by the committer's own thread (a pthread named
-    ckptbench-sync among this process' tasks), and close() stops that thread."""
+def test_native_commit_hands_queued_writers_to_its_sync_thread_and_stops_it_on_close(
+        tmp_path, slow_sync):
+    """Writers queued behind a sync (slow on purpose, so they do queue) are synced by the
+    committer's own thread (a pthread named ckptbench-sync among this process' tasks), and
+    close() stops that thread."""
     import gc
 
     def tasks() -> int:
@@ -565,9 +554,10 @@ def test_full_disk_is_storage_full_and_acknowledged_data_survives(small_tmpfs):
 
 
 @pytest.mark.skipif(not commit.native_available, reason="the C committer was not built")
-def test_native_commit_in_a_forked_child_starts_a_sync_thread_of_its_own(tmp_path):
+def test_native_commit_in_a_forked_child_starts_a_sync_thread_of_its_own(tmp_path, slow_sync):
     """A child forked after the parent's committer started its sync thread (writes quiet) has
-    no such thread; its first hand-over must start one rather than wait on the parent's."""
+    no such thread; its first hand-over must start one rather than wait on the parent's.  Syncs
+    are slow on purpose (the child inherits the delay), so writers do queue."""
     fd = os.open(tmp_path / "seg", os.O_RDWR | os.O_CREAT)
     gc = commit._NativeGroupCommit(fd)
     log = {"end": 0, "n": 0}

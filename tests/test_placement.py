@@ -69,23 +69,27 @@ def test_no_disk_to_ask_about_on_tmpfs_gives_a_clear_error():
         placement.resolve("irq", None)
 
 
-def test_the_temp_dirs_disk_is_found_with_its_interrupts(tmp_path):
-    found = placement.disk_interrupts(str(tmp_path / "store"))
+def test_a_real_disks_interrupts_are_found(real_disk_dir):
+    """Needs a directory on a real disk (the temp dir may be tmpfs): ``real_disk_dir``."""
+    found = placement.disk_interrupts(str(real_disk_dir / "store"))
     if found is None:
-        pytest.skip("the temp dir is not on a disk with its own interrupts here (tmpfs, overlay)")
+        pytest.skip(f"{real_disk_dir} is on a disk without interrupts of its own here (overlay)")
     assert found.irqs and found.device
     assert sum(found.per_cpu.values()) > 0 and found.busiest()
-    assert placement.resolve("irq", str(tmp_path)) == [c for c in found.busiest()
-                                                      if c in placement.allowed()]
+    assert placement.resolve("irq", str(real_disk_dir)) == [c for c in found.busiest()
+                                                           if c in placement.allowed()]
 
 
 def test_pin_moves_every_thread_and_the_stores_sync_thread_inherits_it(tmp_path):
     """A thread that exists before pin() moves; one started after (the C committer's sync
-    thread, started by a writer on first contention) inherits the CPU set."""
+    thread, started by a writer on first contention) inherits the CPU set.  Syncs are slow on
+    purpose, so the 8 writers do contend on any medium and under any load."""
     proc = python(f"""
         import json, os, threading
         from backends import open_backend
+        from backends.indexed_fs import group_commit
         from workloads import placement
+        group_commit.set_sync_delay(0.005)
         early = threading.Event()
         sleeper = threading.Thread(target=early.wait)
         sleeper.start()
