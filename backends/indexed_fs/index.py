@@ -18,6 +18,7 @@ serialises access.
 from __future__ import annotations
 
 import heapq
+from itertools import chain
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -248,11 +249,57 @@ class Index:
         self._sub(self.tombs.pop(key))
 
     def merge(self, values: dict[str, Entry], tombs: dict[str, Entry]) -> None:
-        """Apply a log scan's resolved records on top of the index (highest seq wins)."""
-        for key, e in values.items():
-            self.apply(key, e, False)
-        for key, e in tombs.items():
-            self.apply(key, e, True)
+        """Apply a log scan's resolved records on top of the index (highest seq wins; the rule
+        of :meth:`apply`).  Onto a base with an empty overlay (the open after a snapshot) this
+        is done in bulk: one ``searchsorted`` for all keys, the accounting in numpy, the overlay
+        filled in one sorted update."""
+        if (self.d or self._base is None or not self._nbase or not (values or tombs)
+                or any("\0" in k for k in chain(values, tombs))):
+            for key, e in values.items():
+                self.apply(key, e, False)
+            for key, e in tombs.items():
+                self.apply(key, e, True)
+            return
+        keys = list(values) + list(tombs)
+        ents = list(values.values()) + list(tombs.values())
+        nv = len(values)
+        ent = np.array(ents, np.uint64).reshape(-1, 4)
+        base, alive, bcols = self._base, self._alive, self._cols
+        qb = np.array([k.encode("utf-8") for k in keys])
+        at = base.searchsorted(qb)
+        atc = np.minimum(at, len(base) - 1)
+        found = (at < len(base)) & (base[atc] == qb) & alive[atc]  # type: ignore[index]
+        win = ~found | (ent[:, 3] >= bcols[3][atc])  # type: ignore[index]
+        if self.tombs:  # a snapshot tombstone of a key not in the base: the higher seq wins
+            tget = self.tombs.get
+            for i in np.flatnonzero(~found).tolist():
+                t = tget(keys[i])
+                if t is not None:
+                    if ents[i][3] >= t[3]:
+                        del self.tombs[keys[i]]
+                        self._sub(t)
+                    else:
+                        win[i] = False
+        rows = atc[found & win]
+        alive[rows] = False  # type: ignore[index]
+        self._nbase -= len(rows)
+        self._count_signed(bcols[0][rows], bcols[2][rows], -1)  # type: ignore[index]
+        w = np.flatnonzero(win)
+        self._count_signed(ent[w, 0], ent[w, 2], 1)
+        wl = w.tolist()
+        cut = int(np.searchsorted(w, nv))
+        self.d.update({keys[i]: ents[i] for i in wl[:cut]})
+        for i in wl[cut:]:
+            self.tombs[keys[i]] = ents[i]
+
+    def _count_signed(self, seg: np.ndarray, size: np.ndarray, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) entries from the per-segment accounting."""
+        if len(seg):
+            ids, where = np.unique(seg, return_inverse=True)
+            counts = np.bincount(where, minlength=len(ids))
+            sums = np.bincount(where, weights=size.astype(np.float64), minlength=len(ids))
+            for i, c, b in zip(ids.tolist(), counts.tolist(), sums.tolist()):
+                self._add_bulk(i, sign * c, sign * int(b))
 
     def apply(self, key: str, entry: Entry, tomb: bool) -> None:
         """Rebuild rule: a record replaces the current one if its seq is at least as high (equal
