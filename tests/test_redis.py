@@ -151,16 +151,54 @@ def test_appendfsync_always_loses_no_acknowledged_write(private):
 @pytest.mark.crash
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_appendfsync_no_reports_lost_writes(private, record_property):
+def test_appendfsync_no_loses_nothing_to_a_process_kill(private):
+    """Redis writes the AOF before it replies, even with ``appendfsync no``; a SIGKILL of the
+    server keeps the kernel's page cache, so no acknowledged write is lost (a power cut is
+    another matter: the power-loss audit)."""
     state = private("no")
     opts = services.client_options("redis", "audit", state_dir=state)
     report = services.crash_audit(
         "redis", lambda: open_backend("redis", retries=0, **opts), state_dir=state)
-    # a process crash keeps the page cache, so usually nothing is lost; a power loss would differ
     print(f"redis appendfsync=no crash audit: {report}")
-    record_property("redis_no_lost", report["lost"])
     assert report["acknowledged"] > 0
-    assert isinstance(report["lost"], int) and 0 <= report["lost"] <= report["acknowledged"]
+    assert report["writer_error"] is not None  # the kill really hit the writer
+    assert report["lost"] == 0, report
+
+
+@pytest.mark.crash
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_crash_audit_counts_exactly_the_writes_that_are_gone_or_wrong(private):
+    """The audit's count checked with known losses: after the restart, and before the audit reads
+    back, every 7th audit key is deleted and every 11th overwritten with another value; the audit
+    must report exactly the acknowledged ones among them, first ones first."""
+    state = private("always")
+    opts = services.client_options("redis", "audit", state_dir=state)
+    opened: list = []
+    damaged: set[int] = set()
+
+    def open_store():
+        store = open_backend("redis", retries=0, **opts)
+        if opened:  # the second open: the audit is about to read back
+            for key, _ in list(store.scan("audit-")):
+                i = int(key.split("-")[1])
+                if i % 7 == 0:
+                    store.delete(key)
+                elif i % 11 == 0:
+                    store.put(key, b"a stale or foreign value")
+                else:
+                    continue
+                damaged.add(i)
+        opened.append(store)
+        return store
+
+    report = services.crash_audit("redis", open_store, state_dir=state)
+    acknowledged = report["acknowledged"]
+    assert acknowledged > 22 and report["writer_error"] is not None
+    expected = sorted(i for i in damaged if i < acknowledged)
+    assert expected == [i for i in range(acknowledged) if i % 7 == 0 or i % 11 == 0]
+    assert report["lost"] == len(expected)
+    assert report["lost_keys"] == [f"audit-{i:08d}" for i in expected[:20]]
 
 
 @pytest.mark.crash
@@ -176,7 +214,7 @@ def test_stopped_or_frozen_server_fails_fast_and_recovers(private):
             began = time.monotonic()
             with pytest.raises(BackendUnavailableError, match="bench services up redis"):
                 op()
-            assert time.monotonic() - began < 10  # bounded, not a hang
+            assert time.monotonic() - began < 60  # a generous bound: no hang
         services.restart("redis", state_dir=state)
         assert s.get("k") == b"1"  # the same store object reconnects
         s.put("k", b"3")
@@ -187,7 +225,7 @@ def test_stopped_or_frozen_server_fails_fast_and_recovers(private):
             began = time.monotonic()
             with pytest.raises(BackendUnavailableError):
                 s.get("k")
-            assert time.monotonic() - began < 10
+            assert time.monotonic() - began < 60  # no hang
         finally:
             os.kill(pid, signal.SIGCONT)
         assert s.get("k") == b"3"
