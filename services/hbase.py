@@ -15,12 +15,14 @@ Three JVMs make one service:
 Where the data goes (``hbase_root``, ``bench services up hbase --hbase-root``):
 
 * ``auto`` (default): on the HDFS of ``bench services up hdfs`` when it is running in the same
-  state directory at start, else on the local file system;
+  state directory at start, else on the local file system (decided at every start of the
+  master: starting HDFS later and restarting HBase moves it to a fresh root on HDFS);
 * ``hdfs``: on that HDFS (an error naming the fix if it is not running);
 * ``local``: ``file://<state>/hbase/data/root`` whatever else runs;
 * an ``hdfs://HOST:PORT`` URL (Python API): that HDFS, wherever its state is.
 
-The choice is remembered (``options.json``), so a restart after a crash uses the same root.
+The root is remembered (``options.json``: ``hbase_root`` is ``local`` or the HDFS URL), so
+``services.restart`` after a crash uses the same one.
 On HDFS the root is ``hdfs://127.0.0.1:<port>/hbase-<id>`` (``<id>`` from the state directory, so
 two HBase servers can share one HDFS) and the WAL is its ``WALs/`` directory.
 
@@ -231,8 +233,8 @@ def _saved_options(ctx: ServiceContext) -> dict:
 
 
 def _hdfs_root(ctx: ServiceContext, required: bool) -> str | None:
-    """``hdfs://127.0.0.1:PORT/hbase-<id>`` on the HDFS running in this state directory, or
-    ``None`` (an error naming the fix when ``required``) if it is not running."""
+    """``hdfs://127.0.0.1:PORT``, the HDFS running in this state directory, or ``None`` (an
+    error naming the fix when ``required``) if it is not running."""
     from . import hdfs
 
     st = hdfs.status(ServiceContext.for_service(hdfs.NAME, ctx.root.parent))
@@ -242,17 +244,18 @@ def _hdfs_root(ctx: ServiceContext, required: bool) -> str | None:
                 f"hbase: --hbase-root hdfs needs HDFS running in {ctx.root.parent}; start it "
                 f"first with `bench services up hdfs hbase` (or give --hbase-root local)")
         return None
-    ident = hashlib.sha256(str(ctx.root).encode()).hexdigest()[:8]
-    return f"{st['url']}/hbase-{ident}"
+    return st["url"]
 
 
 def _resolve_root(ctx: ServiceContext, hbase_root: str) -> tuple[str, str]:
-    """(``local``|``hdfs``, rootdir URL) for the requested ``hbase_root``: ``auto``, ``local``,
-    ``hdfs`` or the ``hdfs://HOST:PORT`` URL of an HDFS running elsewhere (e.g. a private
-    HBase on the shared HDFS)."""
+    """(``local`` or the HDFS URL, rootdir URL) for the requested ``hbase_root``: ``auto``,
+    ``local``, ``hdfs`` or the ``hdfs://HOST:PORT`` URL of an HDFS running elsewhere (e.g. a
+    private HBase on the shared HDFS).  The first is what ``options.json`` keeps, so that a
+    restart (:func:`services.restart`) finds the same root."""
     if hbase_root.startswith("hdfs://"):
         ident = hashlib.sha256(str(ctx.root).encode()).hexdigest()[:8]
-        return "hdfs", f"{hbase_root.rstrip('/')}/hbase-{ident}"
+        base = hbase_root.rstrip("/")
+        return base, f"{base}/hbase-{ident}"
     if hbase_root not in HBASE_ROOTS:
         raise ServiceError(f"hbase: hbase_root={hbase_root!r} is not one of "
                            f"{', '.join(HBASE_ROOTS)} or an hdfs://HOST:PORT URL; give "
@@ -260,7 +263,7 @@ def _resolve_root(ctx: ServiceContext, hbase_root: str) -> tuple[str, str]:
     if hbase_root != "local":
         url = _hdfs_root(ctx, required=hbase_root == "hdfs")
         if url is not None:
-            return "hdfs", url
+            return _resolve_root(ctx, url)
     return "local", f"file://{ctx.data_dir}/root"
 
 
@@ -270,7 +273,7 @@ def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
     site = Template((FILES / "hbase-site.xml.tmpl").read_text()).substitute(
         data=ctx.data_dir, zk_port=opts["zk_port"], thrift_port=opts["thrift_port"],
         wal_provider=opts["wal_provider"], rootdir=opts["rootdir"],
-        enforce="true" if opts["hbase_root"] == "hdfs" else "false",
+        enforce="true" if opts["rootdir"].startswith("hdfs://") else "false",
     )
     (conf / "hbase-site.xml").write_text(site)
     shutil.copyfile(FILES / "log4j2.properties", conf / "log4j2.properties")
@@ -310,8 +313,9 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
           timeout: float = START_TIMEOUT) -> dict:
     """Start HBase and its Thrift gateway(s) unless running; wait until happybase lists tables.
 
-    ``hbase_root``: ``auto`` (HDFS when it runs in this state directory, else local), ``local``
-    or ``hdfs``; see the module docstring."""
+    ``hbase_root``: ``auto`` (HDFS when it runs in this state directory, else local), ``local``,
+    ``hdfs`` or an ``hdfs://HOST:PORT`` URL; see the module docstring.  A master that is still
+    running keeps its root."""
     thrift, thrift2 = _thrift_ctx(ctx), _thrift2_ctx(ctx)
     master_pid, thrift_pid = ctx.read_pid(), thrift.read_pid()
     if master_pid is not None and thrift_pid is not None:
@@ -376,7 +380,7 @@ def stop(ctx: ServiceContext) -> None:
 
 def status(ctx: ServiceContext) -> dict:
     opts = _saved_options(ctx)
-    on_hdfs = opts["hbase_root"] == "hdfs"
+    on_hdfs = opts["rootdir"].startswith("hdfs://")
     master_pid, thrift_pid = ctx.read_pid(), _thrift_ctx(ctx).read_pid()
     thrift2_pid = _thrift2_ctx(ctx).read_pid()
     running = (master_pid is not None and thrift_pid is not None
@@ -392,7 +396,7 @@ def status(ctx: ServiceContext) -> dict:
         "version": VERSION,
         "settings": {
             "mode": "standalone (master + region server + ZooKeeper in one JVM)",
-            "hbase_root": opts["hbase_root"],
+            "fs": "hdfs" if on_hdfs else "local",
             "rootdir": rootdir,
             "wal_dir": f"{rootdir}/WALs",
             "wal": ("on (backend durability=wal puts with SYNC_WAL, wal_hsync with FSYNC_WAL "
