@@ -1,15 +1,20 @@
-"""The ``hbase`` backend against a real standalone HBase + Thrift gateway (no mocks).
+"""The ``hbase`` backend against a real standalone HBase + Thrift gateways (no mocks).
 
-The module fixture starts the service through ``services.hbase`` (reusing a running one) and
-fails loudly if it cannot; HBase is left running for the other tests.  The crash tests SIGKILL or
-stop the server and start it again.
+The ``ctx`` fixture starts the shared service through ``services.hbase`` (reusing a running one)
+and fails loudly if it cannot; it is left running for the other tests.  The crash tests and the
+HDFS durability checks use a PRIVATE HBase of this module (``private``: its own state directory
+and ports, its root and WAL on the shared HDFS, started once and stopped at the end), so killing
+it never disturbs the shared server other tests and users rely on.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import threading
 import time
+import urllib.request
 import uuid
 
 import happybase
@@ -17,10 +22,17 @@ import pytest
 
 from backends.base import BackendUnavailableError, BadOptionError
 from backends.registry import open_backend
+import services
 from services import hbase as service
 from services.common import ServiceContext, kill_pid, log
 
 pytestmark = [pytest.mark.server, pytest.mark.hbase]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +44,41 @@ def ctx() -> ServiceContext:
     return ctx
 
 
-@pytest.fixture
-def opts(ctx, request):
-    """Options for a fresh table of this test; the table is dropped afterwards."""
-    options = service.client_options(ctx, f"test_{request.node.name}_{uuid.uuid4().hex[:8]}")
-    yield options
+@pytest.fixture(scope="module")
+def hdfs_status() -> dict:
+    """The shared HDFS (started if needed; a failure to start fails the tests)."""
+    st = services.up(["hdfs"])[0]
+    assert st["running"], st
+    return st
+
+
+@pytest.fixture(scope="module")
+def private(tmp_path_factory, hdfs_status):
+    """A private HBase on the shared HDFS: ``(ctx, start)``, where ``start()`` (re)starts it
+    with its own ports and root.  Stopped, and its root deleted from HDFS, at the end."""
+    ctx = ServiceContext.for_service("hbase", tmp_path_factory.mktemp("hbase-private"))
+    kwargs = {"zk_port": _free_port(), "thrift_port": _free_port(),
+              "thrift2_port": _free_port(), "hbase_root": hdfs_status["url"], "heap": "512m"}
+
+    def start() -> dict:
+        return service.start(ctx, **kwargs)
+
+    st = start()
+    assert st["running"] and st["settings"]["fs"] == "hdfs", st
+    yield ctx, start
+    service.stop(ctx)
+    from backends.media.hdfs import HdfsMedium
+
+    root = st["settings"]["rootdir"]
+    with HdfsMedium(f"{root}?webhdfs={hdfs_status['ports']['http_port']}", "test") as m:
+        m.remove_tree()
+
+
+def _table_options(ctx: ServiceContext, request) -> dict:
+    return service.client_options(ctx, f"test_{request.node.name}_{uuid.uuid4().hex[:8]}")
+
+
+def _drop_table(ctx: ServiceContext, options: dict) -> None:
     if service.status(ctx)["running"]:
         conn = happybase.Connection(options["host"], options["port"], timeout=20000)
         try:
@@ -44,6 +86,22 @@ def opts(ctx, request):
                 conn.delete_table(options["table"], disable=True)
         finally:
             conn.close()
+
+
+@pytest.fixture
+def opts(ctx, request):
+    """Options for a fresh table of this test on the shared server; dropped afterwards."""
+    options = _table_options(ctx, request)
+    yield options
+    _drop_table(ctx, options)
+
+
+@pytest.fixture
+def popts(private, request):
+    """Options for a fresh table of this test on the private server; dropped afterwards."""
+    options = _table_options(private[0], request)
+    yield options
+    _drop_table(private[0], options)
 
 
 @pytest.fixture
@@ -69,9 +127,50 @@ def _wait_readable(opts: dict, key: str, deadline: float = 120.0) -> None:
 def test_status_and_client_options(ctx):
     status = service.status(ctx)
     assert status["running"] and status["address"] == "127.0.0.1:9090"
-    assert "page cache" in status["settings"]["wal_durability"]
+    settings = status["settings"]
+    if settings["fs"] == "local":
+        assert "page cache" in settings["wal_durability"]
+    else:
+        assert settings["wal_dir"].startswith("hdfs://")
+        assert "hsync" in settings["wal_durability"]["wal_hsync"]
     opts = service.client_options(ctx, "a/b c")
     assert opts["table"] == "ckptbench_a_b_c" and opts["port"] == 9090
+    assert opts["thrift2_port"] == 9091
+
+
+def _datanode_fsyncs(hdfs_status: dict) -> int:
+    """The DataNode's count of fsyncs (its metrics period is 1 s: read after it passed)."""
+    url = (f"http://127.0.0.1:{hdfs_status['ports']['dn_http_port']}/jmx?"
+           "qry=Hadoop:service=DataNode,name=DataNodeActivity-*")
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return int(json.load(resp)["beans"][0]["FsyncCount"])
+
+
+@pytest.mark.hdfs
+def test_on_hdfs_wal_hsync_fsyncs_on_the_datanode_and_wal_does_not(private, popts,
+                                                                    hdfs_status):
+    """status puts the root and the WAL on hdfs:// and says what an acknowledgement means;
+    every wal_hsync put is an fsync on the DataNode (FSYNC_WAL through Thrift2), wal puts are
+    not (SYNC_WAL: hflush)."""
+    ctx, _ = private
+    settings = service.status(ctx)["settings"]
+    assert settings["fs"] == "hdfs" and settings["wal_dir"].startswith(hdfs_status["url"])
+    assert settings["hbase.unsafe.stream.capability.enforce"] == "true"
+    assert "hflush" in settings["wal_durability"]["wal"]
+    counts = {}
+    for mode in ("wal", "wal_hsync"):
+        with open_backend("hbase", **popts, durability=mode) as store:
+            store.put("warm", b"up")  # table regions open before counting
+            time.sleep(1.2)
+            before = _datanode_fsyncs(hdfs_status)
+            for i in range(20):
+                store.put(f"{mode}-{i}", b"v" * 100)
+            assert store.get(f"{mode}-19") == b"v" * 100
+            time.sleep(1.2)
+            counts[mode] = _datanode_fsyncs(hdfs_status) - before
+            assert store.stats()["wal"].startswith("on")
+    assert counts["wal_hsync"] >= 20, counts
+    assert counts["wal"] < 5, counts  # only what HBase itself closes meanwhile
 
 
 def test_put_get_delete(store):
@@ -139,8 +238,12 @@ def test_dead_port_fails_fast_with_clear_error():
 
 @pytest.mark.crash
 @pytest.mark.slow
-def test_wal_survives_sigkill(ctx, opts):
-    """Every put acknowledged with the WAL on is there after the HBase JVM is SIGKILLed."""
+@pytest.mark.hdfs
+def test_wal_survives_sigkill(private, popts):
+    """Every put acknowledged with the WAL on (SYNC_WAL: hflushed to the DataNode) is there
+    after the private HBase JVM is SIGKILLed and restarted (lease recovery, WAL replay)."""
+    ctx, start = private
+    opts = popts
     acked: dict[str, bytes] = {}
     errors: list[BaseException] = []
     stop = threading.Event()
@@ -169,7 +272,7 @@ def test_wal_survives_sigkill(ctx, opts):
     assert not thread.is_alive(), "writer hung after the server was killed"
     assert errors and len(acked) >= 300, (len(acked), errors)
 
-    service.start(ctx)  # restarts master (WAL replay) and gateway
+    start()  # restarts master (WAL replay) and gateways
     _wait_readable(opts, "pe-000000")
     with open_backend("hbase", **opts, timeout=20000) as store:
         got = store.get_many(list(acked))
@@ -180,9 +283,11 @@ def test_wal_survives_sigkill(ctx, opts):
 
 @pytest.mark.crash
 @pytest.mark.slow
-def test_server_stopped_mid_run_then_back(ctx, opts):
+def test_server_stopped_mid_run_then_back(private, popts):
     """Stopping the server mid-run turns ops into BackendUnavailableError (no hang); the same
     store works again once the server is back."""
+    ctx, start = private
+    opts = popts
     store = open_backend("hbase", **opts, timeout=2000, retries=2)
     failure: list[BaseException] = []
     done = threading.Event()
@@ -204,13 +309,14 @@ def test_server_stopped_mid_run_then_back(ctx, opts):
     service.stop(ctx)
     assert done.wait(timeout=30), "ops hung after the server stopped"
     thread.join(timeout=5)
-    assert "127.0.0.1:9090" in str(failure[0]) and "bench services up hbase" in str(failure[0])
+    assert f"127.0.0.1:{opts['port']}" in str(failure[0])
+    assert "bench services up hbase" in str(failure[0])
     begin = time.monotonic()
     with pytest.raises(BackendUnavailableError):
         store.get("k0")
     assert time.monotonic() - begin < 15
 
-    service.start(ctx)
+    start()
     _wait_readable(opts, "k0")
     store.put("after", b"restart")
     assert store.get("after") == b"restart" and store.get("k0") == b"x"
