@@ -19,7 +19,7 @@ from backends.media.hdfs import HdfsMedium
 from backends.media.nfs import NfsMedium
 
 
-@pytest.fixture(params=["local", pytest.param("nfs", marks=pytest.mark.server),
+@pytest.fixture(params=["local", pytest.param("nfs", marks=[pytest.mark.server, pytest.mark.nfs]),
                         pytest.param("hdfs", marks=[pytest.mark.server, pytest.mark.hdfs])])
 def medium(request, tmp_path):
     if request.param == "local":
@@ -110,6 +110,7 @@ def test_reopen_sees_durable_data(medium):
 
 
 @pytest.mark.server
+@pytest.mark.nfs
 def test_unreachable_nfs_server_is_a_clear_error():
     url = "nfs://127.0.0.1/nowhere?version=3&nfsport=1&mountport=1&timeout=2"
     with pytest.raises(BackendUnavailableError, match="bench services up nfs"):

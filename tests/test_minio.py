@@ -144,6 +144,7 @@ def test_sigkill_loses_no_acknowledged_object(private):
         "minio", lambda: open_backend("minio", retries=1, timeout=2, **opts), state_dir=private)
     print(f"minio crash audit: {report}")
     assert report["acknowledged"] > 0
+    assert report["writer_error"] is not None  # the kill really hit the writer
     assert report["lost"] == 0, report
 
 
@@ -160,7 +161,7 @@ def test_stopped_server_fails_fast_and_recovers(private):
             began = time.monotonic()
             with pytest.raises(BackendUnavailableError, match="bench services up minio"):
                 op()
-            assert time.monotonic() - began < 15  # bounded, not a hang
+            assert time.monotonic() - began < 60  # a generous bound: no hang
         services.restart("minio", state_dir=private)
         assert s.get("k") == b"1"  # the same store object reconnects
         s.put("k", b"3")
