@@ -16,7 +16,10 @@ For a checkpoint interval ``T`` (seconds):
 
 * expected overhead, as a fraction of the run time:
   ``C / T`` (checkpoints) + ``T / (2 MTBF)`` (half an interval of work lost per failure)
-  + ``R / MTBF`` (one restart per failure), minimised at ``T_opt = sqrt(2 C MTBF)``;
+  + ``R / MTBF`` (one restart per failure), minimised at ``T_opt = sqrt(2 C MTBF)``; plus ``P``,
+  the protocol's per-event cost in normal processing (logging, acknowledgements), which does not
+  depend on ``T``: what remains of its measured slowdown against ``none`` in the same matrix once
+  its checkpoints' time is taken out (:func:`per_event_cost`; 0, and said so, without ``none``);
 * expected recovery time: ``R`` + the replay of half an interval's events at the measured
   throughput, ``(T / 2) * rate / X``;
 * a recovery-time objective ``RTO`` caps the interval at ``T_rto = 2 (RTO - R) X / rate``; the
@@ -108,6 +111,22 @@ def overhead(interval_s: float, cost_s: float, mtbf_s: float, restart_s: float =
     return cost_s / interval_s + interval_s / (2.0 * mtbf_s) + restart_s / mtbf_s
 
 
+def per_event_cost(ratio_none: float | None, checkpoints: float, cost_s: float, measured_events: float,
+                   events: float, none_throughput: float | None) -> float | None:
+    """``P``: the fraction of processing time a protocol adds per event beyond its checkpoints.
+
+    From the matrix: the row ran at ``ratio_none`` (median of per-round throughput ratios) of
+    ``none``, i.e. ``1/ratio - 1`` more time per event; its checkpoints in the measured part of the
+    run (``checkpoints * measured_events / events``, each ``cost_s``) account for
+    ``k_m * C * X_none / measured_events`` of it.  The rest, never below 0, is per-event work.
+    Checkpoints written in parallel or in the background are counted as if they blocked, so ``P``
+    is, if anything, too low for those protocols.  None when the matrix has no ``none`` row."""
+    if not ratio_none or not none_throughput or not measured_events or not events:
+        return None
+    k_m = checkpoints * measured_events / events
+    return max(0.0, (1.0 / ratio_none - 1.0) - k_m * cost_s * none_throughput / measured_events)
+
+
 def recovery_time(interval_s: float, restart_s: float, rate: float, throughput: float) -> float:
     """Expected recovery: the restart plus the replay of half an interval's events."""
     return restart_s + (interval_s / 2.0) * rate / throughput
@@ -133,7 +152,9 @@ class Advice:
     rate: float
     optimal_interval_s: float  # Young's T_opt
     interval_s: float | None  # the interval advised: min(T_opt, T_rto); None when the RTO cannot be met
-    overhead: float  # at interval_s (at T_opt when the RTO cannot be met)
+    overhead: float  # at interval_s (at T_opt when the RTO cannot be met), per-event cost included
+    per_event: float  # P (0 when not measured)
+    per_event_measured: bool
     expected_recovery_s: float
     sustains_rate: bool
     meets_rto: bool | None  # None: no RTO given
@@ -149,9 +170,14 @@ class Advice:
         return self.sustains_rate and self.meets_rto is not False
 
 
-def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: float | None) -> Advice:
-    """The advice for one matrix row (it must have taken checkpoints and have a throughput)."""
+def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: float | None,
+               none_throughput: float | None = None) -> Advice:
+    """The advice for one matrix row (it must have taken checkpoints and have a throughput);
+    ``none_throughput``: the matrix's ``none`` row, for the per-event cost."""
     cost_s = row["checkpoint_ms"] / 1e3
+    work = row.get("work") or {}
+    p = per_event_cost(row.get("ratio_none"), work.get("checkpoints", 0), cost_s,
+                       work.get("measured_events", 0), work.get("events", 0), none_throughput)
     measured = bool(row.get("failures")) and bool(row.get("recovery_ms"))
     restart_s = row["recovery_ms"] / 1e3 if measured else 0.0
     x = float(row["throughput"])
@@ -164,8 +190,8 @@ def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: fl
         t = min(t_opt, cap) if meets else None
     at = t if t is not None else t_opt
     return Advice(row["protocol"], row["backend"], row["checkpoint_ms"], restart_s * 1e3, measured, x, lam,
-                  t_opt, t, overhead(at, cost_s, mtbf_s, restart_s), recovery_time(at, restart_s, lam, x),
-                  x >= lam, meets, at * lam)
+                  t_opt, t, overhead(at, cost_s, mtbf_s, restart_s) + (p or 0.0), p or 0.0, p is not None,
+                  recovery_time(at, restart_s, lam, x), x >= lam, meets, at * lam)
 
 
 def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -203,7 +229,8 @@ def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s:
         raise AdviseError(f"the matrix{where} has no row that took checkpoints; run bench spark-matrix "
                           f"with a checkpointing protocol (e.g. --protocols none,coordinated)")
     lam = rate if rate else default_rate(doc)
-    ranked = rank([advise_row(r, mtbf_s, lam, rto_s) for r in rows])
+    none = next((r for r in doc.get("rows", []) if r.get("protocol") == "none" and r.get("throughput")), None)
+    ranked = rank([advise_row(r, mtbf_s, lam, rto_s, none["throughput"] if none else None) for r in rows])
     best = ranked[0]
     return {"schema": SCHEMA, "source": source, "mtbf_s": mtbf_s, "rto_s": rto_s,
             "rate": lam, "rate_note": "given" if rate else ("the matrix job's rate" if lam else
@@ -221,18 +248,19 @@ def curve(entry: dict[str, Any], mtbf_s: float, points: int = 60) -> tuple[list[
     centre = entry["optimal_interval_s"]
     lo, hi = math.log10(max(centre / 30, cost_s * 1.01)), math.log10(centre * 30)
     xs = [10 ** (lo + (hi - lo) * i / (points - 1)) for i in range(points)]
-    return xs, [overhead(x, cost_s, mtbf_s, restart_s) for x in xs]
+    return xs, [overhead(x, cost_s, mtbf_s, restart_s) + entry.get("per_event", 0.0) for x in xs]
 
 
 # ----------------------------------------------------------------------------------- output
 def format_table(doc: dict[str, Any]) -> str:
-    head = ("rank", "protocol/backend", "C ms", "R ms", "events/s", "T_opt", "interval", "overhead %",
-            "recovery", "keeps up", "meets RTO")
+    head = ("rank", "protocol/backend", "C ms", "R ms", "events/s", "per-event %", "T_opt", "interval",
+            "overhead %", "recovery", "keeps up", "meets RTO")
     lines = [head]
     for a in doc["ranking"]:
         lines.append((str(a["rank"]), a["name"], f"{a['cost_ms']:.1f}",
                       f"{a['restart_ms']:.0f}" if a["recovery_measured"] else "–",
-                      f"{a['throughput']:,.0f}", format_duration(a["optimal_interval_s"]),
+                      f"{a['throughput']:,.0f}", f"{a['per_event'] * 100:.2f}" if a["per_event_measured"] else "–",
+                      format_duration(a["optimal_interval_s"]),
                       format_duration(a["interval_s"]), f"{a['overhead'] * 100:.3f}",
                       format_duration(a["expected_recovery_s"]), "yes" if a["sustains_rate"] else "no",
                       "–" if a["meets_rto"] is None else ("yes" if a["meets_rto"] else "no")))
@@ -256,7 +284,8 @@ def advise_lines(doc: dict[str, Any]) -> list[str]:
             f"[ADVISE], EventsPerInterval, {best['events_per_interval']:.0f}",
             f"[ADVISE], Overhead(%), {rec['overhead'] * 100:.4f}",
             f"[ADVISE], ExpectedRecovery(s), {rec['expected_recovery_s']:.3f}",
-            f"[ADVISE], RecoveryMeasured, {str(best['recovery_measured']).lower()}"]
+            f"[ADVISE], RecoveryMeasured, {str(best['recovery_measured']).lower()}",
+            f"[ADVISE], PerEventCostMeasured, {str(best['per_event_measured']).lower()}"]
     if not rec["feasible"]:
         out.append("[ADVISE], Warning, no combination keeps up with the rate and meets the RTO; "
                    "the least bad one is shown")

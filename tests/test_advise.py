@@ -104,3 +104,23 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
                  "--json", str(tmp_path / "a.json"), "--png", str(tmp_path / "a.png")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "run bench spark-matrix first" in err
+
+
+def test_per_event_cost_is_the_slowdown_left_after_the_checkpoints():
+    from experiments.advise import per_event_cost
+
+    # 0.5x none: 1.0 more time per event; 3 of 4 checkpoints in the measured 750k events, 50 ms
+    # each at none's 1,000,000 events/s take 0.2 of it; 0.8 is per-event work
+    assert per_event_cost(0.5, 4, 0.05, 750_000, 1_000_000, 1e6) == pytest.approx(0.8)
+    assert per_event_cost(0.95, 4, 0.05, 750_000, 1_000_000, 1e6) == 0.0  # all of it checkpoints
+    assert per_event_cost(None, 4, 0.05, 750_000, 1_000_000, 1e6) is None  # no none row
+    rows = [_row("none", "-", 0.0, 1e6, checkpoints=0),
+            {**_row("logio", "indexed_fs", 5.0, 5e5), "ratio_none": 0.5},
+            {**_row("coordinated", "indexed_fs", 50.0, 9e5), "ratio_none": 0.9}]
+    for r in rows:
+        r["work"].update(events=1_000_000, measured_events=750_000)
+    doc = advise({"job": {}, "rows": rows}, 3600.0)
+    # logio's checkpoints are cheaper, but its logging costs every event: coordinated wins
+    assert [a["name"] for a in doc["ranking"]] == ["coordinated/indexed_fs", "logio/indexed_fs"]
+    assert doc["ranking"][1]["per_event"] == pytest.approx(1.0 - 3 * 0.005 * 1e6 / 750_000)
+    assert doc["ranking"][0]["per_event_measured"]
