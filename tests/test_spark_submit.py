@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
+import pyspark  # noqa: E402,F401  (required: a missing Spark extra fails the run, never skips it)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
