@@ -13,7 +13,9 @@ episode's ``RecoveryTime`` by construction (every instant of the episode is in e
   replay    the rest of the re-run: logged events re-applied, the source's events from the
             recovery point re-processed, and any re-run cut short by a further failure;
   catch-up  the re-run's end -> the start of the first micro-batch that runs at >= 90 % of the
-            pre-failure rate (the commit of the recovered batch and any slow batches after it).
+            pre-failure rate (the commit of the recovered batch and any slow batches after it);
+            in a paced run (``--rate``) that micro-batch must also be no larger than 1.5 times
+            the pre-failure ones (the backlog the failure built up is drained).
 
 ``load``, ``restore`` and the log part of ``replay`` happen inside the instance's Spark task: the
 :class:`Meter` here measures them without any help from the protocol.  Every backend read goes
@@ -99,3 +101,5 @@ def replaying() -> Iterator[None]:
 CATCH_UP_FRACTION = 0.9
 #: pre-failure micro-batches whose median rate is the reference
 CATCH_UP_REFERENCE_BATCHES = 5
+#: a paced run's micro-batch larger than this many times the pre-failure median still drains a backlog
+CATCH_UP_BACKLOG = 1.5

@@ -109,9 +109,10 @@ class JobRunner:
         spark.conf.set("spark.sql.shuffle.partitions", str(spec.parallelism))
         self.t0: float | None = None  # paced runs: event i is due at t0 + i / rate
         self.source_opts: dict[str, str] = {}
-        self.batch_rates: list[float] = []  # events/s of the micro-batches run at the normal level
-        #: the episode whose catch-up is under way: (its phases, re-run end, reference rate)
-        self.catching_up: tuple[RecoveryPhases, float, float | None] | None = None
+        #: (events/s, events) of the micro-batches run at the normal level
+        self.batch_rates: list[tuple[float, int]] = []
+        #: the episode whose catch-up is under way: (its phases, re-run end, reference (rate, size))
+        self.catching_up: tuple[RecoveryPhases, float, tuple[float, float] | None] | None = None
         self.resume_restore: RestoreToken | None = None  # the first micro-batch of a resumed job
 
     # -- one Spark job over one range of events ------------------------------------------
@@ -179,8 +180,9 @@ class JobRunner:
                 replay_ms=((t_end - t_run) + wasted_s) * 1e3 - crit["restore_ms"] + crit["log_replay_ms"],
                 replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
                 failures=failures)
-            rates = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
-            self.catching_up = (episode, t_end, float(np.median(rates)) if rates else None)
+            recent = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
+            reference = (float(np.median([r for r, _ in recent])), float(np.median([n for _, n in recent])))
+            self.catching_up = (episode, t_end, reference if recent else None)
             return stats
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
@@ -197,16 +199,21 @@ class JobRunner:
 
     def _track_rate(self, events: int, t_start: float, t_done: float, recovered: bool) -> None:
         """Per-batch rate: ends a catch-up once a batch runs at the pre-failure level (it then
-        starts at that level, so the catch-up ends at its start), and feeds the reference."""
+        starts at that level, so the catch-up ends at its start), and feeds the reference.  A
+        paced run is back only once its backlog is gone too: a micro-batch no larger than
+        ``CATCH_UP_BACKLOG`` times the pre-failure ones."""
         if recovered or self.metrics.batches == 0:  # the first micro-batch includes the warm-up
             return
         rate = events / max(t_done - t_start, 1e-9)
         if self.catching_up is not None:
             reference = self.catching_up[2]
-            if reference is not None and rate < phases.CATCH_UP_FRACTION * reference:
-                return
+            if reference is not None:
+                slow = rate < phases.CATCH_UP_FRACTION * reference[0]
+                backlog = self.spec.rate > 0 and events > phases.CATCH_UP_BACKLOG * reference[1] + 1
+                if slow or backlog:
+                    return
             self._finish_episode(t_start)
-        self.batch_rates.append(rate)
+        self.batch_rates.append((rate, events))
 
     def _expected_counts(self, start: int, end: int) -> dict[int, int]:
         """Events per instance in ``[start, end)`` (same hash as ``repartition(P, "key")``)."""
