@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-pytest.importorskip("pyspark", reason="install the Spark extra: pip install 'pyspark[sql]' protobuf")
+import pyspark  # noqa: E402,F401  (required: a missing Spark extra fails the run, never skips it)
 
 from spark_integration.conf import PREFIX, from_conf  # noqa: E402
 from spark_integration.runner import JobSpec, run_job  # noqa: E402
