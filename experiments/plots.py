@@ -334,11 +334,10 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[0][1]
-    ckpt = [p for p in protocols if p != "none"]
-    _grouped_bars(ax, ckpt, queries, lambda p, q: cell(q, "uniform", p, "recovery_ms"))
+    _grouped_bars(ax, protocols, queries, lambda p, q: cell(q, "uniform", p, "recovery_ms"))
     ax.set_xticklabels(queries)
     ax.set_ylabel("recovery time (ms)")
-    ax.set_title("uniform input: recovery time after one failure")
+    ax.set_title("uniform input: recovery time after one failure (none: state lost)")
     ax.legend(fontsize=8)
 
     ax = axes[1][0]
@@ -358,7 +357,7 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
                   sizes, lambda label, n: cyc[n][label.split()[0]]["useless_pct" if "useless" in label
                                                                    else "rollback_batches"])
     ax.set_xticklabels([f"{n} instances" for n in sizes])
-    ax.set_title("cyclic query (emulated): rollback after one failure (CheckMate Table IV)")
+    ax.set_title("cyclic query, emulated: rollback after a failure (Table IV)")
     ax.legend(fontsize=8)
 
     for a in fig.axes:
