@@ -88,7 +88,9 @@ def _unmount(mountpoint: str) -> None:
 class LossyFS:
     """One mounted lossy file system (its daemon, backing directory and control socket)."""
 
-    def __init__(self, backing: Path, mountpoint: Path, proc: subprocess.Popen) -> None:
+    def __init__(self, backing: Path, mountpoint: Path,
+                 proc: subprocess.Popen | None = None) -> None:
+        """``proc``: the daemon, when this process started it (else unmounting ends it)."""
         self.backing, self.mountpoint, self.proc = backing, mountpoint, proc
         self.control = str(backing / "control.sock")
 
@@ -168,6 +170,8 @@ class LossyFS:
     def unmount(self) -> None:
         """Unmount and stop the daemon (lazily if something still has files open)."""
         _unmount(str(self.mountpoint))
+        if self.proc is None:
+            return
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ def _attach(args: argparse.Namespace) -> LossyFS:
     backing = Path(args.backing).resolve()
     if not (backing / "control.sock").exists():
         raise LossyFSError(f"lossyfs: no control socket in {backing}; is it mounted from there?")
-    return LossyFS(backing, Path(args.mountpoint).resolve(), subprocess.Popen(["true"]))
+    return LossyFS(backing, Path(args.mountpoint).resolve())
 
 
 def main(argv: list[str] | None = None) -> int:
