@@ -359,6 +359,7 @@ class _PrivateServer:
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         _fsync_dir(state.parent)  # the state directory is there before the server starts
+        self.seen: set[int] = set()
         if name == "redis":
             self.opts: dict[str, Any] = {"port": _free_port(), "durability": durability}
         elif name == "minio":
@@ -376,16 +377,50 @@ class _PrivateServer:
         except self.services.ServiceError as exc:
             raise AuditError(f"the audit's private {self.name} server did not start: {exc}") \
                 from exc
+        finally:
+            self.seen |= self._pids()
+
+    def _pids(self) -> set[int]:
+        """The pids in the pid files under the state directory (master and gateways)."""
+        out = set()
+        for pid_file in (self.state / self.name).rglob("pid"):
+            with contextlib.suppress(OSError, ValueError):
+                out.add(int(pid_file.read_text().strip()))
+        return out
+
+    def _ours(self, pid: int) -> bool:
+        """Whether ``pid`` still runs one of this server's programs (not a reused pid)."""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace")
+        except OSError:
+            return False
+        ports = [str(p) for p in self.opts.values() if isinstance(p, int)]
+        return str(self.state) in cmdline or any(f":{p}" in cmdline for p in ports)
 
     def kill(self) -> None:
-        self.services.kill(self.name, state_dir=self.state)
+        """SIGKILL every process of the server (HBase: master and both gateways), found by the
+        pid files under its state directory, read while they can still be read."""
+        self.seen |= self._pids()
+        for pid in sorted(self.seen):
+            if self._ours(pid):
+                for kill in (os.killpg, os.kill):
+                    with contextlib.suppress(OSError):
+                        kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(self._ours(p) for p in self.seen) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.seen = {p for p in self.seen if self._ours(p)}
 
     def options(self, namespace: str) -> dict[str, Any]:
         return self.services.client_options(self.name, namespace, state_dir=self.state)
 
     def stop(self) -> None:
+        """Stop the server; anything of it still running after that (its pid file lost in a
+        cut) is killed."""
         with contextlib.suppress(Exception):
             self.services.down([self.name], state_dir=self.state)
+        self.kill()
 
 
 def _port_free(port: int) -> bool:
