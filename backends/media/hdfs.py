@@ -2,7 +2,7 @@
 
 URL: ``hdfs://HOST:PORT/DIR[?webhdfs=HTTP_PORT][&timeout=S][&user=NAME]``.  ``PORT`` is the
 NameNode's RPC port (what ``fs.defaultFS`` names); WebHDFS is served by the NameNode's HTTP port,
-``webhdfs=`` (default 9870, Hadoop 3's).  ``timeout`` (seconds, default 10) bounds every HTTP
+``webhdfs=`` (default 9870, Hadoop 3's).  ``timeout`` (seconds, default 30) bounds every HTTP
 wait, so a dead server gives :class:`BackendUnavailableError`, never a hang.  ``user`` (default:
 this process's user) is WebHDFS's ``user.name`` (simple authentication; no Kerberos).
 
@@ -53,7 +53,7 @@ from ..base import BackendUnavailableError, BadOptionError, StorageFullError
 from .medium import AppendFile, Medium, ReadFile, parts_of
 
 DEFAULT_WEBHDFS_PORT = 9870
-DEFAULT_TIMEOUT = 10.0
+DEFAULT_TIMEOUT = 30.0  # a DataNode's first WebHDFS request starts its REST stack: seconds
 FLUSH_BYTES = 4 << 20  # pending appends pushed without waiting for sync(), like writeback
 #: seconds to wait out a lease or block recovery (truncate, a crashed writer) before failing
 RECOVERY_WAIT = 90.0
@@ -193,6 +193,7 @@ class HdfsMedium(Medium):
         self._local = threading.local()  # one keep-alive connection per thread and server
         self._appenders: dict[str, HdfsAppendFile] = {}
         self.requests = 0  # HTTP requests sent (round trips), for the experiments' RPC rows
+        self.appends = 0  # WebHDFS APPENDs sent (one per sync that had bytes to send)
         self.makedirs("")
 
     # -- HTTP -----------------------------------------------------------------------------
@@ -322,6 +323,7 @@ class HdfsMedium(Medium):
                 raise
 
     def append_data(self, rel: str, data: bytes) -> None:
+        self.appends += 1
         self._call("POST", rel, "APPEND", data, data_node=True)
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
