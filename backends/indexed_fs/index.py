@@ -62,6 +62,7 @@ class Index:
         lie in a mapped file).  ``counts`` (segment id -> entries, bytes of the alive rows), when
         the caller knows them (a snapshot's segment table), spares a pass over every entry."""
         self._base, self._cols = keys, cols
+        self._q = np.empty(1, keys.dtype)  # the query key of _base_row
         self._alive = np.ones(len(keys), bool) if alive is None else alive
         if counts is None:
             self._nbase = int(self._alive.sum())
@@ -156,14 +157,18 @@ class Index:
         if base is None or not self._nbase:
             return -1
         kb = key.encode("utf-8")
-        i = int(base.searchsorted(kb))
-        if i < len(base) and base[i] == kb and self._alive[i]:  # type: ignore[index]
+        q = self._q
+        if len(kb) > q.itemsize:
+            return -1  # longer than every base key
+        q[0] = kb  # a reused one-element array: searchsorted converts a bytes key each call
+        i = base.searchsorted(q).item(0)
+        if i < len(base) and base.item(i) == kb and self._alive.item(i):  # type: ignore[union-attr]
             return i
         return -1
 
     def _row(self, i: int) -> Entry:
         seg, off, size, seq = self._cols  # type: ignore[misc]
-        return (int(seg[i]), int(off[i]), int(size[i]), int(seq[i]))
+        return (seg.item(i), off.item(i), size.item(i), seq.item(i))
 
     def get(self, key: str) -> Entry | None:
         e = self.d.get(key)

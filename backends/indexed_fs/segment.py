@@ -16,6 +16,7 @@ medium's append/read files (NFS: appends are buffered and one ``sync`` sends the
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import struct
@@ -149,6 +150,16 @@ class Segment:
         self.zeroed = self.size  # below this the file is written (records or zeros), see append
         #: lowest seq of any record in the file (for the tombstone-drop rule); 0 = unknown
         self.min_seq = 0 if not create else 1 << 63
+        #: the sealed file mapped read-only (:meth:`map_sealed`), or None: reads use ``pread``
+        self.mapped: mmap.mmap | None = None
+
+    def map_sealed(self) -> None:
+        """Map the file read-only, once it takes no more appends: a read is then a slice of the
+        page cache, no system call.  Safe because a sealed file never changes size or bytes
+        while the store holds it (its only writer is this process, which appends to the newest
+        segment alone), and the mapping is closed with the fd."""
+        if self.mapped is None and self.size > 0:
+            self.mapped = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
 
     def reserve(self, total: int) -> bool:
         """Allocate the file up to ``total`` bytes now (``fallocate``; the new space reads as
@@ -213,6 +224,8 @@ class Segment:
         self.zeroed = stop
 
     def read(self, offset: int, size: int) -> bytes:
+        if self.mapped is not None:
+            return self.mapped[offset : offset + size]
         data = os.pread(self.fd, size, offset)
         if len(data) < size:  # one read stops short of a very large record (Linux caps it)
             data = self._read_rest(data, offset, size)
@@ -259,6 +272,9 @@ class Segment:
             os.fsync(self.fd)
 
     def close(self) -> None:
+        if self.mapped is not None:
+            self.mapped.close()
+            self.mapped = None
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -278,6 +294,10 @@ class MediumSegment:
         self._in = medium.open_read(self.name)
         self.size = self._out.size
         self.min_seq = 0 if not create else 1 << 63
+        self.mapped = None  # reads go through the medium
+
+    def map_sealed(self) -> None:
+        pass
 
     def append(self, data: bytes) -> int:
         off = self._out.append(data)
