@@ -159,7 +159,10 @@ class Segment:
         while the store holds it (its only writer is this process, which appends to the newest
         segment alone), and the mapping is closed with the fd."""
         if self.mapped is None and self.size > 0:
-            self.mapped = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
+            try:
+                self.mapped = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
+            except (OSError, ValueError):  # no address space left: reads stay on pread
+                self.mapped = None
 
     def reserve(self, total: int) -> bool:
         """Allocate the file up to ``total`` bytes now (``fallocate``; the new space reads as
