@@ -4,6 +4,17 @@ File backends get a fresh directory; server backends get the real server started
 ``bench services`` (``./dev test`` starts them first) and a namespace of their own, so tests never
 see each other's keys.  A server that cannot be reached fails the test loudly — never a skip.
 
+Three session-wide checks live here too:
+
+* **Skips in CI.**  With ``CI=true`` in the environment (``.ci/run`` sets it) a skip whose
+  reason is not in :data:`CI_SKIP_ALLOWLIST` fails the run: a missing package, server or build
+  step must not turn into a green run that tested less.
+* **Shared servers stay as they were.**  After the last test of a module that used a shared
+  server (by its marker), the server must still run with the settings and process it had when
+  first seen running (:func:`pytest_runtest_teardown`); a test that changed it fails there.
+* **What ran, per marker**: the terminal summary counts the tests that ran (passed or failed)
+  and were skipped under each marker.
+
 The file backends also run over NFS: the parameters ``default_fs@nfs`` and ``indexed_fs@nfs``
 open them on a fresh directory of the real nfs-ganesha export (an ``nfs://`` URL, userspace
 client), marked ``server`` and ``nfs``; ``default_fs@hdfs`` and ``indexed_fs@hdfs`` the same on
@@ -14,9 +25,11 @@ the real single-node HDFS (an ``hdfs://`` URL, WebHDFS), marked ``server`` and `
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -182,3 +195,119 @@ def spark(request):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# ----------------------------------------------------------------------------- skips in CI
+
+#: the only skips a CI run (CI=true) may have, as regexes over the reason, each with why it is
+#: not a gap in what CI tests
+CI_SKIP_ALLOWLIST = {
+    r"keeps nothing after close by design": "the memory backend is not persistent",
+    r"on a disk without interrupts of its own here \(overlay\)": "depends on the machine's disk",
+    r"^no /dev/shm here$": "depends on the machine",
+    r"cannot make a file immutable here": "chattr +i needs ext4/xfs/btrfs under the temp dir",
+    r"no lossy mount here: /dev/fuse is absent": "the kernel or container has no FUSE",
+}
+
+_skips: list[tuple[str, str]] = []  # (nodeid, reason) of every skip
+_marks: dict[str, set[str]] = {}  # nodeid -> its markers declared in pyproject.toml
+_ran: Counter = Counter()  # marker -> tests that ran (passed or failed)
+_skipped: Counter = Counter()  # marker -> tests skipped
+SERVER_MARKS = ("redis", "hbase", "minio", "nfs", "hdfs")
+
+
+def _declared_markers(config) -> set[str]:
+    return {line.split(":")[0].strip() for line in config.getini("markers")}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    declared = _declared_markers(config)
+    for item in items:
+        _marks[item.nodeid] = {m.name for m in item.iter_markers()} & declared
+
+
+def pytest_runtest_logreport(report) -> None:
+    marks = _marks.get(report.nodeid, set()) or {"(unmarked)"}
+    if report.skipped and report.when in ("setup", "call"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skips.append((report.nodeid, reason.removeprefix("Skipped: ")))
+        _skipped.update(marks)
+    elif report.when == "call":
+        _ran.update(marks)
+
+
+def _ci_skips_not_allowed() -> list[tuple[str, str]]:
+    if os.environ.get("CI", "").lower() != "true":
+        return []
+    return [(nodeid, reason) for nodeid, reason in _skips
+            if not any(re.search(pattern, reason) for pattern in CI_SKIP_ALLOWLIST)]
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _ci_skips_not_allowed() and session.exitstatus == 0:
+        session.exitstatus = 1  # the summary below names them
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    tr = terminalreporter
+    names = sorted(set(_ran) | set(_skipped), key=lambda m: (m == "(unmarked)", m))
+    if names:
+        tr.write_sep("-", "tests per marker (ran / skipped)")
+        tr.write_line(", ".join(f"{m} {_ran[m]}/{_skipped[m]}" for m in names))
+    bad = _ci_skips_not_allowed()
+    if bad:
+        tr.write_sep("=", f"CI=true: {len(bad)} skip(s) outside the allowlist fail the run", red=True)
+        for nodeid, reason in bad:
+            tr.write_line(f"SKIPPED IN CI {nodeid}: {reason}")
+        tr.write_line("fix what the reason names (install, build, start), or, if the skip is "
+                      "no gap in what CI tests, add its reason to CI_SKIP_ALLOWLIST in "
+                      "tests/conftest.py")
+
+
+# ------------------------------------------------------------ shared servers stay unchanged
+
+_baseline: dict[str, dict] = {}  # server -> (pid, settings) when first seen running
+
+
+def _shared_status(name: str) -> dict | None:
+    import services
+
+    st = services.status([name])[0]
+    return {"pid": st.get("pid"), "settings": st.get("settings")} if st.get("running") else None
+
+
+_tried: set[str] = set()
+
+
+def pytest_runtest_setup(item) -> None:
+    """Before the first test that uses a shared server: note how it runs (if it runs yet)."""
+    for name in sorted(_marks.get(item.nodeid, set()) & set(SERVER_MARKS) - _tried):
+        _tried.add(name)
+        now = _shared_status(name)
+        if now is not None:
+            _baseline[name] = now
+
+
+def pytest_runtest_teardown(item, nextitem) -> None:
+    """After a module's last test: every shared server it used runs as it was first seen."""
+    if nextitem is not None and nextitem.module is item.module:
+        return
+    used = set()
+    for other in item.session.items:
+        if other.module is item.module:
+            used |= _marks.get(other.nodeid, set()) & set(SERVER_MARKS)
+    for name in sorted(used):
+        now = _shared_status(name)
+        before = _baseline.get(name)
+        if before is None:
+            if now is not None:
+                _baseline[name] = now
+            continue
+        if now != before:
+            changed = "stopped" if now is None else ", ".join(
+                k for k in ("pid", "settings") if now[k] != before[k])
+            detail = "" if now is None else f": {before} -> {now}"
+            _baseline.pop(name)  # report once; the next module starts from what is there now
+            raise AssertionError(
+                f"the shared {name} server was changed by {item.module.__name__} ({changed}"
+                f"{detail}); tests that stop, kill or reconfigure a server use a private one")
