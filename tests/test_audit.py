@@ -16,9 +16,10 @@ from bench import cli
 from experiments import audit
 from services import lossyfs
 
+NO_MOUNT = lossyfs.ensure_available(log=lambda _msg: None)
+
 needs_fuse = [pytest.mark.lossyfs,
-              pytest.mark.skipif(lossyfs.available() is not None,
-                                 reason=f"no lossy mount here: {lossyfs.available()}")]
+              pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")]
 
 
 def _held(res: audit.AuditResult) -> None:
@@ -45,8 +46,7 @@ def test_sync_mode_loses_nothing(tmp_path, kind, backend, rounds):
 @pytest.mark.crash
 @pytest.mark.timeout(120)
 @pytest.mark.lossyfs
-@pytest.mark.skipif(lossyfs.available() is not None,
-                    reason=f"no lossy mount here: {lossyfs.available()}")
+@pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")
 def test_a_mode_without_fsync_shows_its_loss(tmp_path):
     """The audit is not blind: indexed_fs with durability=none loses writes on a power cut."""
     res = audit.audit("power-loss", "indexed_fs", durability="none", rounds=3, seed=5,
@@ -61,8 +61,7 @@ def test_a_mode_without_fsync_shows_its_loss(tmp_path):
 @pytest.mark.redis
 @pytest.mark.server
 @pytest.mark.timeout(240)
-@pytest.mark.skipif(lossyfs.available() is not None,
-                    reason=f"no lossy mount here: {lossyfs.available()}")
+@pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")
 def test_redis_appendfsync_always_survives_power_loss(tmp_path):
     import services
 

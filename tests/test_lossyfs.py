@@ -14,9 +14,10 @@ import pytest
 
 from services import lossyfs
 
+NO_MOUNT = lossyfs.ensure_available(log=lambda _msg: None)
+
 pytestmark = [pytest.mark.lossyfs,
-              pytest.mark.skipif(lossyfs.available() is not None,
-                                 reason=f"no lossy mount here: {lossyfs.available()}")]
+              pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")]
 
 
 @pytest.fixture(scope="module")
