@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import random
@@ -81,6 +82,7 @@ class LossyOperations(fuse.Operations):
         self.tree = self.model.tree
         self._mutex = threading.RLock()
         self.handles: dict[int, _Handle] = {}
+        self._fh = itertools.count(1)
         self.generation = 0
         self.down = False
         self.counters = {"writes": 0, "written_bytes": 0, "sync_writes": 0}
@@ -92,6 +94,13 @@ class LossyOperations(fuse.Operations):
     def _up(self) -> None:
         if self.down:
             raise fuse.FuseOSError(errno.EIO)
+
+    def _register(self, fd: int, ino: int, flags: int) -> int:
+        """A new handle number (never a reused descriptor number: a handle from before a
+        crash must not alias a new one)."""
+        fh = next(self._fh)
+        self.handles[fh] = _Handle(fd, ino, flags, self.generation)
+        return fh
 
     def _handle(self, fh: int) -> _Handle:
         handle = self.handles.get(fh)
@@ -184,8 +193,7 @@ class LossyOperations(fuse.Operations):
         with self._mutex:
             self._up()
             fd = os.open(self._path(path), os.O_RDONLY | os.O_DIRECTORY)
-            self.handles[fd] = _Handle(fd, os.fstat(fd).st_ino, 0, self.generation)
-            return fd
+            return self._register(fd, os.fstat(fd).st_ino, 0)
 
     def releasedir(self, path, fh):
         return self.release(path, fh)
@@ -305,8 +313,7 @@ class LossyOperations(fuse.Operations):
         if flags & os.O_TRUNC and st.st_size and (flags & os.O_ACCMODE) != os.O_RDONLY:
             self.model.before_truncate(fd, st.st_ino, 0)
             os.ftruncate(fd, 0)
-        self.handles[fd] = _Handle(fd, st.st_ino, flags, self.generation)
-        return fd
+        return self._register(fd, st.st_ino, flags)
 
     @_oserror
     def open(self, path, flags):
@@ -322,10 +329,10 @@ class LossyOperations(fuse.Operations):
             existed = os.path.lexists(full)
             if not existed:
                 self.model.before_dir_change(os.path.dirname(full))
-            fd = self._open(full, flags | os.O_CREAT, mode)
+            fh = self._open(full, flags | os.O_CREAT, mode)
             if not existed:
-                self.model.created_file(self.handles[fd].ino)
-            return fd
+                self.model.created_file(self.handles[fh].ino)
+            return fh
 
     @_oserror
     def read(self, path, size, offset, fh):
