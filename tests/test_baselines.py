@@ -14,7 +14,9 @@ def test_fsync_baseline(tmp_path):
     assert list(tmp_path.iterdir()) == []  # its file is removed
 
 
-def test_fsync_baseline_threads_share_syncs_and_do_every_append(tmp_path):
+def test_fsync_baseline_threads_share_syncs_and_do_every_append(tmp_path, slow_sync):
+    """Syncs are slow on purpose (slow_sync), so the 4 writers queue behind each one: sharing
+    must bring the syncs well below one per append (without sharing there would be 203)."""
     synced = []
     real = os.fdatasync
 
@@ -30,4 +32,4 @@ def test_fsync_baseline_threads_share_syncs_and_do_every_append(tmp_path):
     assert result.operations == 203
     assert result.measurements.summary("APPEND")["count"] == 203
     assert synced[-1] == 203 * 100  # every append reached the file before the last sync
-    assert len(synced) <= 203 and synced == sorted(synced)
+    assert len(synced) <= 203 // 2 and synced == sorted(synced)
