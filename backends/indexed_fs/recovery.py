@@ -4,16 +4,20 @@
 ``init_keydir``): it needs a medium (:mod:`backends.media`), not a store, so it can be run and
 tested on its own.  Given a directory it
 
-1. deletes temp files (``*.tmp``): an atomic write (:meth:`Medium.write_atomic`) interrupted
-   before its rename, never a committed file;
+1. deletes temp files (``*.tmp``): an atomic write (a snapshot, a hint) interrupted before its
+   rename, never a committed file; and hint files whose segment is gone;
 2. opens every segment file;
 3. chooses the newest snapshot that verifies (magic, sizes, CRC) and fits the segment files (it
    may not cover bytes past a segment's end, nor a segment newer than any file); a damaged or
    unfitting one is counted and noted, and the next older one tried; with none the rebuild is a
    full scan;
-4. walks the log with :func:`.segment.walk` (every record's CRC checked): with a snapshot, from
-   the position it covers in its covered segment, every newer segment whole, and any segment the
-   snapshot does not list whole; without one, every segment;
+4. reads the log: with a snapshot, from the position it covers in its covered segment, every
+   newer segment whole, and any segment the snapshot does not list whole; without one, every
+   segment.  A sealed segment with a usable hint file (:mod:`.hint`: it verifies, names the
+   segment and was made for the file's present size) is taken from the hint; the newest segment
+   and any without a usable hint are walked with :func:`.segment.walk` (every record's CRC
+   checked).  The records past a snapshot are merged over its mapped base in bulk
+   (:meth:`.index.Index.merge`);
 5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
    cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
    length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
@@ -45,6 +49,9 @@ Safety argument:
   record appended later lies at or past that position (in the covered segment, or a newer one), so
   the walk from there sees every record the snapshot lacks; the highest ``seq`` wins whichever
   side it comes from.
+* A hint lists what a walk of its sealed segment found when the segment was already durable and
+  immutable, so taking the hint gives the walk's result; one that does not verify or was made for
+  another file size is not taken.
 * A segment is deleted (GC, compaction) only after every record that superseded or copied its
   live records is durable.  A snapshot entry into a deleted segment is therefore replaced by a
   record the walk finds; one that is not (counted as ``unresolved_snapshot_entries``) is treated
