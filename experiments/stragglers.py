@@ -68,8 +68,8 @@ class Sizes:
     interval: int  # coordinated: micro-batches per epoch
 
 
-FULL = Sizes(events=120_000, rate=4_000, keys=10_000, batch=20_000, hot=0.9, interval=3)
-QUICK = Sizes(events=24_000, rate=3_000, keys=1_000, batch=4_000, hot=0.9, interval=2)
+FULL = Sizes(events=120_000, rate=2_000, keys=10_000, batch=10_000, hot=0.9, interval=3)
+QUICK = Sizes(events=12_000, rate=1_000, keys=1_000, batch=2_000, hot=0.9, interval=2)
 
 
 def straggler(spark: Any, parallelism: int) -> int:
