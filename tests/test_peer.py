@@ -31,11 +31,8 @@ def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
     assert peer > 0 and min(ours) > 0
     doc = json.loads(out.read_text())
     assert doc["clients"] == 2 and doc["pipeline"] == 8 and len(doc["peer_throughput"]) == 4
-    p = doc["peer_throughput"]
-    # each round: our run against the mean of the redis-benchmark runs around it; then the median
-    rounds = [o / ((p[i] + p[i + 1]) / 2) for i, o in enumerate(ours)]
-    assert doc["round_ratios"] == pytest.approx(rounds)
-    assert doc["ratio"] == pytest.approx(sorted(rounds)[1])
+    # how rounds make the ratio is checked on known numbers below; here, that the run reports it
+    assert len(doc["round_ratios"]) == 3 and doc["ratio"] in doc["round_ratios"]
     assert float(lines["[PEER], Ratio"]) == pytest.approx(doc["ratio"])
     # both clients ran under one placement, and the server got its CPUs back afterwards
     from experiments.peers import redis_server_pid
@@ -50,6 +47,17 @@ def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
 
     with open_backend("redis", **opts) as store:
         assert len(store.get_many([f"user{i}" for i in range(4000)])) == 4000
+
+
+def test_peer_ratio_from_known_throughputs():
+    """Each of our rounds against the mean of the peer runs before and after it; the median
+    round decides, so one disturbed round does not."""
+    from experiments.peers import PeerResult
+
+    r = PeerResult(peer_throughput=[100.0, 300.0, 200.0, 200.0], ours_rounds=[100.0, 500.0, 50.0])
+    assert r.ratios == [0.5, 2.0, 0.25]
+    assert r.ratio == 0.5
+    assert PeerResult().ratio == 0.0
 
 
 def test_peer_with_no_server_is_one_clear_error():
