@@ -4,7 +4,9 @@ Every crash experiment (``bench recovery --crash``, ``bench checkpoint --crash-r
 thesis' rebuild-after-crash figure, storage-compare's recovery rows) needs the same thing: a
 process that opens a store, writes, reports what it acknowledged, and then dies *without* closing
 the store, so no index snapshot, no clean unlock and no final flush happen.  :func:`run_then_kill`
-is that mechanism, and the only one.
+is that mechanism for every experiment that kills *after* the work returned.  Killing *during*
+the work, at random instants or at fail points, and checking every acknowledged write afterwards
+is :mod:`experiments.audit` (``bench audit``, the crash tests), which also cuts the power.
 
 Why a spawned child rather than a forked one: the parent may already hold client libraries'
 threads (nfs-rs, redis pools, the store's sync thread), which do not survive a fork.  Why SIGKILL:
