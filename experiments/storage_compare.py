@@ -1,4 +1,5 @@
-"""``bench storage-compare``: the same workloads over several storage media (local disk, tmpfs, NFS).
+"""``bench storage-compare``: the same workloads over several storage media (local disk, tmpfs, NFS,
+HDFS).
 
 Four sections, each a list of rows that carry their full configuration, so a row read alone says
 what was measured:
@@ -7,14 +8,18 @@ what was measured:
   random (pwrite at a random offset within the file's size), without and with a sync per
   operation, at 10^5 and 10^6 operations (10^7, 10^8 with ``big``).  Operations that cost a
   durable write each (every synced op; over NFS also every random write, since nfs-rs writes are
-  durable per call) are capped at ``sync_ops`` — the row states requested and run counts.
+  durable per call) are capped at ``sync_ops`` — the row states requested and run counts.  HDFS
+  has no random writes (its files are append-only): those rows are skipped there, with why.
 * ``write-heavy`` — the thesis' micro-benchmark (90 % update / 10 % read, 1 KB, 1,000 PEs) on
-  ``default_fs`` and ``indexed_fs`` with 1 and 16 threads, and the ratio indexed/default.
+  ``default_fs`` and ``indexed_fs`` with 1 and 16 threads (``--threads``), and the ratio
+  indexed/default.  With more thread counts these rows are the thesis' Fig 4.1 (latency against
+  throughput, threads raised), drawn per medium by :func:`plot_fig41`.
 * ``recovery`` — ``indexed_fs`` open time after a clean close (index snapshot) and after a
   SIGKILL with no snapshot (full scan), for ``recovery_keys`` keys.
-* ``rpc`` — NFS only: ONC RPC calls per durable append, per ``indexed_fs`` put and per
-  ``default_fs`` put, counted by :class:`services.nfs.DelayProxy` run in this process
-  with no delay in front of the server.
+* ``rpc`` — round trips per durable append, per ``indexed_fs`` put and per ``default_fs`` put:
+  over NFS the ONC RPC calls, counted by :class:`services.nfs.DelayProxy` run in this process
+  with no delay in front of the server; on HDFS the HTTP requests (WebHDFS, NameNode and
+  DataNode), counted by the client (:attr:`backends.media.hdfs.HdfsMedium.requests`).
 
 The media and their cleanup live in :mod:`experiments.storage_media`, the printed tables in
 :mod:`experiments.storage_compare_table`, the chart in :mod:`experiments.plots`.  A medium that
@@ -47,6 +52,12 @@ THESIS = ("thesis Table 5.1: random 10-byte writes are 1-2 orders of magnitude s
 
 
 Progress = Callable[[str], None]
+
+NO_RANDOM_WRITES = ("HDFS files are append-only: no random writes (pwrite) and no "
+                    "preallocation to write into")
+#: what the ``rpc`` rows count on each medium that has them
+RPC_UNITS = {"nfs": "ONC RPC calls (loopback proxy)",
+             "hdfs": "HTTP requests to NameNode and DataNode (WebHDFS, counted by the client)"}
 
 
 def _quiet(_: str) -> None:
@@ -148,13 +159,16 @@ def table51(media: list[Medium], *, sizes: list[int], sync_ops: int,
                 for m in media:
                     # one durable round trip per op: synced ops, and NFS random writes
                     per_op_durable = sync or (m.kind == "nfs" and pattern == "random")
+                    skipped = m.skipped
+                    if not skipped and m.kind == "hdfs" and pattern == "random":
+                        skipped = NO_RANDOM_WRITES
                     ops = min(size, sync_ops) if per_op_durable else size
                     row: dict[str, Any] = {
                         "section": "table5.1", "medium": m.name, "kind": m.kind,
                         "pattern": pattern, "sync_per_op": sync, "record_bytes": RECORD,
                         "ops_requested": size, "ops": ops, "file_bytes": size * RECORD,
-                        "capped": ops < size, "skipped": m.skipped}
-                    if not m.skipped:
+                        "capped": ops < size, "skipped": skipped}
+                    if not skipped:
                         try:
                             with scratch(m, "t51") as loc:
                                 row.update(small_writes(loc, pattern=pattern, sync=sync, ops=ops,
@@ -270,6 +284,11 @@ def _proxied(url: str) -> tuple[str, Any]:
     return urlunsplit((p.scheme, "127.0.0.1", p.path, urlencode(query), "")), proxy
 
 
+def _count(medium: Any, proxy: Any) -> int:
+    """Round trips so far: the NFS proxy's calls, or the HDFS medium's HTTP requests."""
+    return proxy.calls if proxy is not None else medium.requests
+
+
 def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[dict[str, Any]]:
     from backends import open_backend
     from backends.media import open_medium
@@ -277,48 +296,86 @@ def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[d
     rows = []
     value = os.urandom(1024)
     for m in media:
-        if m.kind != "nfs":
+        if m.kind not in RPC_UNITS:
             continue
         cases = [("durable append (1 KiB, medium append+sync)", "append"),
                  ("indexed_fs put (1 KiB, durability=sync)", "indexed_fs"),
                  ("default_fs put (1 KiB, file per key)", "default_fs")]
-        proxy = None
+        proxy, url = None, m.location
         for label, case in cases:
             row: dict[str, Any] = {"section": "rpc", "medium": m.name, "kind": m.kind,
                                    "operation": label, "case": case, "ops": ops,
+                                   "unit": RPC_UNITS[m.kind],
                                    "value_bytes": len(value), "skipped": m.skipped}
             rows.append(row)
             if m.skipped:
                 continue
             try:
-                if proxy is None:
+                if m.kind == "nfs" and proxy is None:
                     url, proxy = _proxied(m.location)
-                with scratch(Medium(m.name, "nfs", url), f"rpc-{case}") as loc:
+                with scratch(Medium(m.name, m.kind, url), f"rpc-{case}") as loc:
                     if case == "append":
                         with open_medium(loc, "storage-compare") as med:
                             f = med.open_append("log")
-                            c0, t0 = proxy.calls, time.perf_counter()
+                            c0, t0 = _count(med, proxy), time.perf_counter()
                             for _ in range(ops):
                                 f.append(value)
                                 f.sync()
-                            dt, calls = time.perf_counter() - t0, proxy.calls - c0
+                            dt, calls = time.perf_counter() - t0, _count(med, proxy) - c0
                             f.close()
                     else:
                         store = open_backend(case, path=loc, durability="sync")
                         try:
+                            med = getattr(store, "medium", None)
                             keys = [f"pe{i % 1000}" for i in range(ops)]
-                            c0, t0 = proxy.calls, time.perf_counter()
+                            c0, t0 = _count(med, proxy), time.perf_counter()
                             for k in keys:
                                 store.put(k, value)
-                            dt, calls = time.perf_counter() - t0, proxy.calls - c0
+                            dt, calls = time.perf_counter() - t0, _count(med, proxy) - c0
                         finally:
                             store.close()
                 row.update({"rpc_calls": calls, "rpcs_per_op": calls / ops,
                             "ops_per_sec": ops / dt if dt > 0 else 0.0})
-                say(f"rpc: {m.name} {case}: {calls / ops:.2f} RPCs/op")
+                say(f"rpc: {m.name} {case}: {calls / ops:.2f} round trips/op")
             except Exception as exc:  # noqa: BLE001 - reported in the row
                 row["skipped"] = f"{type(exc).__name__}: {exc}"
     return rows
+
+
+# ------------------------------------------------------------------------------- Fig 4.1 charts
+def fig41_sweeps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The write-heavy rows of each medium as a thread sweep document (the thesis' Fig 4.1:
+    latency against throughput, default_fs vs indexed_fs), for :func:`plots.plot_sweep`."""
+    from experiments import results
+
+    out: dict[str, dict[str, Any]] = {}
+    for r in doc["rows"]:
+        if r["section"] != "write-heavy":
+            continue
+        sweep = out.setdefault(r["medium"], {
+            "schema": results.SWEEP_SCHEMA, "experiment": f"storage-compare fig4.1 {r['medium']}",
+            "workload": f"write-heavy on {r['medium']} ({r['kind']})", "results": []})
+        sweep["results"].append({
+            "backend": r["backend"], "params": {"threads": r["threads"]},
+            "skipped": r["skipped"], "throughput_ops_sec": r.get("throughput_ops_sec"),
+            "overall": r.get("overall") or {"mean_us": None}})
+    return out
+
+
+def plot_fig41(doc: dict[str, Any], plot_path: str) -> list[str]:
+    """One Fig 4.1 chart per medium that ran, beside ``plot_path`` (``<stem>-fig4.1-<medium>
+    .png``); the paths written."""
+    from experiments import plots
+
+    stem, ext = os.path.splitext(plot_path)
+    written = []
+    for medium, sweep in fig41_sweeps(doc).items():
+        if all(e["skipped"] for e in sweep["results"]):
+            continue
+        path = f"{stem}-fig4.1-{medium}{ext or '.png'}"
+        plots.plot_sweep(sweep, path)
+        written.append(path)
+    return written
 
 
 # ---------------------------------------------------------------------------------- the whole

@@ -99,15 +99,17 @@ def table_lines(doc: dict[str, Any]) -> list[str]:
 
     # rpc
     rpc = [r for r in rows if r["section"] == "rpc"]
-    lines += ["", "RPC cost over NFS (ONC RPC calls counted by a loopback proxy)"]
+    lines += ["", "RPC cost: round trips per operation (NFS: ONC RPC calls counted by a loopback "
+              "proxy; HDFS: WebHDFS HTTP requests to NameNode and DataNode, counted by the client)"]
     if not rpc:
-        lines.append("  no NFS medium")
+        lines.append("  no NFS or HDFS medium")
     for r in rpc:
         if r["skipped"]:
             lines.append(f"  {r['medium']:<8} {r['operation']:<45} skipped: {r['skipped']}")
         else:
+            unit = "HTTP/op" if r["kind"] == "hdfs" else "RPCs/op"
             lines.append(f"  {r['medium']:<8} {r['operation']:<45} {r['rpcs_per_op']:>6.2f} "
-                         f"RPCs/op  ({r['ops_per_sec']:,.0f} ops/s, {r['ops']} ops)")
+                         f"{unit}  ({r['ops_per_sec']:,.0f} ops/s, {r['ops']} ops)")
     lines += ["", doc["thesis"]]
     return lines
 

@@ -1,10 +1,11 @@
-"""The storage media ``bench storage-compare`` runs over: a local directory, tmpfs, or an NFS export.
+"""The storage media ``bench storage-compare`` runs over: a local directory, tmpfs, an NFS export
+or a directory on HDFS.
 
-A :class:`Medium` is a place plus whether it can be used: one that cannot (no NFS server, no
-/dev/shm, a directory that is missing) is kept with ``skipped`` saying why and how to fix it, so
+A :class:`Medium` is a place plus whether it can be used: one that cannot (no NFS server, no HDFS,
+no /dev/shm, a directory that is missing) is kept with ``skipped`` saying why and how to fix it, so
 the report lists it instead of silently measuring less.  Every directory a run creates comes from
-:func:`scratch` and is removed afterwards, locally or over NFS; the temp directories a default
-medium creates are removed by :func:`cleanup`.
+:func:`scratch` and is removed afterwards, locally, over NFS or on HDFS; the temp directories a
+default medium creates are removed by :func:`cleanup`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from backends.base import BadOptionError
 
-MEDIA_KINDS = ("local", "tmpfs", "nfs")
+MEDIA_KINDS = ("local", "tmpfs", "nfs", "hdfs")
+#: kinds whose location is a URL (``nfs://``, ``hdfs://``) rather than a directory
+URL_KINDS = ("nfs", "hdfs")
 
 
 @dataclass
 class Medium:
-    """One medium under test: ``location`` is a directory or an ``nfs://`` URL."""
+    """One medium under test: ``location`` is a directory or an ``nfs://``/``hdfs://`` URL."""
 
     name: str
     kind: str
@@ -38,21 +41,23 @@ class Medium:
                 "skipped": self.skipped}
 
 
-def _nfs_default() -> Medium:
-    """The server of ``bench services up nfs``; skipped (with the fix) when it is not running."""
+def _server_default(kind: str) -> Medium:
+    """The server of ``bench services up nfs|hdfs``; skipped (with the fix) when it is not
+    running."""
+    what = {"nfs": "NFS server", "hdfs": "HDFS"}[kind]
     try:
         import services
 
-        st = services.status(["nfs"])[0]
+        st = services.status([kind])[0]
         if not st.get("running"):
             why = st.get("error") or "not running"
-            return Medium("nfs", "nfs", "", skipped=f"NFS server: {why}; start it with "
-                          f"`bench services up nfs`")
-        url = services.client_options("nfs", f"storage-compare-{uuid.uuid4().hex[:8]}")["path"]
-        return Medium("nfs", "nfs", url, _own=url)  # removed after the run
+            return Medium(kind, kind, "", skipped=f"{what}: {why}; start it with "
+                          f"`bench services up {kind}`")
+        url = services.client_options(kind, f"storage-compare-{uuid.uuid4().hex[:8]}")["path"]
+        return Medium(kind, kind, url, _own=url)  # removed after the run
     except Exception as exc:  # noqa: BLE001 - any failure here means "skipped, with why"
-        return Medium("nfs", "nfs", "", skipped=f"{type(exc).__name__}: {exc}; start the "
-                      f"server with `bench services up nfs`")
+        return Medium(kind, kind, "", skipped=f"{type(exc).__name__}: {exc}; start the "
+                      f"server with `bench services up {kind}`")
 
 
 def _temp_medium(name: str, kind: str, parent: str) -> Medium:
@@ -68,9 +73,9 @@ def _temp_medium(name: str, kind: str, parent: str) -> Medium:
 
 
 def parse_media(text: str | None) -> list[Medium]:
-    """``local:DIR,nfs:URL,tmpfs:DIR`` (a kind without ``:VALUE`` takes its default: a temp dir
-    under the working directory, a temp dir under /dev/shm, the `bench services` NFS server).
-    ``None`` means all three defaults."""
+    """``local:DIR,nfs:URL,tmpfs:DIR,hdfs:URL`` (a kind without ``:VALUE`` takes its default: a
+    temp dir under the working directory, a temp dir under /dev/shm, the `bench services` NFS
+    server or HDFS).  ``None`` means all four defaults."""
     items = [s.strip() for s in (text or ",".join(MEDIA_KINDS)).split(",") if s.strip()]
     if not items:
         raise BadOptionError("--media is empty; give e.g. --media local:/data,nfs:nfs://HOST/EXPORT")
@@ -84,13 +89,22 @@ def parse_media(text: str | None) -> list[Medium]:
         name = kind if all(m.name != kind for m in out) else f"{kind}{len(out) + 1}"
         if kind == "nfs":
             if not value:
-                m = _nfs_default()
+                m = _server_default("nfs")
                 m.name = name
             elif not value.startswith("nfs://"):
                 raise BadOptionError(f"--media {item!r}: nfs needs a URL nfs://HOST/EXPORT[/DIR]"
                                      f"?version=3|4.1 (a kernel mount is local:/mnt/...)")
             else:
                 m = Medium(name, "nfs", value)
+        elif kind == "hdfs":
+            if not value:
+                m = _server_default("hdfs")
+                m.name = name
+            elif not value.startswith("hdfs://"):
+                raise BadOptionError(f"--media {item!r}: hdfs needs a URL hdfs://HOST:PORT/DIR"
+                                     f"[?webhdfs=HTTP_PORT]")
+            else:
+                m = Medium(name, "hdfs", value)
         elif value:
             m = _temp_medium(name, kind, value)
         else:
@@ -99,9 +113,13 @@ def parse_media(text: str | None) -> list[Medium]:
     return out
 
 
+def _is_url(location: str) -> bool:
+    return location.startswith(("nfs://", "hdfs://"))
+
+
 def sub_location(location: str, sub: str) -> str:
-    """``location``/``sub`` for a directory or an ``nfs://`` URL (the query is kept)."""
-    if location.startswith("nfs://"):
+    """``location``/``sub`` for a directory or an ``nfs://``/``hdfs://`` URL (the query is kept)."""
+    if _is_url(location):
         p = urlsplit(location)
         return urlunsplit((p.scheme, p.netloc, p.path.rstrip("/") + "/" + sub, p.query, ""))
     return os.path.join(location, sub)
@@ -112,8 +130,8 @@ def fresh_location(medium: Medium, what: str) -> str:
 
 
 def _split(location: str) -> tuple[str, str]:
-    """(parent location, last path component) of a directory or an ``nfs://`` URL."""
-    if location.startswith("nfs://"):
+    """(parent location, last path component) of a directory or an ``nfs://``/``hdfs://`` URL."""
+    if _is_url(location):
         p = urlsplit(location)
         head, tail = p.path.rstrip("/").rsplit("/", 1)
         return urlunsplit((p.scheme, p.netloc, head, p.query, "")), tail
@@ -121,10 +139,14 @@ def _split(location: str) -> tuple[str, str]:
 
 
 def remove_tree(location: str) -> None:
-    """Delete a directory tree a run created, locally or over NFS (best effort: cleanup must
-    not hide the run's result)."""
+    """Delete a directory tree a run created, locally, over NFS or on HDFS (best effort: cleanup
+    must not hide the run's result)."""
     from backends.media import open_medium
 
+    if location.startswith("hdfs://"):
+        with contextlib.suppress(Exception), open_medium(location, "storage-compare") as hm:
+            hm.remove_tree()
+        return
     if not location.startswith("nfs://"):
         shutil.rmtree(location, ignore_errors=True)
         return
@@ -151,7 +173,6 @@ def scratch(medium: Medium, what: str) -> Iterator[str]:
         yield loc
     finally:
         remove_tree(loc)
-
 
 
 def cleanup(media: list[Medium]) -> None:

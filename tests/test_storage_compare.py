@@ -27,6 +27,11 @@ def _run(tmp_path, media: str, capsys) -> tuple[dict, str]:
     assert rc == 0
     assert out_png.stat().st_size > 10_000  # a real chart, not an empty file
     doc = json.loads(out_json.read_text())
+    for m in doc["media"]:  # the Fig 4.1 chart of every medium that ran, beside the main one
+        fig41 = tmp_path / f"sc-fig4.1-{m['name']}.png"
+        assert fig41.exists() != bool(m["skipped"]), m
+        if not m["skipped"]:
+            assert fig41.stat().st_size > 10_000
     return doc, capsys.readouterr().out
 
 
@@ -56,16 +61,52 @@ def _check_sections(doc: dict, media: list[str]) -> None:
 
 
 def test_parse_media_rejects_bad_input_with_the_fix():
-    with pytest.raises(BadOptionError, match="unknown kind 'ssd'.*valid: local, tmpfs, nfs"):
+    with pytest.raises(BadOptionError, match="unknown kind 'ssd'.*valid: local, tmpfs, nfs, hdfs"):
         storage_media.parse_media("ssd:/x")
     with pytest.raises(BadOptionError, match="nfs needs a URL"):
         storage_media.parse_media("nfs:/mnt/x")
+    with pytest.raises(BadOptionError, match="hdfs needs a URL hdfs://HOST:PORT/DIR"):
+        storage_media.parse_media("hdfs:/mnt/x")
 
 
-def test_sub_location_keeps_the_nfs_query():
+def test_sub_location_keeps_the_nfs_and_hdfs_query():
     url = "nfs://127.0.0.1/export/a?version=3&nfsport=2049"
     assert storage_media.sub_location(url, "b") == "nfs://127.0.0.1/export/a/b?version=3&nfsport=2049"
+    url = "hdfs://127.0.0.1:8020/ckpt?webhdfs=9870"
+    assert storage_media.sub_location(url, "b") == "hdfs://127.0.0.1:8020/ckpt/b?webhdfs=9870"
     assert storage_media.sub_location("/tmp/x", "b") == "/tmp/x/b"
+
+
+@pytest.mark.server
+@pytest.mark.hdfs
+def test_hdfs_rows_small_writes_recovery_and_round_trips():
+    """The HDFS rows of each section but write-heavy (whose 1,000-record load takes a minute on
+    HDFS; bench write-heavy on hdfs:// is tested in tests/test_hdfs.py): random writes are
+    skipped with why, recovery rebuilds from HDFS, round trips are counted per operation."""
+    from experiments import storage_compare as sc
+    from tests.conftest import hdfs_dir
+
+    url = hdfs_dir("sc")
+    media = storage_media.parse_media(f"hdfs:{url}")
+    assert [(m.name, m.kind, m.skipped) for m in media] == [("hdfs", "hdfs", None)]
+    try:
+        rows = sc.table51(media, sizes=[50], sync_ops=4)
+        by = {(r["pattern"], r["sync_per_op"]): r for r in rows}
+        assert by[("sequential", False)]["ops"] == 50 and by[("sequential", False)]["ops_per_sec"] > 0
+        assert by[("sequential", True)]["ops"] == 4 and by[("sequential", True)]["capped"]
+        assert "append-only" in by[("random", False)]["skipped"]
+        assert "append-only" in by[("random", True)]["skipped"]
+        (rec,) = sc.recovery(media, keys=200)
+        assert not rec["skipped"], rec["skipped"]
+        assert rec["after_crash"]["keys"] == rec["after_clean"]["keys"] == 200
+        rpc = {r["case"]: r for r in sc.rpc_cost(media, ops=3)}
+        assert all(not r["skipped"] for r in rpc.values()), rpc
+        assert rpc["append"]["rpcs_per_op"] == 2  # APPEND at the NameNode, then the DataNode
+        assert rpc["indexed_fs"]["rpcs_per_op"] >= 2  # at least one APPEND per durable put
+        assert rpc["default_fs"]["rpcs_per_op"] >= 3  # CREATE (2 requests) + RENAME
+        assert "WebHDFS" in rpc["append"]["unit"]
+    finally:
+        storage_media.remove_tree(url)
 
 
 def test_unavailable_medium_is_reported_not_dropped(tmp_path, capsys):
@@ -87,7 +128,7 @@ def test_quick_run_over_local_tmpfs_and_nfs(tmp_path, capsys):
     doc, out = _run(tmp_path, f"local:{tmp_path / 'disk'},tmpfs,nfs:{url}", capsys)
     assert [m["name"] for m in doc["media"]] == ["local", "tmpfs", "nfs"]
     _check_sections(doc, ["local", "tmpfs", "nfs"])
-    for header in ("Table 5.1", "write-heavy", "recovery", "RPC cost over NFS", "idx/def"):
+    for header in ("Table 5.1", "write-heavy", "recovery", "RPC cost", "idx/def"):
         assert header in out
     rpc = {r["case"]: r for r in doc["rows"] if r["section"] == "rpc"}
     assert set(rpc) == {"append", "indexed_fs", "default_fs"}
