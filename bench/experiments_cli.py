@@ -110,18 +110,22 @@ def _positive(text: str) -> int:
 def _add_storage_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "storage-compare",
-        help="the same workloads over local disk, tmpfs and NFS: Table 5.1, write-heavy, "
+        help="the same workloads over local disk, tmpfs, NFS and HDFS: Table 5.1, write-heavy, "
              "recovery, RPCs per op",
         description="Runs the thesis' Table 5.1 (10-byte sequential vs random writes, with and "
                     "without sync), write-heavy on default_fs and indexed_fs (1 and 16 threads), "
                     "indexed_fs recovery after a clean close and after a crash, and the NFS RPC "
                     "count per durable append / file-per-key write, over each medium.  Default "
                     "media: a temp dir under the working directory (local), one under /dev/shm "
-                    "(tmpfs) and the server of `bench services up nfs` (nfs); a medium that is "
-                    "not available is reported as skipped.  A kernel NFS mount is local:/mnt/DIR.")
+                    "(tmpfs), the server of `bench services up nfs` (nfs) and the HDFS of "
+                    "`bench services up hdfs` (hdfs); a medium that is not available is "
+                    "reported as skipped.  A kernel NFS mount is local:/mnt/DIR.  Beside the "
+                    "chart, one Fig 4.1 chart per medium (write-heavy latency against "
+                    "throughput over --threads).")
     p.add_argument("--media", metavar="KIND[:LOC],...",
                    help="comma-separated local[:DIR], tmpfs[:DIR], nfs[:nfs://HOST/EXPORT/DIR?"
-                        "version=3|4.1] (default: local,tmpfs,nfs)")
+                        "version=3|4.1], hdfs[:hdfs://HOST:PORT/DIR] (default: "
+                        "local,tmpfs,nfs,hdfs)")
     p.add_argument("--ops", type=_positive, default=10_000,
                    help="write-heavy operations per run (default 10000, the thesis' count)")
     p.add_argument("--sync-ops", type=_positive, default=10_000,
@@ -188,6 +192,8 @@ def cmd_storage_compare(args: argparse.Namespace) -> int:
     if args.plot:
         plots.plot_storage_compare(doc, args.plot)
         say(f"storage-compare: wrote {args.plot}")
+        for path in sc.plot_fig41(doc, args.plot):
+            say(f"storage-compare: wrote {path}")
     return 0
 
 
