@@ -18,6 +18,9 @@ The method, for a shared machine and a JVM that keeps getting faster:
 * **Work done.**  Each row records what its runs did: events, micro-batches, checkpoints, bytes
   checkpointed, bytes the senders logged (:func:`spark_integration.protocols.sender_log.logged_bytes`)
   and backend operations, so a fast row that skipped work shows it.
+* **Warm-up is visible.**  Every run records the CPU time the session's JVM spent on it
+  (:func:`jvm_cpu_seconds`): the same job costs the JVM much more while it is still compiling, so
+  the JSON shows whether the warm-up was long enough.
 * **Skips are not zeros.**  A combination whose backend cannot be reached is kept as a skipped row
   with the reason; the table prints ``–`` for its figures.
 
@@ -140,6 +143,20 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
             "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()}}, "metrics": s}
 
 
+def jvm_cpu_seconds(spark: Any) -> float | None:
+    """CPU time (user + system) the session's JVM has used so far, from ``/proc`` (None where
+    there is no ``/proc`` or the JVM is not on this machine)."""
+    import os
+
+    try:
+        pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 def _skip_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
 
@@ -167,17 +184,19 @@ def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interv
                     continue
                 what = f"warm-up {-r}" if r < 0 else f"round {r + 1}/{rounds}"
                 echo(f"# {what}: {name} ...", flush=True)
-                t0 = time.time()
+                t0, cpu0 = time.time(), jvm_cpu_seconds(spark)
                 try:
                     run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp)
                 except (BackendUnavailableError, ConnectionError, ImportError) as exc:
                     skipped[name] = _skip_reason(exc)
                     echo(f"# {name} skipped: {skipped[name]}", flush=True)
                     continue
-                run.update(position=pos, seconds=round(time.time() - t0, 2))
+                cpu1 = jvm_cpu_seconds(spark)
+                run.update(position=pos, seconds=round(time.time() - t0, 2),
+                           jvm_cpu_s=round(cpu1 - cpu0, 2) if cpu0 is not None and cpu1 is not None else None)
                 if r < 0:
                     warm.append({"warmup": -r, "protocol": protocol, "backend": backend or "-",
-                                 "throughput": run["throughput"]})
+                                 "throughput": run["throughput"], "jvm_cpu_s": run["jvm_cpu_s"]})
                 else:
                     runs.append({"round": r + 1, **run})
     finally:
@@ -223,8 +242,8 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
         row["failures"] = statistics.median(r["failures"] for r in mine)
         row["work"] = {k: statistics.median(r["work"][k] for r in mine) for k in mine[0]["work"]}
         row["metrics"] = mine[-1]["metrics"]
-        row["rounds"] = [{k: r[k] for k in ("round", "position", "throughput", "checkpoint_ms", "recovery_ms",
-                                            "exactly_once", "work", "seconds")} for r in mine]
+        row["rounds"] = [{k: r.get(k) for k in ("round", "position", "throughput", "checkpoint_ms", "recovery_ms",
+                                                "exactly_once", "work", "seconds", "jvm_cpu_s")} for r in mine]
         rows.append(row)
     return rows
 
@@ -298,11 +317,30 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
               if r["protocol"] != NO_CHECKPOINTS and r.get(key) is not None]
     for name, ratio in ratios:
         out.append(f"[MATRIX], {name} / none (median of rounds), {ratio:.3f}")
+    cpu = jvm_cpu_by_round(doc)
+    if cpu:
+        out.append("[MATRIX], JVM CPU per run (s; warm-up, then each round), "
+                   + ", ".join(f"{name} {value:.2f}" for name, value in cpu))
     none = next((r for r in doc["rows"] if r["protocol"] == NO_CHECKPOINTS and r.get("throughput")), None)
     others = [r["throughput"] for r in doc["rows"] if r["protocol"] != NO_CHECKPOINTS and r.get("throughput")]
     if none and others:
         out.append(f"[MATRIX], none / fastest other row (medians), {none['throughput'] / max(others):.3f}")
     return out
+
+
+def jvm_cpu_by_round(doc: dict[str, Any]) -> list[tuple[str, float]]:
+    """The JVM's mean CPU time per run, in the warm-up and in each round (every round runs the same
+    combinations, so a warm JVM shows as flat figures)."""
+    groups: dict[str, list[float]] = {}
+    for w in doc.get("warmup", []):
+        if w.get("jvm_cpu_s") is not None:
+            groups.setdefault(f"warm-up {w['warmup']}", []).append(w["jvm_cpu_s"])
+    for row in doc.get("rows", []):
+        for r in row.get("rounds") or []:
+            if r.get("jvm_cpu_s") is not None:
+                groups.setdefault(f"round {r['round']}", []).append(r["jvm_cpu_s"])
+    order = sorted(groups, key=lambda k: (not k.startswith("warm"), int(k.split()[-1])))
+    return [(k, statistics.mean(groups[k])) for k in order]
 
 
 def write_json(doc: dict[str, Any], path: str) -> None:

@@ -61,6 +61,12 @@ def test_rows_are_medians_with_per_round_ratios_work_and_skips():
     doc = {"rounds": 3, "warmup_rounds": 1, "rows": rows}
     assert "[MATRIX], coordinated/indexed_fs / none (median of rounds), 0.900" in summary_lines(doc)
     assert "[MATRIX], none / fastest other row (medians), 1.250" in summary_lines(doc)
+    doc["warmup"] = [{"warmup": 1, "jvm_cpu_s": 4.0}, {"warmup": 1, "jvm_cpu_s": 3.0}]
+    for row in rows:
+        for i, r in enumerate(row["rounds"]):
+            r["jvm_cpu_s"] = 2.0 - 0.5 * i
+    assert "[MATRIX], JVM CPU per run (s; warm-up, then each round), warm-up 1 3.50, round 1 2.00, " \
+           "round 2 1.50, round 3 1.00" in summary_lines(doc)
 
 
 def test_json_and_png_with_a_skipped_row(tmp_path):
