@@ -9,6 +9,7 @@ experiment linking to its section, so it never shows a figure the detailed table
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -43,8 +44,9 @@ def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None]
     if plots and os.path.exists(docs):
         img = os.path.join(os.path.dirname(os.path.abspath(docs)), "img")
         os.makedirs(img, exist_ok=True)
-        for p in plots:
-            shutil.copyfile(p, os.path.join(img, os.path.basename(p)))
+        for p in plots:  # with the charts a command draws beside its own (<stem>-*.png)
+            for q in [p, *sorted(glob.glob(glob.escape(os.path.splitext(p)[0]) + "-*.png"))]:
+                shutil.copyfile(q, os.path.join(img, os.path.basename(q)))
     if markdown_blocks.update_file(docs, {exp.name: text}, say):
         say(f"reproduce: {exp.name}: block regenerated in {docs}")
 
