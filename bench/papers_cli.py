@@ -8,10 +8,19 @@ Headline, ...`` line, and refreshes the generated block of its docs page (``docs
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
-from .args import positive_int
+from .args import named, positive_int
+
+
+@named("instances >= 1")
+def _instances(text: str) -> int:
+    value = positive_int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
 
 
 def add_parsers(sub: Any) -> None:
@@ -25,7 +34,7 @@ def add_parsers(sub: Any) -> None:
         p = sub.add_parser(name, help=summary, description=summary + ".")
         p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
         p.add_argument("--backend", default="indexed_fs", help="checkpoint backend (default indexed_fs)")
-        p.add_argument("--parallelism", type=positive_int, default=2, help="instances (default 2)")
+        p.add_argument("--parallelism", type=_instances, default=2, help="instances (default 2)")
         p.add_argument("--json", default=f"results/{name}.json", metavar="FILE", help="result document")
         p.add_argument("--png", default=f"results/{name}.png", metavar="FILE", help="chart")
         p.add_argument("--docs", default=docs, metavar="FILE",
