@@ -170,6 +170,7 @@ def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interv
     combinations whose backend could not be reached (label -> reason), and the warm-up runs'
     throughputs (kept in the JSON, never in a median)."""
     from backends import BackendUnavailableError
+    from services.common import ServiceError
 
     tmp = tempfile.mkdtemp(prefix="ckptbench-matrix-")
     runs: list[dict[str, Any]] = []
@@ -187,7 +188,8 @@ def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interv
                 t0, cpu0 = time.time(), jvm_cpu_seconds(spark)
                 try:
                     run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp)
-                except (BackendUnavailableError, ConnectionError, ImportError) as exc:
+                except (BackendUnavailableError, ServiceError, ConnectionError, ImportError) as exc:
+                    # the backend's server or client is missing: a skipped row, never a zero
                     skipped[name] = _skip_reason(exc)
                     echo(f"# {name} skipped: {skipped[name]}", flush=True)
                     continue
