@@ -382,10 +382,13 @@ class _PrivateServer:
 
     def _pids(self) -> set[int]:
         """The pids in the pid files under the state directory (master and gateways)."""
+        root = self.state / self.name
         out = set()
-        for pid_file in (self.state / self.name).rglob("pid"):
-            with contextlib.suppress(OSError, ValueError):
-                out.add(int(pid_file.read_text().strip()))
+        with contextlib.suppress(OSError):  # not the data directory: the server writes there
+            for pid_file in [root / "pid", *(d / "pid" for d in root.iterdir()
+                                              if d.name != "data" and d.is_dir())]:
+                with contextlib.suppress(OSError, ValueError):
+                    out.add(int(pid_file.read_text().strip()))
         return out
 
     def _ours(self, pid: int) -> bool:
