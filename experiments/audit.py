@@ -653,6 +653,8 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
                                 "lost": lost, "wrong": wrong})
             say(f"round {round_no + 1}/{rounds}: cut at {cut.at} after {cut.seconds:.2f} s, "
                 f"{acked} acknowledged, {lost} lost, {wrong} wrong")
+    except OSError as exc:  # the audit's own I/O (its directory, the mount): one clear line
+        raise AuditError(f"the audit stopped after {len(result.cuts)} rounds: {exc}") from exc
     finally:
         if writer is not None:
             writer.kill()
