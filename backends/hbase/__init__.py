@@ -138,7 +138,8 @@ class HBaseBackend(Backend):
                 f"backend 'hbase': durability=wal_hsync writes through HBase's Thrift2 gateway, "
                 f"and none answers at {self.config['host']}:{self.config['thrift2_port']} "
                 f"({exc.strerror or exc}); `bench services up hdfs hbase` starts HBase on HDFS "
-                f"with it (or point --opt thrift2_port= at a running one)"
+                f"with it (a server started without it: `bench services down hbase` first), or "
+                f"point --opt thrift2_port= at a running one"
             ) from exc
 
     def _connections(self) -> happybase.ConnectionPool:
