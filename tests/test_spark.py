@@ -41,9 +41,12 @@ def test_none_loses_state_on_failure(spark, tmp_path):
     assert m.failures == 1 and m.exactly_once is False
 
 
+PHASE_LINES = ("Recovery.Detect(ms)", "Recovery.Load(ms)", "Recovery.Restore(ms)", "Recovery.Replay(ms)",
+               "Recovery.CatchUp(ms)")
 REQUIRED_LINES = ("Throughput(events/sec)", "LatencyP50(ms)", "LatencyP99(ms)", "CheckpointTime(ms)",
                   "CheckpointBytes", "BackendOps", "RestartTime(ms)", "RecoveryTime(ms)",
-                  "ReplayedEvents", "UselessCheckpoints", "ExactlyOnce")
+                  "ReplayedEvents", "UselessCheckpoints", "ExactlyOnce", "Recovery.LoadBytes",
+                  "Recovery.ReplayEvents", *PHASE_LINES)
 
 
 def _cli(*args, timeout=150):
@@ -69,6 +72,18 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     assert "[SPARK], ExactlyOnce, true" in lines
     data = json.loads(out.read_text())
     assert data["metrics"]["ExactlyOnce"] is True and data["settings"]["protocol"] == "coordinated"
+    # the phases are consecutive slices of the recovery: they add up to RecoveryTime
+    values = {line.split(", ")[1]: float(line.split(", ")[2]) for line in lines if "ExactlyOnce" not in line}
+    assert values["RecoveryTime(ms)"] > 0 and values["Recovery.LoadBytes"] > 0
+    assert sum(values[p] for p in PHASE_LINES) == pytest.approx(values["RecoveryTime(ms)"], rel=0.05)
+    assert values["Recovery.ReplayEvents"] > 0
+    (episode,) = data["recovery_phases"]
+    assert episode["total_ms"] == pytest.approx(values["RecoveryTime(ms)"], abs=0.2)
+    # checkpoints as Flink's REST API names them
+    summary = data["checkpoints"]["summary"]
+    assert summary["end_to_end_duration"]["max"] > 0 and summary["checkpointed_size"]["min"] > 0
+    assert summary["state_size"]["max"] >= summary["checkpointed_size"]["max"] * 0.5
+    assert data["checkpoints"]["counts"]["completed"] == data["metrics"]["Checkpoints"]
 
 
 def test_cli_rejects_bad_settings_before_starting_spark(tmp_path):

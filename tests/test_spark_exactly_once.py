@@ -83,6 +83,10 @@ def test_exactly_once_after_killed_instances(spark, tmp_path, protocol, backend,
     assert m.failures == failures, m.summary()
     assert m.exactly_once, m.verify_detail
     assert m.checkpoints >= 1 and m.replayed_events > 0
+    # every failure belongs to one recovery episode, measured in phases that are never negative
+    assert sum(r.failures for r in m.recoveries) == failures
+    assert all(min(r.detect_ms, r.load_ms, r.restore_ms, r.replay_ms, r.catch_up_ms) >= 0 for r in m.recoveries)
+    assert all(r.replay_events > 0 for r in m.recoveries)
     # every participant wrote into its own namespace of the backend named in the Spark conf
     assert {"i0", "i1"} <= owners
     assert ("driver" in owners) == (protocol == "coordinated")
