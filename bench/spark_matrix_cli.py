@@ -86,7 +86,7 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from experiments import spark_matrix
-    from experiments.plots import plot_spark_matrix
+    from experiments.plots import plot_recovery_phases, plot_spark_matrix
 
     try:
         protocols, backends = check(args)
@@ -105,4 +105,8 @@ def run(args: argparse.Namespace) -> int:
     spark_matrix.write_json(doc, args.json)
     plot_spark_matrix(doc["rows"], args.png)
     print(f"wrote {args.json} and {args.png}")
+    if args.fail_at:  # recovery time by phase: one stacked bar per protocol x backend
+        phases_png = (args.png[:-4] if args.png.endswith(".png") else args.png) + "-recovery.png"
+        plot_recovery_phases(doc["rows"], phases_png)
+        print(f"wrote {phases_png}")
     return 0
