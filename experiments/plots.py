@@ -144,7 +144,8 @@ def plot_recovery_phases(rows: list[dict[str, Any]], path: str) -> None:
     means), detect at the bottom, catch-up on top; the bar's height is ``RecoveryTime(ms)``."""
     plt = pyplot()
     rows = [r for r in rows if (r.get("metrics") or {}).get("RecoveryTime(ms)")]  # recovered at least once
-    labels = [r["protocol"] if r.get("backend", "-") == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
+    named = [r.get("settings", r) for r in rows]  # a bench spark document names them in its settings
+    labels = [n["protocol"] if (n.get("backend") or "-") == "-" else f"{n['protocol']}\n{n['backend']}" for n in named]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
     bottom = [0.0] * len(rows)
     for key, name, colour in RECOVERY_PHASES:
