@@ -175,7 +175,13 @@ class DefaultFSBackend(Backend):
                 yield key, value
 
     def _flush(self) -> None:
-        self.medium.sync_dir()
+        """Under ``sync`` every put synced its file and the directory; the directory again is a
+        cheap barrier.  Under ``none`` no put synced anything: the files' data must be made
+        durable too (``sync_all``; nothing to do on media whose writes are durable on return)."""
+        with storage_errors(self.name, self.path):
+            if not self._sync:
+                self.medium.sync_all()
+            self.medium.sync_dir()
 
     def _close(self) -> None:
         try:
