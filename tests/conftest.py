@@ -175,6 +175,89 @@ def real_disk_dir() -> Path:
         shutil.rmtree(d, ignore_errors=True)
 
 
+SYNC_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#define MAXFD 4096
+#define MAXEV 65536
+static long long durable[MAXFD], calls[MAXFD];
+/* every completed sync, in order: kind 0 fdatasync, 1 fsync, 2 sync(), 3 syncfs() */
+static struct { int kind; long long dev, ino, size; } events[MAXEV];
+static long long nev;
+static int (*real_fdatasync)(int), (*real_fsync)(int), (*real_syncfs)(int);
+static void (*real_sync)(void);
+
+static void note(int kind, long long dev, long long ino, long long size) {
+    long long i = __atomic_fetch_add(&nev, 1, __ATOMIC_SEQ_CST);
+    if (i < MAXEV) {
+        events[i].kind = kind; events[i].dev = dev; events[i].ino = ino; events[i].size = size;
+    }
+}
+
+static int observed(int fd, int kind, int (*real)(int)) {
+    struct stat st;
+    int known = fstat(fd, &st) == 0;
+    long long size = known ? (long long)st.st_size : -1;
+    int rc = real(fd);
+    if (rc == 0 && fd >= 0 && fd < MAXFD) {
+        __atomic_fetch_add(&calls[fd], 1, __ATOMIC_SEQ_CST);
+        long long cur = __atomic_load_n(&durable[fd], __ATOMIC_SEQ_CST);
+        while (size > cur && !__atomic_compare_exchange_n(&durable[fd], &cur, size, 0,
+                                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            ;
+    }
+    if (rc == 0 && known)
+        note(kind, (long long)st.st_dev, (long long)st.st_ino, size);
+    return rc;
+}
+int fdatasync(int fd) {
+    if (!real_fdatasync) real_fdatasync = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    return observed(fd, 0, real_fdatasync);
+}
+int fsync(int fd) {
+    if (!real_fsync) real_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    return observed(fd, 1, real_fsync);
+}
+int syncfs(int fd) {
+    if (!real_syncfs) real_syncfs = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
+    return observed(fd, 3, real_syncfs);
+}
+void sync(void) {
+    if (!real_sync) real_sync = (void (*)(void))dlsym(RTLD_NEXT, "sync");
+    real_sync();
+    note(2, 0, 0, 0);
+}
+long long shim_durable(int fd) { return __atomic_load_n(&durable[fd], __ATOMIC_SEQ_CST); }
+long long shim_calls(int fd) { return __atomic_load_n(&calls[fd], __ATOMIC_SEQ_CST); }
+long long shim_events(void) { return __atomic_load_n(&nev, __ATOMIC_SEQ_CST); }
+long long shim_event(long long i, int field) {
+    return field == 0 ? events[i].kind : field == 1 ? events[i].dev
+         : field == 2 ? events[i].ino : events[i].size;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def sync_shim(tmp_path_factory) -> Path:
+    """An observer of the C library's syncs, for a child process to preload (``LD_PRELOAD``):
+    ``fdatasync``/``fsync``/``syncfs``/``sync`` behave as always and are noted once they return
+    (per fd: ``shim_durable(fd)``, the largest file size a returned sync started at, and
+    ``shim_calls(fd)``; in order: ``shim_events()`` and ``shim_event(i, field)``, field 0 kind
+    (0 fdatasync, 1 fsync, 2 sync, 3 syncfs), 1 st_dev, 2 st_ino, 3 size).  It sees what the
+    code under test really asked of the kernel, whatever its own bookkeeping says.  Built with
+    the C compiler the project's extension is built with."""
+    d = tmp_path_factory.mktemp("sync-shim")
+    (d / "shim.c").write_text(SYNC_SHIM)
+    out = d / "shim.so"
+    res = subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(d / "shim.c"),
+                          "-ldl"], capture_output=True, text=True)
+    assert res.returncode == 0, f"cannot build the sync observer: {res.stderr}"
+    return out
+
+
 @pytest.fixture
 def slow_sync():
     """Every group-commit sync (C and Python committer) sleeps 5 ms first, so that writers queue

@@ -6,8 +6,8 @@ Two observers:
 * the committer's own books (``group_commit.ack_log``: each acknowledgement's target against
   the bytes the committer had synced when it let the writer go);
 * the C library, independently of the committer: the committer tests run in a child process
-  with a small ``LD_PRELOAD`` shim around ``fdatasync``/``fsync`` that notes, per fd, the file
-  size at the start of each sync that *returned*.  A committer that acknowledged before syncing,
+  with conftest's ``sync_shim`` preloaded (``LD_PRELOAD``), which notes, per fd, the file size
+  at the start of each ``fdatasync``/``fsync`` that *returned*.  A committer that acknowledged before syncing,
   or that never called ``fdatasync`` at all, leaves acknowledged bytes above that mark.
 
 Contention is forced, not hoped for: ``group_commit.set_sync_delay`` makes every sync sleep
@@ -33,52 +33,6 @@ KINDS = [pytest.param("native", marks=pytest.mark.skipif(
              not commit.native_available, reason="the C committer was not built")),
          "python"]
 THREADS = 16
-
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <sys/stat.h>
-#define MAXFD 4096
-static long long durable[MAXFD], calls[MAXFD];
-static int (*real_fdatasync)(int), (*real_fsync)(int);
-
-static int observed(int fd, int (*real)(int)) {
-    struct stat st;
-    long long size = fstat(fd, &st) == 0 ? (long long)st.st_size : -1;
-    int rc = real(fd);
-    if (rc == 0 && fd >= 0 && fd < MAXFD) {
-        __atomic_fetch_add(&calls[fd], 1, __ATOMIC_SEQ_CST);
-        long long cur = __atomic_load_n(&durable[fd], __ATOMIC_SEQ_CST);
-        while (size > cur && !__atomic_compare_exchange_n(&durable[fd], &cur, size, 0,
-                                                          __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-            ;
-    }
-    return rc;
-}
-int fdatasync(int fd) {
-    if (!real_fdatasync) real_fdatasync = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-    return observed(fd, real_fdatasync);
-}
-int fsync(int fd) {
-    if (!real_fsync) real_fsync = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-    return observed(fd, real_fsync);
-}
-long long shim_durable(int fd) { return __atomic_load_n(&durable[fd], __ATOMIC_SEQ_CST); }
-long long shim_calls(int fd) { return __atomic_load_n(&calls[fd], __ATOMIC_SEQ_CST); }
-"""
-
-
-@pytest.fixture(scope="module")
-def sync_shim(tmp_path_factory) -> Path:
-    """The fdatasync observer, built with the C compiler the extension is built with."""
-    d = tmp_path_factory.mktemp("shim")
-    (d / "shim.c").write_text(SHIM)
-    out = d / "shim.so"
-    res = subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out), str(d / "shim.c"),
-                          "-ldl"], capture_output=True, text=True)
-    assert res.returncode == 0, f"cannot build the fdatasync shim: {res.stderr}"
-    return out
-
 
 @pytest.fixture
 def hooks_off():
