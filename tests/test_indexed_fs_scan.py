@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from backends.indexed_fs.index import Index
 from backends.indexed_fs.segment import (FLAG_TOMBSTONE, HEADER, HEADER_SIZE, MAX_KEY_LEN,
-                                         MAX_VALUE_LEN, crc, encode, resolve, scan, walk)
+                                         MAX_VALUE_LEN, crc, encode, resolve, resolve_all,
+                                         scan, walk)
 
 
 def reference_scan(data, seg_id, base, last, values, tombs):
@@ -133,3 +134,15 @@ def test_scan_matches_the_walk_with_short_runs_taken_as_runs(monkeypatch):
     monkeypatch.setattr(segment, "_RUN_FIRST", 4)
     monkeypatch.setattr(segment, "_RUN_MIN", 4)
     test_scan_matches_the_record_by_record_walk()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(RECORD, max_size=12), min_size=1, max_size=4), st.integers(1, 5))
+def test_resolving_all_parts_at_once_matches_record_by_record(segments, runs):
+    """resolve_all (dicts built in C where seqs never fall) == resolve per part, also with
+    compaction copies (seqs going back), tombstones and keys holding NUL."""
+    parts = [walk(build(recs, runs), sid, 0, False)[1] for sid, recs in enumerate(segments, 1)]
+    values, tombs = {}, {}
+    for recs in parts:
+        resolve(recs, values, tombs)
+    assert resolve_all(parts) == (values, tombs)

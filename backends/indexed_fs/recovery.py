@@ -82,6 +82,7 @@ from .segment import (
     list_segment_ids,
     open_segment,
     resolve,
+    resolve_all,
     walk,
 )
 
@@ -266,14 +267,13 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
             seg.min_seq = 0 if info is None else info.min_seq
         plan = [(s, coff if s.id == cseg else 0) for s in segments.values()
                 if s.id >= cseg or s.id not in snap.segs]
-        values, tombs = {}, {}  # what the log holds beyond the snapshot
     else:
         plan = [(s, 0) for s in segments.values()]
         values, tombs = index.d, index.tombs  # filled in place, sorted once at the end
 
     last_id = ids[-1] if ids else None
     hinted = set(hint.list_ids(medium))
-    parts: list[Records] = []  # full rebuild: every segment's records, resolved at once below
+    parts: list[Records] = []  # every segment's records read, resolved at once below
     seg = None
     try:
         for seg, start in plan:
@@ -294,10 +294,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
                 if seg.id != last_id:
                     seg.trim()
-            if snap is None:
-                parts.append(recs)
-            else:
-                resolve(recs, values, tombs)
+            parts.append(recs)
             if len(recs) and res.max_seq == 0:  # from a hint: the seq range of its records
                 res.min_seq, res.max_seq = int(recs.seqs.min()), int(recs.seqs.max())
             kd.records_scanned += res.records
@@ -332,6 +329,8 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 resolve(recs, values, tombs)
             index.finish_scan()
     else:
+        values, tombs = resolve_all(parts)
+        del parts
         index.merge(values, tombs)
         unresolved = [(k, sid) for k, sid in gone if index.latest(k) is None]
         kd.unresolved_snapshot_entries = len(unresolved)

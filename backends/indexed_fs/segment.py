@@ -20,7 +20,7 @@ import mmap
 import os
 import re
 import struct
-from itertools import chain
+from itertools import chain, repeat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -577,6 +577,35 @@ def resolve(recs: Records, values: dict, tombs: dict) -> None:
                 vset(key, (sid, off, size, seq))
                 if tombs:
                     tpop(key, None)
+
+
+def resolve_all(parts: list[Records]) -> tuple[dict, dict]:
+    """:func:`resolve` of ``parts`` (in log order) into new ``values`` and ``tombs``.  Where the
+    records' ``seq`` never falls in log order (no compaction copy among them: every write takes
+    its ``seq`` and its place in the log under one lock), the last record of a key is its
+    highest, and the dicts are built in C (``dict(zip(...))``, last one wins) rather than record
+    by record."""
+    values: dict = {}
+    tombs: dict = {}
+    if not parts:
+        return values, tombs
+    seqs = np.concatenate([r.seqs for r in parts])
+    if len(seqs) > 1 and (seqs[1:] < seqs[:-1]).any():
+        for recs in parts:
+            resolve(recs, values, tombs)
+        return values, tombs
+    keys: list[str] = []
+    ents: list[tuple] = []
+    for r in parts:
+        keys += [k.decode("utf-8", "replace") for k in r.key_bytes()]
+        ents += zip(repeat(r.seg_id), r.offsets.tolist(), r.sizes.tolist(), r.seqs.tolist())
+    flags = np.concatenate([r.flags for r in parts])
+    if not flags.any():
+        return dict(zip(keys, ents)), tombs
+    latest = dict(zip(keys, zip(ents, flags.tolist())))
+    for key, (e, f) in latest.items():
+        (tombs if f else values)[key] = e
+    return values, tombs
 
 
 AnySegment = Segment | MediumSegment
