@@ -8,6 +8,10 @@ its inode that started at its present size or more (any time since the open: a s
 put itself counts), or by a whole-system ``sync()``/``syncfs()`` made during the flush; a
 directory (whose entries the puts changed) by a sync of its inode or a whole-system one.  With
 ``durability=none`` the puts sync nothing, so it is the flush that must.
+
+The same observer checks that a ``default_fs`` put under ``durability=sync`` is durable when it
+returns: its file synced at its size, then its directory (removing either sync from the
+medium's ``write_atomic`` fails that test).
 """
 
 from __future__ import annotations
@@ -91,3 +95,45 @@ def test_flush_leaves_every_file_and_directory_synced(backend, mode, sync_shim, 
             if got is None or got < e["size"]:
                 uncovered.append((e["path"], e["size"], got))
     assert not uncovered, f"not durable after flush (path, size, synced size): {uncovered}"
+
+
+PUTS = r"""
+import ctypes, json, os, sys
+from backends import open_backend
+path, shim = sys.argv[1:3]
+lib = ctypes.CDLL(shim)
+lib.shim_events.restype = lib.shim_event.restype = ctypes.c_longlong
+lib.shim_event.argtypes = [ctypes.c_longlong, ctypes.c_int]
+store = open_backend("default_fs", path=path, durability="sync")
+dir_st = os.stat(path)
+puts = []
+for i in range(30):
+    key = f"ckpt/{i % 7}"
+    start = lib.shim_events()
+    store.put(key, f"{i}:".encode() * (1 + i * 11))
+    end = lib.shim_events()
+    st = os.stat(os.path.join(path, f"ckpt%2F{i % 7}.ckpt"))
+    events = [[lib.shim_event(j, f) for f in range(4)] for j in range(start, end)]
+    puts.append({"file": [st.st_dev, st.st_ino, st.st_size], "events": events})
+print(json.dumps({"dir": [dir_st.st_dev, dir_st.st_ino], "puts": puts}))
+os._exit(0)
+"""
+
+
+def test_a_default_fs_sync_put_syncs_its_file_then_the_directory_before_it_returns(
+        sync_shim, tmp_path):
+    """Durable on return: within each put, a sync of the new file's inode at its full size,
+    then a sync of the directory that now names it (the rename is durable only then)."""
+    env = dict(os.environ, LD_PRELOAD=str(sync_shim))
+    proc = subprocess.run([sys.executable, "-c", PUTS, str(tmp_path / "s"), str(sync_shim)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for n, put in enumerate(out["puts"]):
+        dev, ino, size = put["file"]
+        order = [e for e in put["events"] if e[0] not in WHOLE_SYSTEM]
+        file_at = [i for i, (_, d, n_, s) in enumerate(order) if (d, n_) == (dev, ino) and s >= size]
+        assert file_at, f"put {n}: its file was not synced at its size before the put returned"
+        dir_after = [i for i, (_, d, n_, _s) in enumerate(order)
+                     if [d, n_] == out["dir"] and i > file_at[0]]
+        assert dir_after, f"put {n}: the directory was not synced after the file, before return"
