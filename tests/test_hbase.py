@@ -170,7 +170,7 @@ def test_on_hdfs_wal_hsync_fsyncs_on_the_datanode_and_wal_does_not(private, popt
             counts[mode] = _datanode_fsyncs(hdfs_status) - before
             assert store.stats()["wal"].startswith("on")
     assert counts["wal_hsync"] >= 20, counts
-    assert counts["wal"] < 5, counts  # only what HBase itself closes meanwhile
+    assert counts["wal"] < 10, counts  # only files HBase or others close meanwhile
 
 
 def test_put_get_delete(store):
