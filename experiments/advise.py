@@ -112,19 +112,23 @@ def overhead(interval_s: float, cost_s: float, mtbf_s: float, restart_s: float =
 
 
 def per_event_cost(ratio_none: float | None, checkpoints: float, cost_s: float, measured_events: float,
-                   events: float, none_throughput: float | None) -> float | None:
+                   events: float, none_throughput: float | None, recovery_s: float = 0.0,
+                   none_recovery_s: float = 0.0) -> float | None:
     """``P``: the fraction of processing time a protocol adds per event beyond its checkpoints.
 
     From the matrix: the row ran at ``ratio_none`` (median of per-round throughput ratios) of
-    ``none``, i.e. ``1/ratio - 1`` more time per event; its checkpoints in the measured part of the
-    run (``checkpoints * measured_events / events``, each ``cost_s``) account for
-    ``k_m * C * X_none / measured_events`` of it.  The rest, never below 0, is per-event work.
-    Checkpoints written in parallel or in the background are counted as if they blocked, so ``P``
-    is, if anything, too low for those protocols.  None when the matrix has no ``none`` row."""
+    ``none``, i.e. ``1/ratio - 1`` more time per event.  Its checkpoints in the measured part of
+    the run (``k_m = checkpoints * measured_events / events``, each ``cost_s``) account for
+    ``k_m * C * X_none / measured_events`` of it; with injected failures its recovery time
+    (``recovery_s``, all of the run's failures), less ``none``'s (``none_recovery_s``), is taken out
+    the same way.  The rest, never below 0, is per-event work.  Checkpoints written in parallel or
+    in the background are counted as if they blocked, so ``P`` is, if anything, too low for those
+    protocols.  None when the matrix has no ``none`` row."""
     if not ratio_none or not none_throughput or not measured_events or not events:
         return None
     k_m = checkpoints * measured_events / events
-    return max(0.0, (1.0 / ratio_none - 1.0) - k_m * cost_s * none_throughput / measured_events)
+    explained = k_m * cost_s + recovery_s - none_recovery_s
+    return max(0.0, (1.0 / ratio_none - 1.0) - explained * none_throughput / measured_events)
 
 
 def recovery_time(interval_s: float, restart_s: float, rate: float, throughput: float) -> float:
@@ -170,14 +174,22 @@ class Advice:
         return self.sustains_rate and self.meets_rto is not False
 
 
+def _recovery_total_s(row: dict[str, Any] | None) -> float:
+    """All the recovery time inside a row's run: failures x mean recovery time (s)."""
+    if not row:
+        return 0.0
+    return float(row.get("failures") or 0) * float(row.get("recovery_ms") or 0) / 1e3
+
+
 def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: float | None,
-               none_throughput: float | None = None) -> Advice:
+               none: dict[str, Any] | None = None) -> Advice:
     """The advice for one matrix row (it must have taken checkpoints and have a throughput);
-    ``none_throughput``: the matrix's ``none`` row, for the per-event cost."""
+    ``none``: the matrix's ``none`` row, for the per-event cost."""
     cost_s = row["checkpoint_ms"] / 1e3
     work = row.get("work") or {}
-    p = per_event_cost(row.get("ratio_none"), work.get("checkpoints", 0), cost_s,
-                       work.get("measured_events", 0), work.get("events", 0), none_throughput)
+    p = per_event_cost(row.get("ratio_none"), work.get("checkpoints", 0), cost_s, work.get("measured_events", 0),
+                       work.get("events", 0), none["throughput"] if none else None, _recovery_total_s(row),
+                       _recovery_total_s(none))
     measured = bool(row.get("failures")) and bool(row.get("recovery_ms"))
     restart_s = row["recovery_ms"] / 1e3 if measured else 0.0
     x = float(row["throughput"])
@@ -230,7 +242,7 @@ def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s:
                           f"with a checkpointing protocol (e.g. --protocols none,coordinated)")
     lam = rate if rate else default_rate(doc)
     none = next((r for r in doc.get("rows", []) if r.get("protocol") == "none" and r.get("throughput")), None)
-    ranked = rank([advise_row(r, mtbf_s, lam, rto_s, none["throughput"] if none else None) for r in rows])
+    ranked = rank([advise_row(r, mtbf_s, lam, rto_s, none) for r in rows])
     best = ranked[0]
     return {"schema": SCHEMA, "source": source, "mtbf_s": mtbf_s, "rto_s": rto_s,
             "rate": lam, "rate_note": "given" if rate else ("the matrix job's rate" if lam else

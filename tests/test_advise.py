@@ -124,3 +124,12 @@ def test_per_event_cost_is_the_slowdown_left_after_the_checkpoints():
     assert [a["name"] for a in doc["ranking"]] == ["coordinated/indexed_fs", "logio/indexed_fs"]
     assert doc["ranking"][1]["per_event"] == pytest.approx(1.0 - 3 * 0.005 * 1e6 / 750_000)
     assert doc["ranking"][0]["per_event_measured"]
+
+
+def test_per_event_cost_takes_the_injected_failures_recovery_out():
+    from experiments.advise import per_event_cost
+
+    # 0.5x none: 1.0 more time per event over 750k events at 1M/s = 0.75 s; checkpoints 0.15 s,
+    # its recovery 0.3 s less none's 0.15 s: 0.3 s explained, 0.45 s (0.6 of none's time) per event
+    assert per_event_cost(0.5, 4, 0.05, 750_000, 1_000_000, 1e6, recovery_s=0.3,
+                          none_recovery_s=0.15) == pytest.approx(0.6)
