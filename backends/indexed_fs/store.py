@@ -132,6 +132,7 @@ class IndexedFSBackend(Backend):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._commit: Any = None  # the group committer, made once the active segment is known
+        self._reserve_pending = False  # the active segment's space is reserved on first append
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
             records_scanned=0, unresolved_snapshot_entries=0, open_time_ms=0.0,
@@ -181,8 +182,9 @@ class IndexedFSBackend(Backend):
             self._active = open_segment(self.medium, (last or 0) + 1, create=True)
             self._segments[self._active.id] = self._active
             self.medium.sync_dir()
-        if self.config["preallocate"]:
-            self._active.reserve(self._segment_size)
+        # the active segment's space is reserved by the first append, not here: the reservation
+        # is made durable by an fsync, which an open that only reads need not wait for
+        self._reserve_pending = self.config["preallocate"]
         for seg in self._segments.values():
             if seg is not self._active:
                 seg.map_sealed()
@@ -247,6 +249,10 @@ class IndexedFSBackend(Backend):
         seg, n = self._active, len(data)
         if seg.size and seg.size + n > self._segment_size:
             seg = self._rotate_locked()
+        elif self._reserve_pending:
+            self._reserve_pending = False
+            with self._errors:
+                seg.reserve(self._segment_size)
         try:
             off = seg.append(data)
         except OSError:
