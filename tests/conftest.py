@@ -350,13 +350,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 # ------------------------------------------------------------ shared servers stay unchanged
 
 _baseline: dict[str, dict] = {}  # server -> (pid, settings) when first seen running
+#: status fields that move on their own (a NameNode leaving safe mode): not compared
+_VOLATILE = ("fs_state", "live_datanodes", "aof_last_write_status")
 
 
 def _shared_status(name: str) -> dict | None:
     import services
 
     st = services.status([name])[0]
-    return {"pid": st.get("pid"), "settings": st.get("settings")} if st.get("running") else None
+    if not st.get("running"):
+        return None
+    settings = {k: v for k, v in (st.get("settings") or {}).items() if k not in _VOLATILE}
+    return {"pid": st.get("pid"), "settings": settings}
 
 
 _tried: set[str] = set()
