@@ -270,8 +270,11 @@ class Index:
         nv = len(values)
         ent = np.array(ents, np.uint64).reshape(-1, 4)
         base, alive, bcols = self._base, self._alive, self._cols
-        qb = np.array([k.encode("utf-8") for k in keys])
-        at = base.searchsorted(qb)
+        kb = [k.encode("utf-8") for k in keys]
+        qb = np.array(kb, f"S{max(map(len, kb))}")
+        order = np.argsort(qb)  # sorted queries walk the base in order: far fewer cache misses
+        at = np.empty(len(qb), np.int64)
+        at[order] = base.searchsorted(qb[order])
         atc = np.minimum(at, len(base) - 1)
         found = (at < len(base)) & (base[atc] == qb) & alive[atc]  # type: ignore[index]
         win = ~found | (ent[:, 3] >= bcols[3][atc])  # type: ignore[index]
