@@ -181,8 +181,10 @@ class JobRunner:
                 replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
                 failures=failures)
             recent = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
-            reference = (float(np.median([r for r, _ in recent])), float(np.median([n for _, n in recent])))
-            self.catching_up = (episode, t_end, reference if recent else None)
+            reference = None  # no micro-batch ran at the normal level before: any next one is back
+            if recent:
+                reference = (float(np.median([r for r, _ in recent])), float(np.median([n for _, n in recent])))
+            self.catching_up = (episode, t_end, reference)
             return stats
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
