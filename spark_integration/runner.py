@@ -65,6 +65,21 @@ def is_instance_failure(exc: BaseException) -> bool:
     return any(mark in text for mark in INSTANCE_FAILURE_MARKS)
 
 
+def check_fail_point(settings: Settings) -> None:
+    """``failPoint`` must be one the instances of this protocol reach (its class is loaded, so
+    its points are declared); a driver point ends the driver and is armed by the environment."""
+    from backends import failpoints
+
+    name = settings.fail_point
+    valid = sorted(n for n in failpoints.DECLARED if n.startswith(("spark.worker.", f"spark.{settings.protocol}.")))
+    if name and name not in valid:
+        hint = (f"; a driver's point ends the driver: arm it with {failpoints.ENV}={name}"
+                if name.startswith("spark.driver.") else "")
+        raise SparkIntegrationError(
+            f"fail point {name!r} is not one the instances of protocol {settings.protocol!r} reach; "
+            f"valid: {', '.join(valid)}{hint}")
+
+
 def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: dict[str, str] | None = None):
     """A SparkSession for local runs (spark-submit users get theirs from ``getOrCreate``)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -97,6 +112,7 @@ class JobRunner:
         settings = replace(settings, operator=self.query.operator)
         self.spark, self.settings, self.spec = spark, settings, spec
         self.protocol: Protocol = protocol_class(settings.protocol)(settings)
+        check_fail_point(settings)
         self.metrics = Metrics()
         self.pending_failures = sorted(settings.fail_at)
         self.batch_seq = 0

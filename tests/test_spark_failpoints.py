@@ -98,3 +98,17 @@ def test_resume_is_refused_by_a_protocol_whose_driver_keeps_no_records(spark, tm
     settings = from_conf(entries(tmp_path, "logio", "fp-noresume"))
     with pytest.raises(SparkIntegrationError, match="cannot be resumed"):
         run_job(spark, settings, JobSpec(**SPEC, resume=True))
+
+
+def test_a_fail_point_the_instances_never_reach_is_refused():
+    from spark_integration.errors import SparkIntegrationError
+    from spark_integration.protocols.registry import protocol_class
+    from spark_integration.runner import check_fail_point
+    from spark_integration.settings import Settings
+
+    protocol_class("coordinated")  # declares its points
+    check_fail_point(Settings(protocol="coordinated", fail_point="spark.worker.during_checkpoint_write"))
+    with pytest.raises(SparkIntegrationError, match="valid: spark.worker.after_checkpoint"):
+        check_fail_point(Settings(protocol="coordinated", fail_point="spark.logio.before_log_commit"))
+    with pytest.raises(SparkIntegrationError, match="CKPTBENCH_FAILPOINT=spark.driver.during_commit"):
+        check_fail_point(Settings(protocol="coordinated", fail_point="spark.driver.during_commit"))
