@@ -3,7 +3,7 @@ it acknowledged.  ``bench audit power-loss|sigkill`` and the crash tests all run
 
 One round:
 
-1. A **writer** child process (``python -m experiments.audit writer CONFIG``) opens the store and
+1. A **writer** child process (:mod:`experiments.audit_writer`) opens the store and
    runs ``threads`` writer threads, each on its own keys (so a key has at most one write in
    flight), overwriting them with values of varying length and now and then deleting one.  Each
    operation is announced on stdout before it starts (``S ...``) and once it returned (``A ...``);
@@ -30,24 +30,24 @@ touches the shared ones.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from backends import BadOptionError, CkptError, backend_class, failpoints, open_backend
+from experiments.audit_env import Medium, PrivateServer
+from experiments.audit_writer import Model, Writer, value_of
+
+__all__ = ["AuditError", "AuditResult", "Model", "audit", "claim_of", "hazard_points", "headline",
+           "table", "validate", "value_of"]
 
 KINDS = ("power-loss", "sigkill")
 SERVER_BACKENDS = ("redis", "minio", "hbase")
@@ -109,134 +109,6 @@ class AuditError(CkptError):
     """The audit could not run (no FUSE, a server that does not start, bad options)."""
 
 
-def value_of(seed: str, length: int) -> bytes:
-    """The value written under ``seed``: rebuilt by the checker from the seed alone."""
-    block = hashlib.sha256(seed.encode()).digest()
-    return (block * (length // len(block) + 1))[:length]
-
-
-# ----------------------------------------------------------------------------------- the writer
-def writer_main(config: dict[str, Any]) -> None:
-    """The writer child: write until killed (or until a fail point ends the process)."""
-    store = open_backend(config["backend"], **config["options"])
-    counts_compactions = "compactions" in store.stats()
-    out_lock = threading.Lock()
-    failed = threading.Event()
-
-    def say(line: str) -> None:
-        with out_lock:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-    def writer(t: int) -> None:
-        rnd = random.Random(f"{config['seed']}-{t}")
-        try:
-            for i in range(10**9):
-                key = f"t{t}-k{rnd.randrange(config['keys_per_thread'])}"
-                if rnd.random() < 0.1:
-                    say(f"S D {key}")
-                    store.delete(key)
-                    say(f"A D {key}")
-                else:
-                    vseed, length = f"{config['seed']}-{t}-{i}", rnd.choice((10, 300, 1500, 5000))
-                    say(f"S P {key} {vseed} {length}")
-                    store.put(key, value_of(vseed, length))
-                    say(f"A P {key} {vseed} {length}")
-                if counts_compactions and t == 0 and i % 50 == 49:
-                    say(f"C {store.stats()['compactions']}")
-        except BaseException as exc:  # noqa: BLE001 - the cut: stop writing, never acknowledge
-            say(f"E {type(exc).__name__}")
-            failed.set()
-
-    say("READY")
-    threads = [threading.Thread(target=writer, args=(t,), daemon=True)
-               for t in range(config["threads"])]
-    for th in threads:
-        th.start()
-    while not failed.is_set():
-        time.sleep(0.5)
-    while True:  # keep the store open, unclosed, until the parent kills us
-        time.sleep(3600)
-
-
-# ------------------------------------------------------------------------------------ the model
-class Model:
-    """What the writers acknowledged (key -> latest value, ``None``: deleted), what was in flight
-    at the cut, and every value ever written to each key (to tell lost from wrong)."""
-
-    def __init__(self) -> None:
-        self.acked: dict[str, bytes | None] = {}
-        self.pending: dict[str, bytes | None] = {}
-        self.history: dict[str, set[bytes | None]] = {}
-        self.total_acked = 0
-        self.compactions = 0
-        self.lost = 0
-        self.wrong = 0
-        self.failures: list[str] = []
-
-    def read(self, lines: Iterable[str]) -> int:
-        """Fold one round's lines in; returns how many writes the round acknowledged."""
-        self.pending = {}
-        acked = 0
-        for line in lines:
-            parts = line.split()
-            if not line.endswith("\n"):
-                continue  # a line cut by the kill: its op is still pending
-            if parts[:1] == ["C"]:
-                self.compactions = max(self.compactions, int(parts[1]))
-                continue
-            if len(parts) < 3 or parts[0] not in ("S", "A"):
-                continue
-            kind, op, key = parts[:3]
-            val = value_of(parts[3], int(parts[4])) if op == "P" else None
-            self.history.setdefault(key, {None}).add(val)
-            if kind == "S":
-                self.pending[key] = val
-            else:
-                self.acked[key] = val
-                self.pending.pop(key, None)
-                acked += 1
-        self.total_acked += acked
-        return acked
-
-    def check(self, found: dict[str, bytes | None], round_no: int) -> tuple[int, int]:
-        """Compare what a reopened store holds (``found``: every key of the model) with what was
-        acknowledged; count and adopt the differences.  Returns (lost, wrong) of this round."""
-        lost = wrong = 0
-        for key in sorted(set(self.acked) | set(self.pending)):
-            got = found.get(key)
-            allowed = [self.acked.get(key)]
-            if key in self.pending:
-                allowed.append(self.pending[key])
-            if got in allowed:
-                self.acked[key] = got
-                continue
-            if got in self.history.get(key, {None}):
-                lost += 1
-                what = "lost"
-            else:
-                wrong += 1
-                what = "wrong"
-            if len(self.failures) < 20:
-                self.failures.append(
-                    f"round {round_no}: {key} {what}: holds {_brief(got)}, acknowledged "
-                    f"{_brief(self.acked.get(key))}"
-                    + (f" (in flight: {_brief(self.pending[key])})" if key in self.pending else ""))
-            self.acked[key] = got
-            self.history.setdefault(key, {None}).add(got)
-        self.lost += lost
-        self.wrong += wrong
-        self.pending = {}
-        return lost, wrong
-
-    def keys(self) -> list[str]:
-        return sorted(set(self.acked) | set(self.pending))
-
-
-def _brief(value: bytes | None) -> str:
-    return "nothing" if value is None else f"{len(value)} bytes {value[:6].hex()}"
-
-
 # ------------------------------------------------------------------------------ one writer run
 @dataclass
 class Cut:
@@ -246,193 +118,6 @@ class Cut:
     seconds: float          # how long the writer ran
     reached: bool = True    # False: the fail point was not reached in time (a random cut then)
     dropped: dict[str, Any] = field(default_factory=dict)  # what the power cut dropped
-
-
-class Writer:
-    """One writer child with a thread that collects its lines."""
-
-    def __init__(self, config: dict[str, Any], failpoint: str | None) -> None:
-        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
-        if failpoint:
-            env[failpoints.ENV] = failpoint
-        root = str(Path(__file__).resolve().parents[1])
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "experiments.audit", "writer", json.dumps(config)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self.started = time.monotonic()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:  # type: ignore[union-attr]
-            if line.strip() == "READY":
-                self.ready.set()
-            else:
-                self.lines.append(line)
-
-    def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
-            self.kill()
-            raise AuditError(f"the writer did not start in {timeout:.0f} s: {self.stderr()}")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-        self.reader.join(30)
-
-    def stderr(self) -> str:
-        if self.proc.poll() is None:
-            return "(still running)"
-        return (self.proc.stderr.read() or "").strip()[-1500:]  # type: ignore[union-attr]
-
-
-# --------------------------------------------------------------------------- where data lives
-class _Medium:
-    """Where the store's files live: a plain directory (sigkill) or the lossy mount."""
-
-    def __init__(self, workdir: Path, lossy: bool, fs_model: str = "posix") -> None:
-        self.fs = None
-        if lossy:
-            from services import lossyfs
-
-            reason = lossyfs.available()
-            if reason:
-                raise AuditError(f"a power-loss audit needs the lossy file system: {reason}")
-            try:
-                self.fs = lossyfs.LossyFS.mount(workdir / "lossy-backing", workdir / "mnt",
-                                                metadata=fs_model)
-            except lossyfs.LossyFSError as exc:
-                raise AuditError(str(exc)) from exc
-            self.root = workdir / "mnt"
-            # the store's parent directory is durable before the audit starts
-            (self.root / "data").mkdir()
-            _fsync_dir(self.root / "data")
-            _fsync_dir(self.root)
-            self.root = self.root / "data"
-        else:
-            self.root = workdir / "data"
-            self.root.mkdir(parents=True, exist_ok=True)
-
-    def power_off(self, seed: int, torn: bool = False) -> dict[str, Any]:
-        return self.fs.power_off(torn=torn, seed=seed) if self.fs else {}
-
-    def power_on(self) -> None:
-        if self.fs:
-            self.fs.power_on()
-
-    def sync(self) -> None:
-        if self.fs:
-            self.fs.sync()
-
-    def close(self) -> None:
-        if self.fs:
-            self.fs.unmount()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _PrivateServer:
-    """A server of our own for one audit: own ports, its whole state directory (data, logs, pid
-    file) under ``state``, which for a power-loss audit is on the lossy mount."""
-
-    def __init__(self, name: str, state: Path, durability: str) -> None:
-        import services
-
-        self.services = services
-        self.name = name
-        self.state = state
-        state.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(state.parent)  # the state directory is there before the server starts
-        self.seen: set[int] = set()
-        if name == "redis":
-            self.opts: dict[str, Any] = {"port": _free_port(), "durability": durability}
-        elif name == "minio":
-            port = _free_port()
-            while not _port_free(port + 1):
-                port = _free_port()
-            self.opts = {"port": port}
-        else:
-            self.opts = {"zk_port": _free_port(), "thrift_port": _free_port(),
-                         "thrift2_port": _free_port(), "hbase_root": "local"}
-
-    def start(self) -> None:
-        try:
-            self.services.up([self.name], state_dir=self.state, **self.opts)
-        except self.services.ServiceError as exc:
-            raise AuditError(f"the audit's private {self.name} server did not start: {exc}") \
-                from exc
-        finally:
-            self.seen |= self._pids()
-
-    def _pids(self) -> set[int]:
-        """The pids in the pid files under the state directory (master and gateways)."""
-        root = self.state / self.name
-        out = set()
-        with contextlib.suppress(OSError):  # not the data directory: the server writes there
-            for pid_file in [root / "pid", *(d / "pid" for d in root.iterdir()
-                                              if d.name != "data" and d.is_dir())]:
-                with contextlib.suppress(OSError, ValueError):
-                    out.add(int(pid_file.read_text().strip()))
-        return out
-
-    def _ours(self, pid: int) -> bool:
-        """Whether ``pid`` still runs one of this server's programs (not a reused pid)."""
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-                errors="replace")
-        except OSError:
-            return False
-        ports = [str(p) for p in self.opts.values() if isinstance(p, int)]
-        return str(self.state) in cmdline or any(f":{p}" in cmdline for p in ports)
-
-    def kill(self) -> None:
-        """SIGKILL every process of the server (HBase: master and both gateways), found by the
-        pid files under its state directory, read while they can still be read."""
-        self.seen |= self._pids()
-        for pid in sorted(self.seen):
-            if self._ours(pid):
-                for kill in (os.killpg, os.kill):
-                    with contextlib.suppress(OSError):
-                        kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while any(self._ours(p) for p in self.seen) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.seen = {p for p in self.seen if self._ours(p)}
-
-    def options(self, namespace: str) -> dict[str, Any]:
-        return self.services.client_options(self.name, namespace, state_dir=self.state)
-
-    def stop(self) -> None:
-        """Stop the server; anything of it still running after that (its pid file lost in a
-        cut) is killed."""
-        with contextlib.suppress(Exception):
-            self.services.down([self.name], state_dir=self.state)
-        self.kill()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 # ------------------------------------------------------------------------------------ the audit
@@ -485,9 +170,7 @@ class AuditResult:
     def verdict(self) -> str:
         if self.lost == 0 and self.wrong == 0:
             return "held" if self.claims_durability else "no loss measured (none claimed)"
-        if self.claims_durability:
-            return "VIOLATED"
-        return f"measured loss (not claimed durable): {self.lost} lost, {self.wrong} wrong"
+        return "VIOLATED" if self.claims_durability else "loss measured (none claimed)"
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": "ckptbench.audit/1", **asdict(self), "ok": self.ok,
@@ -593,9 +276,9 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     medium = server = writer = None
     model = Model()
     try:
-        medium = _Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
+        medium = Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
         if backend in SERVER_BACKENDS:
-            server = _PrivateServer(backend, medium.root / "state", mode)
+            server = PrivateServer(backend, medium.root / "state", mode)
             server.start()
             # a server's first start lays out its data directory (Redis' appendonlydir, MinIO's
             # .minio.sys, HBase's root dir) without syncing every entry; on a real machine the
@@ -707,21 +390,22 @@ def table(runs: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _label(doc: dict[str, Any]) -> str:
+    extra = " sigkill" if doc["kind"] == "sigkill" else (
+        f" ({doc['fs_model']})" if doc["fs_model"] != "posix" or doc["backend"] == "minio" else "")
+    return f"{doc['backend']} {doc['durability']}{extra}"
+
+
 def headline(runs: dict[str, dict[str, Any]]) -> str:
     held = [d for d in runs.values() if d["claims_durability"] and d["ok"]]
     broken = [d for d in runs.values() if not d["ok"]]
     measured = [d for d in runs.values() if not d["claims_durability"] and d["lost"]]
-    parts = [f"{len(held)} durable-mode audits lost 0 of "
-             f"{sum(d['acknowledged'] for d in held)} acknowledged writes"]
+    parts = [f"lost 0 of {sum(d['acknowledged'] for d in held)} acknowledged writes: "
+             + ", ".join(_label(d) for d in held)]
     if broken:
-        parts.append("violated: " + ", ".join(f"{d['backend']} {d['durability']} "
-                                                f"({d['lost']} lost)" for d in broken))
+        parts.append("violated: " + ", ".join(f"{_label(d)} {d['lost']} lost, {d['wrong']} "
+                                                f"wrong" for d in broken))
     if measured:
         parts.append("measured loss: " + ", ".join(
-            f"{d['backend']} {d['durability']} {d['lost']}/{d['acknowledged']}"
-            for d in measured))
+            f"{_label(d)} {d['lost']}/{d['acknowledged']}" for d in measured))
     return "; ".join(parts)
-
-
-if __name__ == "__main__" and sys.argv[1:2] == ["writer"]:
-    writer_main(json.loads(sys.argv[2]))
