@@ -97,3 +97,28 @@ def test_bad_input_is_one_line(capsys, argv, needle):
     assert cli.main(["audit", "power-loss", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
+
+
+@pytest.mark.lossyfs
+@pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")
+@pytest.mark.parametrize("backend", ["default_fs", "indexed_fs"])
+def test_a_new_store_directory_survives_a_power_cut(tmp_path, backend):
+    """Opening a store creates its directory (and missing parents) durably: the first
+    acknowledged put survives a cut right after it (the writer ends without closing)."""
+    import subprocess
+    import sys
+
+    from backends import open_backend
+
+    with lossyfs.LossyFS.mount(tmp_path / "backing", tmp_path / "mnt") as fs:
+        path = str(tmp_path / "mnt" / "a" / "b" / "store")
+        code = ("import os, sys; from backends import open_backend; "
+                "s = open_backend(sys.argv[1], path=sys.argv[2], durability='sync'); "
+                "s.put('k', b'acknowledged'); os._exit(0)")
+        subprocess.run([sys.executable, "-c", code, backend, path], check=True, timeout=60)
+        fs.crash()
+        reopened = open_backend(backend, path=path, durability="sync")
+        try:
+            assert reopened.get("k") == b"acknowledged"
+        finally:
+            reopened.close()
