@@ -58,10 +58,10 @@ def test_an_unreadable_segment_names_the_file(tmp_path, monkeypatch):
     for n in _files(path, ".idx") + _files(path, ".hint"):
         os.remove(os.path.join(path, n))  # a full scan reads every segment
 
-    def broken(self, start=0):
+    def broken(self, start=0, stop=None):
         if self.id == 3:
             raise OSError(errno.EIO, "Input/output error")
-        return real(self, start)
+        return real(self, start, stop)
 
     real = segment.Segment.read_all
     monkeypatch.setattr(segment.Segment, "read_all", broken)

@@ -284,11 +284,15 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 res = ScanResult(records=len(recs))
                 end = seg.size
             else:
-                data = seg.read_all(start)
+                stop = seg.data_end(start)
+                data = seg.read_all(start, stop)
                 end = start + len(data)
                 res, recs = walk(data, seg.id, start, seg.id == last_id)
                 del data
                 kd.segments_scanned += 1
+                if stop < getattr(seg, "file_size", stop) and res.tail_at is None \
+                        and res.reserved_at is None:
+                    res.reserved_at = end  # a hole to the end of the file: reserved, unwritten
             if res.reserved_at is not None:  # reserved space left untrimmed by a crash
                 seg.size = res.reserved_at
                 seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh

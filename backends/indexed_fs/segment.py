@@ -16,6 +16,7 @@ medium's append/read files (NFS: appends are buffered and one ``sync`` sends the
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
@@ -247,8 +248,26 @@ class Segment:
             got += len(more)
         return b"".join(parts)
 
-    def read_all(self, start: int = 0) -> bytes:
+    def data_end(self, start: int = 0) -> int:
+        """Where the bytes that may be non-zero end, from ``start`` on: the file's size, or the
+        start of a hole (space reserved by ``fallocate`` and never written) that runs to the end
+        of the file.  A hole reads as zeros, so a reader may stop there and take the rest as
+        reserved space; this spares a crash rebuild reading the untouched reservation."""
         size = os.fstat(self.fd).st_size
+        try:
+            hole = os.lseek(self.fd, start, os.SEEK_HOLE)
+            if hole >= size:
+                return size
+            try:
+                os.lseek(self.fd, hole, os.SEEK_DATA)
+                return size  # data after the hole: read it all
+            except OSError as exc:
+                return hole if exc.errno == errno.ENXIO else size
+        except OSError:  # no SEEK_HOLE here: read everything
+            return size
+
+    def read_all(self, start: int = 0, stop: int | None = None) -> bytes:
+        size = os.fstat(self.fd).st_size if stop is None else stop
         chunks = []
         pos = start
         while pos < size:
@@ -310,8 +329,11 @@ class MediumSegment:
     def read(self, offset: int, size: int) -> bytes:
         return self._in.pread(offset, size)
 
-    def read_all(self, start: int = 0) -> bytes:
-        size = self.medium.size(self.name)
+    def data_end(self, start: int = 0) -> int:
+        return self.medium.size(self.name)
+
+    def read_all(self, start: int = 0, stop: int | None = None) -> bytes:
+        size = self.medium.size(self.name) if stop is None else stop
         return self._in.pread(start, size - start) if size > start else b""
 
     def truncate(self, size: int) -> None:

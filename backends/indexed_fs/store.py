@@ -115,6 +115,7 @@ class IndexedFSBackend(Backend):
         self._cond = threading.Condition()  # segment pins (see _flush, delete_dead_segments)
         self._snap_lock = threading.Lock()
         self._maint_lock = threading.Lock()  # one deleter of segments at a time (GC, compaction)
+        self._hint_lock = threading.Lock()  # one writer of hint files at a time
         self._segments: dict[int, AnySegment] = {}
         self._index = Index()
         self._gc_pending: set[int] = set()
@@ -123,7 +124,7 @@ class IndexedFSBackend(Backend):
         self._written = 0  # bytes appended since open (all segments): the group-commit clock
         self._nwrites = 0
         self._waiters = 0  # threads in _cond.wait() (see _wait)
-        self._pins: Counter[int] = Counter()  # segment id -> _flush fsyncs in flight (under _cond)
+        self._pins: Counter[int] = Counter()  # segment id -> fsyncs, hint walks in flight (_cond)
         self._unsynced: list[AnySegment] = []  # durability=none: sealed without a sync
         self._snap_number = 0
         #: ``_written`` as of the newest snapshot (None: no snapshot describes the index)
@@ -454,29 +455,43 @@ class IndexedFSBackend(Backend):
     def _write_hints(self) -> None:
         """Write the hint file of every sealed segment that lacks one (:mod:`.hint`): sync the
         segment (sealing synced it already, unless durability=none, where nothing is synced
-        here), walk it with every CRC checked, write the hint.  A segment whose walk finds damage gets no hint, so each
-        rebuild walks it and reports the damage.  Holds the maintenance lock: no segment is
-        deleted meanwhile."""
-        with self._maint_lock:
+        here), walk it with every CRC checked, write the hint.  A segment whose walk finds
+        damage gets no hint, so each rebuild walks it and reports the damage.
+
+        The segment is *pinned* meanwhile (as a flush pins the segments it syncs): a deleter
+        (GC, compaction) that chose it waits for the pin before it closes the fd and deletes the
+        hint and the segment, so no hint outlives its segment, and GC is never held up by hints
+        of other segments.  One hint writer at a time (``_hint_lock``)."""
+        with self._hint_lock:
             with self._lock:
                 todo = sorted(self._hint_pending)
             for sid in todo:
                 with self._lock:
                     seg = self._segments.get(sid)
                     self._hint_pending.discard(sid)
-                if seg is None or seg is self._active:
-                    continue
-                durable = self.durability != "none"
-                with storage_errors(self.name, self.path):
-                    if durable:  # a hint describes durable records only
-                        seg.sync()
-                    data = seg.read_all()
-                    res, recs = walk(data, sid, 0, False)
-                    del data
-                    if res.corrupt or res.tail_at is not None or res.reserved_at is not None:
+                    if seg is None or seg is self._active:
                         continue
-                    hint.write(self.medium, recs, seg.size, sync=durable)
-                self.counters["hints_written"] += 1
+                    with self._cond:
+                        self._pins[sid] += 1
+                try:
+                    self._write_hint(seg)
+                finally:
+                    with self._cond:
+                        self._pins[sid] -= 1
+                        self._cond.notify_all()
+
+    def _write_hint(self, seg: AnySegment) -> None:
+        durable = self.durability != "none"
+        with storage_errors(self.name, self.path):
+            if durable:  # a hint describes durable records only
+                seg.sync()
+            data = seg.read_all()
+            res, recs = walk(data, seg.id, 0, False)
+            del data
+            if res.corrupt or res.tail_at is not None or res.reserved_at is not None:
+                return
+            hint.write(self.medium, recs, seg.size, sync=durable)
+        self.counters["hints_written"] += 1
 
     def write_snapshot(self) -> str:
         """Flush the index to a new snapshot now (also done every ``index_flush_interval``)."""
