@@ -31,7 +31,8 @@ MODULES: dict[str, str] = {
     "spark": "services.spark",  # standalone master + worker (no server backend: a cluster)
 }
 
-__all__ = ["MODULES", "ServiceError", "install", "up", "down", "status", "kill", "restart",
+__all__ = ["MODULES", "ServiceError", "install", "up", "down", "stop_order", "status", "kill",
+           "restart",
            "client_options", "crash_audit", "module", "context"]
 
 
@@ -92,9 +93,16 @@ def up(names: Iterable[str] | str | None = None, state_dir: str | Path | None = 
     return out
 
 
+def stop_order(names: Iterable[str]) -> list[str]:
+    """``names`` in the reverse of :data:`MODULES`' order: a service stops before the ones it
+    runs on (HBase before the HDFS holding its WAL)."""
+    order = list(MODULES)
+    return sorted(names, key=lambda n: -order.index(n) if n in order else 0)
+
+
 def down(names: Iterable[str] | str | None = None, state_dir: str | Path | None = None) -> None:
-    """Stop each service gracefully (no error if it is not running)."""
-    for name in _names(names):
+    """Stop each service gracefully (no error if it is not running), in :func:`stop_order`."""
+    for name in stop_order(_names(names)):
         module(name).stop(context(name, state_dir))
 
 
