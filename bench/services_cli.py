@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from services import MODULES, ServiceError, down, kill, status, up
+from services import MODULES, ServiceError, down, kill, status, stop_order, up
 from services.common import log
 
 
@@ -51,6 +51,8 @@ def _describe(st: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     names = list(args.names) or list(MODULES)
+    if args.action == "down":
+        names = stop_order(names)  # HBase before the HDFS it writes to
     if args.port is not None and len(names) != 1:
         print("bench services: --port needs exactly one service NAME", file=sys.stderr)
         return 2
