@@ -138,6 +138,21 @@ def test_status_and_client_options(ctx):
     assert opts["thrift2_port"] == 9091
 
 
+def test_hbase_root_choice_is_checked_with_the_fix(tmp_path):
+    """--hbase-root hdfs without an HDFS in that state directory, or a bogus value: one error
+    naming the fix; auto without HDFS means local, an hdfs:// URL means that HDFS."""
+    from services.common import ServiceError
+
+    ctx = ServiceContext.for_service("hbase", tmp_path / "state")
+    with pytest.raises(ServiceError, match="bench services up hdfs hbase"):
+        service._resolve_root(ctx, "hdfs")
+    with pytest.raises(ServiceError, match="auto\\|local\\|hdfs"):
+        service._resolve_root(ctx, "bogus")
+    assert service._resolve_root(ctx, "auto") == ("local", f"file://{ctx.data_dir}/root")
+    base, root = service._resolve_root(ctx, "hdfs://127.0.0.1:8020/")
+    assert base == "hdfs://127.0.0.1:8020" and root.startswith("hdfs://127.0.0.1:8020/hbase-")
+
+
 def _datanode_fsyncs(hdfs_status: dict) -> int:
     """The DataNode's count of fsyncs (its metrics period is 1 s: read after it passed)."""
     url = (f"http://127.0.0.1:{hdfs_status['ports']['dn_http_port']}/jmx?"
