@@ -1,7 +1,8 @@
 """``bench recovery`` and ``bench checkpoint``: crash or close, reopen (timed), verify.
 
 The experiments are :mod:`experiments.recovery`; this module parses, calls and prints
-``[RECOVERY]`` / ``[CHECKPOINT]`` lines, and exits 1 when a read-back found missing or corrupt
+``[RECOVERY]`` / ``[CHECKPOINT]`` lines (for a store that rebuilds an index on open, also how:
+snapshot used, segments taken from hint files, segments and records scanned), and exits 1 when a read-back found missing or corrupt
 values.
 """
 
@@ -92,13 +93,29 @@ def cmd_recovery(args: argparse.Namespace) -> int:
     verified = out.recovery.verified
     report.print_warnings(out.backend_stats)
     report.print_errors(verified.phase)
-    report.print_lines(report.recovery_lines(out.recovery) + report.phase_lines(verified.phase))
+    report.print_lines(report.recovery_lines(out.recovery) + _rebuild_lines(out.backend_stats)
+                       + report.phase_lines(verified.phase))
     if args.json:
         results.write_json(args.json, results.result_json(
             workload="recovery", backend=args.backend, config=config(args, options),
             phases=out.phases, backend_stats=out.backend_stats,
             extra={"recovery": out.recovery.to_json()}))
     return 0 if out.recovery.intact else EXIT_RUNTIME
+
+
+#: what a store that rebuilds an index on open reports of the rebuild (indexed_fs's stats)
+_REBUILD = (("snapshot_used", "SnapshotUsed"), ("hints_used", "HintsUsed"),
+            ("segments_scanned", "SegmentsScanned"), ("records_scanned", "RecordsScanned"))
+
+
+def _rebuild_lines(stats: dict[str, Any] | None) -> list[str]:
+    """``[RECOVERY]`` lines for how the reopened store rebuilt its index, where it says."""
+    stats = stats or {}
+    lines = [f"[RECOVERY], {label}, {stats[key]}" for key, label in _REBUILD[1:] if key in stats]
+    if "snapshot_used" in stats:
+        used = "true" if stats["snapshot_used"] else "false"
+        lines.insert(0, f"[RECOVERY], SnapshotUsed, {used}")
+    return lines
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
