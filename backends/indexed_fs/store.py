@@ -443,14 +443,16 @@ class IndexedFSBackend(Backend):
         return [s.id for s in gone]
 
     def _after_seal(self) -> None:
-        """Background work once segments were sealed: their hint files, then (unless snapshots
-        are off) a snapshot, so that a crash rebuild reads the log only from the active
-        segment on."""
+        """Background work once segments were sealed: (unless snapshots are off) a snapshot,
+        so that a crash rebuild reads the log only from the active segment on, then the sealed
+        segments' hint files, which serve a rebuild that has no snapshot this recent.  The
+        snapshot first: it saves a crash rebuild more, and a crash may come before both are
+        written."""
         if not self._hint_pending:
             return
-        self._write_hints()
         if self.config["index_flush_interval"] > 0:
             self._snapshot_if_changed()
+        self._write_hints()
 
     def _write_hints(self) -> None:
         """Write the hint file of every sealed segment that lacks one (:mod:`.hint`): sync the
