@@ -1,6 +1,6 @@
 """``bench spark-matrix``: parse, check names against the registries, run, print.
 
-The method (a warm-up round, interleaved rounds in a rotated order, medians and their spread, the
+The method (warm-up rounds, interleaved rounds in a rotated order, medians and their spread, the
 work each row did) is :mod:`experiments.spark_matrix`'s; this module only parses, calls and
 prints.  Output goes to ``results/`` unless ``--json``/``--png`` say otherwise.
 """
@@ -19,7 +19,7 @@ from .spark_cli import JOBS, SKEW, SKEW_SYNTAX, job_spec
 
 DESCRIPTION = """\
 Run every protocol on every backend (a protocol without a backend once) and the baselines on one
-local SparkSession: a warm-up round first, then --rounds interleaved rounds, each in an order
+local SparkSession: --warmup rounds first, then --rounds interleaved rounds, each in an order
 rotated by one place.  Prints medians, their range over the rounds and the work each row did
 (checkpoints, bytes checkpointed and logged), writes them as JSON and as a chart.  Ratios are the
 median of per-round ratios to the protocol without checkpoints (none) and to each baseline.
@@ -31,7 +31,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from experiments.spark_matrix import DEFAULT_JSON, DEFAULT_PNG
+    from experiments.spark_matrix import DEFAULT_JSON, DEFAULT_PNG, WARMUP_ROUNDS
 
     p = subparsers.add_parser("spark-matrix", help="run Spark protocols x backends in rounds and plot them",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,7 +49,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds measured (median reported)")
-    p.add_argument("--warmup", type=int, default=1, help="rounds run first and not measured")
+    p.add_argument("--warmup", type=int, default=WARMUP_ROUNDS, help="rounds run first and not measured")
     p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE", help=f"(default {DEFAULT_JSON})")

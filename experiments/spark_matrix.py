@@ -3,8 +3,8 @@ interleaved rounds, as rows for a table, JSON and PNG.
 
 The method, for a shared machine and a JVM that keeps getting faster:
 
-* **Warm-up first.**  Every combination runs once (``warmup`` rounds of the whole plan) before
-  anything is recorded.  The session's JVM compiles Spark's code paths as they get hot, and each
+* **Warm-up first.**  Every combination runs ``warmup`` times (rounds of the whole plan, 2 by
+  default) before anything is recorded.  The session's JVM compiles Spark's code paths as they get hot, and each
   protocol brings its own (LOG.io's logging stage is one more ``mapInArrow``; the backends' modules
   load in the Python workers on first use); a run that comes before that is finished is slower for
   reasons that have nothing to do with its protocol (docs/spark.md, "Why none looked slower").
@@ -58,6 +58,9 @@ from .spark_job import session_conf
 SCHEMA = "ckptbench.spark-matrix/2"
 #: the protocol every run is compared with: no checkpoints at all
 NO_CHECKPOINTS = "none"
+#: warm-up rounds by default: after one, the JVM still spends about a fifth more CPU per run in
+#: the first measured round than in the next (the matrix's own JVM CPU line shows it)
+WARMUP_ROUNDS = 2
 #: where the matrix writes when no --json/--png is given (bench's own results directory)
 DEFAULT_JSON = "results/spark-matrix.json"
 DEFAULT_PNG = "results/spark-matrix.png"
@@ -162,7 +165,7 @@ def _skip_reason(exc: BaseException) -> str:
 
 
 def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interval: int = 1,
-               rounds: int = 3, warmup: int = 1,
+               rounds: int = 3, warmup: int = WARMUP_ROUNDS,
                echo: Callable[..., None] = print) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
     """Warm-up rounds, then ``rounds`` interleaved rounds of ``plan``.
 
@@ -251,7 +254,7 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
 
 
 def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
-               interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = 1,
+               interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = WARMUP_ROUNDS,
                echo: Callable[..., None] = print) -> dict[str, Any]:
     """The whole method on ``spark``: the matrix document (rows, warm-up, settings)."""
     if rounds < 1 or warmup < 0:
@@ -265,7 +268,7 @@ def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobS
 
 
 def run(protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int], interval: int = 1,
-        baselines: bool = True, master: str = "local[2]", rounds: int = 3, warmup: int = 1,
+        baselines: bool = True, master: str = "local[2]", rounds: int = 3, warmup: int = WARMUP_ROUNDS,
         echo: Callable[..., None] = print) -> dict[str, Any]:
     """:func:`run_matrix` on a session of its own (started and stopped here)."""
     wanted = protocols + (baselines_for(spec) if baselines else [])
