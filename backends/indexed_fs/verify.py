@@ -12,7 +12,10 @@ skipped by its length; a header that cannot be real damages the rest of the file
 after the records is reserved space, not damage; and in the newest segment, damage that runs to
 the end of the file is a torn tail (a write in flight at a crash, which the next open cuts off),
 reported as a note.  Snapshots add what the log alone cannot show: a segment their entries point
-into that is gone (missing), or that ends before their entries do (truncated).
+into that is gone (missing), or that ends before their entries do (truncated).  Only the newest
+snapshot that verifies is held to this, as an open uses only that one; an older one (left by a
+crash between a new snapshot's rename and the deletion of the old) may point into segments
+deleted since, and is a note.
 
 Hint files (:mod:`.hint`) are checked too: each must verify, be made for its segment's present
 size and list exactly the intact records the walk found.
@@ -176,6 +179,7 @@ def verify(medium: "Medium") -> Report:
     missing: dict[int, DamagedRange] = {}
     truncated: dict[int, DamagedRange] = {}
     claims: dict[int, dict[str, int]] = {}  # id(range) -> key -> seq, for ranges made below
+    used: str | None = None  # the newest snapshot that verifies: the one an open starts from
     for number in snapshot.list_numbers(medium):
         name = snapshot.file_name(number)
         try:
@@ -184,7 +188,13 @@ def verify(medium: "Medium") -> Report:
             report.bad_snapshots.append(f"{name}: {exc}")
             continue
         report.snapshots += 1
+        if used is not None:  # what the open would use is newer: this one only awaits deletion
+            report.notes.append(f"{name}: older than {used}, which an open uses; left by a "
+                                f"crash before it was deleted, and deleted by the next snapshot")
+            continue
         cseg, coff = snap.covered
+        if cseg in ends and ends[cseg] >= coff:
+            used = name  # it fits the segment files: the rebuild takes it (else an older one)
         if cseg not in ends:
             rng = missing.setdefault(cseg, DamagedRange(cseg, 0, None, "missing"))
             claims.setdefault(id(rng), {})
