@@ -53,9 +53,9 @@ def parse(spec: str) -> dict[str, int]:
     """``"a@3,b"`` -> ``{"a": 3, "b": 1}``; raises :class:`FailPointSpecError` on bad input."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, _, count = part.partition("@")
+        name, at, count = part.partition("@")
         try:
-            n = int(count) if count else 1
+            n = int(count) if at else 1
         except ValueError:
             n = 0
         if not name or n < 1:
