@@ -43,6 +43,7 @@ CASES = [
     ("logio", "spark.logio.before_log_commit"),
     ("logio", "spark.worker.during_checkpoint_write"),
     ("logio", "spark.worker.after_checkpoint"),
+    ("cic", "spark.worker.during_checkpoint_write"),
 ]
 
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import time
 from typing import Any, Iterator
 
 import numpy as np
@@ -45,11 +44,10 @@ from ...settings import Settings, local_path
 from ...store import participant_store
 from ..base import CommitResult
 from ..tokens import BatchPlan, CheckpointReport, InstanceStats
-from ..uncoordinated.fence import fence
-from ..uncoordinated.protocol import LogRestore, UncoordinatedProtocol
+from ..uncoordinated.protocol import LogRestore, UncoordinatedProtocol, submit_checkpoint
 from ..uncoordinated.recovery import line_for
 from ..uncoordinated.schedule import InstanceSchedule
-from ..uncoordinated.writer import WRITER, WriteRequest, read_durable
+from ..uncoordinated.writer import read_durable
 from .hmnr import Hmnr, Piggyback, piggyback_size
 
 PB_COLUMN = "pb"
@@ -111,12 +109,6 @@ def bookkeeping_of(blob: bytes) -> Hmnr | None:
     return Hmnr.from_bytes(tail) if tail else None
 
 
-def _submit(settings: Settings, instance: int, batch: int, blob: bytes) -> None:
-    with fence(settings, instance) as f:
-        incarnation = f.current
-    WRITER.submit(WriteRequest(settings, instance, batch, blob, time.time(), incarnation))
-
-
 class CicProtocol(UncoordinatedProtocol):
     name = "cic"
 
@@ -169,7 +161,7 @@ class CicProtocol(UncoordinatedProtocol):
         if any(trial.receive(m) for m in messages):
             h.checkpoint(forced=True)  # of the state before the batch: c<batch_seq - 1>
             if batch_seq > 1:
-                _submit(settings, instance, batch_seq - 1, checkpoint_blob(state, h))
+                submit_checkpoint(settings, instance, batch_seq - 1, checkpoint_blob(state, h))
             key = (settings.job_id, instance, batch_seq)
             _FORCED[key] = _FORCED.get(key, 0) + 1
         for m in messages:
@@ -183,7 +175,7 @@ class CicProtocol(UncoordinatedProtocol):
             h = load_hmnr(settings, instance, 2 * max(self.parallelism, instance + 1))
             h.checkpoint()
             save_hmnr(settings, instance, h)
-            _submit(settings, instance, batch_seq, checkpoint_blob(state, h))
+            submit_checkpoint(settings, instance, batch_seq, checkpoint_blob(state, h))
         report = read_durable(settings, instance)
         report["forced"] = _FORCED.pop((settings.job_id, instance, batch_seq), 0)
         return report

@@ -54,6 +54,15 @@ class LogRestore(RestoreToken):
     senders: int  # channels into every instance
 
 
+def submit_checkpoint(settings: Settings, instance: int, batch_seq: int, blob: bytes) -> None:
+    """Hand ``blob`` (instance ``instance``'s state after ``batch_seq``) to the writer thread,
+    stamped with the instance's current incarnation (so a fenced-off writer cannot land it) and
+    the fail point this task is armed for (so the writer can die at it)."""
+    with fence(settings, instance) as f:
+        incarnation = f.current
+    WRITER.submit(WriteRequest(settings, instance, batch_seq, blob, time.time(), incarnation, armed_point()))
+
+
 class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
     name = "uncoordinated"
 
@@ -92,10 +101,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InstanceSchedule,
                    batch_seq: int) -> CheckpointReport:
         if token.due(instance, batch_seq):  # this instance's own clock
-            with fence(settings, instance) as f:
-                incarnation = f.current
-            WRITER.submit(WriteRequest(settings, instance, batch_seq, encode_pairs(*state.items()), time.time(),
-                                       incarnation, armed_point()))
+            submit_checkpoint(settings, instance, batch_seq, encode_pairs(*state.items()))
         return read_durable(settings, instance)
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
