@@ -53,6 +53,7 @@ from .segment import (
 
 MiB = 1 << 20
 _unpack_header = HEADER.unpack_from
+_dict_get = dict.get
 
 PUT_AFTER_APPEND = failpoints.declare(
     "indexed_fs.put.after_append",
@@ -369,9 +370,12 @@ class IndexedFSBackend(Backend):
             self._check_open()
             self._check_key(key)
         with self._lock:
-            e = self._index.get(key)
+            index = self._index
+            e = _dict_get(index.d, key)  # the overlay (a dict underneath); else the base
             if e is None:
-                return None
+                e = index.get(key)
+                if e is None:
+                    return None
             seg = self._segments[e[0]]
             m = seg.mapped
             data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
