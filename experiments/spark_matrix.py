@@ -47,7 +47,6 @@ from typing import Any, Callable
 from spark_integration.conf import from_conf, to_conf
 from spark_integration.job import JobSpec
 from spark_integration.protocols.registry import protocol_names, registration
-from spark_integration.protocols.sender_log import logged_bytes
 from spark_integration.queries import query
 from spark_integration.runner import build_session, run_job
 
@@ -138,7 +137,6 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
         plain["failAt"] = ",".join(map(str, fail_at))
     metrics = run_job(spark, from_conf(to_conf(plain, opts)), spec)
     s = dict(metrics.summary())
-    s.setdefault("LoggedBytes", logged_bytes(ns))
     return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
             "checkpoint_ms": s["CheckpointTime(ms)"],
             "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],

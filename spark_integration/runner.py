@@ -44,6 +44,7 @@ from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
 from .operators import dump_partition, process_partition
 from .protocols.base import Protocol
+from .protocols.sender_log import logged_bytes
 from .protocols.registry import baseline_class, protocol_class, registration
 from .protocols.tokens import STATS_SCHEMA, BatchPlan, InstanceStats, RestoreToken
 from .queries import query
@@ -344,6 +345,8 @@ class JobRunner:
         if not self.done.is_set():
             raise SparkIntegrationError(f"the streaming query stopped early: {query.exception()}")
         self.metrics.protocol_counters.update(self.protocol.counters())
+        # the senders' log volume is work the protocol did, beside the bytes it checkpointed
+        self.metrics.protocol_counters.setdefault("LoggedBytes", logged_bytes(self.settings.job_id))
         if self.spec.verify:
             self._verify()
         self._clear_local_state()
