@@ -16,8 +16,8 @@ Differences from the paper that the numbers must be read with (``docs/checkmate.
     engine does in every batch whatever the protocol);
   * CIC's piggyback is HMNR's ``8 + 10 n`` bytes per row with ``n = 2P`` processes (senders and
     instances), so the message-bytes ratio is a function of the row size and ``P``.
-One run per cell, in a rotating protocol order after a warm-up; figures are noisy (the machine is
-shared), so ratios, not absolute rates, are what to compare.
+One run per cell, in a rotating protocol order after a warm-up run of every protocol; figures are
+noisy (the machine is shared), so ratios, not absolute rates, are what to compare.
 """
 
 from __future__ import annotations
@@ -117,8 +117,11 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
     try:
         base = JobSpec(kind="q1", events=sizes.events, keys=sizes.keys, parallelism=parallelism,
                        max_batch=sizes.batch, verify=True, timeout=900)
-        # warm the JVM and the Python workers: otherwise whichever run comes first is slower
-        run_one(spark, "none", None, replace(base, events=2 * sizes.batch, verify=False), [], 1, tmp)
+        # warm the JVM and the Python workers on every protocol's path (the session's JVM is
+        # still compiling during its first runs: whichever ran first would look slower)
+        for protocol in protocols:
+            run_one(spark, protocol, backend if protocol != "none" else None,
+                    replace(base, events=2 * sizes.batch, verify=False), [], sizes.interval, tmp)
         turn = 0
         for skew_name, skew in skews.items():
             for kind in queries:
