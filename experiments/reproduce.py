@@ -405,7 +405,7 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
             failed.append(name)
             say(f"reproduce: {name} failed ({doc['error']}); wrote {path}, {docs} left as it is")
             continue
-        reproduce_docs.publish(exp, doc, docs, say)
+        reproduce_docs.publish(exp, doc, docs, say, readme)
     reproduce_docs.update_summary(registry, out, docs, readme, say)
     if failed:
         say(f"reproduce: failed: {', '.join(failed)}")

@@ -35,9 +35,11 @@ def block(doc: dict[str, Any]) -> str:
     return "\n".join(doc["table"]) + "\n\n" + note(doc)
 
 
-def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None]) -> None:
+def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None],
+            readme: str | None = None) -> None:
     """Print the experiment's block, copy its charts beside the docs (``img/``) and regenerate
-    its block in ``docs``."""
+    its block in ``docs``, and in ``readme`` too where it has one (the audit's durability table,
+    which the README quotes beside the backends' claims)."""
     text = block(doc)
     print(f"## {exp.name}\n\n{text}\n", flush=True)
     plots = [r["plot"] for r in doc["runs"] if r.get("plot") and os.path.exists(r["plot"])]
@@ -49,6 +51,10 @@ def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None]
                 shutil.copyfile(q, os.path.join(img, os.path.basename(q)))
     if markdown_blocks.update_file(docs, {exp.name: text}, say):
         say(f"reproduce: {exp.name}: block regenerated in {docs}")
+    readme_text = markdown_blocks.read(readme) if readme else None
+    if readme_text and markdown_blocks.replace_block(readme_text, exp.name, text) is not None:
+        markdown_blocks.update_file(readme, {exp.name: text}, say)
+        say(f"reproduce: {exp.name}: block regenerated in {readme}")
 
 
 def _link(name: str, docs: str, readme: str, docs_text: str | None) -> str:
