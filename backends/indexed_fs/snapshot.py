@@ -3,9 +3,12 @@
 File ``snap-NNNNNNNNN.idx`` (N grows by one per flush).  Layout, little-endian, every numeric
 section 8-byte aligned::
 
-    header (88 bytes) | off:u64[n] | seq:u64[n] | seg:u32[n] | size:u32[n] |
+    header (88 bytes) | off, seq, seg, size: one column each | pad to 8 |
     tombstones:u64[nt*4] | segment table: id, min seq, entries, bytes, reach: u64[ns] each |
     value keys | tombstone keys | crc32c:u32
+
+``seg`` and ``size`` are u32; ``off`` and ``seq`` are u32 where every value fits (as a byte of
+the header says), else u64, and the u64 columns come first, so every column lies aligned.
 
 The value entries are sorted by key; keys are one fixed-width utf-8 array (``S<w>``, NUL-padded;
 or, if some key itself holds a NUL, a length column and a blob).  An open maps the file
@@ -57,7 +60,9 @@ AFTER_RENAME = failpoints.declare(
 MAGIC = b"IFSSNAP3"
 #: magic, key mode, (pad), n, n_tombs, n_segs, cov seg, cov off, next seq, key width,
 #: value-key blob len, tomb-key blob len
-_HEAD = struct.Struct("<8sB7xQQQQQQQQQ")
+_HEAD = struct.Struct("<8sBB6xQQQQQQQQQ")
+#: bits of the header's width byte: the offset / seq column is u32 (every value fits), else u64
+_OFF32, _SEQ32 = 1, 2
 _NAME = re.compile(r"^snap-(\d{9})\.idx$")
 #: value keys as one fixed-width array (searched in place), or length-prefixed (a key has a NUL)
 KEYS_FIXED, KEYS_LENGTHS = 0, 1
@@ -167,6 +172,20 @@ def _seg_table(cols: Sequence[np.ndarray], seg_min_seq: dict[int, int]) -> list[
     return [id_arr.astype(np.uint64), mins, entries, nbytes.astype(np.uint64), reach]
 
 
+def _layout(widths: int) -> list[tuple[int, type]]:
+    """The value columns in file order as ``(index in seg/off/size/seq, dtype)``: the u64 ones
+    first, then the u32 ones, so that every column lies aligned."""
+    off = np.uint32 if widths & _OFF32 else np.uint64
+    seq = np.uint32 if widths & _SEQ32 else np.uint64
+    cols = [(1, off), (3, seq), (0, np.uint32), (2, np.uint32)]
+    return [c for c in cols if c[1] is np.uint64] + [c for c in cols if c[1] is np.uint32]
+
+
+def _pad(widths: int, n: int) -> int:
+    """Bytes after the value columns that realign the next section to 8."""
+    return sum(np.dtype(dt).itemsize for _, dt in _layout(widths)) * n % 8
+
+
 def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int,
           keys: np.ndarray | list[bytes], cols: tuple[np.ndarray, ...],
           tombs: dict[str, tuple[int, int, int, int]], seg_min_seq: dict[int, int]) -> str:
@@ -181,13 +200,17 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
     t = np.array([tombs[k] for k in tkeys], np.uint64).reshape(-1, 4)
     table = _seg_table(cols, seg_min_seq)
     n = len(keys)
+    # the offset and seq columns as u32 where every value fits: a smaller file to map and check
+    widths = 0
+    if not n or int(np.max(cols[1])) < 1 << 32:
+        widths |= _OFF32
+    if not n or int(np.max(cols[3])) < 1 << 32:
+        widths |= _SEQ32
     parts = [
-        _HEAD.pack(MAGIC, mode, n, len(tkeys), len(table[0]), covered[0], covered[1],
+        _HEAD.pack(MAGIC, mode, widths, n, len(tkeys), len(table[0]), covered[0], covered[1],
                    next_seq, width, len(blob_v), len(blob_t)),
-        np.ascontiguousarray(cols[1], np.uint64).tobytes(),
-        np.ascontiguousarray(cols[3], np.uint64).tobytes(),
-        np.ascontiguousarray(cols[0], np.uint32).tobytes(),
-        np.ascontiguousarray(cols[2], np.uint32).tobytes(),  # two u32 columns: 8n, aligned
+        *(np.ascontiguousarray(cols[i], dt).tobytes() for i, dt in _layout(widths)),
+        b"\0" * _pad(widths, n),
         t.tobytes(),
         *(c.tobytes() for c in table),
         blob_v,
@@ -230,9 +253,13 @@ def read(medium: "Medium", number: int) -> Snapshot:
     view = memoryview(data)
     if crc(view[:-4]) != int.from_bytes(data[-4:], "little"):
         raise ValueError("snapshot CRC mismatch")
-    _, mode, n, nt, ns, cseg, coff, next_seq, width, lv, lt = _HEAD.unpack_from(data)
+    _, mode, widths, n, nt, ns, cseg, coff, next_seq, width, lv, lt = _HEAD.unpack_from(data)
+    if widths > _OFF32 | _SEQ32:
+        raise ValueError(f"unknown column widths {widths}")
     pos = _HEAD.size
-    need = _HEAD.size + 24 * n + 32 * nt + 40 * ns + lv + lt + 4
+    layout = _layout(widths)
+    entry = sum(np.dtype(dt).itemsize for _, dt in layout)
+    need = _HEAD.size + entry * n + _pad(widths, n) + 32 * nt + 40 * ns + lv + lt + 4
     if need != len(data):
         raise ValueError("snapshot sections do not add up to the file size")
 
@@ -242,10 +269,11 @@ def read(medium: "Medium", number: int) -> Snapshot:
         pos += arr.nbytes
         return arr
 
-    off = take(np.uint64, n)
-    seq = take(np.uint64, n)
-    seg = take(np.uint32, n)
-    size = take(np.uint32, n)
+    cols: list = [None] * 4
+    for i, dt in layout:
+        cols[i] = take(dt, n)
+    seg, off, size, seq = cols
+    pos += _pad(widths, n)
     t = take(np.uint64, nt * 4).reshape(-1, 4)
     table = [take(np.uint64, ns).tolist() for _ in range(5)]
     if mode == KEYS_FIXED:
