@@ -583,8 +583,14 @@ class IndexedFSBackend(Backend):
             self._spawn("index-flush", cfg["index_flush_interval"], self._snapshot_if_changed)
         if cfg["compaction_interval"] > 0:
             self._spawn("compaction", cfg["compaction_interval"], self._compact)
-        self._spawn("gc", 1.0, lambda: self._gc() if self._gc_pending else None)
-        self._spawn("hints", 0.2, self._after_seal)
+        self._spawn("maintenance", 0.2, self._maintain)
+
+    def _maintain(self) -> None:
+        """The maintenance thread's round: GC of segments left dead, then the work after a seal
+        (one thread for both: every thread an open starts costs it time)."""
+        if self._gc_pending:
+            self._gc()
+        self._after_seal()
 
     def _spawn(self, what: str, every: float, job) -> None:
         def loop() -> None:
