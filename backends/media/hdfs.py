@@ -50,7 +50,7 @@ from typing import Callable
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
-from .medium import AppendFile, Medium, ReadFile, parts_of
+from .medium import BufferedAppendFile, Medium, ReadFile, parts_of, push_before_read
 
 DEFAULT_WEBHDFS_PORT = 9870
 DEFAULT_TIMEOUT = 30.0  # a DataNode's first WebHDFS request starts its REST stack: seconds
@@ -79,72 +79,37 @@ def is_hdfs_url(path: str) -> bool:
     return str(path).startswith("hdfs://")
 
 
-class HdfsAppendFile(AppendFile):
+class HdfsAppendFile(BufferedAppendFile):
+    flush_bytes = FLUSH_BYTES
+
     def __init__(self, medium: "HdfsMedium", rel: str) -> None:
-        self.medium, self.rel = medium, rel
         st = medium.stat(rel)
         if st is None:
             medium.create(rel, b"", overwrite=False, missing_ok=True)
             st = {"length": 0}
-        self.size = int(st["length"])
-        self.durable = self.size  # bytes [0, durable) are on HDFS
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._doubt = False  # a sync failed: HDFS may hold some of the pending bytes already
-        self._buf_lock = threading.Lock()  # _pending, _pending_bytes, size
-        self._io_lock = threading.Lock()  # one APPEND in flight per file, in order
-        medium._appenders[rel] = self
+        self._doubt = False  # a push failed: HDFS may hold some of its bytes already
+        self._start_buffer(medium, rel, int(st["length"]))
 
-    def append(self, data: bytes) -> int:
-        with self._buf_lock:
-            offset = self.size
-            self._pending.append(bytes(data))
-            self._pending_bytes += len(data)
-            self.size += len(data)
-            full = self._pending_bytes >= FLUSH_BYTES
-        if full:
-            self.sync()
-        return offset
-
-    def sync(self) -> None:
-        with self._io_lock:
-            with self._buf_lock:
-                if not self._pending:
-                    return
-                chunks, self._pending = self._pending, []
-                nbytes, self._pending_bytes = self._pending_bytes, 0
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            m = self.medium
-            try:
-                if self._doubt:
-                    # the failed request may have appended a prefix of these bytes
-                    st = m.stat(self.rel)
-                    landed = int(st["length"]) - self.durable if st else 0
-                    if landed < 0 or landed > len(data):
-                        raise BackendUnavailableError(
-                            f"{m.label}: {m.path}/{self.rel} is {st and st['length']} bytes on "
-                            f"HDFS, expected {self.durable} to {self.durable + len(data)}; "
-                            f"another writer changed it")
-                    self.durable += landed
-                    data = data[landed:]
-                    nbytes -= landed
-                    self._doubt = False
-                if data:
-                    m.append_data(self.rel, data)
-            except BaseException:
-                with self._buf_lock:  # not acknowledged: keep the bytes for the next sync
-                    self._pending[:0] = [data] if data else []
-                    self._pending_bytes += len(data)
-                self._doubt = True
-                raise
-            self.durable += len(data)
-
-    def close(self) -> None:
+    def _push(self, data: bytes) -> None:
+        m = self.medium
         try:
-            self.sync()
-        finally:
-            if self.medium._appenders.get(self.rel) is self:
-                del self.medium._appenders[self.rel]
+            if self._doubt:
+                # the failed request may have appended a prefix of these bytes
+                st = m.stat(self.rel)
+                landed = int(st["length"]) - self.durable if st else 0
+                if landed < 0 or landed > len(data):
+                    raise BackendUnavailableError(
+                        f"{m.label}: {m.path}/{self.rel} is {st and st['length']} bytes on "
+                        f"HDFS, expected {self.durable} to {self.durable + len(data)}; "
+                        f"another writer changed it")
+                self.durable += landed
+                data = data[landed:]
+                self._doubt = False
+            if data:
+                m.append_data(self.rel, data)
+        except BaseException:
+            self._doubt = True
+            raise
 
 
 class HdfsReadFile(ReadFile):
@@ -155,9 +120,7 @@ class HdfsReadFile(ReadFile):
 
     def pread(self, offset: int, size: int) -> bytes:
         m = self.medium
-        appender = m._appenders.get(self.rel)
-        if appender is not None and offset + size > appender.durable:
-            appender.sync()  # the range reaches bytes still pending: push them first
+        push_before_read(m, self.rel, offset, size)
         if size <= 0:
             return b""
         return m.read_range(self.rel, offset, size)

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
-from .medium import AppendFile, Medium, ReadFile, parts_of
+from .medium import BufferedAppendFile, Medium, ReadFile, parts_of, push_before_read
 
 DEFAULT_TIMEOUT = 10.0
 FLUSH_BYTES = 1 << 20  # pending appends pushed without waiting for sync(), like writeback
@@ -42,64 +42,30 @@ def _nfs_rs():
     return nfs_rs
 
 
-class NfsAppendFile(AppendFile):
+class NfsAppendFile(BufferedAppendFile):
+    flush_bytes = FLUSH_BYTES
+
     def __init__(self, medium: "NfsMedium", rel: str) -> None:
-        self.medium, self.rel = medium, rel
         with medium.guard("open", rel):
             medium.client.touch(medium.abs(rel), exist_ok=True)
-            self.size = medium.client.stat(medium.abs(rel)).size
-        self.durable = self.size  # bytes [0, durable) are on the server
-        self._pending: list[bytes] = []
-        self._pending_bytes = 0
-        self._buf_lock = threading.Lock()  # _pending, _pending_bytes, size
-        self._io_lock = threading.Lock()  # one WRITE in flight per file, in offset order
+            size = medium.client.stat(medium.abs(rel)).size
         self._file = None
         self._gen = -1
-        medium._appenders[rel] = self
+        self._start_buffer(medium, rel, size)
 
-    def append(self, data: bytes) -> int:
-        with self._buf_lock:
-            offset = self.size
-            self._pending.append(bytes(data))
-            self._pending_bytes += len(data)
-            self.size += len(data)
-            full = self._pending_bytes >= FLUSH_BYTES
-        if full:
-            self.sync()
-        return offset
+    def _push(self, data: bytes) -> None:
+        m = self.medium
+        with m.guard("write", self.rel):
+            if self._file is None or self._gen != m.generation:
+                self._file = m.client.open(m.abs(self.rel), "r+b")
+                self._gen = m.generation
+            m.client_write(self._file, data, self.durable)
 
-    def sync(self) -> None:
-        with self._io_lock:
-            with self._buf_lock:
-                if not self._pending:
-                    return
-                chunks, self._pending = self._pending, []
-                nbytes, self._pending_bytes = self._pending_bytes, 0
-            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-            m = self.medium
-            try:
-                with m.guard("write", self.rel):
-                    if self._file is None or self._gen != m.generation:
-                        self._file = m.client.open(m.abs(self.rel), "r+b")
-                        self._gen = m.generation
-                    m.client_write(self._file, data, self.durable)
-            except BaseException:
-                with self._buf_lock:  # not durable: keep the bytes for the next sync
-                    self._pending[:0] = chunks
-                    self._pending_bytes += nbytes
-                raise
-            self.durable += len(data)
-
-    def close(self) -> None:
-        try:
-            self.sync()
-        finally:
-            if self.medium._appenders.get(self.rel) is self:
-                del self.medium._appenders[self.rel]
-            if self._file is not None:
-                with contextlib.suppress(Exception):
-                    self._file.close()
-                self._file = None
+    def _release(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(Exception):
+                self._file.close()
+            self._file = None
 
 
 class NfsReadFile(ReadFile):
@@ -111,9 +77,7 @@ class NfsReadFile(ReadFile):
 
     def pread(self, offset: int, size: int) -> bytes:
         m = self.medium
-        appender = m._appenders.get(self.rel)
-        if appender is not None and offset + size > appender.durable:
-            appender.sync()  # the range reaches bytes still pending: push them first
+        push_before_read(m, self.rel, offset, size)
         with m.guard("read", self.rel):
             if self._gen != m.generation:
                 self._file = m.client.open(m.abs(self.rel), "rb")
