@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from ..base import BackendUnavailableError
 from ..dir_lock import lock_dir
-from ..media import is_nfs_url, open_data_dir
+from ..media import is_remote_url, open_data_dir
 from . import hint, segment, snapshot
 from .segment import HEADER, HEADER_SIZE, crc, list_segment_ids, segment_name, zeros_from
 
@@ -233,8 +233,9 @@ def verify(medium: "Medium") -> Report:
 
 
 def verify_path(path: str) -> Report:
-    """:func:`verify` the store at ``path`` (a directory or ``nfs://`` URL) under its lock."""
-    if not is_nfs_url(path) and not os.path.isdir(os.path.expanduser(path)):
+    """:func:`verify` the store at ``path`` (a directory, ``nfs://`` or ``hdfs://`` URL) under its
+    lock."""
+    if not is_remote_url(path) and not os.path.isdir(os.path.expanduser(path)):
         raise BackendUnavailableError(f"backend 'indexed_fs': there is no store at {path} (not a "
                                       f"directory); give the store's --opt path=DIR")
     medium = open_data_dir("indexed_fs", path)

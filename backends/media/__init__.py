@@ -19,11 +19,17 @@ from ..base import BadOptionError
 from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of, storage_errors
 
 __all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "open_data_dir", "is_nfs_url",
+           "is_remote_url",
            "map_os_error", "storage_errors", "parts_of"]
 
 
 def is_nfs_url(path: str) -> bool:
     return str(path).startswith("nfs://")
+
+
+def is_remote_url(path: str) -> bool:
+    """A medium reached through a client (``nfs://``, ``hdfs://``), not a local directory."""
+    return str(path).startswith(("nfs://", "hdfs://"))
 
 
 def open_medium(path: str, label: str = "medium") -> "Medium":
