@@ -150,7 +150,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         tables.store_scaling, tables.store_scaling_headline),
     Experiment(
         "store-reopen", "indexed_fs reopen time after a clean close (index snapshot) and after "
-        "SIGKILL (scan), every key read back and verified", (
+        "SIGKILL (the last snapshot, hint files of sealed segments, a walk of the active one), every key "
+        "read back and verified", (
             Step("clean", "recovery --backend indexed_fs --records 1000000 --value-size 40 "
                  "--durability none", "recovery --backend indexed_fs --records 200000 "
                  "--value-size 40 --durability none"),
