@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backends import CkptError
+from backends.media.local import fsync_dir
 
 
 class EnvError(CkptError):
@@ -37,8 +38,8 @@ class Medium:
             self.root = workdir / "mnt"
             # the store's parent directory is durable before the audit starts
             (self.root / "data").mkdir()
-            _fsync_dir(self.root / "data")
-            _fsync_dir(self.root)
+            fsync_dir(self.root / "data")
+            fsync_dir(self.root)
             self.root = self.root / "data"
         else:
             self.root = workdir / "data"
@@ -60,14 +61,6 @@ class Medium:
             self.fs.unmount()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,7 +78,7 @@ class PrivateServer:
         self.name = name
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(state.parent)  # the state directory is there before the server starts
+        fsync_dir(state.parent)  # the state directory is there before the server starts
         self.seen: set[int] = set()
         if name == "redis":
             self.opts: dict[str, Any] = {"port": _free_port(), "durability": durability}

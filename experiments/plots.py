@@ -22,6 +22,18 @@ def pyplot():
     return plt
 
 
+def _save(fig, path: str, dpi: int = 110, grid_y: bool = False) -> None:
+    """Lay ``fig`` out, write it to ``path`` (its directory made) and free it; ``grid_y`` puts a
+    light horizontal grid on every panel first (the bar charts)."""
+    if grid_y:
+        for a in fig.axes:
+            a.grid(True, alpha=0.3, axis="y")
+    fig.tight_layout()
+    ensure_parent(path)
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+
+
 def plot_compare(doc: dict[str, Any], path: str) -> None:
     """Bar chart: throughput per backend (left), p50/p99 of every op per backend (right)."""
     plt = pyplot()
@@ -47,10 +59,7 @@ def plot_compare(doc: dict[str, Any], path: str) -> None:
     skipped = [f"{e['backend']}: skipped" for e in doc["results"] if e["skipped"]]
     if skipped:
         fig.text(0.01, 0.01, "; ".join(skipped), fontsize=7)
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_sweep(doc: dict[str, Any], path: str) -> None:
@@ -81,10 +90,7 @@ def plot_sweep(doc: dict[str, Any], path: str) -> None:
     ax.set_title(f"{doc.get('workload', '')}: latency vs throughput")
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_results(docs: list[dict[str, Any]], path: str) -> None:
@@ -126,10 +132,7 @@ def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
         ax.bar(range(len(rows)), values, yerr=err, capsize=3, color="tab:blue")
         ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
         ax.set_title(title)
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 #: the ``[SPARK]`` recovery-phase lines, in the order they happen, and their colours
@@ -158,10 +161,7 @@ def plot_recovery_phases(rows: list[dict[str, Any]], path: str) -> None:
     ax.legend(fontsize=8)
     if not rows:
         ax.text(0.5, 0.5, "no run recovered from a failure (give --fail-at)", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _line_chart(path: str, draw: Any) -> None:
@@ -170,10 +170,7 @@ def _line_chart(path: str, draw: Any) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     draw(ax)
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_fig42(doc: dict[str, Any], path: str) -> None:
@@ -305,12 +302,7 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     ax.set_ylabel("RPC calls per operation")
     ax.set_title("RPC cost over NFS" if rpc else "RPC cost over NFS (no NFS medium ran)")
 
-    for a in fig.axes:
-        a.grid(True, alpha=0.3, axis="y")
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, dpi=100, grid_y=True)
 
 
 def plot_checkmate(doc: dict[str, Any], path: str) -> None:
@@ -361,12 +353,7 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
     ax.set_title("cyclic query, emulated: rollback after a failure (Table IV)")
     ax.legend(fontsize=8)
 
-    for a in fig.axes:
-        a.grid(True, alpha=0.3, axis="y")
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, dpi=100, grid_y=True)
 
 
 def plot_stragglers(doc: dict[str, Any], path: str) -> None:
@@ -396,12 +383,7 @@ def plot_stragglers(doc: dict[str, Any], path: str) -> None:
     ax.set_ylabel("ms")
     ax.set_title("normal-processing latency and recovery time")
     ax.legend(fontsize=8)
-    for a in fig.axes:
-        a.grid(True, alpha=0.3, axis="y")
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, dpi=100, grid_y=True)
 
 
 def plot_advise(doc: dict[str, Any], path: str) -> None:
@@ -424,7 +406,4 @@ def plot_advise(doc: dict[str, Any], path: str) -> None:
     ax.set_title(f"MTBF {doc['mtbf_s']:g} s: P + C/T + T/(2 MTBF) + R/MTBF (dots: advised interval)")
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    ensure_parent(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
