@@ -109,7 +109,8 @@ def test_local2_two_clients_on_redis(tmp_path, redis_options, capsys):
     out = tmp_path / "r.json"
     assert cli.main(["write-heavy", "--backend", "redis", *_redis_opts(redis_options),
                      "--spark-master", "local[2]", "--clients", "2", "--records", "301",
-                     "--ops", "2001", "--threads", "2", "--json", str(out), "--no-progress"]) == 0
+                     "--ops", "2001", "--threads", "2", "--target", "800",  # paced: >= 2.5 s
+                     "--json", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "[OVERALL], Clients, 2" in text
     assert "[OVERALL], Throughput(ops/sec)," in text and "[LOAD-OVERALL], Records, 301" in text
@@ -125,7 +126,19 @@ def test_local2_two_clients_on_redis(tmp_path, redis_options, capsys):
     assert [c["plan"]["insertcount"] for c in clients] == [151, 150]
     assert all(c["phases"]["run"]["cpu_s"] > 0 for c in clients)
     assert doc["phases"]["load"]["records"] == 301
-    assert doc["spark"]["start_skew_ms"]["run"] < 500  # the common start, not Spark's 1 s poll
+    # every client starts its run at the common instant: after the last client finished its
+    # slice of the load and reached the barrier, plus START_MARGIN_S (not when Spark's 1 s poll
+    # happens to release it), so no client runs before the store is loaded ...
+    load_end = max(c["phases"]["load"]["start_unix"] + c["phases"]["load"]["runtime_ms"] / 1e3
+                   for c in clients)
+    starts = [c["phases"]["run"]["start_unix"] for c in clients]
+    ends = [s + c["phases"]["run"]["runtime_ms"] / 1e3 for s, c in zip(starts, clients)]
+    assert all(s >= load_end + sc.START_MARGIN_S - 1e-3 for s in starts), (load_end, starts)
+    # ... and the measured windows overlap: every client started before any finished (each run
+    # is paced to >= 2.5 s by --target, a generous margin for a late wake-up on a busy machine)
+    assert max(starts) < min(ends), (starts, ends)
+    skew = doc["spark"]["start_skew_ms"]["run"]
+    assert skew == pytest.approx((max(starts) - min(starts)) * 1e3, abs=1e-3)
 
 
 @pytest.mark.redis
