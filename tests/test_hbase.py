@@ -261,26 +261,40 @@ def test_wal_survives_sigkill(private, popts):
     opts = popts
     acked: dict[str, bytes] = {}
     errors: list[BaseException] = []
-    stop = threading.Event()
+    stop, enough = threading.Event(), threading.Event()
+    # the table is created first, with a bound for a busy machine: the writer's short timeout
+    # is for noticing the kill, not for a fresh server's first DDL
+    open_backend("hbase", **opts, timeout=30000).close()
 
     def writer() -> None:
-        with open_backend("hbase", **opts, timeout=2000, retries=1) as store:
-            i = 0
-            while not stop.is_set():
-                key, value = f"pe-{i:06d}", os.urandom(1024)
-                try:
-                    store.put(key, value)
-                except BackendUnavailableError as exc:
-                    errors.append(exc)
-                    return
-                acked[key] = value
-                i += 1
+        try:
+            with open_backend("hbase", **opts, timeout=2000, retries=1) as store:
+                i = 0
+                while not stop.is_set():
+                    key, value = f"pe-{i:06d}", os.urandom(1024)
+                    try:
+                        store.put(key, value)
+                    except BackendUnavailableError as exc:
+                        errors.append(exc)
+                        return
+                    acked[key] = value
+                    i += 1
+                    if i == 300:
+                        enough.set()
+        except BaseException as exc:  # noqa: BLE001 - shown by the assertion below
+            errors.append(exc)
+        finally:
+            enough.set()  # a writer that ended early must not leave the wait below to its bound
 
     thread = threading.Thread(target=writer)
     thread.start()
-    deadline = time.monotonic() + 30
-    while len(acked) < 300 and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.05)
+    # the kill comes once 300 puts were acknowledged, however slow the machine (a bound, not a
+    # speed target: it only keeps a stuck server from hanging the run)
+    enough.wait(timeout=120)
+    if len(acked) < 300 or errors:
+        stop.set()
+        thread.join(timeout=60)
+        pytest.fail(f"{len(acked)} puts acknowledged before the kill, not 300: {errors[:1]}")
     kill_pid(ctx)  # SIGKILL the master/region server JVM in the middle of the run
     thread.join(timeout=60)
     stop.set()
@@ -303,9 +317,10 @@ def test_server_stopped_mid_run_then_back(private, popts):
     store works again once the server is back."""
     ctx, start = private
     opts = popts
+    open_backend("hbase", **opts, timeout=30000).close()  # the table, with a bound for a busy machine
     store = open_backend("hbase", **opts, timeout=2000, retries=2)
     failure: list[BaseException] = []
-    done = threading.Event()
+    done, running = threading.Event(), threading.Event()
 
     def writer() -> None:
         i = 0
@@ -315,12 +330,16 @@ def test_server_stopped_mid_run_then_back(private, popts):
             except BackendUnavailableError as exc:
                 failure.append(exc)
                 done.set()
+                running.set()
                 return
             i += 1
+            if i == 20:
+                running.set()
 
     thread = threading.Thread(target=writer)
     thread.start()
-    time.sleep(1.0)
+    running.wait(timeout=120)  # stopped mid-run: once 20 puts were acknowledged (k0 among them)
+    assert not failure, failure[:1]
     service.stop(ctx)
     assert done.wait(timeout=30), "ops hung after the server stopped"
     thread.join(timeout=5)
