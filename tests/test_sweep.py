@@ -155,8 +155,9 @@ def test_sweep_rounds_interleave_and_print_median_ratios(tmp_path):
     whats = [r["what"] for r in doc["ratios"]]
     assert whats == ["memory threads 2/1", "indexed_fs threads 2/1",
                      "memory/indexed_fs threads 1", "memory/indexed_fs threads 2"]
+    # the median itself is checked on known throughputs (test_sweep_ratios_from_known_throughputs)
     for r in doc["ratios"]:
-        assert len(r["rounds"]) == 3 and sorted(r["rounds"])[1] == r["median"]
+        assert len(r["rounds"]) == 3
         assert f"[RATIO], {r['what']}, {r['median']:.2f}, median of 3 rounds" in proc.stdout
     assert (tmp_path / "s.png").stat().st_size > 0
 
