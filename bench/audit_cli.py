@@ -37,7 +37,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--durability", metavar="MODE",
                    help="the mode audited: indexed_fs sync|interval|none, default_fs sync|none, "
                         "redis always|everysec|no (the server's appendfsync), hbase "
-                        "wal|skip_wal (default: the mode that claims durability)")
+                        "wal|wal_hsync|skip_wal (default: the mode that claims durability)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable); path is the audit's own")
     p.add_argument("--fs-model", choices=audit.FS_MODELS,
@@ -47,6 +47,11 @@ def add_parsers(sub: Any) -> None:
                         "no directory")
     p.add_argument("--torn", action="store_true",
                    help="power-loss: each cut keeps a random prefix of the newest unsynced write")
+    p.add_argument("--hbase-root", choices=audit.HBASE_ROOTS,
+                   help="hbase: where its root and WAL live: hdfs (a private HDFS, its "
+                        "NameNode and DataNode directories on the audited file system too) or "
+                        "local (Hadoop's LocalFileSystem); default hdfs for wal_hsync, local "
+                        "otherwise")
     p.add_argument("--seed", type=int, help="random seed (default: random, printed)")
     p.add_argument("--run-seconds", type=float,
                    help="a random cut comes within this many seconds of the writer's start "
@@ -60,7 +65,8 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     options = parse_kv(args.opt)
-    audit.validate(args.kind, args.backend, args.durability, args.rounds, args.threads, options)
+    audit.validate(args.kind, args.backend, args.durability, args.rounds, args.threads, options,
+                   args.hbase_root)
 
     def progress(msg: str) -> None:
         if sys.stderr.isatty():
@@ -69,7 +75,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     res = audit.audit(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
                       durability=args.durability, options=options, seed=args.seed,
                       run_seconds=args.run_seconds, fs_model=args.fs_model, torn=args.torn,
-                      progress=progress)
+                      hbase_root=args.hbase_root, progress=progress)
     print(f"[audit] seed {res.seed}", file=sys.stderr)
     lines = res.lines()
     lines += [f"[AUDIT-FAILURE], {f}" for f in res.failures]

@@ -25,6 +25,13 @@ One round:
 Values are rebuilt from a seed (:func:`value_of`), so the pipe carries only names.  A server
 audit starts a *private* server (own ports, its own state directory on the lossy mount) and never
 touches the shared ones.
+
+HBase is audited on one of two roots (``hbase_root``, :data:`DEFAULT_HBASE_ROOT`): ``local``
+(Hadoop's LocalFileSystem, whose WAL sync is no fsync) or ``hdfs``, a private HDFS whose NameNode
+and DataNode directories are on the lossy mount too.  There a cut SIGKILLs HBase's and HDFS's
+JVMs together, and the check restarts HDFS, then HBase (which recovers the WAL's lease and
+replays it).  ``wal_hsync`` (FSYNC_WAL: hsync, an fsync of the block file on the DataNode) claims
+no loss on HDFS; ``wal`` (SYNC_WAL: hflush, the DataNode's memory) claims none under a power cut.
 """
 
 from __future__ import annotations
@@ -56,6 +63,10 @@ DEFAULT_DURABILITY = {"indexed_fs": "sync", "default_fs": "sync", "redis": "alwa
                       "minio": "server", "hbase": "wal", "rocksdb": "sync", "lmdb": "sync",
                       "sqlite": "sync"}
 REDIS_POLICIES = ("always", "everysec", "no")
+HBASE_ROOTS = ("hdfs", "local")
+#: where HBase keeps its root and WAL in an audit unless told: HDFS for the mode whose claim
+#: needs it (hsync is an fsync only on HDFS), the local file system otherwise (faster to start)
+DEFAULT_HBASE_ROOT = {"wal_hsync": "hdfs"}
 #: the lossy file system's metadata models (services.lossyfs.model.METADATA_MODELS)
 FS_MODELS = ("posix", "journal")
 
@@ -86,23 +97,37 @@ CLAIMS = {
                             "flush to the page cache too: no power-cut durability promised",
     ("hbase", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any crash "
                            "may lose them",
+    ("hbase@hdfs", "wal"): "wal: SYNC_WAL puts on HDFS, acknowledged after the WAL edit was "
+                           "hflushed to the DataNode (its memory, not its disk): survives a "
+                           "process crash, not a power cut",
+    ("hbase@hdfs", "wal_hsync"): "wal_hsync: FSYNC_WAL puts on HDFS, acknowledged after the WAL "
+                                 "edit was hsynced (fsync'ed on the DataNode, "
+                                 "dfs.datanode.synconclose=true); no acknowledged write may be "
+                                 "lost",
+    ("hbase@hdfs", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any "
+                                "crash may lose them",
     ("rocksdb", "sync"): "sync: WriteOptions.sync, the WAL is fsync'ed per write",
     ("lmdb", "sync"): "sync: each transaction commit is fsync'ed",
     ("sqlite", "sync"): "sync: synchronous=FULL, each commit is fsync'ed",
 }
 #: modes whose claim is that nothing acknowledged is lost (the audit fails them on a loss)
 DURABLE = {("indexed_fs", "sync"), ("default_fs", "sync"), ("redis", "always"),
-           ("minio", "server"), ("rocksdb", "sync"), ("lmdb", "sync"), ("sqlite", "sync")}
+           ("minio", "server"), ("rocksdb", "sync"), ("lmdb", "sync"), ("sqlite", "sync"),
+           ("hbase@hdfs", "wal_hsync")}
 #: durable only where any fsync commits earlier renames (MinIO fsyncs no directory)
 JOURNAL_ONLY = {("minio", "server")}
 #: the lossy file system's metadata model a power-loss audit uses unless told
 DEFAULT_FS_MODEL = {"minio": "journal"}
 #: a random cut comes within this many seconds of the writer's start (servers answer slower)
 DEFAULT_RUN_SECONDS = {"redis": 1.0, "minio": 3.0, "hbase": 3.0}
+#: HBase on HDFS: one Thrift call's timeout (the backend's ``timeout``), long enough for the
+#: first calls after a restart, which wait for the WAL's lease recovery and replay
+HDFS_CALL_TIMEOUT_MS = 30000
 #: durable under a process crash only (the page cache survives a SIGKILL)
 DURABLE_SIGKILL = DURABLE | {("indexed_fs", "interval"), ("indexed_fs", "none"),
                              ("default_fs", "none"), ("redis", "everysec"), ("redis", "no"),
-                             ("hbase", "wal"), ("hbase", "wal_hsync")}
+                             ("hbase", "wal"), ("hbase", "wal_hsync"), ("hbase@hdfs", "wal"),
+                             ("hbase@hdfs", "wal_hsync")}
 
 
 class AuditError(CkptError):
@@ -117,6 +142,7 @@ class Cut:
     at: str                 # "random" or the fail point's name
     seconds: float          # how long the writer ran
     reached: bool = True    # False: the fail point was not reached in time (a random cut then)
+    file_syncs: int | None = None  # power-loss: file fsyncs the lossy FS saw while writing
     dropped: dict[str, Any] = field(default_factory=dict)  # what the power cut dropped
 
 
@@ -131,6 +157,7 @@ class AuditResult:
     threads: int
     fs_model: str = "posix"
     torn: bool = False
+    hbase_root: str = ""   # hbase only: "hdfs" or "local"
     acknowledged: int = 0
     lost: int = 0
     wrong: int = 0
@@ -161,11 +188,14 @@ class AuditResult:
                 f"[AUDIT], Verdict, {self.verdict()}"]
 
     def file_system(self) -> str:
+        on = (f"; HBase's root and WAL on a private HDFS (NameNode and DataNode directories "
+              f"{'on the same mount' if self.kind == 'power-loss' else 'local'})"
+              if self.hbase_root == "hdfs" else "")
         if self.kind == "sigkill":
-            return "local (the page cache survives a SIGKILL)"
+            return "local (the page cache survives a SIGKILL)" + on
         return (f"lossy FUSE, {self.fs_model} metadata (a directory's entries durable once "
                 f"{'it is' if self.fs_model == 'posix' else 'anything is'} fsynced)"
-                + (", torn writes" if self.torn else ""))
+                + (", torn writes" if self.torn else "") + on)
 
     def verdict(self) -> str:
         if self.lost == 0 and self.wrong == 0:
@@ -177,8 +207,26 @@ class AuditResult:
                 "verdict": self.verdict()}
 
 
-def claim_of(backend: str, durability: str) -> str:
-    return CLAIMS.get((backend, durability), f"{durability}: (no stated claim)")
+def _key(backend: str, hbase_root: str | None) -> str:
+    """The claim tables' name for a backend: ``hbase@hdfs`` for HBase on HDFS."""
+    return "hbase@hdfs" if backend == "hbase" and hbase_root == "hdfs" else backend
+
+
+def claim_of(backend: str, durability: str, hbase_root: str | None = None) -> str:
+    return CLAIMS.get((_key(backend, hbase_root), durability),
+                      f"{durability}: (no stated claim)")
+
+
+def hbase_root_of(backend: str, durability: str, hbase_root: str | None) -> str:
+    """The root an HBase audit uses (``""`` for other backends); a clear error for bad input."""
+    if backend != "hbase":
+        if hbase_root:
+            raise BadOptionError("--hbase-root is for --backend hbase only; leave it out")
+        return ""
+    root = hbase_root or DEFAULT_HBASE_ROOT.get(durability, "local")
+    if root not in HBASE_ROOTS:
+        raise BadOptionError(f"--hbase-root {root!r} is not one of {', '.join(HBASE_ROOTS)}")
+    return root
 
 
 def hazard_points(backend: str) -> list[str]:
@@ -216,7 +264,7 @@ def _read_back(open_store: Callable[[], Any], keys: list[str]) -> dict[str, byte
 
 
 def validate(kind: str, backend: str, durability: str | None, rounds: int, threads: int,
-             options: dict[str, Any]) -> str:
+             options: dict[str, Any], hbase_root: str | None = None) -> str:
     """Check the audit's arguments before anything starts; returns the durability mode."""
     if kind not in KINDS:
         raise BadOptionError(f"audit kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -235,6 +283,10 @@ def validate(kind: str, backend: str, durability: str | None, rounds: int, threa
         if bad in options and not (bad == "path" and kind == "sigkill"):
             raise BadOptionError(f"--opt {bad}= is set by the audit (use --durability for the "
                                  f"mode); leave it out")
+    if "hbase_root" in options:
+        raise BadOptionError("--opt hbase_root= is not a backend option; give --hbase-root "
+                             "hdfs|local")
+    hbase_root_of(backend, mode, hbase_root)
     return mode
 
 
@@ -242,22 +294,25 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
           durability: str | None = None, options: dict[str, Any] | None = None,
           seed: int | None = None, run_seconds: float | None = None,
           keys_per_thread: int = 15, fs_model: str | None = None, torn: bool = False,
-          workdir: str | os.PathLike | None = None, use_hazards: bool = True,
+          hbase_root: str | None = None, workdir: str | os.PathLike | None = None, use_hazards: bool = True,
           after_cut: Callable[[int, str], None] | None = None,
           inspect: Callable[[Any, int], None] | None = None,
           progress: Callable[[str], None] | None = None) -> AuditResult:
     """Run ``rounds`` writer/cut/check rounds of ``kind`` on ``backend``; see the module doc.
 
     ``options`` are backend options (``path`` may be given for ``sigkill``, e.g. an ``nfs://``
-    URL); ``after_cut(round, path)`` runs after each cut, before the check (a test deletes
+    URL); ``hbase_root`` (hbase) is ``hdfs`` or ``local``, by default
+    :data:`DEFAULT_HBASE_ROOT`; ``after_cut(round, path)`` runs after each cut, before the check (a test deletes
     snapshots there); ``inspect(store, round)`` sees the reopened store (a test reads stats)."""
     options = dict(options or {})
-    mode = validate(kind, backend, durability, rounds, threads, options)
+    mode = validate(kind, backend, durability, rounds, threads, options, hbase_root)
+    hbase_root = hbase_root_of(backend, mode, hbase_root)
+    key = _key(backend, hbase_root)
     seed = random.randrange(1 << 30) if seed is None else seed
     rnd = random.Random(seed)
     say = progress or (lambda _msg: None)
     started = time.monotonic()
-    claims = (backend, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
+    claims = (key, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
     fs_model = fs_model or DEFAULT_FS_MODEL.get(backend, "posix")
     run_seconds = DEFAULT_RUN_SECONDS.get(backend, 0.6) if run_seconds is None else run_seconds
     if not 0 < run_seconds < 3600:
@@ -267,8 +322,9 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
         claims = False
     if fs_model not in FS_MODELS:
         raise BadOptionError(f"--fs-model {fs_model!r} is not one of {', '.join(FS_MODELS)}")
-    result = AuditResult(kind, backend, mode, claim_of(backend, mode), rounds, threads,
-                         fs_model=fs_model, torn=torn, claims_durability=claims, seed=seed)
+    result = AuditResult(kind, backend, mode, claim_of(backend, mode, hbase_root), rounds,
+                         threads, fs_model=fs_model, torn=torn, hbase_root=hbase_root,
+                         claims_durability=claims, seed=seed)
     hazards = hazard_points(backend) if use_hazards else []
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
@@ -278,7 +334,8 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     try:
         medium = Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
         if backend in SERVER_BACKENDS:
-            server = PrivateServer(backend, medium.root / "state", mode)
+            server = PrivateServer(backend, medium.root / "state", mode,
+                                   hbase_root=hbase_root or "local")
             server.start()
             # a server's first start lays out its data directory (Redis' appendonlydir, MinIO's
             # .minio.sys, HBase's root dir) without syncing every entry; on a real machine the
@@ -288,6 +345,8 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
             base = server.options(namespace)
             if backend == "hbase":
                 base["durability"] = mode
+                if hbase_root == "hdfs":  # a restart on HDFS recovers the WAL's lease first
+                    base["timeout"] = HDFS_CALL_TIMEOUT_MS
             base.update(options)
             path = str(medium.root / "state" / backend / "data")
         else:
@@ -301,9 +360,12 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
             spec = f"{hazard}@{rnd.randint(1, 3)}" if hazard else None
             writer = Writer(config, spec)
             writer.wait_ready(120)
+            syncs_before = medium.file_syncs()
             cut = _run_until_cut(writer, hazard, rnd, run_seconds)
             if server is not None:  # the server dies first: nothing it does after the cut
                 server.kill()       # (its page cache is still volatile) can outlive the cut
+            if syncs_before is not None:
+                cut.file_syncs = medium.file_syncs() - syncs_before
             cut.dropped = medium.power_off(rnd.randrange(1 << 30), torn)
             writer.kill()
             if writer.proc.returncode not in (-signal.SIGKILL, failpoints.EXIT_CODE):
@@ -353,17 +415,29 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     result.seconds = round(time.monotonic() - started, 2)
     if backend == "indexed_fs":
         result.notes.append(f"compactions seen by the writers: {model.compactions}")
-    if kind == "power-loss" and backend == "hbase":
+    if kind == "power-loss" and backend == "hbase" and hbase_root == "local":
         result.notes.append("HBase runs on Hadoop's LocalFileSystem here; its WAL sync is no "
                             "fsync, so this measures what a power cut costs it")
+    syncs = [c["file_syncs"] for c in result.cuts if c.get("file_syncs") is not None]
+    if backend == "hbase" and hbase_root == "hdfs" and syncs:
+        result.notes.append(f"HBase on a private HDFS on the lossy mount: the lossy file system "
+                            f"saw {sum(syncs)} file fsyncs while the writers ran "
+                            f"({result.acknowledged} writes acknowledged); hsync reaches it as "
+                            f"the DataNode's fsync of the block file, hflush does not")
     return result
 
 
 def _run_until_cut(writer: Writer, hazard: str | None, rnd: random.Random,
                    run_seconds: float) -> Cut:
-    """Let the writer run to a random instant, or until it exits at its armed fail point."""
+    """Let the writer run to a random instant, or until it exits at its armed fail point.  The
+    random instant is counted from the writer's first acknowledged operation (or 60 s), so a
+    slow first call (a table's first region opening) does not use up the window."""
     if hazard is None:
         pause = rnd.uniform(0.05, run_seconds)
+        deadline = time.monotonic() + 60
+        while (writer.proc.poll() is None and time.monotonic() < deadline
+               and not any(line.startswith("A") for line in list(writer.lines))):
+            time.sleep(0.02)
         if writer.proc.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 writer.proc.wait(pause)
@@ -384,6 +458,7 @@ def table(runs: dict[str, dict[str, Any]]) -> list[str]:
              "|---|---|---|---|--:|--:|--:|--:|---|---|"]
     for doc in runs.values():
         fs = "page cache kept" if doc["kind"] == "sigkill" else f"lossy, {doc['fs_model']}"
+        fs += ", HBase on HDFS" if doc.get("hbase_root") == "hdfs" else ""
         lines.append(f"| {doc['backend']} | {doc['durability']} | {doc['kind']} | {fs} | "
                      f"{doc['rounds']} | {doc['acknowledged']} | {doc['lost']} | "
                      f"{doc['wrong']} | {doc['verdict']} | {doc['claim']} |")
@@ -393,7 +468,8 @@ def table(runs: dict[str, dict[str, Any]]) -> list[str]:
 def _label(doc: dict[str, Any]) -> str:
     extra = " sigkill" if doc["kind"] == "sigkill" else (
         f" ({doc['fs_model']})" if doc["fs_model"] != "posix" or doc["backend"] == "minio" else "")
-    return f"{doc['backend']} {doc['durability']}{extra}"
+    on = " on HDFS" if doc.get("hbase_root") == "hdfs" else ""
+    return f"{doc['backend']} {doc['durability']}{on}{extra}"
 
 
 def headline(runs: dict[str, dict[str, Any]]) -> str:

@@ -1,5 +1,12 @@
 """Where an audited store keeps its data: a plain directory or the lossy mount, and the audit's
-private servers (own ports, own state directory, never the shared servers)."""
+private servers (own ports, own state directory, never the shared servers).
+
+HBase on HDFS is two services in one state directory: a private HDFS (NameNode and DataNode,
+their name and block directories under ``state/hdfs``) and HBase with its root directory and WAL
+on it (``hbase_root`` set to that HDFS's URL; its ZooKeeper and temporary files under
+``state/hbase``).  All of it lives on the lossy mount, so a power cut reaches the DataNode's block
+files and the NameNode's edit log as well as HBase's own files.  The services start in that
+order, and a kill takes every JVM of both at once."""
 
 from __future__ import annotations
 
@@ -52,6 +59,11 @@ class Medium:
         if self.fs:
             self.fs.power_on()
 
+    def file_syncs(self) -> int | None:
+        """How many file fsyncs the lossy file system has seen (None on a plain directory):
+        the evidence that a store's sync reaches the disk as an fsync."""
+        return self.fs.stats().get("file_syncs") if self.fs else None
+
     def sync(self) -> None:
         if self.fs:
             self.fs.sync()
@@ -71,11 +83,15 @@ class PrivateServer:
     """A server of our own for one audit: own ports, its whole state directory (data, logs, pid
     file) under ``state``, which for a power-loss audit is on the lossy mount."""
 
-    def __init__(self, name: str, state: Path, durability: str) -> None:
+    def __init__(self, name: str, state: Path, durability: str,
+                 hbase_root: str = "local") -> None:
         import services
 
         self.services = services
         self.name = name
+        #: the services this server is made of, in start order (HBase on HDFS: both)
+        self.names = ["hdfs", name] if name == "hbase" and hbase_root == "hdfs" else [name]
+        self.up_opts: dict[str, dict[str, Any]] = {}
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         fsync_dir(state.parent)  # the state directory is there before the server starts
@@ -89,26 +105,39 @@ class PrivateServer:
             self.opts = {"port": port}
         else:
             self.opts = {"zk_port": _free_port(), "thrift_port": _free_port(),
-                         "thrift2_port": _free_port(), "hbase_root": "local"}
+                         "thrift2_port": _free_port(), "hbase_root": hbase_root}
+        if "hdfs" in self.names:
+            self.up_opts["hdfs"] = {k: _free_port() for k in (
+                "port", "http_port", "dn_port", "dn_http_port", "dn_ipc_port")}
+        self.up_opts[name] = self.opts
+
+    @property
+    def ports(self) -> list[int]:
+        return [p for opts in self.up_opts.values() for p in opts.values() if isinstance(p, int)]
 
     def start(self) -> None:
-        try:
-            self.services.up([self.name], state_dir=self.state, **self.opts)
-        except self.services.ServiceError as exc:
-            raise EnvError(f"the audit's private {self.name} server did not start: {exc}") \
-                from exc
-        finally:
-            self.seen |= self._pids()
+        """Start the services in order (HDFS before the HBase on it); a restart after a cut
+        finds the same ports and directories."""
+        for name in self.names:
+            try:
+                self.services.up([name], state_dir=self.state, **self.up_opts[name])
+            except self.services.ServiceError as exc:
+                raise EnvError(f"the audit's private {name} server did not start: {exc}") \
+                    from exc
+            finally:
+                self.seen |= self._pids()
 
     def _pids(self) -> set[int]:
-        """The pids in the pid files under the state directory (master and gateways)."""
-        root = self.state / self.name
+        """The pids in the pid files under the state directory (HBase's master and gateways,
+        HDFS's NameNode and DataNode)."""
         out = set()
-        with contextlib.suppress(OSError):  # not the data directory: the server writes there
-            for pid_file in [root / "pid", *(d / "pid" for d in root.iterdir()
-                                              if d.name != "data" and d.is_dir())]:
-                with contextlib.suppress(OSError, ValueError):
-                    out.add(int(pid_file.read_text().strip()))
+        for name in self.names:
+            root = self.state / name
+            with contextlib.suppress(OSError):  # not the data directory: the server writes there
+                for pid_file in [root / "pid", *(d / "pid" for d in root.iterdir()
+                                                  if d.name != "data" and d.is_dir())]:
+                    with contextlib.suppress(OSError, ValueError):
+                        out.add(int(pid_file.read_text().strip()))
         return out
 
     def _ours(self, pid: int) -> bool:
@@ -118,12 +147,13 @@ class PrivateServer:
                 errors="replace")
         except OSError:
             return False
-        ports = [str(p) for p in self.opts.values() if isinstance(p, int)]
+        ports = [str(p) for p in self.ports]
         return str(self.state) in cmdline or any(f":{p}" in cmdline for p in ports)
 
     def kill(self) -> None:
-        """SIGKILL every process of the server (HBase: master and both gateways), found by the
-        pid files under its state directory, read while they can still be read."""
+        """SIGKILL every process of the server (HBase: master and both gateways; on HDFS also
+        the NameNode and DataNode), found by the pid files under its state directory, read
+        while they can still be read."""
         self.seen |= self._pids()
         for pid in sorted(self.seen):
             if self._ours(pid):
@@ -139,10 +169,11 @@ class PrivateServer:
         return self.services.client_options(self.name, namespace, state_dir=self.state)
 
     def stop(self) -> None:
-        """Stop the server; anything of it still running after that (its pid file lost in a
-        cut) is killed."""
-        with contextlib.suppress(Exception):
-            self.services.down([self.name], state_dir=self.state)
+        """Stop the server (HBase before the HDFS under it); anything of it still running after
+        that (its pid file lost in a cut) is killed."""
+        for name in reversed(self.names):
+            with contextlib.suppress(Exception):
+                self.services.down([name], state_dir=self.state)
         self.kill()
 
 
