@@ -234,6 +234,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _audit("minio-journal", "power-loss --backend minio --fs-model journal", 20, 3),
             _audit("minio-posix", "power-loss --backend minio --fs-model posix", 5, 2),
             _audit("hbase-wal", "power-loss --backend hbase --durability wal", 3, 1),
+            _audit("hbase-wal_hsync-hdfs", "power-loss --backend hbase --durability wal_hsync "
+                   "--hbase-root hdfs", 3, 1),
         ), audit.table, audit.headline),
     Experiment(
         "peer-redis", "the redis backend's client beside redis-benchmark on the same server, "
