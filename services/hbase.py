@@ -224,6 +224,7 @@ def _options_file(ctx: ServiceContext) -> Path:
 
 def _saved_options(ctx: ServiceContext) -> dict:
     opts = {"zk_port": ZK_PORT, "thrift_port": THRIFT_PORT, "wal_provider": "asyncfs",
+            "wal_hsync": False,
             "thrift2_port": THRIFT2_PORT, "hbase_root": "local", "rootdir": ""}
     with contextlib.suppress(OSError, ValueError):
         opts.update(json.loads(_options_file(ctx).read_text()))
@@ -273,6 +274,7 @@ def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
     site = Template((FILES / "hbase-site.xml.tmpl").read_text()).substitute(
         data=ctx.data_dir, zk_port=opts["zk_port"], thrift_port=opts["thrift_port"],
         wal_provider=opts["wal_provider"], rootdir=opts["rootdir"],
+        wal_hsync="true" if opts.get("wal_hsync") else "false",
         enforce="true" if opts["rootdir"].startswith("hdfs://") else "false",
     )
     (conf / "hbase-site.xml").write_text(site)
@@ -310,6 +312,7 @@ def _thrift_ready(port: int) -> bool:
 def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT_PORT,
           thrift2_port: int = THRIFT2_PORT, hbase_root: str = "auto",
           heap: str = "1g", thrift_heap: str = "256m", wal_provider: str = "asyncfs",
+          wal_hsync: bool = False,
           timeout: float = START_TIMEOUT) -> dict:
     """Start HBase and its Thrift gateway(s) unless running; wait until happybase lists tables.
 
@@ -332,6 +335,7 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
         on, rootdir = saved["hbase_root"], saved["rootdir"]
     opts = {"zk_port": int(zk_port), "thrift_port": int(thrift_port),
             "thrift2_port": int(thrift2_port), "wal_provider": wal_provider,
+            "wal_hsync": bool(wal_hsync),
             "hbase_root": on, "rootdir": rootdir}
     install(log)
     classpath = _read_classpath()
@@ -405,7 +409,9 @@ def status(ctx: ServiceContext) -> dict:
                     "through Thrift2; skip_wal puts skip it)"),
             "wal_provider": opts["wal_provider"],
             "wal_durability": wal_durability(on_hdfs),
-            "hbase.wal.hsync": "false (per-put durability decides: SYNC_WAL hflush, "
+            "hbase.wal.hsync": ("true (HBase's own tables, hbase:meta and the master's "
+                                "region, hsync their WAL; " if opts.get("wal_hsync") else "false (")
+                               + "per-put durability decides: SYNC_WAL hflush, "
                                "FSYNC_WAL hsync)",
             "hbase.unsafe.stream.capability.enforce": "true" if on_hdfs else "false",
             "hadoop": f"{HADOOP_VERSION} (client)",
