@@ -105,7 +105,10 @@ class PrivateServer:
             self.opts = {"port": port}
         else:
             self.opts = {"zk_port": _free_port(), "thrift_port": _free_port(),
-                         "thrift2_port": _free_port(), "hbase_root": hbase_root}
+                         "thrift2_port": _free_port(), "hbase_root": hbase_root,
+                         # on HDFS, hbase:meta and the master's region hsync their WAL too: a
+                         # power cut must not take the audited table's region assignment
+                         "wal_hsync": hbase_root == "hdfs"}
         if "hdfs" in self.names:
             self.up_opts["hdfs"] = {k: _free_port() for k in (
                 "port", "http_port", "dn_port", "dn_http_port", "dn_ipc_port")}
@@ -113,7 +116,8 @@ class PrivateServer:
 
     @property
     def ports(self) -> list[int]:
-        return [p for opts in self.up_opts.values() for p in opts.values() if isinstance(p, int)]
+        return [p for opts in self.up_opts.values() for p in opts.values()
+                if isinstance(p, int) and not isinstance(p, bool)]
 
     def start(self) -> None:
         """Start the services in order (HDFS before the HBase on it); a restart after a cut
