@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import failpoints
-from .segment import Records, crc
+from .segment import Records, crc, numbered_files
 from .snapshot import durable_write, map_file
 
 if TYPE_CHECKING:
@@ -60,12 +60,7 @@ def file_name(seg_id: int) -> str:
 
 def list_ids(medium: "Medium") -> list[int]:
     """Segment ids that have a hint file, oldest first."""
-    out = []
-    for name in medium.listdir():
-        m = _NAME.match(name)
-        if m:
-            out.append(int(m.group(1)))
-    return sorted(out)
+    return numbered_files(medium, _NAME)
 
 
 def encode(recs: Records, seg_size: int) -> list[bytes]:

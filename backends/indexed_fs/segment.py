@@ -73,14 +73,15 @@ def segment_name(seg_id: int) -> str:
     return f"{seg_id:09d}{SUFFIX}"
 
 
+def numbered_files(medium: "Medium", pattern: "re.Pattern[str]") -> list[int]:
+    """The numbers of the files in the medium's directory whose name ``pattern`` matches (its
+    group 1 is the number), ascending: segments, hint files and snapshots are all named so."""
+    return sorted(int(m.group(1)) for m in map(pattern.match, medium.listdir()) if m)
+
+
 def list_segment_ids(medium: "Medium") -> list[int]:
     """Ids of the segment files in the medium's directory, oldest first."""
-    out = []
-    for name in medium.listdir():
-        m = _NAME.match(name)
-        if m:
-            out.append(int(m.group(1)))
-    return sorted(out)
+    return numbered_files(medium, _NAME)
 
 
 def encode(seq: int, key: bytes, value: bytes, flags: int = 0,

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from .. import failpoints
-from .segment import crc
+from .segment import crc, numbered_files
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -96,12 +96,7 @@ class Snapshot:
 
 def list_numbers(medium: "Medium") -> list[int]:
     """Snapshot numbers present in the medium's directory, newest first."""
-    out = []
-    for name in medium.listdir():
-        m = _NAME.match(name)
-        if m:
-            out.append(int(m.group(1)))
-    return sorted(out, reverse=True)
+    return numbered_files(medium, _NAME)[::-1]
 
 
 def file_name(number: int) -> str:
