@@ -44,7 +44,7 @@ def add_parsers(sub: Any) -> None:
                    help="power-loss: posix (a directory's entries are durable once it is "
                         "fsynced) or journal (any fsync commits every earlier namespace change, "
                         "as ext4 and XFS do); default posix, journal for minio, which fsyncs "
-                        "no directory")
+                        "no directory, and for hbase on hdfs")
     p.add_argument("--torn", action="store_true",
                    help="power-loss: each cut keeps a random prefix of the newest unsynced write")
     p.add_argument("--hbase-root", choices=audit.HBASE_ROOTS,

@@ -32,6 +32,8 @@ and DataNode directories are on the lossy mount too.  There a cut SIGKILLs HBase
 JVMs together, and the check restarts HDFS, then HBase (which recovers the WAL's lease and
 replays it).  ``wal_hsync`` (FSYNC_WAL: hsync, an fsync of the block file on the DataNode) claims
 no loss on HDFS; ``wal`` (SYNC_WAL: hflush, the DataNode's memory) claims none under a power cut.
+HDFS fsyncs no directory where it matters (the NameNode's new edit-log segment, the DataNode's new
+block files), so HBase on HDFS is audited on the ``journal`` metadata model (ext4, XFS) unless told.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ DURABLE = {("indexed_fs", "sync"), ("default_fs", "sync"), ("redis", "always"),
 #: durable only where any fsync commits earlier renames (MinIO fsyncs no directory)
 JOURNAL_ONLY = {("minio", "server")}
 #: the lossy file system's metadata model a power-loss audit uses unless told
-DEFAULT_FS_MODEL = {"minio": "journal"}
+DEFAULT_FS_MODEL = {"minio": "journal", "hbase@hdfs": "journal"}
 #: a random cut comes within this many seconds of the writer's start (servers answer slower)
 DEFAULT_RUN_SECONDS = {"redis": 1.0, "minio": 3.0, "hbase": 3.0}
 #: HBase on HDFS: one Thrift call's timeout (the backend's ``timeout``), long enough for the
@@ -313,7 +315,7 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     say = progress or (lambda _msg: None)
     started = time.monotonic()
     claims = (key, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
-    fs_model = fs_model or DEFAULT_FS_MODEL.get(backend, "posix")
+    fs_model = fs_model or DEFAULT_FS_MODEL.get(key, "posix")
     run_seconds = DEFAULT_RUN_SECONDS.get(backend, 0.6) if run_seconds is None else run_seconds
     if not 0 < run_seconds < 3600:
         raise BadOptionError(f"--run-seconds {run_seconds} is not a number of seconds in "
