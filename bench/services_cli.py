@@ -35,6 +35,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hbase-root", choices=("auto", "local", "hdfs"),
                    help="hbase: where its root directory and WAL go (default auto: on HDFS when "
                         "`bench services up hdfs` runs in the same state dir, else local)")
+    p.add_argument("--hbase-wal-hsync", action="store_const", const=True, dest="wal_hsync",
+                   help="hbase: hsync the WAL of its own tables too (hbase.wal.hsync=true: "
+                        "hbase:meta survives a power cut, which wal_hsync puts need on one DataNode)")
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.add_argument("--state-dir", help="data, logs and pid files (default $CKPTBENCH_STATE "
                                        "or <project>/.state)")
@@ -65,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.action == "up":
                 for st in up([name], state_dir=args.state_dir, durability=args.durability,
-                             port=args.port, rtt=args.rtt, hbase_root=args.hbase_root):
+                             port=args.port, rtt=args.rtt, hbase_root=args.hbase_root,
+                             wal_hsync=args.wal_hsync):
                     print(_describe(st))
             elif args.action == "down":
                 down([name], state_dir=args.state_dir)
