@@ -50,7 +50,7 @@ from typing import Callable
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
-from .medium import BufferedAppendFile, Medium, ReadFile, parts_of, push_before_read
+from .medium import BufferedAppendFile, BufferedAppends, Medium, ReadFile, parts_of, push_before_read
 
 DEFAULT_WEBHDFS_PORT = 9870
 DEFAULT_TIMEOUT = 30.0  # a DataNode's first WebHDFS request starts its REST stack: seconds
@@ -132,7 +132,7 @@ class HdfsReadFile(ReadFile):
         pass
 
 
-class HdfsMedium(Medium):
+class HdfsMedium(BufferedAppends, Medium):
     kind = "hdfs"
 
     def __init__(self, url: str, label: str = "medium") -> None:
@@ -317,12 +317,6 @@ class HdfsMedium(Medium):
                 break
             out += raw
         return bytes(out)
-
-    def settle(self, rel: str) -> None:
-        """Push pending appends of ``rel`` so that reads and metadata see them."""
-        appender = self._appenders.get(rel)
-        if appender is not None:
-            appender.sync()
 
     # -- operations -----------------------------------------------------------------------
     def open_append(self, rel: str) -> HdfsAppendFile:

@@ -168,6 +168,20 @@ class BufferedAppendFile(AppendFile):
             self._release()
 
 
+class BufferedAppends:
+    """For a medium whose appends are :class:`BufferedAppendFile` s: the open appenders by
+    path, and :meth:`settle`, which pushes one file's pending appends before a read or a
+    metadata operation must see them."""
+
+    _appenders: dict
+
+    def settle(self, rel: str) -> None:
+        """Push pending appends of ``rel`` so that reads and metadata see them."""
+        appender = self._appenders.get(rel)
+        if appender is not None:
+            appender.sync()
+
+
 def push_before_read(medium: "Medium", rel: str, offset: int, size: int) -> None:
     """A read of ``[offset, offset + size)`` of ``rel`` that reaches bytes still pending in an
     open :class:`BufferedAppendFile` pushes them first, so a reader sees every appended byte."""

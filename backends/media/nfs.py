@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import BackendUnavailableError, BadOptionError, StorageFullError
-from .medium import BufferedAppendFile, Medium, ReadFile, parts_of, push_before_read
+from .medium import BufferedAppendFile, BufferedAppends, Medium, ReadFile, parts_of, push_before_read
 
 DEFAULT_TIMEOUT = 10.0
 FLUSH_BYTES = 1 << 20  # pending appends pushed without waiting for sync(), like writeback
@@ -92,7 +92,7 @@ class NfsReadFile(ReadFile):
             self._file.close()
 
 
-class NfsMedium(Medium):
+class NfsMedium(BufferedAppends, Medium):
     kind = "nfs"
 
     def __init__(self, url: str, label: str = "medium") -> None:
@@ -192,12 +192,6 @@ class NfsMedium(Medium):
 
     def abs(self, rel: str) -> str:
         return posixpath.join(self._base, rel) if self._base else (rel or ".")
-
-    def settle(self, rel: str) -> None:
-        """Push pending appends of ``rel`` so that reads and metadata see them."""
-        appender = self._appenders.get(rel)
-        if appender is not None:
-            appender.sync()
 
     # -- operations -----------------------------------------------------------------------
     def open_append(self, rel: str) -> NfsAppendFile:
