@@ -153,6 +153,33 @@ def wait_until(ctx: ServiceContext, ready: Callable[[], bool], timeout: float, w
     raise ServiceError(f"{ctx.name}: {what} not ready after {timeout:.0f}s; {tail_log(ctx)}")
 
 
+def start_and_wait(ctx: ServiceContext, ready: Callable[[], bool], timeout: float, what: str,
+                   stop: Callable[[ServiceContext], None],
+                   status: Callable[[ServiceContext], dict],
+                   companions: Sequence[tuple[str, ServiceContext]] = ()) -> dict:
+    """The end of a fresh start: wait until ``ready``, then return ``status(ctx)``.
+
+    ``companions`` are the other processes the start spawned beside the service's own (label,
+    context), e.g. a DataNode or a gateway; one that exits fails the start at once with its own
+    log's tail instead of waiting out ``timeout``.  On any failure ``stop(ctx)`` ends everything
+    the start left running before the error goes up, so a failed start holds no ports and a
+    retry begins from nothing."""
+
+    def all_ready() -> bool:
+        for label, companion in companions:
+            if companion.read_pid() is None:
+                raise ServiceError(f"{ctx.name}: the {label} exited while starting; "
+                                   f"{tail_log(companion)}")
+        return ready()
+
+    try:
+        wait_until(ctx, all_ready, timeout, what)
+    except ServiceError:
+        stop(ctx)
+        raise
+    return status(ctx)
+
+
 def tail_log(ctx: ServiceContext, lines: int = 15) -> str:
     path = ctx.log_dir / f"{ctx.name}.log"
     with contextlib.suppress(OSError):

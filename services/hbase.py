@@ -67,8 +67,8 @@ from .common import (
     port_open,
     require_port_free,
     spawn,
+    start_and_wait,
     stop_pid,
-    tail_log,
     wait_until,
 )
 
@@ -357,21 +357,10 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
         spawn(thrift2, [*_jvm(java, conf, classpath, thrift_heap, thrift2.log_dir, "thrift2"),
                         "org.apache.hadoop.hbase.thrift2.ThriftServer",
                         "-b", HOST, "-p", str(opts["thrift2_port"]), "-threadpool", "start"])
-
-    def ready() -> bool:
-        if thrift.read_pid() is None:
-            raise ServiceError(f"hbase: the Thrift gateway exited while starting; {tail_log(thrift)}")
-        if thrift2.read_pid() is None:
-            raise ServiceError(f"hbase: the Thrift2 gateway exited while starting; "
-                               f"{tail_log(thrift2)}")
-        return _thrift_ready(opts["thrift_port"]) and port_open(HOST, opts["thrift2_port"])
-
-    try:
-        wait_until(ctx, ready, timeout, f"thrift gateway 127.0.0.1:{opts['thrift_port']}")
-    except ServiceError:
-        stop(ctx)
-        raise
-    return status(ctx)
+    return start_and_wait(
+        ctx, lambda: _thrift_ready(opts["thrift_port"]) and port_open(HOST, opts["thrift2_port"]),
+        timeout, f"thrift gateway 127.0.0.1:{opts['thrift_port']}", stop, status,
+        companions=[("Thrift gateway", thrift), ("Thrift2 gateway", thrift2)])
 
 
 # ----------------------------------------------------------------------------- stop / status

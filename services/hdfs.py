@@ -50,8 +50,8 @@ from .common import (
     require_port_free,
     save_options,
     spawn,
+    start_and_wait,
     stop_pid,
-    tail_log,
     wait_until,
 )
 
@@ -288,18 +288,9 @@ def start(ctx: ServiceContext, port: int = PORT, http_port: int = HTTP_PORT,
             require_port_free(NAME, HOST, opts[p], wait=5)
         spawn(dn, [*_jvm(java_exe, conf, classpath, dn_heap, dn.log_dir, "datanode"),
                    "org.apache.hadoop.hdfs.server.datanode.DataNode"])
-
-    def ready() -> bool:
-        if dn.read_pid() is None:
-            raise ServiceError(f"hdfs: the DataNode exited while starting; {tail_log(dn)}")
-        return _ready(opts["http_port"])
-
-    try:
-        wait_until(ctx, ready, timeout, f"namenode 127.0.0.1:{opts['port']} with a live datanode")
-    except ServiceError:
-        stop(ctx)
-        raise
-    return status(ctx)
+    return start_and_wait(ctx, lambda: _ready(opts["http_port"]), timeout,
+                          f"namenode 127.0.0.1:{opts['port']} with a live datanode",
+                          stop, status, companions=[("DataNode", dn)])
 
 
 # ------------------------------------------------------------------------ stop / kill / status
