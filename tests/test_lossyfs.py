@@ -168,3 +168,26 @@ def test_power_off_fails_io_until_power_on(fs, d):
         os.write(fd, b"y")
     os.close(fd)
     assert _read(f"{d}/p") == b"x"
+
+
+def test_sync_gate_passes_a_programs_sync_to_the_mount(fs, d):
+    """FUSE never sees sync(2); a program run under the sync gate makes the mount durable with it:
+    the file written before its ``sync`` survives the cut, the one written after does not."""
+    import subprocess
+    import sys
+
+    from services.lossyfs.syncgate import supported
+
+    if supported():
+        pytest.skip(supported())
+    before, after = os.path.join(d, "before"), os.path.join(d, "after")
+    script = f"echo one > {before}; sync; echo two > {after}; exit 3"
+    done = subprocess.run([sys.executable, "-m", "services.lossyfs", "gate", "--backing",
+                           str(fs.backing), "--", "sh", "-c", script],
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr  # the program's own exit status, nothing killed it
+    assert fs.stats()["global_syncs"] >= 1
+    fs.crash()
+    assert _read(before) == b"one\n"
+    assert _read(after) is None

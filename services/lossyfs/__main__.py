@@ -7,6 +7,8 @@
     stats MOUNTPOINT --backing B               what is not durable yet, counters
     unmount MOUNTPOINT --backing B
     install                         apt-get install fuse3 if fusermount3 is missing
+    gate --backing B -- PROGRAM ARGS...        run PROGRAM so its sync(2)/syncfs(2) make the mount
+                                               durable (FUSE never sees them; syncgate.py)
     serve BACKING MOUNTPOINT [--metadata ...]             the daemon itself, in the foreground
 
 The control socket is ``BACKING/control.sock``; every command but mount, serve and install takes
@@ -30,6 +32,23 @@ def _attach(args: argparse.Namespace) -> LossyFS:
     return LossyFS(backing, Path(args.mountpoint).resolve())
 
 
+def _gate(args: argparse.Namespace) -> int:
+    from .syncgate import run
+
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    if not program:
+        raise LossyFSError("lossyfs gate: no program given; use `gate --backing B -- PROGRAM ...`")
+    fs = LossyFS(Path(args.backing).resolve(), Path("/"))
+
+    def on_sync() -> None:
+        try:
+            fs.sync()
+        except LossyFSError as exc:  # the daemon is gone: nothing can be made durable
+            print(f"lossyfs gate: sync not passed on: {exc}", file=sys.stderr, flush=True)
+
+    return run(program, on_sync)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.lossyfs",
                                      description="A lossy FUSE file system for power-cut tests.")
@@ -49,8 +68,13 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--torn", action="store_true",
                            help="keep a random prefix of the newest unsynced write")
     sub.add_parser("install")
+    p = sub.add_parser("gate")
+    p.add_argument("--backing", required=True, help="the backing directory of the mount")
+    p.add_argument("program", nargs=argparse.REMAINDER, help="-- PROGRAM ARGS...")
     args = parser.parse_args(argv)
     try:
+        if args.cmd == "gate":
+            return _gate(args)
         if args.cmd == "serve":
             from .fs import serve
 

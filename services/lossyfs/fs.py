@@ -85,7 +85,7 @@ class LossyOperations(fuse.Operations):
         self._fh = itertools.count(1)
         self.generation = 0
         self.down = False
-        self.counters = {"writes": 0, "written_bytes": 0, "sync_writes": 0}
+        self.counters = {"writes": 0, "written_bytes": 0, "sync_writes": 0, "global_syncs": 0}
 
     # ------------------------------------------------------------------------------ helpers
     def _path(self, path: str) -> str:
@@ -132,7 +132,11 @@ class LossyOperations(fuse.Operations):
             self.down = False
 
     def sync_all(self) -> None:
+        """``sync(2)`` (through the control socket): everything durable, unless the power is off."""
         with self._mutex:
+            if self.down:
+                return
+            self.counters["global_syncs"] += 1
             self.model.sync_all()
 
     def stats(self) -> dict[str, Any]:
@@ -450,7 +454,8 @@ def _control_loop(ops: LossyOperations, sock_path: str, metadata: str) -> None:
                     reply = {"ok": False, "error": f"unknown command {cmd!r}"}
             except Exception as exc:  # noqa: BLE001 - reported to the client
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-            conn.sendall((json.dumps(reply) + "\n").encode())
+            with contextlib.suppress(OSError):  # a client killed while it waited (the sync gate)
+                conn.sendall((json.dumps(reply) + "\n").encode())
 
 
 def serve(backing: str, mountpoint: str, control: str, metadata: str = "posix") -> None:
