@@ -38,6 +38,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hbase-wal-hsync", action="store_const", const=True, dest="wal_hsync",
                    help="hbase: hsync the WAL of its own tables too (hbase.wal.hsync=true: "
                         "hbase:meta survives a power cut, which wal_hsync puts need on one DataNode)")
+    p.add_argument("--minio-fs-osync", choices=("on", "off"),
+                   help="minio: MINIO_FS_OSYNC, a sync(2) after each object is renamed into place "
+                        "(default on: the minio backend's sync mode needs it)")
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.add_argument("--state-dir", help="data, logs and pid files (default $CKPTBENCH_STATE "
                                        "or <project>/.state)")
@@ -69,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
             if args.action == "up":
                 for st in up([name], state_dir=args.state_dir, durability=args.durability,
                              port=args.port, rtt=args.rtt, hbase_root=args.hbase_root,
-                             wal_hsync=args.wal_hsync):
+                             wal_hsync=args.wal_hsync,
+                             fs_osync=None if args.minio_fs_osync is None
+                             else args.minio_fs_osync == "on"):
                     print(_describe(st))
             elif args.action == "down":
                 down([name], state_dir=args.state_dir)

@@ -64,6 +64,10 @@ class Medium:
         the evidence that a store's sync reaches the disk as an fsync."""
         return self.fs.stats().get("file_syncs") if self.fs else None
 
+    def global_syncs(self) -> int | None:
+        """How many ``sync(2)`` calls reached the lossy file system (through the sync gate)."""
+        return self.fs.stats().get("global_syncs") if self.fs else None
+
     def sync(self) -> None:
         if self.fs:
             self.fs.sync()
@@ -84,7 +88,9 @@ class PrivateServer:
     file) under ``state``, which for a power-loss audit is on the lossy mount."""
 
     def __init__(self, name: str, state: Path, durability: str,
-                 hbase_root: str = "local") -> None:
+                 hbase_root: str = "local", sync_gate: Path | None = None) -> None:
+        """``sync_gate``: the lossy mount's backing directory, for a server whose durability
+        rests on ``sync(2)`` (MinIO in mode ``sync``), which FUSE alone never sees."""
         import services
 
         self.services = services
@@ -102,7 +108,9 @@ class PrivateServer:
             port = _free_port()
             while not _port_free(port + 1):
                 port = _free_port()
-            self.opts = {"port": port}
+            self.opts = {"port": port, "fs_osync": durability == "sync",
+                         "sync_gate": str(sync_gate) if sync_gate and durability == "sync"
+                         else None}
         else:
             self.opts = {"zk_port": _free_port(), "thrift_port": _free_port(),
                          "thrift2_port": _free_port(), "hbase_root": hbase_root,

@@ -231,8 +231,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _audit("default_fs-none", "power-loss --backend default_fs --durability none", 10, 3),
             _audit("redis-always", "power-loss --backend redis --durability always", 20, 3),
             _audit("redis-everysec", "power-loss --backend redis --durability everysec", 10, 3),
-            _audit("minio-journal", "power-loss --backend minio --fs-model journal", 20, 3),
-            _audit("minio-posix", "power-loss --backend minio --fs-model posix", 5, 2),
+            _audit("minio-sync", "power-loss --backend minio", 20, 3),
+            _audit("minio-server", "power-loss --backend minio --durability server --fs-model "
+                   "journal", 10, 2),
             _audit("hbase-wal", "power-loss --backend hbase --durability wal", 3, 1),
             _audit("hbase-wal_hsync-hdfs", "power-loss --backend hbase --durability wal_hsync "
                    "--hbase-root hdfs", 3, 1),

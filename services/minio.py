@@ -7,8 +7,10 @@ of the last commit) and build it once into ``~/.cache/ckptbench/bin`` (Go module
 
 Credentials come from ``CKPTBENCH_MINIO_USER`` / ``CKPTBENCH_MINIO_PASSWORD`` (defaults
 ``ckptbench`` / ``ckptbench-secret``).  Durability: MinIO writes object metadata/inline data with
-``O_DSYNC`` or ``O_DIRECT`` + ``fdatasync`` before it acknowledges a PUT; ``MINIO_FS_OSYNC=on``
-(inherited from the environment) adds a global ``sync()`` after renames.
+``O_DSYNC`` or ``O_DIRECT`` + ``fdatasync`` before it acknowledges a PUT, then renames it into
+place; with ``MINIO_FS_OSYNC=on`` (our default; ``bench services up minio --minio-fs-osync off``
+turns it off) it calls ``sync(2)`` after that rename, so the rename is durable too when the PUT is
+answered.  Without it a power cut can undo the latest renames (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -104,8 +107,14 @@ def _live(port: int) -> bool:
         return False
 
 
-def start(ctx: ServiceContext, port: int | None = None, **_ignored: Any) -> dict:
-    """Start (or reuse) the server on ``port`` (S3 API) and ``port + 1`` (console)."""
+def start(ctx: ServiceContext, port: int | None = None, fs_osync: bool | None = None,
+          sync_gate: str | None = None, **_ignored: Any) -> dict:
+    """Start (or reuse) the server on ``port`` (S3 API) and ``port + 1`` (console).
+
+    ``fs_osync``: MinIO's ``MINIO_FS_OSYNC``, a ``sync(2)`` after each object is renamed into
+    place (default: on, unless the environment sets ``MINIO_FS_OSYNC``; the backend's ``sync``
+    mode needs it).  ``sync_gate``: the backing directory of a lossy mount whose ``sync`` each of
+    MinIO's ``sync(2)`` calls must reach (:mod:`services.lossyfs.syncgate`; audits only)."""
     port = int(port or DEFAULT_PORT)
     if ctx.read_pid() is not None:
         running = int(_options(ctx)["port"])
@@ -120,13 +129,20 @@ def start(ctx: ServiceContext, port: int | None = None, **_ignored: Any) -> dict
     require_port_free(NAME, HOST, port + 1, wait=5)
     if not binary().exists():
         raise ServiceError(f"minio: {binary()} is missing; run `bench services up minio`")
+    if fs_osync is None:
+        fs_osync = os.environ.get("MINIO_FS_OSYNC", "on").lower() in ("on", "true", "1", "yes")
     user, password = credentials()
     env = {**os.environ, "MINIO_ROOT_USER": user, "MINIO_ROOT_PASSWORD": password,
-           "MINIO_UPDATE": "off", "MINIO_BROWSER": "on"}
+           "MINIO_UPDATE": "off", "MINIO_BROWSER": "on",
+           "MINIO_FS_OSYNC": "on" if fs_osync else "off"}
     argv = [str(binary()), "server", str(ctx.data_dir), "--address", f"{HOST}:{port}",
             "--console-address", f"{HOST}:{port + 1}", "--quiet"]
-    save_options(ctx, {"port": port, "fs_osync": env.get("MINIO_FS_OSYNC", "off")})
-    spawn(ctx, argv, env=env)
+    if sync_gate:
+        argv = [sys.executable, "-m", "services.lossyfs", "gate", "--backing", str(sync_gate),
+                "--", *argv]
+    save_options(ctx, {"port": port, "fs_osync": env["MINIO_FS_OSYNC"],
+                       "sync_gate": str(sync_gate or "")})
+    spawn(ctx, argv, env=env, cwd=str(Path(__file__).resolve().parents[1]))
     wait_until(ctx, lambda: _live(port), 120, f"minio on {HOST}:{port}")
     return status(ctx)
 
@@ -151,7 +167,9 @@ def status(ctx: ServiceContext) -> dict:
             "endpoint": f"http://{HOST}:{port}",
             "console": f"http://{HOST}:{port + 1}",
             "data_dir": str(ctx.data_dir),
-            "ack_after": "O_DSYNC / O_DIRECT+fdatasync of the object's data and xl.meta",
+            "ack_after": "O_DSYNC / O_DIRECT+fdatasync of the object's data and xl.meta, its "
+                         "rename into place" + (", sync(2)" if _options(ctx).get("fs_osync") == "on"
+                                                else " (not synced)"),
             "MINIO_FS_OSYNC": _options(ctx).get("fs_osync", "off"),
         },
     }

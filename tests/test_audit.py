@@ -72,6 +72,24 @@ def test_redis_appendfsync_always_survives_power_loss(tmp_path):
 
 
 @pytest.mark.crash
+@pytest.mark.slow
+@pytest.mark.minio
+@pytest.mark.server
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")
+def test_minio_sync_mode_survives_power_loss(tmp_path):
+    """MinIO with MINIO_FS_OSYNC=on under the sync gate, on the strict posix model, deletes
+    followed by the backend's barrier PUT: nothing acknowledged is lost."""
+    import services
+
+    services.install(["minio"])
+    res = audit.audit("power-loss", "minio", rounds=3, seed=5, workdir=tmp_path)
+    _held(res)
+    assert res.fs_model == "posix"
+    assert sum(c.get("global_syncs") or 0 for c in res.cuts) > 0, "no sync(2) reached the mount"
+
+
+@pytest.mark.crash
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", [pytest.param("power-loss", marks=needs_fuse)])
 def test_bench_audit_prints_audit_lines_and_json(tmp_path, capsys, kind):

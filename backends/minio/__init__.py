@@ -12,8 +12,19 @@ hex-encoded.  Hex keeps byte order and prefixes, so ``ListObjectsV2`` (which lis
 order) returns keys already in ``scan`` order and ``scan(prefix)`` is a server-side prefix list.
 The price: a key may have at most about (1024 - len(prefix)) / 2 bytes.
 
-Durability is the server's (one mode, ``server``): a PUT is acknowledged after MinIO has written
-it with ``O_DSYNC``/``fdatasync``; AWS S3 acknowledges after storing it redundantly.
+Durability modes:
+
+* ``sync`` (default): nothing acknowledged is lost in a power cut, given a MinIO started with
+  ``MINIO_FS_OSYNC=on`` (``bench services up minio`` does).  MinIO writes an object's data and
+  ``xl.meta`` with ``O_DSYNC``/``fdatasync``, renames them into place and, with that setting,
+  calls ``sync(2)`` before it answers, so the rename is durable too.  A DELETE is a rename into
+  MinIO's trash that MinIO never syncs, so in this mode every delete is followed by a PUT of a
+  small barrier object (``<prefix>sync-barrier``, never a key: keys are hex, and removed again at
+  ``close``), whose ``sync(2)`` makes the delete durable before ``delete`` returns.  ``bench audit power-loss --backend minio``
+  checks this.
+* ``server``: what the server does, no barrier.  For MinIO without ``MINIO_FS_OSYNC`` the data is
+  synced but the renames are not, so a power cut can undo the latest PUTs and DELETEs
+  (docs/audit.md); AWS S3 acknowledges after storing an object redundantly.
 
 Every request is bounded: connect/read timeouts and botocore's own bounded retries ("standard"
 mode, ``retries`` attempts); the final failure is a :class:`BackendUnavailableError` naming the
@@ -38,6 +49,8 @@ T = TypeVar("T")
 
 MAX_OBJECT_NAME = 1024
 _CHUNK = 200  # hex characters per object name segment (MinIO: at most 255 bytes each)
+#: the object a ``sync``-mode delete is followed by (not hex, so never a key's object name)
+BARRIER = "sync-barrier"
 _FULL_CODES = {"XMinioStorageFull", "StorageFull", "EntityTooLarge"}
 # "403": a HEAD reply has no body, so no error code either
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"}
@@ -85,7 +98,7 @@ class EndpointOption(Option):
 
 class MinioBackend(Backend):
     name = "minio"
-    durability_modes = ("server",)
+    durability_modes = ("sync", "server")
     options = {
         "endpoint": EndpointOption(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),
         "bucket": Option(str, "ckptbench", "bucket holding the checkpoints (created if missing)"),
@@ -122,6 +135,7 @@ class MinioBackend(Backend):
         )
         self._pool = cf.ThreadPoolExecutor(cfg["max_workers"], thread_name_prefix="minio")
         self._server: str | None = None
+        self._barrier_written = False
         try:
             self._ensure_bucket()
         except BaseException:
@@ -214,6 +228,11 @@ class MinioBackend(Backend):
         name = self._name(key)
         self._call("DeleteObject", lambda: self._client.delete_object(
             Bucket=self.bucket, Key=name))
+        if self.durability == "sync":  # MinIO syncs after a PUT's rename, never after a delete's
+            barrier = self.config["prefix"] + BARRIER
+            self._call("PutObject", lambda: self._client.put_object(
+                Bucket=self.bucket, Key=barrier, Body=b""))
+            self._barrier_written = True
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         latest = dict(items)  # a repeated key: its last value wins, as with sequential puts
@@ -244,6 +263,11 @@ class MinioBackend(Backend):
                     yield key, value
 
     def _close(self) -> None:
+        if self._barrier_written:  # the barrier means nothing once every delete has returned
+            try:
+                self._client.delete_object(Bucket=self.bucket, Key=self.config["prefix"] + BARRIER)
+            except (bex.BotoCoreError, bex.ClientError):
+                pass  # left behind it costs a few bytes; scan never lists it as a key
         self._pool.shutdown()
         self._client.close()
 
