@@ -22,9 +22,6 @@ noisy (the machine is shared), so ratios, not absolute rates, are what to compar
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
@@ -32,11 +29,10 @@ from spark_integration import cyclic
 from spark_integration.job import JobSpec
 from spark_integration.protocols.cic.hmnr import piggyback_size
 from spark_integration.queries import query
-from spark_integration.runner import build_session
 from spark_integration.source import SCHEMAS
 
-from .spark_job import session_conf
 from .spark_matrix import run_one
+from .spark_session import spark_run
 
 SCHEMA = "ckptbench.checkmate/1"
 QUERIES = ("q1", "q3", "q8", "q12")
@@ -109,12 +105,9 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
     """The whole grid on one session, then the cyclic emulation; the ``ckptbench.checkmate/1`` document."""
     sizes = QUICK if quick else FULL
     skews = SKEWS if skews is None else skews
-    spark = build_session(master, conf=session_conf(list(protocols)))
-    spark.sparkContext.setLogLevel("ERROR")
-    tmp = tempfile.mkdtemp(prefix="ckptbench-checkmate-")
     rows: list[dict[str, Any]] = []
-    t0 = time.monotonic()
-    try:
+    with spark_run(master, protocols, "ckptbench-checkmate-") as session:
+        spark, tmp = session.spark, session.tmp
         base = JobSpec(kind="q1", events=sizes.events, keys=sizes.keys, parallelism=parallelism,
                        max_batch=sizes.batch, verify=True, timeout=900)
         # warm the JVM and the Python workers on every protocol's path (the session's JVM is
@@ -137,9 +130,6 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                     rows.append(row)
                     say(f"checkmate: {kind} {skew_name} {protocol}: {row['throughput']:,.0f} events/s, "
                         f"recovery {row['recovery_ms']:.0f} ms, exactly-once {row['exactly_once']}")
-    finally:
-        spark.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     order_of = {p: i for i, p in enumerate(protocols)}
     rows.sort(key=lambda r: (list(skews).index(r["skew"]), queries.index(r["query"]), order_of[r["protocol"]]))
     none = {(r["query"], r["skew"]): r["throughput"] for r in rows if r["protocol"] == "none"}
@@ -152,7 +142,7 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
     return {"schema": SCHEMA, "quick": quick, "backend": backend, "parallelism": parallelism,
             "sizes": asdict(sizes), "skews": {k: str(v) for k, v in skews.items()},
             "piggyback_bytes_per_row": piggyback_size(2 * parallelism),
-            "seconds": round(time.monotonic() - t0, 1), "rows": rows, "cyclic": cyc, "paper": PAPER}
+            "seconds": session.seconds(), "rows": rows, "cyclic": cyc, "paper": PAPER}
 
 
 # ------------------------------------------------------------------------------ tables

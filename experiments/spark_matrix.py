@@ -48,11 +48,11 @@ from spark_integration.conf import from_conf, to_conf
 from spark_integration.job import JobSpec
 from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
-from spark_integration.runner import build_session, run_job
+from spark_integration.runner import run_job
 
 from . import results
 from .compare import median_spread
-from .spark_job import session_conf
+from .spark_session import spark_session
 
 SCHEMA = "ckptbench.spark-matrix/2"
 #: the protocol every run is compared with: no checkpoints at all
@@ -270,12 +270,8 @@ def run(protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[
         echo: Callable[..., None] = print) -> dict[str, Any]:
     """:func:`run_matrix` on a session of its own (started and stopped here)."""
     wanted = protocols + (baselines_for(spec) if baselines else [])
-    spark = build_session(master, conf=session_conf(wanted))
-    spark.sparkContext.setLogLevel("ERROR")
-    try:
+    with spark_session(master, wanted) as spark:
         return run_matrix(spark, protocols, backends, spec, fail_at, interval, baselines, rounds, warmup, echo)
-    finally:
-        spark.stop()
 
 
 # ----------------------------------------------------------------------------------- output

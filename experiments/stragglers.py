@@ -25,18 +25,15 @@ rolling every instance back.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from spark_integration.conf import from_conf, to_conf
 from spark_integration.job import JobSpec
-from spark_integration.runner import build_session, run_job
+from spark_integration.runner import run_job
 
-from .spark_job import session_conf
 from .spark_matrix import backend_options
+from .spark_session import spark_run
 
 SCHEMA = "ckptbench.logio-stragglers/1"
 PROTOCOLS = ("none", "coordinated", "logio")
@@ -102,12 +99,9 @@ def _run(spark: Any, protocol: str, backend: str, spec: JobSpec, fail_at: int | 
 def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",
         say: Callable[[str], None] = print) -> dict[str, Any]:
     sizes = QUICK if quick else FULL
-    spark = build_session(master, conf=session_conf(list(PROTOCOLS)))
-    spark.sparkContext.setLogLevel("ERROR")
-    tmp = tempfile.mkdtemp(prefix="ckptbench-stragglers-")
     rows: list[dict[str, Any]] = []
-    t0 = time.monotonic()
-    try:
+    with spark_run(master, PROTOCOLS, "ckptbench-stragglers-") as session:
+        spark, tmp = session.spark, session.tmp
         victim = straggler(spark, parallelism)
         spec = JobSpec(kind="wordcount", events=sizes.events, keys=sizes.keys, skew=f"hot:{sizes.hot}:1",
                        rate=sizes.rate, parallelism=parallelism, max_batch=sizes.batch, verify=True, timeout=900)
@@ -123,9 +117,6 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                 rows.append(row)
                 say(f"logio-stragglers: {protocol} {'1 failure' if failure else 'no failure'}: wall "
                     f"{row['wall_s']:.1f} s, p50 {row['latency_p50_ms']:.0f} ms, recovery {row['recovery_ms']:.0f} ms")
-    finally:
-        spark.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     base = next(r for r in rows if r["protocol"] == "none" and not r["failure"])
     for r in rows:
         r["overhead_pct"] = round(100.0 * (r["wall_s"] / base["wall_s"] - 1), 1) if base["wall_s"] else None
@@ -133,7 +124,7 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                                 if base["latency_p50_ms"] else None)
     return {"schema": SCHEMA, "quick": quick, "backend": backend, "parallelism": parallelism,
             "straggler": victim, "straggler_share": sizes.hot + (1 - sizes.hot) / parallelism,
-            "sizes": asdict(sizes), "seconds": round(time.monotonic() - t0, 1), "rows": rows, "paper": PAPER}
+            "sizes": asdict(sizes), "seconds": session.seconds(), "rows": rows, "paper": PAPER}
 
 
 def markdown(doc: dict[str, Any]) -> list[str]:
