@@ -105,6 +105,12 @@ def run_spark_state(spark: Any, spec: JobSpec) -> Metrics:
             if not query.isActive or time.time() > deadline:
                 break
         progress = list(query.recentProgress)
+        # the last batch's progress is posted after its sink returns: wait for it (briefly), so
+        # every micro-batch's state commit is counted
+        settle = time.time() + 5
+        while done.is_set() and len(progress) < metrics.batches and time.time() < settle:
+            time.sleep(0.05)
+            progress = list(query.recentProgress)
     finally:
         query.stop()
         shutil.rmtree(ckpt_dir, ignore_errors=True)
