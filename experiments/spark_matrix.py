@@ -14,7 +14,11 @@ The method, for a shared machine and a JVM that keeps getting faster:
 * **Medians and spread.**  A row reports the median of its rounds and their range
   (:func:`experiments.compare.median_spread`); its ratio to a reference (``none``, every baseline)
   is computed *within* each round — the reference and the row ran minutes apart at most — and the
-  median of those per-round ratios is reported.
+  median of those per-round ratios is reported.  The same holds for every ``[SPARK]`` line in a
+  row's ``metrics`` (:func:`median_metrics`): the recovery phases (``Recovery.*``, which the
+  recovery chart stacks) are each the median over the rounds, beside their range in
+  ``recovery_phases``, and every round's own phases stay in the row's ``rounds`` list.  A median
+  is taken per phase, so the phases of a row need not add up to its median ``recovery_ms``.
 * **Work done.**  Each row records what its runs did: events, micro-batches, checkpoints, bytes
   checkpointed, bytes the senders logged (:func:`spark_integration.protocols.sender_log.logged_bytes`)
   and backend operations, so a fast row that skipped work shows it.
@@ -72,6 +76,8 @@ WORK = {"measured_events": "Events", "replayed_events": "ReplayedEvents", "batch
 FIGURES = ("throughput", "checkpoint_ms", "recovery_ms", "restart_ms")
 #: what the table prints for a figure a row does not have (skipped, or no reference in a round)
 MISSING = "–"
+#: the prefix of a run's recovery-phase lines (``Recovery.Detect(ms)``...: per-episode means)
+RECOVERY = "Recovery."
 
 Plan = list[tuple[str, "str | None"]]
 
@@ -211,9 +217,26 @@ def label(protocol: str, backend: str | None) -> str:
     return protocol if backend in (None, "-") else f"{protocol}/{backend}"
 
 
+def recovery_phases(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The ``Recovery.*`` lines of one run's ``[SPARK]`` metrics."""
+    return {k: v for k, v in metrics.items() if k.startswith(RECOVERY)}
+
+
+def median_metrics(per_round: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each ``[SPARK]`` line's median over the rounds that report it (a line that is not a number
+    keeps the last round's value), so that no figure of a row comes from a single round."""
+    out: dict[str, Any] = {}
+    for key in dict.fromkeys(k for m in per_round for k in m):
+        values = [m[key] for m in per_round
+                  if isinstance(m.get(key), (int, float)) and not isinstance(m.get(key), bool)]
+        out[key] = statistics.median(values) if values else next(m[key] for m in reversed(per_round) if key in m)
+    return out
+
+
 def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -> list[dict[str, Any]]:
-    """One row per combination: medians and spread over its rounds, per-round ratios to every
-    reference that ran in the same round, the work done, exactly-once over all rounds."""
+    """One row per combination: medians and spread over its rounds (the recovery phases each on
+    their own), per-round ratios to every reference that ran in the same round, the work done,
+    exactly-once over all rounds."""
     refs = [p for p, b in plan if b is None and p in references()]
     by_round: dict[tuple[int, str], float] = {(r["round"], r["protocol"]): r["throughput"]
                                               for r in runs if r["backend"] == "-"}
@@ -244,9 +267,13 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
         row["exactly_once"] = all(verdicts) if verdicts else None
         row["failures"] = statistics.median(r["failures"] for r in mine)
         row["work"] = {k: statistics.median(r["work"][k] for r in mine) for k in mine[0]["work"]}
-        row["metrics"] = mine[-1]["metrics"]
-        row["rounds"] = [{k: r.get(k) for k in ("round", "position", "throughput", "checkpoint_ms", "recovery_ms",
-                                                "exactly_once", "work", "seconds", "jvm_cpu_s")} for r in mine]
+        row["metrics"] = median_metrics([r["metrics"] for r in mine])
+        phases = [recovery_phases(r["metrics"]) for r in mine]
+        row["recovery_phases"] = {k: median_spread([p[k] for p in phases if k in p])
+                                  for k in recovery_phases(row["metrics"])}
+        row["rounds"] = [{**{k: r.get(k) for k in ("round", "position", "throughput", "checkpoint_ms", "recovery_ms",
+                                                   "exactly_once", "work", "seconds", "jvm_cpu_s")},
+                          "recovery_phases": p} for r, p in zip(mine, phases)]
         rows.append(row)
     return rows
 

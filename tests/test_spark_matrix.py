@@ -69,6 +69,25 @@ def test_rows_are_medians_with_per_round_ratios_work_and_skips():
            "round 2 1.50, round 3 1.00" in summary_lines(doc)
 
 
+def test_recovery_phases_are_medians_over_the_rounds_not_the_last_round():
+    def with_phases(run, detect, replay, events):
+        run = dict(run)
+        run["metrics"] = {"RecoveryTime(ms)": detect + replay, "Recovery.Detect(ms)": detect,
+                          "Recovery.Replay(ms)": replay, "Recovery.ReplayEvents": events, "Checkpoints": 4}
+        return run
+
+    # coordinated's rounds: detect 300, 100, 200 and replay 10, 30, 20 — the last round is neither median
+    phases = {1: (300.0, 10.0, 900), 2: (100.0, 30.0, 1000), 3: (200.0, 20.0, 800)}
+    runs = [with_phases(r, *phases[r["round"]]) if r["protocol"] == "coordinated" else r for r in RUNS]
+    coord = summarize(PLAN, runs, {})[1]
+    assert coord["metrics"]["Recovery.Detect(ms)"] == 200.0 and coord["metrics"]["Recovery.Replay(ms)"] == 20.0
+    assert coord["metrics"]["Recovery.ReplayEvents"] == 900 and coord["metrics"]["Checkpoints"] == 4
+    assert coord["recovery_phases"]["Recovery.Detect(ms)"] == {"median": 200.0, "min": 100.0, "max": 300.0,
+                                                               "rounds": [300.0, 100.0, 200.0]}
+    assert [r["recovery_phases"]["Recovery.Replay(ms)"] for r in coord["rounds"]] == [10.0, 30.0, 20.0]
+    assert "RecoveryTime(ms)" not in coord["rounds"][0]["recovery_phases"]
+
+
 def test_json_and_png_with_a_skipped_row(tmp_path):
     rows = summarize(PLAN, RUNS, {})
     doc = {"job": {}, "rows": rows}
