@@ -53,8 +53,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
-import time
 from pathlib import Path
 from string import Template
 from typing import Callable
@@ -62,7 +60,6 @@ from typing import Callable
 from .common import (
     ServiceContext,
     ServiceError,
-    cache_dir,
     log,
     port_open,
     require_port_free,
@@ -71,6 +68,7 @@ from .common import (
     stop_pid,
     wait_until,
 )
+from .maven import classpath_file, java, read_classpath, resolve_classpath
 
 NAME = "hbase"
 VERSION = "2.6.1"  # newest 2.6.x with hbase-thrift on Maven Central; pinned in hbase_files/pom.xml
@@ -140,71 +138,9 @@ def _pom() -> Path:
     return FILES / "pom.xml"
 
 
-def _classpath_file() -> Path:
-    """The resolved classpath, keyed by the pom's content so that editing the pom re-resolves."""
-    digest = hashlib.sha256(_pom().read_bytes()).hexdigest()[:12]
-    return cache_dir("hbase", VERSION) / f"classpath-{digest}.txt"
-
-
-def _read_classpath() -> str | None:
-    """The cached classpath if every jar in it is still in the Maven cache."""
-    try:
-        text = _classpath_file().read_text().strip()
-    except OSError:
-        return None
-    jars = text.split(":")
-    if not text or not all(Path(j).is_file() for j in jars):
-        return None
-    return text
-
-
-def _java() -> str:
-    java = shutil.which("java")
-    if java is None:
-        raise ServiceError(
-            "hbase: needs Java 17 and `java` is not on PATH; install it with "
-            "`apt-get install openjdk-17-jre-headless` (or put a JDK 17 on PATH)"
-        )
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)', out)
-    major = int(match.group(1)) if match else 0
-    if major < 11:
-        raise ServiceError(
-            f"hbase: {java} is Java {major or '?'}; HBase {VERSION} here needs Java 11+ (17 "
-            "tested); install `openjdk-17-jre-headless` and put it first on PATH"
-        )
-    return java
-
-
 def install(log: Callable[[str], None]) -> None:
     """Resolve the HBase jars with Maven (idempotent: skipped when the classpath is cached)."""
-    _java()
-    if _read_classpath() is not None:
-        log(f"hbase {VERSION}: already installed ({_classpath_file()})")
-        return
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise ServiceError(
-            "hbase: needs Maven to fetch the HBase jars from Maven Central and `mvn` is not on "
-            "PATH; install it with `apt-get install maven`"
-        )
-    target = _classpath_file()
-    tmp = target.with_suffix(".tmp")
-    log(f"hbase {VERSION}: resolving jars from Maven Central (first time: ~1 min, ~130 MB)")
-    started = time.monotonic()
-    proc = subprocess.run(
-        [mvn, "-q", "-B", "-f", str(_pom()), "dependency:build-classpath",
-         f"-Dmdep.outputFile={tmp}"],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0 or not tmp.is_file():
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise ServiceError(
-            f"hbase: `mvn dependency:build-classpath` failed (exit {proc.returncode}); is Maven "
-            f"Central reachable (proxy settings in ~/.m2/settings.xml)?\n{tail}"
-        )
-    tmp.replace(target)
-    log(f"hbase {VERSION}: installed in {time.monotonic() - started:.0f}s ({target})")
+    resolve_classpath(NAME, VERSION, _pom(), log, "~1 min, ~130 MB")
 
 
 # ------------------------------------------------------------------------------------- start
@@ -338,23 +274,23 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
             "wal_hsync": bool(wal_hsync),
             "hbase_root": on, "rootdir": rootdir}
     install(log)
-    classpath = _read_classpath()
-    java = _java()
+    classpath = read_classpath(classpath_file(NAME, VERSION, _pom()))
+    java_exe = java(NAME)
     conf = _write_conf(ctx, opts)
     _options_file(ctx).write_text(json.dumps(opts))
     if master_pid is None:
         require_port_free(NAME, HOST, opts["zk_port"])
         require_port_free(NAME, HOST, opts["thrift_port"])
         require_port_free(NAME, HOST, opts["thrift2_port"])
-        spawn(ctx, [*_jvm(java, conf, classpath, heap, ctx.log_dir, "master"),
+        spawn(ctx, [*_jvm(java_exe, conf, classpath, heap, ctx.log_dir, "master"),
                     "org.apache.hadoop.hbase.master.HMaster", "start"])
     else:
         require_port_free(NAME, HOST, opts["thrift_port"])
-    spawn(thrift, [*_jvm(java, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
+    spawn(thrift, [*_jvm(java_exe, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
                    "org.apache.hadoop.hbase.thrift.ThriftServer",
                    "-b", HOST, "-p", str(opts["thrift_port"]), "-threadpool", "start"])
     if thrift2.read_pid() is None:
-        spawn(thrift2, [*_jvm(java, conf, classpath, thrift_heap, thrift2.log_dir, "thrift2"),
+        spawn(thrift2, [*_jvm(java_exe, conf, classpath, thrift_heap, thrift2.log_dir, "thrift2"),
                         "org.apache.hadoop.hbase.thrift2.ThriftServer",
                         "-b", HOST, "-p", str(opts["thrift2_port"]), "-threadpool", "start"])
     return start_and_wait(
