@@ -1,11 +1,17 @@
 """Only the C part of the build; everything else is in pyproject.toml.
 
-``backends.indexed_fs._commit`` (group commit outside the GIL, see its source) is optional: where
-no C compiler is found the install still succeeds and indexed_fs uses its pure-Python committer
-(``stats()["group_commit"]`` says which one ran).
+Both extensions are optional: where no C compiler is found the install still succeeds and
+indexed_fs falls back to Python for each.
+
+* ``backends.indexed_fs._commit``: group commit outside the GIL (``stats()["group_commit"]``
+  says which committer ran);
+* ``backends.indexed_fs._scan``: the crash rebuild's segment walk and record resolution
+  (``segment.NATIVE_WALK`` says whether it is there).
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("backends.indexed_fs._commit", ["backends/indexed_fs/_commit.c"],
-                             optional=True)])
+setup(ext_modules=[
+    Extension("backends.indexed_fs._commit", ["backends/indexed_fs/_commit.c"], optional=True),
+    Extension("backends.indexed_fs._scan", ["backends/indexed_fs/_scan.c"], optional=True),
+])

@@ -7,10 +7,17 @@ Python dict (one Python object per key is what dominates a large open):
   numpy arrays (fixed-width utf-8 keys, searched with ``searchsorted``; utf-8 byte order is code
   point order, i.e. ``str`` order) plus an ``alive`` mask — or the same arrays built by a full
   log rebuild (:meth:`Index.load_log`);
-* the **overlay**: a :class:`sortedcontainers.SortedDict` holding every entry written (or
-  rebuilt by a log scan) since the open.  Writing a base key moves it to the overlay.
+* the **delta** (only after an open that read records past the snapshot, :meth:`load_delta`):
+  those records' winners, resolved in C (:func:`.segment.resolve_sorted`) into arrays of the
+  same layout and searched the same way.  Why not the overlay: a crash can leave a whole
+  segment of records past the snapshot, and a dict entry and tuple per key would make that
+  open cost many times the open after a clean close;
+* the **overlay**: a :class:`sortedcontainers.SortedDict` holding every entry written since the
+  open.  Writing a base or delta key moves it to the overlay.
 
-``scan`` merges the two in key order.  Keys whose latest write is a delete are kept apart in
+A key is live in at most one of the three (a layer's row is marked dead when a newer entry of its
+key lands elsewhere), so a lookup may take the first it finds.  ``scan`` merges them in key
+order.  Keys whose latest write is a delete are kept apart in
 ``tombs``: compaction needs to know where live tombstones are.  Not thread-safe: the store
 serialises access.
 """
@@ -25,7 +32,12 @@ from operator import itemgetter
 import numpy as np
 from sortedcontainers import SortedDict
 
-from .segment import Records
+from .segment import Records, Resolved, resolve_sorted
+
+try:  # the sorted join of load_delta (built with the segment walk, see _scan.c)
+    from . import _scan
+except ImportError:  # pragma: no cover - machines without a C compiler
+    _scan = None
 
 #: widest key (bytes, padded to 8) a full rebuild resolves in numpy; wider keys take the dict path
 _MAX_BULK_KEY = 256
@@ -42,6 +54,28 @@ class Frozen:
     over_vals: list[Entry]
     alive: np.ndarray | None
     tombs: dict[str, Entry]
+    delta_alive: np.ndarray | None = None
+
+
+def _find(keys: np.ndarray, q: np.ndarray, key: str) -> int:
+    """Row of ``key`` in the sorted fixed-width array ``keys`` (``q``: a reused one-element
+    array of its dtype), else -1."""
+    kb = key.encode("utf-8")
+    if len(kb) > q.itemsize:
+        return -1  # longer than every key there
+    q[0] = kb
+    i = keys.searchsorted(q).item(0)
+    return i if i < len(keys) and keys.item(i) == kb else -1
+
+
+def _prefixed(keys: np.ndarray, alive: np.ndarray, prefix: str) -> list[str]:
+    """The live keys of a sorted fixed-width layer that start with ``prefix``, in order."""
+    pb = prefix.encode("utf-8")
+    lo = int(keys.searchsorted(pb)) if pb else 0
+    # 0xFF never occurs in utf-8: prefix + FF sorts after every key with that prefix
+    hi = int(keys.searchsorted(pb + b"\xff")) if pb else len(keys)
+    rows = lo + np.flatnonzero(alive[lo:hi])
+    return [b.decode("utf-8") for b in keys[rows].tolist()]
 
 
 class Index:
@@ -54,6 +88,11 @@ class Index:
         self._alive: np.ndarray | None = None
         self._cols: Columns | None = None
         self._nbase = 0
+        #: the delta layer (load_delta): sorted keys, columns, alive mask, live rows
+        self._dkeys: np.ndarray | None = None
+        self._dcols: Columns | None = None
+        self._dalive: np.ndarray | None = None
+        self._ndelta = 0
 
     # -- bulk loading -------------------------------------------------------------------------
     def load_base(self, keys: np.ndarray, cols: Columns, alive: np.ndarray | None = None,
@@ -75,12 +114,7 @@ class Index:
 
     def _count(self, seg: np.ndarray, size: np.ndarray) -> None:
         """Add entries (their segment ids and record sizes) to the per-segment accounting."""
-        if len(seg):
-            ids, where = np.unique(seg, return_inverse=True)
-            counts = np.bincount(where, minlength=len(ids))
-            sums = np.bincount(where, weights=size, minlength=len(ids))
-            for i, c, b in zip(ids.tolist(), counts.tolist(), sums.tolist()):
-                self._add_bulk(i, c, int(b))
+        self._count_signed(seg, size, 1)
 
     def load_log(self, parts: list[Records]) -> bool:
         """A full rebuild (no snapshot) into an empty index: resolve all records of the log at
@@ -93,6 +127,13 @@ class Index:
         chunks = [ch for r in parts for ch in r.keys if len(ch)]
         if not n or self._base is not None or self.d or self.tombs:
             return False
+        res = resolve_sorted(parts)  # in C where built and exact
+        if res is not None:
+            self.load_base(res.keys, res.cols)
+            for key, e in res.tombs:
+                self.set(key, e, tomb=True)
+            return True
+        chunks = [ch.tolist() if not isinstance(ch, (list, np.ndarray)) else ch for ch in chunks]
         w = max(ch.shape[1] if isinstance(ch, np.ndarray) else max(map(len, ch)) for ch in chunks)
         w8 = -(-w // 8) * 8  # compared as big-endian u64 columns: padded to whole words
         if w8 > _MAX_BULK_KEY:
@@ -132,6 +173,50 @@ class Index:
             self.set(key, (int(seg[i]), int(off[i]), int(size[i]), int(seq[i])), tomb=True)
         return True
 
+    def takes_delta(self) -> bool:
+        """Whether :meth:`load_delta` can apply a log scan now: a base from a snapshot (as
+        arrays), nothing written since, no delta yet, and the C join built."""
+        return (_scan is not None and self._base is not None and not self.d
+                and self._dkeys is None)
+
+    def load_delta(self, res: Resolved) -> None:
+        """Apply a log scan's winners (:func:`.segment.resolve_sorted`) on top of the base as
+        the delta layer, with the rule of :meth:`apply` (the higher seq wins; equal: the log
+        record).  The keys found in both are matched in C in one pass over the two sorted
+        arrays (``_scan.join``), which marks the loser of each pair dead; only the snapshot's
+        tombstones and the scan's own tombstones (few) are handled one by one.  Call only when
+        :meth:`takes_delta`."""
+        keys, cols = res.keys, res.cols
+        alive = np.ones(len(keys), bool)
+        base = self._base
+        if len(keys) and len(base) and self._nbase:  # type: ignore[arg-type]
+            bseq = np.ascontiguousarray(self._cols[3])  # type: ignore[index]
+            killed = np.frombuffer(_scan.join(  # type: ignore[union-attr]
+                keys, keys.itemsize, cols[3], alive, np.ascontiguousarray(base),
+                base.itemsize, self._alive, bseq, bseq.itemsize), np.int64)  # type: ignore
+            if len(killed):
+                self._nbase -= len(killed)
+                self._count_signed(self._cols[0][killed], self._cols[2][killed], -1)  # type: ignore
+        # snapshot tombstones of keys the scan wrote again (searched all at once; a key the
+        # delta cannot hold is not in it)
+        tk = [k for k in self.tombs if k.isascii() and "\0" not in k and len(k) <= keys.itemsize]
+        if tk and len(keys):
+            q = np.array([k.encode() for k in tk], keys.dtype)
+            at = np.minimum(keys.searchsorted(q), len(keys) - 1)
+            for j in np.flatnonzero((keys[at] == q) & alive[at]).tolist():
+                i, t = int(at[j]), self.tombs[tk[j]]
+                if int(cols[3][i]) >= t[3]:
+                    del self.tombs[tk[j]]
+                    self._sub(t)
+                else:
+                    alive[i] = False
+        self._dkeys, self._dcols, self._dalive = keys, cols, alive
+        self._dq = np.empty(1, keys.dtype)
+        self._ndelta = int(alive.sum())
+        self._count_signed(cols[0][alive], cols[2][alive], 1)
+        for key, e in res.tombs:
+            self.apply(key, e, True)
+
     def finish_scan(self) -> None:
         """After :func:`.segment.resolve` filled ``d`` (as a plain dict) and ``tombs`` of an empty
         index: sort the keys once and count the per-segment accounting (in numpy, not a Python
@@ -170,12 +255,29 @@ class Index:
         seg, off, size, seq = self._cols  # type: ignore[misc]
         return (seg.item(i), off.item(i), size.item(i), seq.item(i))
 
+    def _delta_row(self, key: str) -> int:
+        """Row of ``key`` in the delta if it is the latest entry there, else -1."""
+        if not self._ndelta:
+            return -1
+        i = _find(self._dkeys, self._dq, key)  # type: ignore[arg-type]
+        return i if i >= 0 and self._dalive.item(i) else -1  # type: ignore[union-attr]
+
+    def _drow(self, i: int) -> Entry:
+        seg, off, size, seq = self._dcols  # type: ignore[misc]
+        return (seg.item(i), off.item(i), size.item(i), seq.item(i))
+
     def get(self, key: str) -> Entry | None:
         e = self.d.get(key)
         if e is not None or self._base is None:
             return e
         i = self._base_row(key)
-        return None if i < 0 else self._row(i)
+        if i >= 0:
+            return self._row(i)
+        if self._ndelta:
+            i = self._delta_row(key)
+            if i >= 0:
+                return self._drow(i)
+        return None
 
     def latest(self, key: str) -> tuple[Entry, bool] | None:
         """The latest record of ``key`` (value or live tombstone) and whether it is a tombstone."""
@@ -186,7 +288,7 @@ class Index:
         return (t, True) if t is not None else None
 
     def __len__(self) -> int:
-        return len(self.d) + self._nbase
+        return len(self.d) + self._nbase + self._ndelta
 
     def keys_from(self, prefix: str) -> list[str]:
         """Every live key starting with ``prefix``, in order."""
@@ -195,15 +297,15 @@ class Index:
             if not key.startswith(prefix):
                 break
             over.append(key)
-        if self._base is None or not self._nbase:
-            return over
-        pb = prefix.encode("utf-8")
-        lo = int(self._base.searchsorted(pb)) if pb else 0
-        # 0xFF never occurs in utf-8: prefix + FF sorts after every key with that prefix
-        hi = int(self._base.searchsorted(pb + b"\xff")) if pb else len(self._base)
-        rows = lo + np.flatnonzero(self._alive[lo:hi])  # type: ignore[index]
-        base = [b.decode("utf-8") for b in self._base[rows].tolist()]
-        return list(heapq.merge(over, base)) if over else base
+        layers = [_prefixed(keys, alive, prefix) for keys, alive, n in
+                  ((self._base, self._alive, self._nbase),
+                   (self._dkeys, self._dalive, self._ndelta)) if keys is not None and n]
+        layers = [x for x in layers if x]
+        if over:
+            layers.append(over)
+        if len(layers) <= 1:
+            return layers[0] if layers else []
+        return list(heapq.merge(*layers))
 
     # -- updates (each keeps the per-segment accounting right) --------------------------------
     def _sub(self, e: Entry) -> None:
@@ -228,6 +330,10 @@ class Index:
                 old = self._row(i)
                 self._alive[i] = False  # type: ignore[index]
                 self._nbase -= 1
+            elif self._ndelta and (i := self._delta_row(key)) >= 0:
+                old = self._drow(i)
+                self._dalive[i] = False  # type: ignore[index]
+                self._ndelta -= 1
             else:
                 old = self.tombs.get(key)
                 if old is not None and not tomb:
@@ -259,7 +365,7 @@ class Index:
         is done in bulk: one ``searchsorted`` for all keys, the accounting in numpy, the overlay
         filled in one sorted update."""
         if (self.d or self._base is None or not self._nbase or not (values or tombs)
-                or any("\0" in k for k in chain(values, tombs))):
+                or self._dkeys is not None or any("\0" in k for k in chain(values, tombs))):
             for key, e in values.items():
                 self.apply(key, e, False)
             for key, e in tombs.items():
@@ -301,12 +407,21 @@ class Index:
             self.tombs[keys[i]] = ents[i]
 
     def _count_signed(self, seg: np.ndarray, size: np.ndarray, sign: int) -> None:
-        """Add (``sign`` 1) or remove (-1) entries from the per-segment accounting."""
-        if len(seg):
-            ids, where = np.unique(seg, return_inverse=True)
-            counts = np.bincount(where, minlength=len(ids))
-            sums = np.bincount(where, weights=size.astype(np.float64), minlength=len(ids))
-            for i, c, b in zip(ids.tolist(), counts.tolist(), sums.tolist()):
+        """Add (``sign`` 1) or remove (-1) entries from the per-segment accounting.  Segment
+        ids lie close together: counted with ``bincount`` over their range (no sort)."""
+        if not len(seg):
+            return
+        lo, hi = int(seg.min()), int(seg.max())
+        if hi - lo < 1 << 20:
+            where = seg.astype(np.int64) - lo
+            ids = range(lo, hi + 1)
+        else:
+            uids, where = np.unique(seg, return_inverse=True)
+            ids = uids.tolist()
+        counts = np.bincount(where, minlength=len(ids))
+        sums = np.bincount(where, weights=size.astype(np.float64), minlength=len(ids))
+        for i, c, b in zip(ids, counts.tolist(), sums.tolist()):
+            if c:
                 self._add_bulk(i, sign * c, sign * int(b))
 
     def apply(self, key: str, entry: Entry, tomb: bool) -> None:
@@ -321,7 +436,8 @@ class Index:
         keys = list(self.d.keys())
         get = dict.__getitem__
         return Frozen(keys, [get(self.d, k) for k in keys],
-                      None if self._alive is None else self._alive.copy(), dict(self.tombs))
+                      None if self._alive is None else self._alive.copy(), dict(self.tombs),
+                      None if self._dalive is None else self._dalive.copy())
 
     def materialize(self, fz: Frozen) -> tuple[np.ndarray | list[bytes], Columns]:
         """Sorted utf-8 keys and their columns for a frozen index (outside the store lock; the
@@ -335,6 +451,15 @@ class Index:
             bcols = [c[rows] for c in self._cols]  # type: ignore[union-attr]
         else:
             bkeys, bcols = np.array([], "S1"), [np.array([], np.uint64)] * 4
+        if self._dkeys is not None:  # the delta's live rows merged into the base's
+            rows = np.flatnonzero(fz.delta_alive)
+            dkeys = self._dkeys[rows]
+            width = max(bkeys.dtype.itemsize, dkeys.dtype.itemsize)
+            bkeys, dkeys = bkeys.astype(f"S{width}"), dkeys.astype(f"S{width}")
+            pos = np.searchsorted(bkeys, dkeys)
+            bkeys = np.insert(bkeys, pos, dkeys)
+            bcols = [np.insert(bc.astype(np.uint64), pos, dc[rows].astype(np.uint64))
+                     for bc, dc in zip(bcols, self._dcols)]  # type: ignore[arg-type]
         if any(b"\0" in k for k in over_b):
             keys = bkeys.tolist() + over_b
             order = sorted(range(len(keys)), key=keys.__getitem__)

@@ -15,9 +15,13 @@ tested on its own.  Given a directory it
    newer segment whole, and any segment the snapshot does not list whole; without one, every
    segment.  A sealed segment with a usable hint file (:mod:`.hint`: it verifies, names the
    segment and was made for the file's present size) is taken from the hint; the newest segment
-   and any without a usable hint are walked with :func:`.segment.walk` (every record's CRC
-   checked).  The records past a snapshot are merged over its mapped base in bulk
-   (:meth:`.index.Index.merge`);
+   and any without a usable hint are walked with :func:`.segment.walk` (every record's header
+   and CRC checked, in C where built).  The records past a snapshot are resolved in C into a
+   sorted delta layer over its mapped base (:func:`.segment.resolve_sorted`,
+   :meth:`.index.Index.load_delta`): a crash can leave a whole segment past the newest
+   snapshot, and a Python object per record would make that open cost many times the clean
+   one.  Where C is missing or a key cannot be held exactly (a NUL or non-ASCII byte), they are
+   merged in Python instead (:meth:`.index.Index.merge`), with the same result;
 5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
    cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
    length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
@@ -83,6 +87,7 @@ from .segment import (
     open_segment,
     resolve,
     resolve_all,
+    resolve_sorted,
     walk,
 )
 
@@ -285,9 +290,9 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 end = seg.size
             else:
                 stop = seg.data_end(start)
-                data = seg.read_all(start, stop)
+                data = seg.read_all(start, stop)  # read, not mapped: an I/O error is an OSError
                 end = start + len(data)
-                res, recs = walk(data, seg.id, start, seg.id == last_id)
+                res, recs = walk(data, seg.id, start, seg.id == last_id, spans=True)
                 del data
                 kd.segments_scanned += 1
                 if stop < getattr(seg, "file_size", stop) and res.tail_at is None \
@@ -333,9 +338,14 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 resolve(recs, values, tombs)
             index.finish_scan()
     else:
-        values, tombs = resolve_all(parts)
-        del parts
-        index.merge(values, tombs)
+        resolved = resolve_sorted(parts) if index.takes_delta() else None
+        if resolved is not None:  # in C, no Python object per record (see index.load_delta)
+            del parts
+            index.load_delta(resolved)
+        else:
+            values, tombs = resolve_all(parts)
+            del parts
+            index.merge(values, tombs)
         unresolved = [(k, sid) for k, sid in gone if index.latest(k) is None]
         kd.unresolved_snapshot_entries = len(unresolved)
         if unresolved:

@@ -12,6 +12,14 @@ exist (an overwrite, or a copy left by compaction) the highest ``seq`` is the tr
 Two implementations behind :func:`open_segment`: :class:`Segment` on a local directory keeps the
 hot path a raw ``os.pwrite``/``os.fdatasync`` on one fd; :class:`MediumSegment` goes through the
 medium's append/read files (NFS: appends are buffered and one ``sync`` sends them all).
+
+Reading a segment back (:func:`walk`) checks every record's header and CRC; a record that fails
+is never returned.  The walk runs in C (``_scan.c``) where the extension was built, because after
+a crash it is most of what an open costs (a whole active segment may lie past the newest
+snapshot); :func:`_walk_python` is the reference it is tested against and the fallback.  Both
+share the rules that need context (:func:`_finish`: reserved zeros, a torn last record), so they
+cannot drift apart there.  :func:`resolve_sorted` is the C counterpart of :func:`resolve_all`
+for the crash rebuild: the winners per key as sorted arrays instead of a dict.
 """
 
 from __future__ import annotations
@@ -30,6 +38,14 @@ import numpy as np
 
 from ..base import CorruptDataError
 from .group_commit import pwrite_all as _native_pwrite_all
+
+try:  # the C walk and resolution (optional: built where a C compiler was found, see _scan.c)
+    from . import _scan as _native
+except ImportError:  # pragma: no cover - exercised only on machines without a compiler
+    _native = None
+
+#: whether :func:`walk` and :func:`resolve_sorted` run in C by default
+NATIVE_WALK = _native is not None
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -385,10 +401,48 @@ _RUN_LOOK = 16  # records walked singly before looking for a run again where siz
 
 
 @dataclass
+class KeySpans:
+    """Keys back to back in one buffer: key ``i`` is ``blob[at[i] : at[i] + lens[i]]`` (no
+    Python object per key).  Only the crash rebuild's walk makes these (``walk(spans=True)``);
+    they go to :func:`resolve_sorted` in C, and are sliced into ``bytes`` only where keys are
+    needed one at a time."""
+
+    blob: bytes
+    at: np.ndarray  # int64
+    lens: np.ndarray  # uint32
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def select(self, keep: np.ndarray) -> "KeySpans":
+        return KeySpans(self.blob, self.at[keep], self.lens[keep])
+
+    def tolist(self) -> list[bytes]:
+        at = self.at.tolist()
+        ends = (self.at + self.lens).tolist()
+        return list(map(self.blob.__getitem__, map(slice, at, ends)))
+
+
+def _chunk_spans(chunk) -> tuple:
+    """One key chunk of :class:`Records` as ``(blob, at, lens)`` for :func:`resolve_sorted`."""
+    if isinstance(chunk, KeySpans):
+        return (chunk.blob, np.ascontiguousarray(chunk.at, np.int64),
+                np.ascontiguousarray(chunk.lens, np.uint32))
+    if isinstance(chunk, np.ndarray):
+        n, w = chunk.shape
+        return (np.ascontiguousarray(chunk), np.arange(n, dtype=np.int64) * w,
+                np.full(n, w, np.uint32))
+    lens = np.fromiter(map(len, chunk), np.uint32, len(chunk))
+    at = np.cumsum(lens, dtype=np.int64) - lens
+    return b"".join(chunk), at, lens
+
+
+@dataclass
 class Records:
     """The CRC-verified records of one segment, as columns in file order.  ``keys`` is a list
-    of chunks, each an ``(n, klen)`` uint8 array (a run of equal-size records) or a list of
-    ``bytes`` (records walked one by one)."""
+    of chunks, each an ``(n, klen)`` uint8 array (a run of equal-size records), a list of
+    ``bytes`` (records walked one by one) or, from the crash rebuild's walk only, a
+    :class:`KeySpans` (keys left in the segment's bytes)."""
 
     seg_id: int
     offsets: np.ndarray  # int64, absolute file offsets
@@ -406,6 +460,8 @@ class Records:
         for chunk in self.keys:
             if isinstance(chunk, list):
                 out += chunk
+            elif isinstance(chunk, KeySpans):
+                out += chunk.tolist()
             elif len(chunk):
                 blob, w = chunk.tobytes(), chunk.shape[1]
                 out += [blob[i : i + w] for i in range(0, len(blob), w)]
@@ -434,16 +490,106 @@ def _crc_bounds(starts, sizes) -> tuple:
     return range(first + 4, stop, size), range(first + size, stop + 1, size)
 
 
-def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, Records]:
+def walk(data: bytes, seg_id: int, base: int, last: bool, *, spans: bool = False,
+         native: bool | None = None) -> tuple[ScanResult, Records]:
     """Find and verify the records in ``data`` (the file from offset ``base``).
 
     A record with a sane header but a bad CRC is counted and skipped by its length; a header that
     cannot be real ends the walk.  In the ``last`` segment, damage that runs to the end of the file
-    is a torn tail: ``tail_at`` says where to cut.  This is the crash-rebuild hot path, so it runs
-    in two phases.  Phase 1 finds the record boundaries exactly as a record-by-record walk would,
-    but checks runs of equal-size records (the usual case) in one numpy step; phase 2 checks every
-    CRC (one C call per record) and returns the good records as columns.
+    is a torn tail: ``tail_at`` says where to cut; zeros from where the walk stopped to the end
+    are reserved space (``reserved_at``), not damage.  A record that fails its CRC is never
+    among the records returned.
+
+    Two implementations with the same result: the C walk of ``_scan.c`` (``native``, the
+    default where it was built) and :func:`_walk_python`, the reference and fallback; the
+    rules that need context are applied to both by :func:`_finish`.  ``spans``: the keys may
+    come as one :class:`KeySpans` into ``data`` (the crash rebuild, which resolves them in C);
+    otherwise as ``bytes``/matrix chunks, the form hint files and compaction take.
     """
+    if NATIVE_WALK if native is None else native:
+        return _walk_native(data, seg_id, base, last, spans)
+    return _walk_python(data, seg_id, base, last)
+
+
+def _walk_native(data: bytes, seg_id: int, base: int,
+                 last: bool, spans: bool) -> tuple[ScanResult, Records]:
+    """:func:`walk` in C: every header and CRC checked by ``_scan.walk``, columns back."""
+    st_b, kl_b, sz_b, sq_b, fl_b, bad_b, at_b, blob, stop_at, kind = _native.walk(data)  # type: ignore
+    starts = np.frombuffer(st_b, np.int64)
+    klens = np.frombuffer(kl_b, np.uint32)
+    key_at = np.frombuffer(at_b, np.int64)
+    sizes = np.frombuffer(sz_b, np.int64)
+    seqs = np.frombuffer(sq_b, np.uint64)
+    flags = np.frombuffer(fl_b, np.uint8)
+    res = ScanResult()
+    stop_note = None
+    if stop_at >= 0:
+        res.tail_at = stop_at
+        if kind == 2:  # _scan.c STOP_HEADER
+            stop_note = f"segment {seg_id}: unreadable header at offset {base + stop_at}"
+    keep = _finish(res, data, seg_id, base, last, starts, sizes, seqs,
+                   np.frombuffer(bad_b, np.bool_), stop_note)
+    if keep is not None:
+        starts, klens, sizes, seqs, flags, key_at = (
+            c[keep] for c in (starts, klens, sizes, seqs, flags, key_at))
+    keys = KeySpans(blob, key_at, klens)
+    chunks = ([keys] if spans else _plain_keys(keys)) if len(keys) else []
+    return res, Records(seg_id, starts + base, sizes, seqs, flags, chunks)
+
+
+def _plain_keys(ks: KeySpans) -> list:
+    """The key chunks of the Python walk for :class:`KeySpans`: one matrix if every key has
+    the same length (one numpy gather), else one list of ``bytes``."""
+    w = int(ks.lens[0])
+    if (ks.lens == w).all():
+        arr = np.frombuffer(ks.blob, np.uint8)
+        return [arr[ks.at[:, None] + np.arange(w)]]
+    return [ks.tolist()]
+
+
+def _finish(res: ScanResult, data: bytes, seg_id: int, base: int, last: bool,
+            starts: np.ndarray, sizes: np.ndarray, seqs: np.ndarray, bad: np.ndarray,
+            stop_note: str | None) -> np.ndarray | None:
+    """The rules both walks apply once every record's bounds and CRC are known (offsets in
+    ``res`` and ``starts`` relative to ``data``; made absolute here).  Where the walk stopped
+    (``res.tail_at``) and only zeros follow, the records end there and the rest is reserved
+    space.  A bad CRC on the last record of the ``last`` segment, ending exactly where the
+    records end, is a torn write (``tail_at``), any other a corrupt record (counted, noted).
+    Returns the mask of the records to keep (``None``: all)."""
+    end = len(data)
+    if res.tail_at is not None and zeros_from(data, res.tail_at):
+        end = res.reserved_at = res.tail_at  # the records end here; the rest is reserved space
+        res.tail_at = stop_note = None
+    badl = np.flatnonzero(bad).tolist()
+    keep = None
+    if badl:
+        n = len(starts)
+        keep = np.ones(n, bool)
+        keep[badl] = False
+        if last and badl[-1] == n - 1 and int(starts[-1]) + int(sizes[-1]) == end:
+            res.tail_at = int(starts[-1])  # the last record of the file is torn, not corrupt
+            badl.pop()
+        res.corrupt = len(badl)
+        res.notes += [f"segment {seg_id}: bad CRC at offset {base + int(starts[i])}"
+                      for i in badl]
+        seqs = seqs[keep]
+    if stop_note:
+        res.notes.append(stop_note)
+    res.records = len(seqs)
+    if len(seqs):
+        res.min_seq, res.max_seq = int(seqs.min()), int(seqs.max())
+    if res.tail_at is not None:
+        res.tail_at += base
+    if res.reserved_at is not None:
+        res.reserved_at += base
+    return keep
+
+
+def _walk_python(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, Records]:
+    """:func:`walk` in Python and numpy, in two phases.  Phase 1 finds the record boundaries
+    exactly as a record-by-record walk would, but checks runs of equal-size records (the usual
+    case) in one numpy step; phase 2 checks every CRC (one C call per record) and returns the
+    good records as columns."""
     res = ScanResult()
     arr = np.frombuffer(data, np.uint8)
     end = len(data)
@@ -515,9 +661,6 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
             pos += size
     if ones:
         chunks.append(_singles(arr, data, ones))
-    if res.tail_at is not None and zeros_from(data, res.tail_at):
-        end = res.reserved_at = res.tail_at  # the records end here; the rest is reserved space
-        res.tail_at = stop_note = None
 
     # phase 2: every CRC, then the columns of the good records
     if chunks:
@@ -535,20 +678,9 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
     slices = map(slice, chain.from_iterable(b[0] for b in bounds),
                  chain.from_iterable(b[1] for b in bounds))
     crcs = np.fromiter(map(crc, map(mv.__getitem__, slices)), np.uint32, len(starts))
-    bad = np.flatnonzero(crcs != stored).tolist()
-    keep = None
-    if bad:
-        st = starts.tolist()
-        keep = np.ones(len(st), bool)
-        keep[bad] = False
-        if last and bad[-1] == len(st) - 1 and st[-1] + int(sizes[-1]) == end:
-            res.tail_at = st[-1]  # the last record of the file is torn, not corrupt
-            bad.pop()
-        res.corrupt = len(bad)
-        res.notes += [f"segment {seg_id}: bad CRC at offset {base + st[i]}" for i in bad]
+    keep = _finish(res, data, seg_id, base, last, starts, sizes, seqs, crcs != stored, stop_note)
+    if keep is not None:
         starts, sizes, seqs, flags_a = starts[keep], sizes[keep], seqs[keep], flags_a[keep]
-    if stop_note:
-        res.notes.append(stop_note)
     keys = []
     at = 0
     for ch in chunks:
@@ -559,13 +691,6 @@ def walk(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, R
             k = k[sel] if isinstance(k, np.ndarray) else [x for x, y in zip(k, sel.tolist()) if y]
         keys.append(k)
         at += m
-    res.records = len(starts)
-    if len(seqs):
-        res.min_seq, res.max_seq = int(seqs.min()), int(seqs.max())
-    if res.tail_at is not None:
-        res.tail_at += base
-    if res.reserved_at is not None:
-        res.reserved_at += base
     return res, Records(seg_id, starts + base, sizes, seqs, flags_a, keys)
 
 
@@ -629,6 +754,61 @@ def resolve_all(parts: list[Records]) -> tuple[dict, dict]:
     for key, (e, f) in latest.items():
         (tombs if f else values)[key] = e
     return values, tombs
+
+
+@dataclass
+class Resolved:
+    """The winners of a log's records per key (:func:`resolve_sorted`): the values as a sorted
+    fixed-width key array with columns, laid out like an index snapshot's base, and the
+    tombstones one by one (there are few)."""
+
+    keys: np.ndarray  # 'S<w>', sorted, distinct, NUL-padded utf-8
+    cols: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # seg u32, off, size, seq u64
+    tombs: list[tuple[str, tuple[int, int, int, int]]]  # (key, entry) in key order
+
+
+def resolve_sorted(parts: list[Records]) -> Resolved | None:
+    """:func:`resolve_all`'s result, in C and as sorted columns: no Python object per key.
+    ``None`` where it cannot be exact (no C extension; a key with a NUL or a non-ASCII byte,
+    or wider than 256 bytes): the caller resolves in Python then."""
+    if _native is None:
+        return None
+    parts = [r for r in parts if len(r)]
+    if not parts:
+        e = np.zeros(0, np.uint64)
+        return Resolved(np.zeros(0, "S1"), (e.astype(np.uint32), e, e.astype(np.uint32), e), [])
+    chunks = [ch for r in parts for ch in r.keys if len(ch)]
+    spans = [_chunk_spans(ch) for ch in chunks]
+
+    def column(name: str, dtype) -> np.ndarray:  # no copy for one part of the right type
+        cols = [getattr(r, name) for r in parts]
+        return np.ascontiguousarray(cols[0] if len(cols) == 1 else np.concatenate(cols), dtype)
+
+    seq, flags = column("seqs", np.uint64), column("flags", np.uint8)
+    out = _native.resolve(spans, seq, flags)
+    if out is None:
+        return None
+    w, vkeys, vidx_b, tidx_b = out
+    vidx, tidx = np.frombuffer(vidx_b, np.int64), np.frombuffer(tidx_b, np.int64)
+    off, size = column("offsets", np.int64), column("sizes", np.int64)
+    if len(parts) == 1:
+        vseg = np.full(len(vidx), parts[0].seg_id, np.uint32)
+    else:
+        vseg = np.concatenate([np.full(len(r), r.seg_id, np.uint32) for r in parts])[vidx]
+    cols = (vseg, off[vidx].astype(np.uint64), size[vidx].astype(np.uint32), seq[vidx])
+    keys = np.frombuffer(vkeys, f"S{w}")
+    tombs = []
+    if len(tidx):
+        seg = np.concatenate([np.full(len(r), r.seg_id, np.uint32) for r in parts])
+        firsts = np.cumsum([len(sp[1]) for sp in spans]) - [len(sp[1]) for sp in spans]
+        which = np.searchsorted(firsts, tidx, side="right") - 1
+        for i, c in zip(tidx.tolist(), which.tolist()):
+            blob, at, lens = spans[c]
+            j = i - int(firsts[c])
+            a = int(at[j])
+            key = bytes(memoryview(blob).cast("B")[a : a + int(lens[j])]).decode("ascii")
+            tombs.append((key, (int(seg[i]), int(off[i]), int(size[i]), int(seq[i]))))
+    return Resolved(keys, cols, tombs)
 
 
 AnySegment = Segment | MediumSegment
