@@ -128,7 +128,7 @@ def _paper_module(name: str) -> Any:
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
           "--threads-sweep 1,16 --rounds")
 _PEERS = "indexed_fs,rocksdb,lmdb,sqlite"
-_MATRIX = "spark-matrix --protocols none,coordinated,uncoordinated,logio --backends indexed_fs,redis"
+_MATRIX = "spark-matrix --protocols none,coordinated,uncoordinated,logio,cic --backends indexed_fs,redis"
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment(
@@ -245,7 +245,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  "peer redis --clients 16 --pipeline 1 --rounds 3 --ops 5000"),),
         tables.peer_redis, tables.peer_redis_headline, servers=("redis",)),
     Experiment(
-        "spark-matrix", "checkpoint protocols x backends on PySpark after a warm-up round, as the "
+        "spark-matrix", "checkpoint protocols x backends on PySpark after 2 warm-up rounds, as the "
         "median of 3 interleaved rounds: throughput, checkpoint and recovery time, the work done, "
         "exactly-once verified", (
             _plotted("run", f"{_MATRIX} --events 1000000 --keys 10000 --rounds 3",
