@@ -2,8 +2,8 @@
 write is lost and no wrong value comes back.
 
 For every point ``indexed_fs.*`` that the store declares, a child process opens a store with small
-segments, writes overwritten keys with varying values, deletes some and batches some, and snapshots
-and compacts now and then, so that every step of the store is reached within a few hundred
+segments, writes overwritten keys with varying values, deletes some and batches some, and snapshots,
+writes index deltas and compacts now and then, so that every step of the store is reached within a few hundred
 operations.  It logs each operation before it starts and again once it returned, unbuffered, so
 the log survives the ``os._exit`` that the armed point ends it with.  The test then reopens the
 store and checks every key: the value of its last acknowledged write (``None`` after a delete),
@@ -28,13 +28,15 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the hit on which each point ends the child: late enough that there is history to check
 HIT = {"indexed_fs.put.after_append": 40}
 
-OPTS = dict(segment_size=4096, index_flush_interval=0.05, compaction_live_ratio=0.9)
+OPTS = dict(segment_size=4096, index_flush_interval=0.05, compaction_live_ratio=0.9,
+            delta_records=4)
 
 CHILD = r"""
 import os, random, sys
 from backends import open_backend
 path, log, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-opts = dict(segment_size=4096, index_flush_interval=0.05, compaction_live_ratio=0.9)
+opts = dict(segment_size=4096, index_flush_interval=0.05, compaction_live_ratio=0.9,
+            delta_records=4)
 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 rng = random.Random(seed)
 store = open_backend("indexed_fs", path=path, **opts)
@@ -62,6 +64,8 @@ for i in range(3000):
         store.write_snapshot()
     if i % 40 == 39:
         store.compact()
+    if i % 10 == 5:
+        store.write_delta()  # also written in the background, which a fast disk may outrun
     if i % 50 == 49:
         # hint files are written by a background thread, which a fast disk (tmpfs) may outrun
         # until compaction has deleted every sealed segment: write them here as well, so the
@@ -96,7 +100,8 @@ def test_every_point_named_in_the_store_is_declared():
     assert {"indexed_fs.put.after_append", "indexed_fs.rotate.before_seal",
             "indexed_fs.rotate.after_new_segment", "indexed_fs.snapshot.after_write",
             "indexed_fs.snapshot.after_rename", "indexed_fs.compaction.after_copy",
-            "indexed_fs.compaction.after_delete", "indexed_fs.hint.after_write"} <= set(POINTS)
+            "indexed_fs.compaction.after_delete", "indexed_fs.hint.after_write",
+            "indexed_fs.delta.after_write", "indexed_fs.delta.after_rename"} <= set(POINTS)
 
 
 @pytest.mark.crash

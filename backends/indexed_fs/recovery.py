@@ -21,7 +21,12 @@ tested on its own.  Given a directory it
    :meth:`.index.Index.load_delta`): a crash can leave a whole segment past the newest
    snapshot, and a Python object per record would make that open cost many times the clean
    one.  Where C is missing or a key cannot be held exactly (a NUL or non-ASCII byte), they are
-   merged in Python instead (:meth:`.index.Index.merge`), with the same result;
+   merged in Python instead (:meth:`.index.Index.merge`), with the same result.  With an index
+   delta of that snapshot (:mod:`.delta`: it verifies, names the snapshot and its position, and
+   covers the snapshot's segment no further than the file reaches), its covered segment is read
+   only from the delta's position on, and the delta's resolved records are merged with the
+   walked ones (:func:`.delta.merge`) before they are applied; a delta that does not fit is
+   noted and ignored;
 5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
    cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
    length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
@@ -77,7 +82,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import hint, snapshot
+from . import delta, hint, snapshot
 from .index import Entry, Index
 from .segment import (
     AnySegment,
@@ -122,6 +127,12 @@ class Keydir:
     #: bytes cut off the newest segment's torn tail
     truncated_bytes: int = 0
     unresolved_snapshot_entries: int = 0
+    #: file name of the index delta the rebuild used; ``None``: none
+    delta_used: str | None = None
+    deltas_invalid: int = 0
+    #: what the store needs to go on writing deltas of the snapshot used; ``None``: none until
+    #: the next snapshot
+    delta_state: delta.State | None = None
     notes: list[str] = field(default_factory=list)
     #: segment id -> what is wrong with it (damage the rebuild reports but cannot repair)
     damaged: dict[int, list[str]] = field(default_factory=dict)
@@ -149,7 +160,8 @@ class Keydir:
                     torn_tail_truncated=self.torn_tail_truncated,
                     snapshots_invalid=self.snapshots_invalid, snapshot_used=self.snapshot_used,
                     records_scanned=self.records_scanned, hints_used=self.hints_used,
-                    segments_scanned=self.segments_scanned,
+                    segments_scanned=self.segments_scanned, delta_used=self.delta_used,
+                    deltas_invalid=self.deltas_invalid,
                     unresolved_snapshot_entries=self.unresolved_snapshot_entries,
                     damaged_segments=len(self.damaged), warnings=self.warnings(),
                     rebuild_notes=list(self.notes))
@@ -208,6 +220,29 @@ def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.S
     return None
 
 
+def _choose_delta(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot) -> delta.Delta | None:
+    """The delta of snapshot ``snap`` if there is one that verifies and fits, else ``None``
+    (noted unless absent)."""
+    if snap.number not in delta.list_bases(medium):
+        return None
+    try:
+        dl = delta.read(medium, snap.number)
+        cseg, coff = snap.covered
+        if dl.base_covered != snap.covered:
+            raise ValueError(f"made for a snapshot covering {dl.base_covered}, not {snap.covered}")
+        dseg, doff = dl.covered
+        if dseg != cseg or doff < coff:
+            raise ValueError(f"covers {dl.covered}, not past {snap.covered} in one segment")
+        if kd.segments[cseg].size < doff:
+            raise ValueError(f"covers segment {cseg} up to {doff}, past its end")
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        kd.deltas_invalid += 1
+        kd.notes.append(f"delta {delta.file_name(snap.number)} unusable ({exc}); log walked "
+                        f"from the snapshot's position")
+        return None
+    return dl
+
+
 def _load_base(index: Index, snap: snapshot.Snapshot, ids: list[int]) -> list[tuple[str, int]]:
     """Adopt the snapshot's entries (those into existing segments) as the index base; return
     the keys (and segment ids) of entries into segments that no longer exist.  The segment
@@ -260,6 +295,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
     gone: list[tuple[str, int]] = []
     values: dict[str, Entry]
     tombs: dict[str, Entry]
+    dl: delta.Delta | None = None
     if snap is not None:
         cseg, coff = snap.covered
         kd.next_seq = snap.next_seq
@@ -270,6 +306,14 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
         for sid, seg in segments.items():
             info = snap.segs.get(sid)
             seg.min_seq = 0 if info is None else info.min_seq
+        if index.takes_delta() and cseg in segments:
+            dl = _choose_delta(medium, kd, snap)
+        if dl is not None:
+            coff = dl.covered[1]
+            kd.delta_used = delta.file_name(snap.number)
+            kd.next_seq = max(kd.next_seq, dl.next_seq)
+            seg = segments[cseg]
+            seg.min_seq = min(seg.min_seq, dl.min_seq)
         plan = [(s, coff if s.id == cseg else 0) for s in segments.values()
                 if s.id >= cseg or s.id not in snap.segs]
     else:
@@ -277,6 +321,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
         values, tombs = index.d, index.tombs  # filled in place, sorted once at the end
 
     last_id = ids[-1] if ids else None
+    tail_min = 1 << 64
     hinted = set(hint.list_ids(medium))
     parts: list[Records] = []  # every segment's records read, resolved at once below
     seg = None
@@ -311,6 +356,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
             kd.notes.extend(res.notes[:NOTES_PER_SEGMENT])
             if res.records:
                 seg.min_seq = res.min_seq if start == 0 else min(seg.min_seq, res.min_seq)
+                tail_min = min(tail_min, res.min_seq)
                 kd.next_seq = max(kd.next_seq, res.max_seq + 1)
             elif start == 0:
                 seg.min_seq = res.min_seq
@@ -339,6 +385,18 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
             index.finish_scan()
     else:
         resolved = resolve_sorted(parts) if index.takes_delta() else None
+        if dl is not None:
+            if resolved is not None:
+                resolved = delta.merge(dl.res, resolved)
+            else:  # walked keys C cannot hold: the delta first, then those in Python
+                index.load_delta(dl.res)
+        if resolved is not None and snap.covered[0] == last_id and len(plan) == 1:
+            # the store goes on writing deltas of this snapshot from the log's end
+            base_min = dl.min_seq if dl is not None else 1 << 64
+            kd.delta_state = delta.State(
+                snap.number, snap.covered, len(snap.keys) + len(snap.tombs),
+                (last_id, segments[last_id].size), resolved, min(base_min, tail_min),
+                -kd.records_scanned, unwritten=dl is None or kd.records_scanned > 0)
         if resolved is not None:  # in C, no Python object per record (see index.load_delta)
             del parts
             index.load_delta(resolved)

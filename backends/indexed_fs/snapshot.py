@@ -181,11 +181,12 @@ def _pad(widths: int, n: int) -> int:
     return sum(np.dtype(dt).itemsize for _, dt in _layout(widths)) * n % 8
 
 
-def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int,
-          keys: np.ndarray | list[bytes], cols: tuple[np.ndarray, ...],
-          tombs: dict[str, tuple[int, int, int, int]], seg_min_seq: dict[int, int]) -> str:
-    """Write snapshot ``number`` durably and delete older ones; return its file name.
-    ``keys`` are sorted utf-8: a fixed-width ``S<w>`` array, or a list of bytes."""
+def encode(covered: tuple[int, int], next_seq: int, keys: np.ndarray | list[bytes],
+           cols: Sequence[np.ndarray], tombs: dict[str, tuple[int, int, int, int]],
+           seg_min_seq: dict[int, int], prefix: bytes = b"", narrow: bool = True) -> list[bytes]:
+    """The parts of a snapshot file, CRC last (the CRC also covers ``prefix``, a header of a
+    file that embeds this layout, a multiple of 8 bytes long).  ``narrow``: offset and seq
+    columns as u32 where every value fits; else always u64."""
     if isinstance(keys, np.ndarray):
         mode, width, blob_v = KEYS_FIXED, keys.dtype.itemsize, keys.tobytes()
     else:
@@ -197,11 +198,12 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
     n = len(keys)
     # the offset and seq columns as u32 where every value fits: a smaller file to map and check
     widths = 0
-    if not n or int(np.max(cols[1])) < 1 << 32:
+    if narrow and (not n or int(np.max(cols[1])) < 1 << 32):
         widths |= _OFF32
-    if not n or int(np.max(cols[3])) < 1 << 32:
+    if narrow and (not n or int(np.max(cols[3])) < 1 << 32):
         widths |= _SEQ32
     parts = [
+        prefix,
         _HEAD.pack(MAGIC, mode, widths, n, len(tkeys), len(table[0]), covered[0], covered[1],
                    next_seq, width, len(blob_v), len(blob_t)),
         *(np.ascontiguousarray(cols[i], dt).tobytes() for i, dt in _layout(widths)),
@@ -215,6 +217,15 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
     for p in parts:
         c = crc(p, c)
     parts.append(c.to_bytes(4, "little"))
+    return parts
+
+
+def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int,
+          keys: np.ndarray | list[bytes], cols: tuple[np.ndarray, ...],
+          tombs: dict[str, tuple[int, int, int, int]], seg_min_seq: dict[int, int]) -> str:
+    """Write snapshot ``number`` durably and delete older ones; return its file name.
+    ``keys`` are sorted utf-8: a fixed-width ``S<w>`` array, or a list of bytes."""
+    parts = encode(covered, next_seq, keys, cols, tombs, seg_min_seq)
     name = file_name(number)
     durable_write(medium, name, parts, AFTER_WRITE, AFTER_RENAME)
     for old in list_numbers(medium):
@@ -242,19 +253,25 @@ def map_file(medium: "Medium", name: str) -> Any:
 
 def read(medium: "Medium", number: int) -> Snapshot:
     """Map and verify one snapshot; ``ValueError`` if it is damaged in any way."""
-    data = map_file(medium, file_name(number))
-    if len(data) < _HEAD.size + 4 or data[:8] != MAGIC:
+    return decode(map_file(medium, file_name(number)), number)
+
+
+def decode(data: Any, number: int, start: int = 0) -> Snapshot:
+    """Verify the whole of ``data`` (its CRC) and parse the snapshot layout at ``start`` (after
+    the header of a file that embeds it); ``ValueError`` if it is damaged in any way."""
+    if len(data) < start + _HEAD.size + 4 or data[start : start + 8] != MAGIC:
         raise ValueError("not a snapshot file of this format (bad magic or too short)")
     view = memoryview(data)
     if crc(view[:-4]) != int.from_bytes(data[-4:], "little"):
         raise ValueError("snapshot CRC mismatch")
-    _, mode, widths, n, nt, ns, cseg, coff, next_seq, width, lv, lt = _HEAD.unpack_from(data)
+    _, mode, widths, n, nt, ns, cseg, coff, next_seq, width, lv, lt = \
+        _HEAD.unpack_from(data, start)
     if widths > _OFF32 | _SEQ32:
         raise ValueError(f"unknown column widths {widths}")
-    pos = _HEAD.size
+    pos = start + _HEAD.size
     layout = _layout(widths)
     entry = sum(np.dtype(dt).itemsize for _, dt in layout)
-    need = _HEAD.size + entry * n + _pad(widths, n) + 32 * nt + 40 * ns + lv + lt + 4
+    need = pos + entry * n + _pad(widths, n) + 32 * nt + 40 * ns + lv + lt + 4
     if need != len(data):
         raise ValueError("snapshot sections do not add up to the file size")
 

@@ -1,11 +1,11 @@
 """``indexed_fs``: the thesis' indexed file-system store, built the Bitcask way.
 
 Writes are appended to the active segment (see :mod:`.segment`) and located by an in-memory
-keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`) and rebuilt on open
-(:mod:`.recovery`); dead space is reclaimed by GC and compaction (:mod:`.compaction`, which reaches
-the store only through the interface it declares, :class:`.compaction.CompactionTarget`).  This
-module ties them together: the write path with group commit, reads, GC, snapshots and the
-background threads.
+keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`) with index deltas
+in between (:mod:`.delta`) and rebuilt on open (:mod:`.recovery`); dead space is reclaimed by GC
+and compaction (:mod:`.compaction`, which reaches the store only through the interface it
+declares, :class:`.compaction.CompactionTarget`).  This module ties them together: the write
+path with group commit, reads, GC, snapshots, deltas and the background threads.
 
 The data directory is a storage medium (:mod:`backends.media`, opened by
 :func:`~backends.media.open_data_dir`): a local path keeps raw-fd segments (``pwrite`` +
@@ -32,7 +32,7 @@ from ..base import LONGEST_WAIT_S, Backend, CorruptDataError, Option, StorageFul
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
-from . import compaction, hint, snapshot
+from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
@@ -48,10 +48,12 @@ from .segment import (
     encode,
     crc,
     open_segment,
+    resolve_sorted,
     walk,
 )
 
 MiB = 1 << 20
+_NEVER = 1 << 62  # a count of appended records never reached
 _unpack_header = HEADER.unpack_from
 _dict_get = dict.get
 
@@ -88,6 +90,11 @@ class IndexedFSBackend(Backend):
         "index_flush_interval": Option(
             float, 60.0, "seconds between index snapshots; 0 = only on close",
             min=0, max=LONGEST_WAIT_S,
+        ),
+        "delta_records": Option(
+            int, 16384, "records appended after which the background writes an index delta "
+            "(what changed since the last snapshot, sorted), so that an open walks at most about "
+            "this many records of the log; 0 = no deltas (needs index_flush_interval > 0)", min=0,
         ),
         "compaction_live_ratio": Option(
             float, 0.5, "sealed segments with live/total bytes below this are compacted",
@@ -131,6 +138,13 @@ class IndexedFSBackend(Backend):
         #: ``_written`` as of the newest snapshot (None: no snapshot describes the index)
         self._snap_written: int | None = None
         self._keep_snapshot = False  # see _open
+        #: the delta being built on the newest snapshot; None: no deltas until the next snapshot
+        self._delta: delta.State | None = None
+        #: the count of appended records at which the next delta is due (see _set_delta); the
+        #: delta thread is started the first time a write reaches it
+        self._delta_due = _NEVER
+        self._delta_wake = threading.Event()
+        self._delta_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._commit: Any = None  # the group committer, made once the active segment is known
@@ -138,7 +152,8 @@ class IndexedFSBackend(Backend):
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
             records_scanned=0, unresolved_snapshot_entries=0, open_time_ms=0.0,
-            hints_used=0, segments_scanned=0, hints_written=0,
+            hints_used=0, segments_scanned=0, hints_written=0, delta_used=None,
+            deltas_invalid=0, deltas_written=0,
             snapshots_written=0, compactions=0,
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
@@ -196,6 +211,9 @@ class IndexedFSBackend(Backend):
         self._hint_pending = {s for s in self._segments
                               if s != self._active.id and s not in hinted}
         self._gc_due = bool(self._gc_pending)
+        st = kd.delta_state  # deltas go on from the open if the log's end is still active
+        if st is not None and st.pos[0] == self._active.id and not self._keep_snapshot:
+            self._set_delta(st)
         self.counters["open_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
 
     # ------------------------------------------------------------------------------ writing
@@ -270,6 +288,8 @@ class IndexedFSBackend(Backend):
             off += size
         self._written = written = self._written + n
         self._nwrites = nwrites = self._nwrites + len(metas)
+        if nwrites >= self._delta_due:
+            self._wake_delta()
         self._commit.appended(self._handle_of(seg), written, nwrites)
         return written
 
@@ -506,21 +526,130 @@ class IndexedFSBackend(Backend):
 
     def _write_snapshot(self) -> str:
         with self._snap_lock:
+            return self._write_snapshot_locked()
+
+    def _write_snapshot_locked(self) -> str:
+        """:meth:`_write_snapshot` with ``_snap_lock`` held; starts the next delta afresh on it
+        and deletes the delta files of older snapshots."""
+        with self._lock:
+            seg = self._active
+            covered = (seg.id, seg.size)
+            written, nwrites = self._written, self._nwrites
+            frozen = self._index.freeze()
+            seg_min = {s.id: min(s.min_seq, (1 << 64) - 1) for s in self._segments.values()}
+            next_seq = self._next_seq
+        self._flush()  # the snapshot never points past durable data
+        keys, cols = self._index.materialize(frozen)
+        with storage_errors(self.name, self.path):
+            # a delta file of this number can only be a leftover (of snapshot files deleted by
+            # hand): gone before the snapshot it could be mistaken for appears
+            delta.delete_other(self.medium, keep=None, below=self._snap_number + 1)
+            name = snapshot.write(self.medium, self._snap_number + 1, covered, next_seq, keys,
+                                  cols, frozen.tombs, seg_min)
+        self._snap_number += 1
+        self._snap_written = written
+        self._set_delta(delta.State(self._snap_number, covered, len(keys) + len(frozen.tombs),
+                                    covered, delta.empty(), 1 << 64, nwrites, False))
+        with storage_errors(self.name, self.path):
+            delta.delete_other(self.medium, keep=None)
+        self.counters["snapshots_written"] += 1
+        return name
+
+    def _set_delta(self, st: delta.State | None) -> None:
+        """Make ``st`` the delta in the making and set when the next one is due."""
+        self._delta = st
+        every = self.config["delta_records"]
+        on = st is not None and every and self.config["index_flush_interval"] > 0
+        self._delta_due = st.mark + every if on else _NEVER  # type: ignore[union-attr]
+
+    def _wake_delta(self) -> None:
+        """A write reached ``_delta_due`` (caller holds ``_lock``): wake the delta thread, made
+        on first use so that an open starts no thread for it.  It writes the delta at once
+        rather than at the next maintenance round, so that a crash finds few records past it."""
+        self._delta_due = _NEVER  # until the delta (or a snapshot) resets it
+        if self._delta_thread is None and not self._stop.is_set():
+            t = threading.Thread(target=self._delta_loop, name="indexed_fs-delta", daemon=True)
+            self._delta_thread = t
+            self._threads.append(t)
+            t.start()
+        self._delta_wake.set()
+
+    def _delta_loop(self) -> None:
+        while True:
+            self._delta_wake.wait()
+            self._delta_wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self._delta_if_due()
+            except Exception as exc:  # reported in stats; the next write past due retries
+                self.counters["background_errors"] += 1
+                self.counters["last_background_error"] = f"delta: {exc}"
+                st = self._delta
+                if st is not None:
+                    self._set_delta(st)
+
+    def _delta_if_due(self) -> None:
+        """An index delta (or a snapshot, see :meth:`write_delta`) once ``delta_records``
+        records were appended past the newest one."""
+        st, every = self._delta, self.config["delta_records"]
+        if st is not None and every and self._nwrites - st.mark >= every:
+            self._write_delta()
+
+    def write_delta(self) -> str | None:
+        """Write the index delta now (also done in the background every ``delta_records``
+        records); see :meth:`_write_delta`."""
+        self._check_open()
+        return self._write_delta()
+
+    def _write_delta(self) -> str | None:
+        """Persist what was appended since the newest snapshot as its index delta (:mod:`.delta`);
+        return the file written (a snapshot's when the delta would outgrow a quarter of the
+        snapshot, or ``delta_records``, whichever is more), ``None`` when there is nothing to
+        do or no delta can be made until the next snapshot (the active segment is not the
+        snapshot's, or the records cannot be resolved in C)."""
+        with self._snap_lock:
             with self._lock:
-                seg = self._active
-                covered = (seg.id, seg.size)
-                written = self._written
-                frozen = self._index.freeze()
-                seg_min = {s.id: min(s.min_seq, (1 << 64) - 1) for s in self._segments.values()}
-                next_seq = self._next_seq
-            self._flush()  # the snapshot never points past durable data
-            keys, cols = self._index.materialize(frozen)
+                st, seg = self._delta, self._active
+                if st is None:
+                    return None
+                if seg.id != st.pos[0]:
+                    self._set_delta(None)  # rotated: the snapshot after the seal takes over
+                    return None
+                start, end = st.pos[1], seg.size
+                nwrites, next_seq = self._nwrites, self._next_seq
+                if end == start and not st.unwritten:
+                    return None
+                with self._cond:  # not deleted meanwhile (see _write_hints)
+                    self._pins[seg.id] += 1
+            try:
+                self._flush()  # a delta never points past durable data
+                with storage_errors(self.name, self.path):
+                    data = seg.read_all(start, end) if end > start else b""
+                res, recs = walk(data, seg.id, start, False)
+                del data
+            finally:
+                with self._cond:
+                    self._pins[seg.id] -= 1
+                    self._cond.notify_all()
+            tail = resolve_sorted([recs]) if not (res.corrupt or res.tail_at is not None
+                                                  or res.reserved_at is not None) else None
+            if tail is None:  # damage (the next open's walk reports it) or keys C cannot hold
+                self._set_delta(None)
+                return None
+            merged = delta.merge(st.res, tail)
+            if delta.entries(merged) > max(st.base_entries // 4, self.config["delta_records"]):
+                if self._keep_snapshot:  # snapshots held back (see _open): no more deltas
+                    self._set_delta(None)
+                    return None
+                return self._write_snapshot_locked()
+            min_seq = min(st.min_seq, res.min_seq) if res.records else st.min_seq
             with storage_errors(self.name, self.path):
-                name = snapshot.write(self.medium, self._snap_number + 1, covered, next_seq, keys,
-                                      cols, frozen.tombs, seg_min)
-            self._snap_number += 1
-            self._snap_written = written
-            self.counters["snapshots_written"] += 1
+                name = delta.write(self.medium, st.base, st.base_covered, (seg.id, end),
+                                   next_seq, min_seq, nwrites - st.mark, merged)
+            self._set_delta(delta.State(st.base, st.base_covered, st.base_entries,
+                                        (seg.id, end), merged, min_seq, nwrites, False))
+            self.counters["deltas_written"] += 1
             return name
 
     def _snapshot_if_changed(self) -> None:
@@ -591,6 +720,8 @@ class IndexedFSBackend(Backend):
         if self._gc_pending:
             self._gc()
         self._after_seal()
+        if self.config["index_flush_interval"] > 0:
+            self._delta_if_due()
 
     def _spawn(self, what: str, every: float, job) -> None:
         def loop() -> None:
@@ -608,6 +739,7 @@ class IndexedFSBackend(Backend):
     # ------------------------------------------------------------------------------- closing
     def _close(self) -> None:
         self._stop.set()
+        self._delta_wake.set()
         for t in self._threads:
             t.join()
         try:

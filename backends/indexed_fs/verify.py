@@ -20,6 +20,9 @@ deleted since, and is a note.
 Hint files (:mod:`.hint`) are checked too: each must verify, be made for its segment's present
 size and list exactly the intact records the walk found.
 
+Index deltas (:mod:`.delta`) too: each must verify and cover no more of its segment than the
+records reach; a bad one is listed with the damaged snapshots (both are index files).
+
 A key is reported for a damaged range when its newest known version lies there: a snapshot entry
 or the damaged record itself (its header read as is, unverified), with no intact record of a
 higher ``seq`` anywhere in the log.
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING
 from ..base import BackendUnavailableError
 from ..dir_lock import lock_dir
 from ..media import is_remote_url, open_data_dir
-from . import hint, segment, snapshot
+from . import delta, hint, segment, snapshot
 from .segment import HEADER, HEADER_SIZE, crc, list_segment_ids, segment_name, zeros_from
 
 if TYPE_CHECKING:
@@ -75,12 +78,16 @@ class Report:
     #: hint files checked, and ``file name: what is wrong`` per hint that fails its checks
     hints: int = 0
     bad_hints: list[str] = field(default_factory=list)
+    #: index deltas checked, and ``file name: what is wrong`` per delta that fails its checks
+    #: (listed among the damaged snapshots too: both are index files)
+    deltas: int = 0
+    bad_deltas: list[str] = field(default_factory=list)
     #: findings that are no damage (a torn tail, reserved space)
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.damaged and not self.bad_snapshots and not self.bad_hints
+        return not (self.damaged or self.bad_snapshots or self.bad_hints or self.bad_deltas)
 
     @property
     def damaged_keys(self) -> list[str]:
@@ -220,6 +227,7 @@ def verify(medium: "Medium") -> Report:
                     continue  # an intact record (or what the log replaced later)
             c = claims.setdefault(id(rng), {})
             c[key] = max(c.get(key, -1), seq)
+    _check_deltas(medium, ends, report, used)
     for rng, c in damaged:
         for key, seq in claims.get(id(rng), {}).items():
             c[key] = max(c.get(key, -1), seq)
@@ -230,6 +238,31 @@ def verify(medium: "Medium") -> Report:
         rng.keys = sorted(k for k, seq in c.items() if seq > intact.get(k, -1))
         report.damaged.append(rng)
     return report
+
+
+def _check_deltas(medium: "Medium", ends: dict[int, int], report: Report,
+                  used: str | None) -> None:
+    """An index delta must verify (CRC, layout), and the delta of the snapshot an open uses
+    (``used``) cover no more of its segment than its records reach.  One of another snapshot
+    is stale (left by a crash before the next snapshot deleted it), noted only: an open
+    ignores it.  Its entries point at records of the log, which the walk above checked."""
+    for base in delta.list_bases(medium):
+        name = delta.file_name(base)
+        try:
+            dl = delta.read(medium, base)
+        except (ValueError, OSError, UnicodeDecodeError) as exc:
+            report.bad_deltas.append(f"{name}: {exc}")
+            continue
+        report.deltas += 1
+        if used != snapshot.file_name(base):
+            report.notes.append(f"{name}: not of the snapshot an open uses (left by a crash "
+                                f"before the next snapshot deleted it; an open ignores it)")
+            continue
+        dseg, doff = dl.covered
+        if ends.get(dseg, -1) < doff:
+            report.bad_deltas.append(f"{name}: covers segment {dseg} up to offset {doff}, past "
+                                     f"the end of its records at {ends.get(dseg)}")
+    report.bad_snapshots.extend(report.bad_deltas)
 
 
 def verify_path(path: str) -> Report:

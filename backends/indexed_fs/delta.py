@@ -1,0 +1,233 @@
+"""Index deltas: the log records past an index snapshot, resolved, sorted and persisted, so that
+an open (clean or after a crash) reads only the short tail past the delta.
+
+A full snapshot (:mod:`.snapshot`) costs the whole index; writing one every few thousand records
+would multiply the writes.  A delta holds only what changed since the *base* snapshot: the
+winner per key (value entries and tombstones, highest seq; equal seq: the later record) among the
+log records from the base's covered position ``C`` to the delta's own covered position ``P``, in
+the active segment.  It is exactly what walking ``[C, P)`` at open would compute
+(:func:`.segment.resolve_sorted`), computed ahead of time: every change to the index is an append
+at the log's end (puts, deletes, compaction's copies), so base + delta + the records past ``P``
+give the same index as base + the records past ``C``.  Tombstones hide base entries, as a
+walked delete would.
+
+File ``delta-NNNNNNNNN.idx`` (N: the base snapshot's number), rewritten whole each time the
+store writes a delta: a 48-byte header (magic, base number, base covered segment and offset,
+lowest seq among the records, records walked into it) followed by the snapshot layout (sorted
+fixed-width keys, one column each of offset, seq (u64), segment, size (u32), tombstones), whose
+header holds ``P`` and the next seq, and one CRC over the whole file.  An open maps it and
+searches it in place like the snapshot.
+
+Why one file rewritten rather than chunks: an open then maps one sorted array, joined with the
+base in one pass; chunks would have to be merged at open.  Its size is bounded: the store writes
+a full snapshot instead (and deletes the delta) once the delta holds more entries than a
+quarter of the base or ``delta_records``, whichever is more; a sealed segment gets a snapshot
+too.  A delta covers one segment (``C`` and ``P`` in the active segment); past a rotation the
+next snapshot takes over.
+
+When: the store writes a delta once ``delta_records`` records were appended past the newest one
+(a thread woken by the write that reaches the count, so that little piles up while it waits).
+The default, 16384, weighs the two costs it trades: a crash open walks about that many records
+past the newest delta (plus those appended while it was being written), a small part of a
+segment's; and every delta rewrites all changes since the snapshot, so a smaller value means
+more rewrites between two snapshots, each up to a quarter of the snapshot's size.
+
+Safety:
+
+* A delta describes only durable records: the store syncs the log up to ``P`` before it walks
+  ``[.., P)`` (the walk reads the records back with every CRC checked).
+* Written like a snapshot: temp file, sync, rename, directory sync
+  (:func:`.snapshot.durable_write`).  A crash before the rename leaves a ``*.tmp`` that the next
+  open deletes, and the previous delta (or none) is used; one after the rename finds the new or
+  the old file, each complete.  Either way every acknowledged write is in the log past what the
+  delta used covers, and the open walks from there.
+* An open uses a delta only if its CRC and layout verify, its base number and base position
+  are those of the snapshot the open chose, it covers the snapshot's segment and that segment
+  is at least ``P`` long; otherwise it is ignored and the log is walked from ``C``, as without
+  deltas.  A delta of an older base is stale (that snapshot was replaced) and deleted by the next
+  snapshot; a damaged one is never used.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import failpoints
+from . import snapshot
+from .segment import Resolved, numbered_files
+
+if TYPE_CHECKING:
+    from ..media import Medium
+
+AFTER_WRITE = failpoints.declare(
+    "indexed_fs.delta.after_write",
+    "a crash after the index delta's temp file is written and synced, before its rename: the "
+    "next open deletes the temp file and uses the previous delta (or walks the log past the "
+    "snapshot)")
+AFTER_RENAME = failpoints.declare(
+    "indexed_fs.delta.after_rename",
+    "a crash after the index delta's rename, before the directory sync: the new delta or the "
+    "previous one is found, each complete")
+
+MAGIC = b"IFSDELT1"
+#: magic, base snapshot number, base covered segment, base covered offset, min seq, records
+_HEAD = struct.Struct("<8sQQQQQ")
+_NAME = re.compile(r"^delta-(\d{9})\.idx$")
+_NO_SEQ = (1 << 64) - 1
+
+
+@dataclass
+class Delta:
+    """A delta file's contents: what it applies to, what it covers, the resolved records."""
+
+    base: int  # the base snapshot's number
+    base_covered: tuple[int, int]
+    covered: tuple[int, int]  # P: the log position the delta covers up to
+    next_seq: int
+    min_seq: int  # the lowest seq among the records walked into it (_NO_SEQ: none)
+    records: int  # log records walked into it
+    res: Resolved
+
+
+@dataclass
+class State:
+    """A store's delta in the making: its base snapshot, the log position ``pos`` its records
+    reach (in the active segment), those records resolved, their lowest seq, and ``mark``: the
+    store's count of appended records as of ``pos`` (records past the delta file that an open
+    walked count as appended before it: negative)."""
+
+    base: int
+    base_covered: tuple[int, int]
+    base_entries: int
+    pos: tuple[int, int]
+    res: Resolved
+    min_seq: int
+    mark: int
+    #: whether ``res`` holds records past the delta file on disk (or no delta file is there)
+    unwritten: bool = True
+
+
+def file_name(base: int) -> str:
+    return f"delta-{base:09d}.idx"
+
+
+def list_bases(medium: "Medium") -> list[int]:
+    """Base numbers of the delta files present, ascending."""
+    return numbered_files(medium, _NAME)
+
+
+def empty() -> Resolved:
+    e = np.zeros(0, np.uint64)
+    return Resolved(np.zeros(0, "S1"), (e.astype(np.uint32), e, e.astype(np.uint32), e), [])
+
+
+def entries(res: Resolved) -> int:
+    return len(res.keys) + len(res.tombs)
+
+
+def _find(keys: np.ndarray, key: str) -> int:
+    kb = key.encode("utf-8")
+    if not len(keys) or len(kb) > keys.dtype.itemsize:
+        return -1
+    i = int(keys.searchsorted(kb))
+    return i if i < len(keys) and keys[i] == kb else -1
+
+
+def merge(old: Resolved, new: Resolved) -> Resolved:
+    """The winners of ``old``'s records followed by ``new``'s (the later part of the log), with
+    the rule of :func:`.segment.resolve_all`: the higher seq wins, an equal seq the later
+    record.  Neither input is changed (they may lie in a mapped file)."""
+    if not entries(old):
+        return new
+    if not entries(new):
+        return old
+    w = max(old.keys.dtype.itemsize, new.keys.dtype.itemsize)
+    ok = old.keys if old.keys.dtype.itemsize == w else old.keys.astype(f"S{w}")
+    nk = new.keys if new.keys.dtype.itemsize == w else new.keys.astype(f"S{w}")
+    oseq, nseq = old.cols[3], new.cols[3]
+    okeep, nkeep = np.ones(len(ok), bool), np.ones(len(nk), bool)
+    if len(ok) and len(nk):
+        at = np.minimum(ok.searchsorted(nk), len(ok) - 1)
+        both = ok[at] == nk
+        newer = both & (nseq >= oseq[at])
+        okeep[at[newer]] = False
+        nkeep[both & ~newer] = False
+    tombs: dict[str, tuple[int, int, int, int]] = {}
+    otombs = dict(old.tombs)
+    for key, t in new.tombs:  # (each side holds a key as a value or a tombstone, not both)
+        ot = otombs.pop(key, None)
+        if ot is not None and ot[3] > t[3]:
+            tombs[key] = ot
+            continue
+        i = _find(ok, key)
+        if i >= 0 and okeep[i]:
+            if int(oseq[i]) > t[3]:
+                continue  # the older part's value has the higher seq
+            okeep[i] = False
+        tombs[key] = t
+    for key, t in otombs.items():
+        i = _find(nk, key)
+        if i >= 0 and nkeep[i]:
+            if int(nseq[i]) >= t[3]:
+                continue
+            nkeep[i] = False
+        tombs[key] = t
+    kk, nn = ok[okeep], nk[nkeep]
+    pos = kk.searchsorted(nn)
+    keys = np.insert(kk, pos, nn)
+    dts = (np.uint32, np.uint64, np.uint32, np.uint64)
+    cols = tuple(np.insert(np.asarray(oc[okeep], dt), pos, np.asarray(nc[nkeep], dt))
+                 for oc, nc, dt in zip(old.cols, new.cols, dts))
+    return Resolved(keys, cols, sorted(tombs.items()))  # type: ignore[arg-type]
+
+
+def write(medium: "Medium", base: int, base_covered: tuple[int, int], covered: tuple[int, int],
+          next_seq: int, min_seq: int, records: int, res: Resolved) -> str:
+    """Write the delta of base snapshot ``base`` durably (replacing the previous one); return
+    its file name."""
+    head = _HEAD.pack(MAGIC, base, base_covered[0], base_covered[1], min(min_seq, _NO_SEQ),
+                      records)
+    parts = snapshot.encode(covered, next_seq, res.keys, res.cols, dict(res.tombs), {},
+                            prefix=head, narrow=False)
+    name = file_name(base)
+    snapshot.durable_write(medium, name, parts, AFTER_WRITE, AFTER_RENAME)
+    return name
+
+
+def decode(data, base: int) -> Delta:
+    """Verify and parse a delta file's bytes; ``ValueError`` if it is damaged in any way."""
+    if len(data) < _HEAD.size or data[:8] != MAGIC:
+        raise ValueError("not a delta file of this format (bad magic or too short)")
+    _, number, bseg, boff, min_seq, records = _HEAD.unpack_from(data)
+    if number != base:
+        raise ValueError(f"names base snapshot {number}, its file name {base}")
+    try:
+        snap = snapshot.decode(data, base, _HEAD.size)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("snapshot", "delta")) from None
+    if not isinstance(snap.keys, np.ndarray):
+        raise ValueError("a delta holds fixed-width keys")
+    seg, off, size, seq = snap.cols
+    res = Resolved(snap.keys, (seg, off, size, seq), sorted(snap.tombs.items()))
+    return Delta(number, (bseg, boff), snap.covered, snap.next_seq, min_seq, records, res)
+
+
+def read(medium: "Medium", base: int) -> Delta:
+    """Map and verify the delta of base snapshot ``base``; ``ValueError`` if damaged."""
+    return decode(snapshot.map_file(medium, file_name(base)), base)
+
+
+def delete_other(medium: "Medium", keep: int | None, below: int | None = None) -> None:
+    """Delete the delta files of every base but ``keep`` (stale: their snapshot was replaced),
+    or with ``below`` only those of bases at or above it."""
+    for b in list_bases(medium):
+        if b != keep and (below is None or b >= below):
+            try:
+                medium.delete(file_name(b))
+            except OSError:
+                pass
