@@ -115,6 +115,8 @@ def _rebuild_lines(stats: dict[str, Any] | None) -> list[str]:
     if "snapshot_used" in stats:
         used = "true" if stats["snapshot_used"] else "false"
         lines.insert(0, f"[RECOVERY], SnapshotUsed, {used}")
+        if "delta_used" in stats:  # an index delta of that snapshot (indexed_fs)
+            lines.insert(1, f"[RECOVERY], DeltaUsed, {str(bool(stats['delta_used'])).lower()}")
     return lines
 
 
