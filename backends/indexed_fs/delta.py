@@ -61,6 +61,11 @@ from .. import failpoints
 from . import snapshot
 from .segment import Resolved, numbered_files
 
+try:  # the sorted join of two resolved parts (see _scan.c)
+    from . import _scan
+except ImportError:  # pragma: no cover - machines without a C compiler
+    _scan = None
+
 if TYPE_CHECKING:
     from ..media import Medium
 
@@ -151,7 +156,10 @@ def merge(old: Resolved, new: Resolved) -> Resolved:
     nk = new.keys if new.keys.dtype.itemsize == w else new.keys.astype(f"S{w}")
     oseq, nseq = old.cols[3], new.cols[3]
     okeep, nkeep = np.ones(len(ok), bool), np.ones(len(nk), bool)
-    if len(ok) and len(nk):
+    if len(ok) and len(nk) and _scan is not None:  # one forward pass over both, in C
+        _scan.join(np.ascontiguousarray(nk), w, np.ascontiguousarray(nseq, np.uint64), nkeep,
+                   np.ascontiguousarray(ok), w, okeep, np.ascontiguousarray(oseq, np.uint64), 8)
+    elif len(ok) and len(nk):
         at = np.minimum(ok.searchsorted(nk), len(ok) - 1)
         both = ok[at] == nk
         newer = both & (nseq >= oseq[at])
@@ -177,11 +185,13 @@ def merge(old: Resolved, new: Resolved) -> Resolved:
                 continue
             nkeep[i] = False
         tombs[key] = t
-    kk, nn = ok[okeep], nk[nkeep]
+    oall, nall = okeep.all(), nkeep.all()
+    kk, nn = ok if oall else ok[okeep], nk if nall else nk[nkeep]
     pos = kk.searchsorted(nn)
     keys = np.insert(kk, pos, nn)
     dts = (np.uint32, np.uint64, np.uint32, np.uint64)
-    cols = tuple(np.insert(np.asarray(oc[okeep], dt), pos, np.asarray(nc[nkeep], dt))
+    cols = tuple(np.insert(np.asarray(oc if oall else oc[okeep], dt), pos,
+                           np.asarray(nc if nall else nc[nkeep], dt))
                  for oc, nc, dt in zip(old.cols, new.cols, dts))
     return Resolved(keys, cols, sorted(tombs.items()))  # type: ignore[arg-type]
 
