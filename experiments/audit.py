@@ -249,7 +249,7 @@ def _round_options(backend: str, rnd: random.Random, hazard: bool) -> dict[str, 
     if hazard:
         return {"segment_size": 16384, "compaction_interval": 0.02,
                 "index_flush_interval": 0.05, "compaction_live_ratio": 0.6,
-                "delta_records": 8}
+                "delta_records": 2}
     return {"segment_size": rnd.choice((4096, 16384, 64 * 1024 * 1024)),
             "compaction_interval": rnd.choice((0, 0.02, 0.1)),
             "index_flush_interval": rnd.choice((0, 0.05, 0.3)),
