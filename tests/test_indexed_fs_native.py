@@ -16,36 +16,28 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from segment_logs import DAMAGE, KEYS, build, damaged, records
 
 from backends import open_backend
 from backends.indexed_fs import index as index_mod
 from backends.indexed_fs import recovery, segment
 from backends.indexed_fs.index import Index
-from backends.indexed_fs.segment import (FLAG_TOMBSTONE, HEADER_SIZE, encode, resolve_all,
-                                         resolve_sorted, walk)
+from backends.indexed_fs.segment import (
+    FLAG_TOMBSTONE,
+    HEADER_SIZE,
+    encode,
+    resolve_all,
+    resolve_sorted,
+    walk,
+)
 from backends.media import open_medium
 
 _scan = pytest.importorskip("backends.indexed_fs._scan")
 
-KEYS = st.sampled_from(["a", "bb", "k/1", "k/2", "é", "n\x00", "zzzz", "user12345678901234"])
+RECORD = records([*KEYS, "user12345678901234"])
 ASCII_KEYS = st.sampled_from(["a", "ab", "b", "k/1", "k/10", "user1", "user10", "user2",
                               "longer-key-0123456789-abcdef", "longer-key-0123456789-abcdeg",
                               "longer-key-0123456789-abcdef-and-more"])
-RECORD = st.tuples(KEYS, st.sampled_from([b"", b"v" * 7, b"w" * 40]), st.booleans(),
-                   st.integers(0, 3))
-DAMAGE = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3)
-
-
-def build(records, runs: int) -> bytes:
-    """A log: each record ``runs`` times, seqs rising but sometimes going back (a compaction
-    copy keeps its old seq)."""
-    out, seq = [], 1
-    for key, value, tomb, back in records:
-        for _ in range(runs):
-            out.append(encode(max(1, seq - back), key.encode(), b"" if tomb else value,
-                              FLAG_TOMBSTONE if tomb else 0))
-            seq += 1
-    return b"".join(out)
 
 
 def same_walk(data: bytes, seg_id: int, base: int, last: bool) -> None:
@@ -70,12 +62,7 @@ def test_the_c_crc_is_crc32c():
 @given(st.lists(RECORD, max_size=30), st.integers(1, 40), DAMAGE, st.integers(0, 30),
        st.integers(0, 64), st.booleans(), st.sampled_from([0, 1000]))
 def test_c_walk_matches_the_python_walk(records, runs, damage, cut, zeros, last, base):
-    data = bytearray(build(records, runs))
-    for where, byte in damage:
-        if data:
-            data[where % len(data)] = byte
-    if cut and len(data) > cut:
-        del data[-cut:]
+    data = damaged(build(records, runs), damage, cut)
     data += bytes(zeros)  # reserved space after the records (or after a torn one)
     same_walk(bytes(data), 7, base, last)
 

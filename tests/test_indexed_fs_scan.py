@@ -7,11 +7,20 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from segment_logs import DAMAGE, RECORD, build, damaged
 
 from backends.indexed_fs.index import Index
-from backends.indexed_fs.segment import (FLAG_TOMBSTONE, HEADER, HEADER_SIZE, MAX_KEY_LEN,
-                                         MAX_VALUE_LEN, crc, encode, resolve, resolve_all,
-                                         scan, walk)
+from backends.indexed_fs.segment import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_KEY_LEN,
+    MAX_VALUE_LEN,
+    crc,
+    resolve,
+    resolve_all,
+    scan,
+    walk,
+)
 
 
 def reference_scan(data, seg_id, base, last, values, tombs):
@@ -62,35 +71,11 @@ def reference_scan(data, seg_id, base, last, values, tombs):
     return n, corrupt, None if tail_at is None else tail_at + base, min_seq, max_seq, notes
 
 
-KEYS = st.sampled_from(["a", "bb", "k/1", "k/2", "é", "n\x00", "zzzz"])
-RECORD = st.tuples(KEYS, st.sampled_from([b"", b"v" * 7, b"w" * 40]), st.booleans(),
-                   st.integers(0, 3))
-DAMAGE = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3)
-
-
-def build(records, runs):
-    """A log: each record repeated ``runs`` times with consecutive seqs (equal-size runs), seqs
-    sometimes going back (compaction copies keep their old seq)."""
-    out, seq = [], 1
-    for key, value, tomb, back in records:
-        for _ in range(runs):
-            s = max(1, seq - back)
-            out.append(encode(s, key.encode(), b"" if tomb else value,
-                              FLAG_TOMBSTONE if tomb else 0))
-            seq += 1
-    return b"".join(out)
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(RECORD, max_size=30), st.integers(1, 80), DAMAGE, st.integers(0, 30),
        st.booleans(), st.sampled_from([0, 1000]))
 def test_scan_matches_the_record_by_record_walk(records, runs, damage, cut, last, base):
-    data = bytearray(build(records, runs))
-    for where, byte in damage:
-        if data:
-            data[where % len(data)] = byte
-    if cut and len(data) > cut:
-        del data[-cut:]
+    data = damaged(build(records, runs), damage, cut)
     data = bytes(data)
     prior = {"a": (0, 0, 30, 5)}  # an entry from an earlier segment, to be overridden or not
     want_v, want_t = dict(prior), {}

@@ -10,10 +10,10 @@ import json
 import os
 
 import pytest
+from conftest import nfs_dir
 
 from backends.base import BadOptionError
 from bench import cli
-from tests.conftest import nfs_dir
 from experiments import storage_media
 
 QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2",
@@ -83,8 +83,9 @@ def test_hdfs_rows_small_writes_recovery_and_round_trips():
     """The HDFS rows of each section but write-heavy (whose 1,000-record load takes a minute on
     HDFS; bench write-heavy on hdfs:// is tested in tests/test_hdfs.py): random writes are
     skipped with why, recovery rebuilds from HDFS, round trips are counted per operation."""
+    from conftest import hdfs_dir
+
     from experiments import storage_compare as sc
-    from tests.conftest import hdfs_dir
 
     url = hdfs_dir("sc")
     media = storage_media.parse_media(f"hdfs:{url}")
