@@ -360,13 +360,6 @@ static void sort_keys(const keys *k, item *a, item *tmp, size_t n) {
         item *b = a + s;
         if (g > SMALL) {
             radix(b, tmp + s, g, 1);
-            for (size_t i = 0; i < g;) {
-                size_t j = i + 1;
-                while (j < g && b[j].w1 == b[i].w1)
-                    j++;
-                sort_tied(k, b + i, tmp + s + i, j - i);
-                i = j;
-            }
         } else if (g > 1) {
             for (size_t i = 1; i < g; i++) { /* stable insertion sort on w1 */
                 item x = b[i];
@@ -377,13 +370,13 @@ static void sort_keys(const keys *k, item *a, item *tmp, size_t n) {
                 }
                 b[j] = x;
             }
-            for (size_t i = 0; i < g;) {
-                size_t j = i + 1;
-                while (j < g && b[j].w1 == b[i].w1)
-                    j++;
-                sort_tied(k, b + i, tmp + s + i, j - i);
-                i = j;
-            }
+        }
+        for (size_t i = 0; g > 1 && i < g;) { /* then each run of equal w1 on the rest */
+            size_t j = i + 1;
+            while (j < g && b[j].w1 == b[i].w1)
+                j++;
+            sort_tied(k, b + i, tmp + s + i, j - i);
+            i = j;
         }
         s = e;
     }
