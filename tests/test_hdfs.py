@@ -112,7 +112,8 @@ def test_indexed_fs_group_commit_across_writer_threads(hdfs):
     with open_backend("indexed_fs", path=url) as again:
         assert again.get("w15-11") == b"15:11" * 20
         assert len(list(again.scan("w"))) == 16 * 12
-        again.medium.remove_tree()
+    with open_medium(url, "t") as m:
+        m.remove_tree()
 
 
 def test_indexed_fs_rebuilds_its_index_from_hdfs_after_sigkill(hdfs):
@@ -125,7 +126,8 @@ def test_indexed_fs_rebuilds_its_index_from_hdfs_after_sigkill(hdfs):
         assert stats["keys"] == 400 and not stats.get("snapshot_used")
         assert stats["records_scanned"] >= 400
         assert len(list(store.scan(""))) == 400
-        store.medium.remove_tree()
+    with open_medium(url, "t") as m:  # after close: closing writes the index snapshot there
+        m.remove_tree()
 
 
 def test_bench_write_heavy_on_hdfs(hdfs, capsys):
