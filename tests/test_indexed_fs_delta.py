@@ -143,12 +143,17 @@ def test_a_crash_reopen_maps_the_delta_and_walks_only_the_tail(tmp_path):
     _check(str(tmp_path / "s"), expect, used=False, scanned=0)  # closed: a fresh snapshot
 
 
-def test_a_damaged_delta_is_ignored_and_reported(tmp_path):
+def _crashed(tmp_path: Path) -> tuple[str, dict]:
+    """A loaded store's crash image (copied while it was open) and what it must hold."""
     s, expect = _load(str(tmp_path / "s"))
     try:
-        path = _crash_copy(tmp_path / "s", tmp_path / "c")
+        return _crash_copy(tmp_path / "s", tmp_path / "c"), expect
     finally:
         s.close()
+
+
+def test_a_damaged_delta_is_ignored_and_reported(tmp_path):
+    path, expect = _crashed(tmp_path)
     f = Path(path) / "delta-000000001.idx"
     raw = bytearray(f.read_bytes())
     raw[200] ^= 0xFF
@@ -160,11 +165,7 @@ def test_a_damaged_delta_is_ignored_and_reported(tmp_path):
 
 
 def test_a_delta_of_another_snapshot_is_ignored(tmp_path):
-    s, expect = _load(str(tmp_path / "s"))
-    try:
-        path = _crash_copy(tmp_path / "s", tmp_path / "c")
-    finally:
-        s.close()
+    path, expect = _crashed(tmp_path)
     from backends.media import open_data_dir
     medium = open_data_dir("indexed_fs", path)
     dl = delta.read(medium, 1)
