@@ -20,7 +20,7 @@ from segment_logs import DAMAGE, KEYS, build, damaged, records
 
 from backends import open_backend
 from backends.indexed_fs import index as index_mod
-from backends.indexed_fs import recovery, segment
+from backends.indexed_fs import delta, recovery, segment
 from backends.indexed_fs.index import Index
 from backends.indexed_fs.segment import (
     FLAG_TOMBSTONE,
@@ -207,6 +207,50 @@ def test_delta_layer_answers_like_the_key_by_key_merge(base_seqs, tomb_seqs, log
         for idx in (fast, slow):
             idx.set(k, (3, i, 25, 1000 + i), tomb=(i % 2 == 1))
     assert _state(fast) == _state(slow)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(ASCII_KEYS, st.integers(1, 60), max_size=8),
+       st.dictionaries(ASCII_KEYS, st.integers(1, 60), max_size=3),
+       st.lists(st.tuples(ASCII_KEYS, st.booleans(), st.integers(0, 80)), max_size=30),
+       st.lists(st.tuples(ASCII_KEYS, st.booleans(), st.integers(0, 120)), max_size=20))
+def test_a_delta_file_adopted_as_a_layer_answers_like_joining_it(base_seqs, tomb_seqs, dlog,
+                                                                 tail):
+    """A delta file's records adopted with the base rows it supersedes (found when it was
+    written, delta.superseded) and then the log past it: the same index as joining both at
+    open, and as merging every record key by key — lookups, accounting, the snapshot made
+    from it; and later writes behave the same."""
+    base = {k: (1, 10 * i, 30, s) for i, (k, s) in enumerate(base_seqs.items())}
+    tombs = {k: (1, 5000 + i, 21, s) for i, (k, s) in enumerate(tomb_seqs.items())
+             if k not in base}
+
+    def part(log, seg):
+        data = b"".join(encode(s, k.encode(), b"" if t else b"val", FLAG_TOMBSTONE if t else 0)
+                        for k, t, s in log)
+        return walk(data, seg, 0, True, spans=True)[1]
+
+    dpart, tpart = part(dlog, 2), part(tail, 3)
+    dres, tres = resolve_sorted([dpart]), resolve_sorted([tpart])
+    assert dres is not None and tres is not None
+    bkeys = _base_index(base, {})._layers[0]
+    found = delta.superseded(dres, bkeys.keys, bkeys.cols)
+    assert found is not None
+    kept, dead = found
+    parts = delta.encode(1, (2, 0), (2, 99), 200, 1, len(dlog), kept, dead,
+                         delta.dead_accounting(dead, bkeys.cols))
+    dl = delta.decode(b"".join(parts), 1)
+    layered, joined, slow = (_base_index(base, tombs) for _ in range(3))
+    layered.load_layer(dl.res, dl.dead, dl.dead_live, dl.value_live)
+    layered.load_delta(tres)
+    joined.load_delta(dres)
+    joined.load_delta(tres)
+    slow.merge(*resolve_all([dpart]))
+    slow.merge(*resolve_all([tpart]))
+    assert _state(layered) == _state(joined) == _state(slow)
+    for i, k in enumerate(["a", "ab", "user1", "k/10", "zz"]):  # writes after the open
+        for idx in (layered, joined, slow):
+            idx.set(k, (4, i, 25, 1000 + i), tomb=(i % 2 == 1))
+    assert _state(layered) == _state(joined) == _state(slow)
 
 
 # ------------------------------------------------------------------------- whole stores

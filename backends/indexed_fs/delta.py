@@ -12,11 +12,23 @@ give the same index as base + the records past ``C``.  Tombstones hide base entr
 walked delete would.
 
 File ``delta-NNNNNNNNN.idx`` (N: the base snapshot's number), rewritten whole each time the
-store writes a delta: a 48-byte header (magic, base number, base covered segment and offset,
-lowest seq among the records, records walked into it) followed by the snapshot layout (sorted
-fixed-width keys, one column each of offset, seq (u64), segment, size (u32), tombstones), whose
-header holds ``P`` and the next seq, and one CRC over the whole file.  An open maps it and
-searches it in place like the snapshot.
+store writes a delta: a 64-byte header (magic, base number, base covered segment and offset,
+lowest seq among the records, records walked into it, and the counts of the two sections after
+it), the base rows the delta supersedes (u32, ascending, padded to 8) with their accounting per
+segment (id, entries, bytes: u64 each), then the snapshot layout (sorted fixed-width keys, one
+column each of offset, seq (u64), segment, size (u32), tombstones), whose header holds ``P``
+and the next seq, and one CRC over the whole file.  An open maps it and searches it in place
+like the snapshot.
+
+Why the superseded rows are stored: adopting the delta must mark dead every base entry a newer
+record of the delta replaces.  Found at open, that is a join of the two sorted arrays, a pass
+over the whole base (a million entries) that would cost more than the rest of a crash open;
+found when the delta is written (:func:`superseded`, in the background), the open only clears
+those rows in the base's mask and subtracts their accounting (:meth:`.index.Index.load_layer`).
+The rows are a function of the base and the delta's records alone (the highest seq wins, equal:
+the delta), so an open that uses them indexes exactly what the join would.  A delta whose base
+keys are not a fixed-width array (a key with a NUL) records none (the count is all ones), and
+an open joins.
 
 Why one file rewritten rather than chunks: an open then maps one sorted array, joined with the
 base in one pass; chunks would have to be merged at open.  Its size is bounded: the store writes
@@ -79,11 +91,13 @@ AFTER_RENAME = failpoints.declare(
     "a crash after the index delta's rename, before the directory sync: the new delta or the "
     "previous one is found, each complete")
 
-MAGIC = b"IFSDELT1"
-#: magic, base snapshot number, base covered segment, base covered offset, min seq, records
-_HEAD = struct.Struct("<8sQQQQQ")
+MAGIC = b"IFSDELT2"
+#: magic, base snapshot number, base covered segment, base covered offset, min seq, records,
+#: superseded base rows (_NO_ROWS: not recorded), segments in their accounting
+_HEAD = struct.Struct("<8sQQQQQQQ")
 _NAME = re.compile(r"^delta-(\d{9})\.idx$")
 _NO_SEQ = (1 << 64) - 1
+_NO_ROWS = (1 << 64) - 1
 
 
 @dataclass
@@ -97,6 +111,12 @@ class Delta:
     min_seq: int  # the lowest seq among the records walked into it (_NO_SEQ: none)
     records: int  # log records walked into it
     res: Resolved
+    #: the base rows ``res`` supersedes, ascending (``None``: not recorded, see the module notes)
+    dead: np.ndarray | None = None
+    #: their accounting: segment id -> (entries, record bytes)
+    dead_live: dict[int, tuple[int, int]] | None = None
+    #: the accounting of ``res``'s values (its segment table): segment id -> (entries, bytes)
+    value_live: dict[int, tuple[int, int]] | None = None
 
 
 @dataclass
@@ -115,6 +135,10 @@ class State:
     mark: int
     #: whether ``res`` holds records past the delta file on disk (or no delta file is there)
     unwritten: bool = True
+    #: the base snapshot's sorted keys and columns (seg, off, size, seq), to find the rows a
+    #: delta supersedes; ``None``: not at hand, the delta records none
+    base_keys: np.ndarray | list | None = None
+    base_cols: tuple | None = None
 
 
 def file_name(base: int) -> str:
@@ -196,14 +220,72 @@ def merge(old: Resolved, new: Resolved) -> Resolved:
     return Resolved(keys, cols, sorted(tombs.items()))  # type: ignore[arg-type]
 
 
+def superseded(res: Resolved, base_keys: np.ndarray | list | None,
+               base_cols: tuple | None) -> tuple[Resolved, np.ndarray] | None:
+    """The base rows that ``res`` (a delta's records) supersedes, ascending, and ``res``
+    without the values the base outranks (a lower seq than the base entry of their key: they
+    would never be the latest, and left in, their key would be live in both).  The rule of
+    :meth:`.index.Index.load_delta`: the higher seq wins, an equal one the delta.  ``None``
+    when it cannot be done exactly here (no C join, or base keys not a fixed-width array)."""
+    if _scan is None or not isinstance(base_keys, np.ndarray) or base_cols is None:
+        return None
+    base_seq = base_cols[3]
+    balive = np.ones(len(base_keys), bool)
+    keep = np.ones(len(res.keys), bool)
+    if len(res.keys) and len(base_keys):
+        bseq = np.ascontiguousarray(base_seq)
+        _scan.join(np.ascontiguousarray(res.keys), res.keys.itemsize,
+                   np.ascontiguousarray(res.cols[3], np.uint64), keep,
+                   np.ascontiguousarray(base_keys), base_keys.itemsize, balive, bseq,
+                   bseq.itemsize)
+    for key, t in res.tombs:
+        i = _find(base_keys, key)
+        if i >= 0 and t[3] >= int(base_seq[i]):
+            balive[i] = False
+    if not keep.all():
+        res = Resolved(res.keys[keep], tuple(c[keep] for c in res.cols), res.tombs)  # type: ignore
+    return res, np.flatnonzero(~balive).astype(np.uint32)
+
+
+def dead_accounting(dead: np.ndarray, base_cols) -> dict[int, tuple[int, int]]:
+    """The accounting of base rows ``dead``: segment id -> (entries, record bytes)."""
+    if not len(dead):
+        return {}
+    seg = np.asarray(base_cols[0])[dead]
+    size = np.asarray(base_cols[2])[dead].astype(np.float64)
+    ids, where = np.unique(seg, return_inverse=True)
+    counts = np.bincount(where, minlength=len(ids))
+    sums = np.bincount(where, weights=size, minlength=len(ids))
+    return {int(i): (int(c), int(b)) for i, c, b in zip(ids, counts, sums)}
+
+
+def encode(base: int, base_covered: tuple[int, int], covered: tuple[int, int], next_seq: int,
+           min_seq: int, records: int, res: Resolved, dead: np.ndarray | None = None,
+           dead_live: dict[int, tuple[int, int]] | None = None) -> list[bytes]:
+    """The parts of the delta file of base snapshot ``base`` (see :func:`write`)."""
+    if dead is None:
+        head = _HEAD.pack(MAGIC, base, base_covered[0], base_covered[1], min(min_seq, _NO_SEQ),
+                          records, _NO_ROWS, 0)
+        prefix = [head]
+    else:
+        table = sorted((dead_live or {}).items())
+        head = _HEAD.pack(MAGIC, base, base_covered[0], base_covered[1], min(min_seq, _NO_SEQ),
+                          records, len(dead), len(table))
+        rows = np.ascontiguousarray(dead, np.uint32).tobytes()
+        live = np.array([(sid, c, b) for sid, (c, b) in table], np.uint64).tobytes()
+        prefix = [head, rows, b"\0" * (-len(rows) % 8), live]
+    return snapshot.encode(covered, next_seq, res.keys, res.cols, dict(res.tombs), {},
+                           prefix=b"".join(prefix), narrow=False)
+
+
 def write(medium: "Medium", base: int, base_covered: tuple[int, int], covered: tuple[int, int],
-          next_seq: int, min_seq: int, records: int, res: Resolved) -> str:
+          next_seq: int, min_seq: int, records: int, res: Resolved,
+          dead: np.ndarray | None = None,
+          dead_live: dict[int, tuple[int, int]] | None = None) -> str:
     """Write the delta of base snapshot ``base`` durably (replacing the previous one); return
-    its file name."""
-    head = _HEAD.pack(MAGIC, base, base_covered[0], base_covered[1], min(min_seq, _NO_SEQ),
-                      records)
-    parts = snapshot.encode(covered, next_seq, res.keys, res.cols, dict(res.tombs), {},
-                            prefix=head, narrow=False)
+    its file name.  ``dead`` (with its accounting ``dead_live``): the base rows ``res``
+    supersedes (:func:`superseded`); ``None``, not recorded."""
+    parts = encode(base, base_covered, covered, next_seq, min_seq, records, res, dead, dead_live)
     name = file_name(base)
     snapshot.durable_write(medium, name, parts, AFTER_WRITE, AFTER_RENAME)
     return name
@@ -213,18 +295,30 @@ def decode(data, base: int) -> Delta:
     """Verify and parse a delta file's bytes; ``ValueError`` if it is damaged in any way."""
     if len(data) < _HEAD.size or data[:8] != MAGIC:
         raise ValueError("not a delta file of this format (bad magic or too short)")
-    _, number, bseg, boff, min_seq, records = _HEAD.unpack_from(data)
+    _, number, bseg, boff, min_seq, records, ndead, nlive = _HEAD.unpack_from(data)
     if number != base:
         raise ValueError(f"names base snapshot {number}, its file name {base}")
+    start = _HEAD.size
+    if ndead != _NO_ROWS:
+        start += -(-4 * ndead // 8) * 8 + 24 * nlive
+    if start > len(data):
+        raise ValueError("delta sections do not add up to the file size")
     try:
-        snap = snapshot.decode(data, base, _HEAD.size)
+        snap = snapshot.decode(data, base, start)
     except ValueError as exc:
         raise ValueError(str(exc).replace("snapshot", "delta")) from None
     if not isinstance(snap.keys, np.ndarray):
         raise ValueError("a delta holds fixed-width keys")
+    dead = dead_live = None
+    if ndead != _NO_ROWS:
+        dead = np.frombuffer(data, np.uint32, ndead, _HEAD.size)
+        table = np.frombuffer(data, np.uint64, 3 * nlive, start - 24 * nlive).reshape(-1, 3)
+        dead_live = {sid: (c, b) for sid, c, b in table.tolist()}
     seg, off, size, seq = snap.cols
     res = Resolved(snap.keys, (seg, off, size, seq), sorted(snap.tombs.items()))
-    return Delta(number, (bseg, boff), snap.covered, snap.next_seq, min_seq, records, res)
+    value_live = {sid: (info.entries, info.bytes) for sid, info in snap.segs.items()}
+    return Delta(number, (bseg, boff), snap.covered, snap.next_seq, min_seq, records, res, dead,
+                 dead_live, value_live)
 
 
 def read(medium: "Medium", base: int) -> Delta:

@@ -1,25 +1,27 @@
 """The in-memory keydir: key -> (segment, offset, size, seq), ordered, with per-segment accounting.
 
-Two layers, so that opening a store with a million keys does not have to build a million-entry
-Python dict (one Python object per key is what dominates a large open):
+Two kinds of layer, so that opening a store with a million keys does not have to build a
+million-entry Python dict (one Python object per key is what dominates a large open):
 
-* the **base**: the entries loaded from an index snapshot, kept as the snapshot's own sorted
-  numpy arrays (fixed-width utf-8 keys, searched with ``searchsorted``; utf-8 byte order is code
-  point order, i.e. ``str`` order) plus an ``alive`` mask — or the same arrays built by a full
-  log rebuild (:meth:`Index.load_log`);
-* the **delta** (only after an open that read records past the snapshot, :meth:`load_delta`):
-  those records' winners, resolved in C (:func:`.segment.resolve_sorted`) into arrays of the
-  same layout and searched the same way.  Why not the overlay: a crash can leave a whole
-  segment of records past the snapshot, and a dict entry and tuple per key would make that
-  open cost many times the open after a clean close;
+* **array layers** (:class:`_Layer`): sorted fixed-width utf-8 keys (searched with
+  ``searchsorted``; utf-8 byte order is code point order, i.e. ``str`` order), one column each
+  of segment, offset, size and seq, and an ``alive`` mask.  The first is the **base**: the
+  entries of an index snapshot, kept as the snapshot's own arrays in the mapped file (or the
+  same arrays built by a full log rebuild, :meth:`Index.load_log`).  Above it, after an open
+  that read records past the snapshot: an index delta's records as they lie in their mapped
+  file (:meth:`Index.load_layer`), and the winners of the log walked past it, resolved in C
+  (:func:`.segment.resolve_sorted`, :meth:`Index.load_delta`).  Each is adopted as it is,
+  never merged into another: a crash can leave a whole segment of records past the snapshot,
+  and copying or joining the big layers at open would cost many times the clean open;
 * the **overlay**: a :class:`sortedcontainers.SortedDict` holding every entry written since the
-  open.  Writing a base or delta key moves it to the overlay.
+  open.  Writing a key of an array layer moves it to the overlay.
 
-A key is live in at most one of the three (a layer's row is marked dead when a newer entry of its
-key lands elsewhere), so a lookup may take the first it finds.  ``scan`` merges them in key
-order.  Keys whose latest write is a delete are kept apart in
-``tombs``: compaction needs to know where live tombstones are.  Not thread-safe: the store
-serialises access.
+A key is live in at most one place (a layer's row is marked dead when a newer entry of its key
+lands elsewhere), so a lookup may take the first it finds.  The rows a delta's records
+supersede in the base are known from its file (:mod:`.delta` stores them), so adopting a delta
+costs a scatter into the base's mask, not a join of the two.  ``scan`` merges the layers in key
+order.  Keys whose latest write is a delete are kept apart in ``tombs``: compaction needs to know
+where live tombstones are.  Not thread-safe: the store serialises access.
 """
 
 from __future__ import annotations
@@ -52,30 +54,59 @@ class Frozen:
 
     over_keys: list[str]
     over_vals: list[Entry]
-    alive: np.ndarray | None
+    #: each array layer's alive mask, base first
+    alives: list[np.ndarray]
     tombs: dict[str, Entry]
-    delta_alive: np.ndarray | None = None
 
 
-def _find(keys: np.ndarray, q: np.ndarray, key: str) -> int:
-    """Row of ``key`` in the sorted fixed-width array ``keys`` (``q``: a reused one-element
-    array of its dtype), else -1."""
-    kb = key.encode("utf-8")
-    if len(kb) > q.itemsize:
-        return -1  # longer than every key there
-    q[0] = kb
-    i = keys.searchsorted(q).item(0)
-    return i if i < len(keys) and keys.item(i) == kb else -1
+class _Layer:
+    """One sorted array layer: fixed-width keys (no copy: they may lie in a mapped file), the
+    four columns, an alive mask and the count of live rows."""
 
+    __slots__ = ("keys", "cols", "alive", "n", "q")
 
-def _prefixed(keys: np.ndarray, alive: np.ndarray, prefix: str) -> list[str]:
-    """The live keys of a sorted fixed-width layer that start with ``prefix``, in order."""
-    pb = prefix.encode("utf-8")
-    lo = int(keys.searchsorted(pb)) if pb else 0
-    # 0xFF never occurs in utf-8: prefix + FF sorts after every key with that prefix
-    hi = int(keys.searchsorted(pb + b"\xff")) if pb else len(keys)
-    rows = lo + np.flatnonzero(alive[lo:hi])
-    return [b.decode("utf-8") for b in keys[rows].tolist()]
+    def __init__(self, keys: np.ndarray, cols: Columns, alive: np.ndarray | None = None) -> None:
+        self.keys, self.cols = keys, cols
+        self.alive = np.ones(len(keys), bool) if alive is None else alive
+        self.n = len(keys) if alive is None else int(alive.sum())
+        self.q = np.empty(1, keys.dtype)  # the query key of row(): reused, no array per call
+
+    def row(self, key: str) -> int:
+        """Row of ``key`` if it is the latest entry of its key here, else -1."""
+        if not self.n:
+            return -1
+        kb = key.encode("utf-8")
+        q = self.q
+        if len(kb) > q.itemsize:
+            return -1  # longer than every key here
+        q[0] = kb  # a reused one-element array: searchsorted converts a bytes key each call
+        keys = self.keys
+        i = keys.searchsorted(q).item(0)
+        if i < len(keys) and keys.item(i) == kb and self.alive.item(i):
+            return i
+        return -1
+
+    def entry(self, i: int) -> Entry:
+        seg, off, size, seq = self.cols
+        return (seg.item(i), off.item(i), size.item(i), seq.item(i))
+
+    def kill(self, i: int) -> None:
+        self.alive[i] = False
+        self.n -= 1
+
+    def seq_col(self) -> np.ndarray:
+        """The seq column contiguous, as the C join reads it."""
+        return np.ascontiguousarray(self.cols[3])
+
+    def prefixed(self, prefix: str) -> list[str]:
+        """The live keys that start with ``prefix``, in order."""
+        keys = self.keys
+        pb = prefix.encode("utf-8")
+        lo = int(keys.searchsorted(pb)) if pb else 0
+        # 0xFF never occurs in utf-8: prefix + FF sorts after every key with that prefix
+        hi = int(keys.searchsorted(pb + b"\xff")) if pb else len(keys)
+        rows = lo + np.flatnonzero(self.alive[lo:hi])
+        return [b.decode("utf-8") for b in keys[rows].tolist()]
 
 
 class Index:
@@ -84,15 +115,8 @@ class Index:
         self.tombs: dict[str, Entry] = {}
         #: segment id -> [live entries (values + live tombstones), live bytes]
         self.live: dict[int, list[int]] = {}
-        self._base: np.ndarray | None = None  # sorted fixed-width utf-8 keys ('S<w>')
-        self._alive: np.ndarray | None = None
-        self._cols: Columns | None = None
-        self._nbase = 0
-        #: the delta layer (load_delta): sorted keys, columns, alive mask, live rows
-        self._dkeys: np.ndarray | None = None
-        self._dcols: Columns | None = None
-        self._dalive: np.ndarray | None = None
-        self._ndelta = 0
+        #: the array layers, base first (see the module notes)
+        self._layers: list[_Layer] = []
 
     # -- bulk loading -------------------------------------------------------------------------
     def load_base(self, keys: np.ndarray, cols: Columns, alive: np.ndarray | None = None,
@@ -100,14 +124,11 @@ class Index:
         """Adopt a snapshot's sorted key array and columns as the base layer (no copy: they may
         lie in a mapped file).  ``counts`` (segment id -> entries, bytes of the alive rows), when
         the caller knows them (a snapshot's segment table), spares a pass over every entry."""
-        self._base, self._cols = keys, cols
-        self._q = np.empty(1, keys.dtype)  # the query key of _base_row
-        self._alive = np.ones(len(keys), bool) if alive is None else alive
+        base = _Layer(keys, cols, alive)
+        self._layers = [base]
         if counts is None:
-            self._nbase = int(self._alive.sum())
-            self._count(cols[0][self._alive], cols[2][self._alive])
+            self._count(cols[0][base.alive], cols[2][base.alive])
         else:
-            self._nbase = len(keys) if alive is None else int(alive.sum())
             for sid, (c, b) in counts.items():
                 if c:
                     self._add_bulk(sid, c, b)
@@ -125,7 +146,7 @@ class Index:
         record (:func:`.segment.resolve`)."""
         n = sum(len(r) for r in parts)
         chunks = [ch for r in parts for ch in r.keys if len(ch)]
-        if not n or self._base is not None or self.d or self.tombs:
+        if not n or self._layers or self.d or self.tombs:
             return False
         res = resolve_sorted(parts)  # in C where built and exact
         if res is not None:
@@ -174,48 +195,84 @@ class Index:
         return True
 
     def takes_delta(self) -> bool:
-        """Whether :meth:`load_delta` can apply a log scan now: a base from a snapshot (as
-        arrays), nothing written since, no delta yet, and the C join built."""
-        return (_scan is not None and self._base is not None and not self.d
-                and self._dkeys is None)
+        """Whether :meth:`load_delta` and :meth:`load_layer` can apply resolved records now: a
+        base as arrays, nothing written since the open, and the C join built."""
+        return _scan is not None and bool(self._layers) and not self.d
 
-    def load_delta(self, res: Resolved) -> None:
-        """Apply a log scan's winners (:func:`.segment.resolve_sorted`) on top of the base as
-        the delta layer, with the rule of :meth:`apply` (the higher seq wins; equal: the log
-        record).  The keys found in both are matched in C in one pass over the two sorted
-        arrays (``_scan.join``), which marks the loser of each pair dead; only the snapshot's
-        tombstones and the scan's own tombstones (few) are handled one by one.  Call only when
-        :meth:`takes_delta`."""
-        keys, cols = res.keys, res.cols
-        alive = np.ones(len(keys), bool)
-        base = self._base
-        if len(keys) and len(base) and self._nbase:  # type: ignore[arg-type]
-            bseq = np.ascontiguousarray(self._cols[3])  # type: ignore[index]
-            killed = np.frombuffer(_scan.join(  # type: ignore[union-attr]
-                keys, keys.itemsize, cols[3], alive, np.ascontiguousarray(base),
-                base.itemsize, self._alive, bseq, bseq.itemsize), np.int64)  # type: ignore
-            if len(killed):
-                self._nbase -= len(killed)
-                self._count_signed(self._cols[0][killed], self._cols[2][killed], -1)  # type: ignore
-        # snapshot tombstones of keys the scan wrote again (searched all at once; a key the
-        # delta cannot hold is not in it)
-        tk = [k for k in self.tombs if k.isascii() and "\0" not in k and len(k) <= keys.itemsize]
-        if tk and len(keys):
-            q = np.array([k.encode() for k in tk], keys.dtype)
-            at = np.minimum(keys.searchsorted(q), len(keys) - 1)
-            for j in np.flatnonzero((keys[at] == q) & alive[at]).tolist():
-                i, t = int(at[j]), self.tombs[tk[j]]
-                if int(cols[3][i]) >= t[3]:
-                    del self.tombs[tk[j]]
-                    self._sub(t)
-                else:
-                    alive[i] = False
-        self._dkeys, self._dcols, self._dalive = keys, cols, alive
-        self._dq = np.empty(1, keys.dtype)
-        self._ndelta = int(alive.sum())
-        self._count_signed(cols[0][alive], cols[2][alive], 1)
+    def base_rows(self) -> int:
+        """Rows of the base layer (0: none)."""
+        return len(self._layers[0].keys) if self._layers else 0
+
+    def load_layer(self, res: Resolved, dead: np.ndarray,
+                   dead_live: dict[int, tuple[int, int]],
+                   value_live: dict[int, tuple[int, int]]) -> None:
+        """Adopt an index delta's records (:mod:`.delta`) as a layer over the base, without a
+        join: ``dead`` are the base rows they supersede and ``dead_live`` those rows'
+        accounting (segment id -> entries, bytes; only segments the base counted), both found
+        when the delta was written; ``value_live`` is the accounting of ``res``'s values (the
+        delta's segment table).  Only right onto the base alone, loaded from the snapshot the
+        delta was made for; call only when :meth:`takes_delta`."""
+        base = self._layers[0]
+        base.alive[dead] = False
+        base.n = int(np.count_nonzero(base.alive))
+        layer = _Layer(res.keys, res.cols)
+        for sid, (c, b) in dead_live.items():
+            self._add_bulk(sid, -c, -b)
+        for sid, (c, b) in value_live.items():
+            self._add_bulk(sid, c, b)
+        for i in self._drop_tombs_rewritten(layer):
+            self._sub(layer.entry(i))  # counted just above among the delta's values
+        self._layers.append(layer)
         for key, e in res.tombs:
             self.apply(key, e, True)
+
+    def load_delta(self, res: Resolved) -> None:
+        """Apply a log scan's winners (:func:`.segment.resolve_sorted`) on top of the array layers
+        as a new layer, with the rule of :meth:`apply` (the higher seq wins; equal: the log
+        record).  The keys found in a layer below are matched in C in one galloping pass over
+        the two sorted arrays per layer (``_scan.join``), which marks the loser of each pair
+        dead; only the tombstones (few) are handled one by one.  Call only when
+        :meth:`takes_delta`."""
+        layer = _Layer(res.keys, res.cols)
+        if len(layer.keys):
+            keys, seq = np.ascontiguousarray(layer.keys), layer.seq_col()
+            for below in self._layers:
+                if not below.n:
+                    continue
+                bseq = below.seq_col()
+                killed = np.frombuffer(_scan.join(  # type: ignore[union-attr]
+                    keys, keys.itemsize, seq, layer.alive, np.ascontiguousarray(below.keys),
+                    below.keys.itemsize, below.alive, bseq, bseq.itemsize), np.int64)
+                if len(killed):
+                    below.n -= len(killed)
+                    self._count_signed(below.cols[0][killed], below.cols[2][killed], -1)
+            layer.n = int(layer.alive.sum())
+        self._drop_tombs_rewritten(layer)  # (before the accounting below: it counts the alive)
+        self._layers.append(layer)
+        self._count_signed(layer.cols[0][layer.alive], layer.cols[2][layer.alive], 1)
+        for key, e in res.tombs:
+            self.apply(key, e, True)
+
+    def _drop_tombs_rewritten(self, layer: _Layer) -> list[int]:
+        """Tombstones of keys that ``layer`` (being added) holds again: the higher seq wins (the
+        tombstone is forgotten, or the layer's row marked dead).  Searched all at once; a key
+        the layer cannot hold is not in it.  Returns the rows marked dead."""
+        keys, cols, alive = layer.keys, layer.cols, layer.alive
+        tk = [k for k in self.tombs if k.isascii() and "\0" not in k and len(k) <= keys.itemsize]
+        if not tk or not len(keys):
+            return []
+        q = np.array([k.encode() for k in tk], keys.dtype)
+        at = np.minimum(keys.searchsorted(q), len(keys) - 1)
+        killed = []
+        for j in np.flatnonzero((keys[at] == q) & alive[at]).tolist():
+            i, t = int(at[j]), self.tombs[tk[j]]
+            if int(cols[3][i]) >= t[3]:
+                del self.tombs[tk[j]]
+                self._sub(t)
+            else:
+                layer.kill(i)
+                killed.append(i)
+        return killed
 
     def finish_scan(self) -> None:
         """After :func:`.segment.resolve` filled ``d`` (as a plain dict) and ``tombs`` of an empty
@@ -236,47 +293,14 @@ class Index:
             acc[1] += size
 
     # -- lookups ------------------------------------------------------------------------------
-    def _base_row(self, key: str) -> int:
-        """Row of ``key`` in the base if it is still the latest entry there, else -1."""
-        base = self._base
-        if base is None or not self._nbase:
-            return -1
-        kb = key.encode("utf-8")
-        q = self._q
-        if len(kb) > q.itemsize:
-            return -1  # longer than every base key
-        q[0] = kb  # a reused one-element array: searchsorted converts a bytes key each call
-        i = base.searchsorted(q).item(0)
-        if i < len(base) and base.item(i) == kb and self._alive.item(i):  # type: ignore[union-attr]
-            return i
-        return -1
-
-    def _row(self, i: int) -> Entry:
-        seg, off, size, seq = self._cols  # type: ignore[misc]
-        return (seg.item(i), off.item(i), size.item(i), seq.item(i))
-
-    def _delta_row(self, key: str) -> int:
-        """Row of ``key`` in the delta if it is the latest entry there, else -1."""
-        if not self._ndelta:
-            return -1
-        i = _find(self._dkeys, self._dq, key)  # type: ignore[arg-type]
-        return i if i >= 0 and self._dalive.item(i) else -1  # type: ignore[union-attr]
-
-    def _drow(self, i: int) -> Entry:
-        seg, off, size, seq = self._dcols  # type: ignore[misc]
-        return (seg.item(i), off.item(i), size.item(i), seq.item(i))
-
     def get(self, key: str) -> Entry | None:
         e = self.d.get(key)
-        if e is not None or self._base is None:
+        if e is not None:
             return e
-        i = self._base_row(key)
-        if i >= 0:
-            return self._row(i)
-        if self._ndelta:
-            i = self._delta_row(key)
+        for layer in self._layers:
+            i = layer.row(key)
             if i >= 0:
-                return self._drow(i)
+                return layer.entry(i)
         return None
 
     def latest(self, key: str) -> tuple[Entry, bool] | None:
@@ -288,7 +312,7 @@ class Index:
         return (t, True) if t is not None else None
 
     def __len__(self) -> int:
-        return len(self.d) + self._nbase + self._ndelta
+        return len(self.d) + sum(layer.n for layer in self._layers)
 
     def keys_from(self, prefix: str) -> list[str]:
         """Every live key starting with ``prefix``, in order."""
@@ -297,10 +321,7 @@ class Index:
             if not key.startswith(prefix):
                 break
             over.append(key)
-        layers = [_prefixed(keys, alive, prefix) for keys, alive, n in
-                  ((self._base, self._alive, self._nbase),
-                   (self._dkeys, self._dalive, self._ndelta)) if keys is not None and n]
-        layers = [x for x in layers if x]
+        layers = [x for x in (layer.prefixed(prefix) for layer in self._layers if layer.n) if x]
         if over:
             layers.append(over)
         if len(layers) <= 1:
@@ -325,15 +346,12 @@ class Index:
             else:
                 dict.__setitem__(d, key, entry)
         else:
-            i = self._base_row(key)
-            if i >= 0:
-                old = self._row(i)
-                self._alive[i] = False  # type: ignore[index]
-                self._nbase -= 1
-            elif self._ndelta and (i := self._delta_row(key)) >= 0:
-                old = self._drow(i)
-                self._dalive[i] = False  # type: ignore[index]
-                self._ndelta -= 1
+            for layer in self._layers:
+                i = layer.row(key)
+                if i >= 0:
+                    old = layer.entry(i)
+                    layer.kill(i)
+                    break
             else:
                 old = self.tombs.get(key)
                 if old is not None and not tomb:
@@ -361,11 +379,11 @@ class Index:
 
     def merge(self, values: dict[str, Entry], tombs: dict[str, Entry]) -> None:
         """Apply a log scan's resolved records on top of the index (highest seq wins; the rule
-        of :meth:`apply`).  Onto a base with an empty overlay (the open after a snapshot) this
-        is done in bulk: one ``searchsorted`` for all keys, the accounting in numpy, the overlay
-        filled in one sorted update."""
-        if (self.d or self._base is None or not self._nbase or not (values or tombs)
-                or self._dkeys is not None or any("\0" in k for k in chain(values, tombs))):
+        of :meth:`apply`).  Onto a base alone with an empty overlay (the open after a snapshot)
+        this is done in bulk: one ``searchsorted`` for all keys, the accounting in numpy, the
+        overlay filled in one sorted update."""
+        if (self.d or len(self._layers) != 1 or not self._layers[0].n or not (values or tombs)
+                or any("\0" in k for k in chain(values, tombs))):
             for key, e in values.items():
                 self.apply(key, e, False)
             for key, e in tombs.items():
@@ -375,15 +393,16 @@ class Index:
         ents = list(values.values()) + list(tombs.values())
         nv = len(values)
         ent = np.array(ents, np.uint64).reshape(-1, 4)
-        base, alive, bcols = self._base, self._alive, self._cols
+        layer = self._layers[0]
+        base, alive, bcols = layer.keys, layer.alive, layer.cols
         kb = [k.encode("utf-8") for k in keys]
         qb = np.array(kb, f"S{max(map(len, kb))}")
         order = np.argsort(qb)  # sorted queries walk the base in order: far fewer cache misses
         at = np.empty(len(qb), np.int64)
         at[order] = base.searchsorted(qb[order])
         atc = np.minimum(at, len(base) - 1)
-        found = (at < len(base)) & (base[atc] == qb) & alive[atc]  # type: ignore[index]
-        win = ~found | (ent[:, 3] >= bcols[3][atc])  # type: ignore[index]
+        found = (at < len(base)) & (base[atc] == qb) & alive[atc]
+        win = ~found | (ent[:, 3] >= bcols[3][atc])
         if self.tombs:  # a snapshot tombstone of a key not in the base: the higher seq wins
             tget = self.tombs.get
             for i in np.flatnonzero(~found).tolist():
@@ -395,9 +414,9 @@ class Index:
                     else:
                         win[i] = False
         rows = atc[found & win]
-        alive[rows] = False  # type: ignore[index]
-        self._nbase -= len(rows)
-        self._count_signed(bcols[0][rows], bcols[2][rows], -1)  # type: ignore[index]
+        alive[rows] = False
+        layer.n -= len(rows)
+        self._count_signed(bcols[0][rows], bcols[2][rows], -1)
         w = np.flatnonzero(win)
         self._count_signed(ent[w, 0], ent[w, 2], 1)
         wl = w.tolist()
@@ -436,30 +455,27 @@ class Index:
         keys = list(self.d.keys())
         get = dict.__getitem__
         return Frozen(keys, [get(self.d, k) for k in keys],
-                      None if self._alive is None else self._alive.copy(), dict(self.tombs),
-                      None if self._dalive is None else self._dalive.copy())
+                      [layer.alive.copy() for layer in self._layers], dict(self.tombs))
 
     def materialize(self, fz: Frozen) -> tuple[np.ndarray | list[bytes], Columns]:
         """Sorted utf-8 keys and their columns for a frozen index (outside the store lock; the
-        base arrays never change).  Keys come as a fixed-width array when that is exact (no
+        layers' arrays never change).  Keys come as a fixed-width array when that is exact (no
         key contains NUL), else as a list of bytes."""
         over_b = [k.encode("utf-8") for k in fz.over_keys]
         over_c = np.array(fz.over_vals, np.uint64).reshape(-1, 4)
-        if self._base is not None:
-            rows = np.flatnonzero(fz.alive)
-            bkeys = self._base[rows]
-            bcols = [c[rows] for c in self._cols]  # type: ignore[union-attr]
-        else:
-            bkeys, bcols = np.array([], "S1"), [np.array([], np.uint64)] * 4
-        if self._dkeys is not None:  # the delta's live rows merged into the base's
-            rows = np.flatnonzero(fz.delta_alive)
-            dkeys = self._dkeys[rows]
-            width = max(bkeys.dtype.itemsize, dkeys.dtype.itemsize)
-            bkeys, dkeys = bkeys.astype(f"S{width}"), dkeys.astype(f"S{width}")
-            pos = np.searchsorted(bkeys, dkeys)
-            bkeys = np.insert(bkeys, pos, dkeys)
-            bcols = [np.insert(bc.astype(np.uint64), pos, dc[rows].astype(np.uint64))
-                     for bc, dc in zip(bcols, self._dcols)]  # type: ignore[arg-type]
+        bkeys, bcols = np.array([], "S1"), [np.array([], np.uint64)] * 4
+        for n, (layer, alive) in enumerate(zip(self._layers, fz.alives)):
+            rows = np.flatnonzero(alive)  # live keys of different layers are distinct
+            lkeys = layer.keys[rows]
+            lcols = [c[rows].astype(np.uint64) for c in layer.cols]
+            if n == 0:
+                bkeys, bcols = lkeys, lcols
+                continue
+            width = max(bkeys.dtype.itemsize, lkeys.dtype.itemsize)
+            bkeys, lkeys = bkeys.astype(f"S{width}"), lkeys.astype(f"S{width}")
+            pos = np.searchsorted(bkeys, lkeys)
+            bkeys = np.insert(bkeys, pos, lkeys)
+            bcols = [np.insert(bc, pos, lc) for bc, lc in zip(bcols, lcols)]
         if any(b"\0" in k for k in over_b):
             keys = bkeys.tolist() + over_b
             order = sorted(range(len(keys)), key=keys.__getitem__)

@@ -17,16 +17,17 @@ tested on its own.  Given a directory it
    segment and was made for the file's present size) is taken from the hint; the newest segment
    and any without a usable hint are walked with :func:`.segment.walk` (every record's header
    and CRC checked, in C where built).  The records past a snapshot are resolved in C into a
-   sorted delta layer over its mapped base (:func:`.segment.resolve_sorted`,
+   sorted layer over its mapped base (:func:`.segment.resolve_sorted`,
    :meth:`.index.Index.load_delta`): a crash can leave a whole segment past the newest
    snapshot, and a Python object per record would make that open cost many times the clean
    one.  Where C is missing or a key cannot be held exactly (a NUL or non-ASCII byte), they are
    merged in Python instead (:meth:`.index.Index.merge`), with the same result.  With an index
    delta of that snapshot (:mod:`.delta`: it verifies, names the snapshot and its position, and
    covers the snapshot's segment no further than the file reaches), its covered segment is read
-   only from the delta's position on, and the delta's resolved records are merged with the
-   walked ones (:func:`.delta.merge`) before they are applied; a delta that does not fit is
-   noted and ignored;
+   only from the delta's position on, and the delta's mapped records become a layer of their
+   own between the base and the walked records (:meth:`.index.Index.load_layer`: the base rows
+   it supersedes are in its file, so nothing is joined or copied); a delta that does not fit
+   is noted and ignored;
 5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
    cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
    length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
@@ -385,18 +386,27 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
             index.finish_scan()
     else:
         resolved = resolve_sorted(parts) if index.takes_delta() else None
-        if dl is not None:
-            if resolved is not None:
-                resolved = delta.merge(dl.res, resolved)
-            else:  # walked keys C cannot hold: the delta first, then those in Python
+        if dl is not None:  # its own layer over the base, never merged at open
+            if dl.dead is not None and (
+                    not len(dl.dead) or int(dl.dead.max()) < index.base_rows()):
+                # rows into deleted segments were never counted: their accounting is not taken
+                index.load_layer(dl.res, dl.dead,
+                                 {sid: v for sid, v in (dl.dead_live or {}).items()
+                                  if sid in segments}, dl.value_live or {})
+            else:  # no superseded rows recorded (or a base with holes): joined with the base
                 index.load_delta(dl.res)
         if resolved is not None and snap.covered[0] == last_id and len(plan) == 1:
-            # the store goes on writing deltas of this snapshot from the log's end
-            base_min = dl.min_seq if dl is not None else 1 << 64
-            kd.delta_state = delta.State(
-                snap.number, snap.covered, len(snap.keys) + len(snap.tombs),
-                (last_id, segments[last_id].size), resolved, min(base_min, tail_min),
-                -kd.records_scanned, unwritten=dl is None or kd.records_scanned > 0)
+            # the store goes on writing deltas of this snapshot: from the delta's position with
+            # its records (the walked ones are walked again then), else from the log's end
+            base = dict(base=snap.number, base_covered=snap.covered,
+                        base_entries=len(snap.keys) + len(snap.tombs), mark=-kd.records_scanned,
+                        base_keys=snap.keys, base_cols=snap.cols)
+            if dl is not None:
+                kd.delta_state = delta.State(pos=dl.covered, res=dl.res, min_seq=dl.min_seq,
+                                             unwritten=False, **base)
+            else:
+                kd.delta_state = delta.State(pos=(last_id, segments[last_id].size),
+                                             res=resolved, min_seq=tail_min, **base)
         if resolved is not None:  # in C, no Python object per record (see index.load_delta)
             del parts
             index.load_delta(resolved)

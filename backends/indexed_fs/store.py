@@ -22,6 +22,7 @@ queues for one that covers its bytes, so concurrent writers share one ``fdatasyn
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import Counter
@@ -549,7 +550,8 @@ class IndexedFSBackend(Backend):
         self._snap_number += 1
         self._snap_written = written
         self._set_delta(delta.State(self._snap_number, covered, len(keys) + len(frozen.tombs),
-                                    covered, delta.empty(), 1 << 64, nwrites, False))
+                                    covered, delta.empty(), 1 << 64, nwrites, False,
+                                    base_keys=keys, base_cols=cols))
         with storage_errors(self.name, self.path):
             delta.delete_other(self.medium, keep=None)
         self.counters["snapshots_written"] += 1
@@ -638,6 +640,11 @@ class IndexedFSBackend(Backend):
                 self._set_delta(None)
                 return None
             merged = delta.merge(st.res, tail)
+            found = delta.superseded(merged, st.base_keys, st.base_cols)
+            dead = dead_live = None
+            if found is not None:  # recorded, so that an open need not join (see delta)
+                merged, dead = found
+                dead_live = delta.dead_accounting(dead, st.base_cols)
             if delta.entries(merged) > max(st.base_entries // 4, self.config["delta_records"]):
                 if self._keep_snapshot:  # snapshots held back (see _open): no more deltas
                     self._set_delta(None)
@@ -646,9 +653,10 @@ class IndexedFSBackend(Backend):
             min_seq = min(st.min_seq, res.min_seq) if res.records else st.min_seq
             with storage_errors(self.name, self.path):
                 name = delta.write(self.medium, st.base, st.base_covered, (seg.id, end),
-                                   next_seq, min_seq, nwrites - st.mark, merged)
-            self._set_delta(delta.State(st.base, st.base_covered, st.base_entries,
-                                        (seg.id, end), merged, min_seq, nwrites, False))
+                                   next_seq, min_seq, nwrites - st.mark, merged, dead,
+                                   dead_live)
+            self._set_delta(dataclasses.replace(st, pos=(seg.id, end), res=merged,
+                                                min_seq=min_seq, mark=nwrites, unwritten=False))
             self.counters["deltas_written"] += 1
             return name
 

@@ -34,6 +34,8 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..base import BackendUnavailableError
 from ..dir_lock import lock_dir
 from ..media import is_remote_url, open_data_dir
@@ -254,6 +256,11 @@ def _check_deltas(medium: "Medium", ends: dict[int, int], report: Report,
             report.bad_deltas.append(f"{name}: {exc}")
             continue
         report.deltas += 1
+        if dl.dead is not None and len(dl.dead) > 1 and \
+                not (np.diff(dl.dead.astype(np.int64)) > 0).all():
+            report.bad_deltas.append(f"{name}: the snapshot rows it supersedes are not "
+                                     f"ascending (written wrong; an open would mark others)")
+            continue
         if used != snapshot.file_name(base):
             report.notes.append(f"{name}: not of the snapshot an open uses (left by a crash "
                                 f"before the next snapshot deleted it; an open ignores it)")
