@@ -62,3 +62,59 @@ def test_an_index_entry_at_a_tombstone_is_refused(tmp_path):
         s._index.d["a"] = tomb
         with pytest.raises(CorruptDataError, match="tombstone"):
             s.get("a")
+
+
+_native_read = pytest.importorskip("backends.indexed_fs.segment").read_value
+
+
+@pytest.mark.skipif(_native_read is None, reason="the C read path was not built")
+@pytest.mark.parametrize("damage", ["none", "crc", "key", "tombstone", "short", "long",
+                                    "past-end"])
+def test_the_c_read_returns_only_an_intact_record_of_the_key(tmp_path, damage):
+    """read_value (C), through a file descriptor and through a buffer: the value only for an
+    intact value record of the key exactly ``size`` long (what segment.decode returns then),
+    else None, and the store reads the record again in Python, which names the damage."""
+    import os
+
+    from backends.indexed_fs.segment import FLAG_TOMBSTONE, decode, encode
+
+    key, value = "user42", b"v" * 300
+    rec = bytearray(encode(7, key.encode(), b"" if damage == "tombstone" else value,
+                           FLAG_TOMBSTONE if damage == "tombstone" else 0))
+    size, qkey = len(rec), key
+    if damage == "crc":
+        rec[HEADER_SIZE + 10] ^= 1
+    elif damage == "key":
+        qkey = "user43"
+    elif damage == "short":
+        size -= 1
+    elif damage == "long":
+        size += 1
+    data = b"pad" + bytes(rec) + (b"x" if damage == "long" else b"")
+    if damage == "past-end":
+        size = len(rec) + 64
+    path = tmp_path / "seg"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got_fd, got_buf = _native_read(fd, 3, size, qkey), _native_read(data, 3, size, qkey)
+    finally:
+        os.close(fd)
+    assert got_fd == got_buf
+    if damage == "none":
+        assert got_fd == value == decode(data[3 : 3 + size], qkey)[2]
+    else:
+        assert got_fd is None
+
+
+def test_a_store_reads_the_same_without_the_c_read(tmp_path, monkeypatch):
+    from backends.indexed_fs import store as store_mod
+
+    path = str(tmp_path / "s")
+    with open_backend("indexed_fs", path=path, segment_size=300) as s:
+        for i in range(8):
+            s.put(f"k{i}", bytes([65 + i]) * 100)
+        with_c = {f"k{i}": s.get(f"k{i}") for i in range(9)}
+        monkeypatch.setattr(store_mod, "read_value", None)
+        assert {f"k{i}": s.get(f"k{i}") for i in range(9)} == with_c
+        assert with_c["k3"] == b"D" * 100 and with_c["k8"] is None

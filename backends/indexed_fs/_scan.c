@@ -18,6 +18,9 @@
  *   - join(...) matches those sorted keys against a snapshot's sorted keys in one forward pass
  *     (galloping search) and marks the losing side dead: a base entry superseded by a newer
  *     record, or a record older than the base entry (a compaction copy).
+ *   - read_value(...) is the other side of the same record check, on the read path: one record
+ *     read (pread, or a slice of a sealed segment's mapping), its lengths, flags, CRC and key
+ *     checked, the value returned, in one call instead of a handful of Python steps per get.
  *
  * Nothing here trusts the data beyond what it checks: a record is reported only with its
  * header in bounds and its length inside the buffer; a CRC mismatch is reported (bad[i] = 1),
@@ -28,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -645,6 +649,83 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------------------- read_value */
+/* read_value(src, offset, size, key) -> bytes | None
+ *
+ * The value of the record of `key` (str) at [offset, offset + size) of a segment, read from
+ * `src`: an int file descriptor (one pread) or a buffer (a sealed segment's read-only mapping).
+ * Checked as segment.decode checks it, for a value: the header's lengths add up to `size`, no
+ * flag is set (not a tombstone), the CRC over everything after it matches and the key is
+ * `key`.  None when any check fails or the read comes back short: the caller then reads the
+ * record again in Python, which names what is wrong; the bytes are never returned.  An
+ * OSError when pread fails. */
+static PyObject *scan_read_value(PyObject *mod, PyObject *args) {
+    PyObject *src, *key;
+    unsigned long long off;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "OKnU", &src, &off, &size, &key))
+        return NULL;
+    Py_ssize_t klen;
+    const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
+    if (!k)
+        return NULL;
+    if (size < HEADER)
+        Py_RETURN_NONE;
+    uint8_t stackbuf[4096], *heap = NULL;
+    const uint8_t *rec;
+    uint32_t klen_rec, vlen;
+    Py_buffer view;
+    int have_view = 0;
+    PyObject *out = NULL;
+    if (PyLong_Check(src)) {
+        int fd = (int)PyLong_AsLong(src);
+        if (fd == -1 && PyErr_Occurred())
+            return NULL;
+        uint8_t *buf = stackbuf;
+        if ((size_t)size > sizeof stackbuf) {
+            buf = heap = malloc((size_t)size);
+            if (!heap)
+                return PyErr_NoMemory();
+        }
+        ssize_t got;
+        Py_BEGIN_ALLOW_THREADS
+        got = pread(fd, buf, (size_t)size, (off_t)off);
+        Py_END_ALLOW_THREADS
+        if (got < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto done;
+        }
+        if (got != size)
+            goto none;
+        rec = buf;
+    } else {
+        if (PyObject_GetBuffer(src, &view, PyBUF_SIMPLE) < 0)
+            goto done;
+        have_view = 1;
+        if (off > (unsigned long long)view.len ||
+            (unsigned long long)size > (unsigned long long)view.len - off)
+            goto none;
+        rec = (const uint8_t *)view.buf + off;
+    }
+    klen_rec = le32(rec + 12);
+    vlen = le32(rec + 16);
+    if (rec[20] != 0 || klen_rec != (uint64_t)klen ||
+        (uint64_t)HEADER + klen_rec + vlen != (uint64_t)size ||
+        memcmp(rec + HEADER, k, (size_t)klen) != 0 ||
+        crc32c(rec + 4, (size_t)size - 4) != le32(rec))
+        goto none;
+    out = PyBytes_FromStringAndSize((const char *)rec + HEADER + klen, (Py_ssize_t)vlen);
+    goto done;
+none:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    if (have_view)
+        PyBuffer_Release(&view);
+    free(heap);
+    return out;
+}
+
 /* crc32c(data) -> int: the CRC this module checks records with (for tests against the
  * crc32c package). */
 static PyObject *scan_crc32c(PyObject *mod, PyObject *arg) {
@@ -678,6 +759,8 @@ static PyMethodDef module_methods[] = {
      "resolve(spans, seq, flags) -> None | (width, value_keys, value_idx, tomb_idx)"},
     {"join", scan_join, METH_VARARGS,
      "join(dkeys, dw, dseq, dalive, bkeys, bw, balive, bseq, itemsize) -> killed base rows"},
+    {"read_value", scan_read_value, METH_VARARGS,
+     "read_value(src, offset, size, key) -> bytes | None: one record read and checked"},
     {"crc32c", scan_crc32c, METH_O, "crc32c(data) -> int"},
     {"use_hw_crc", scan_use_hw_crc, METH_O,
      "use_hw_crc(flag) -> previous: the CRC instruction on or off (tests)"},
@@ -686,7 +769,8 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_scan",
-    "The crash rebuild's segment walk and record resolution in C (see _scan.c).", -1,
+    "The crash rebuild's segment walk and record resolution, and the read path's record check, "
+    "in C (see _scan.c).", -1,
     module_methods,
 };
 

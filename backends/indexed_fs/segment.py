@@ -46,6 +46,9 @@ except ImportError:  # pragma: no cover - exercised only on machines without a c
 
 #: whether :func:`walk` and :func:`resolve_sorted` run in C by default
 NATIVE_WALK = _native is not None
+#: one record read and checked in C, the read path's :func:`decode` for a value
+#: (``read_value(fd or mapping, offset, size, key) -> value | None``); ``None``: not built
+read_value = getattr(_native, "read_value", None)
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -334,6 +337,7 @@ class MediumSegment:
         self.size = self._out.size
         self.min_seq = 0 if not create else 1 << 63
         self.mapped = None  # reads go through the medium
+        self.fd = None  # no local descriptor (the group commit and the C read look for one)
 
     def map_sealed(self) -> None:
         pass

@@ -49,6 +49,7 @@ from .segment import (
     encode,
     crc,
     open_segment,
+    read_value,
     resolve_sorted,
     walk,
 )
@@ -383,10 +384,12 @@ class IndexedFSBackend(Backend):
         return value
 
     def get(self, key: str) -> bytes | None:
-        """The latest checkpoint of ``key``, or ``None``: one ``pread`` of its record, whose
-        CRC, lengths, flags and key are checked before the value is returned (any mismatch:
-        :class:`CorruptDataError`, never the bytes).  The base checks and the record check are
-        inlined: this is the read hot path."""
+        """The latest checkpoint of ``key``, or ``None``: one ``pread`` of its record (a slice
+        of the mapping of a sealed segment), whose CRC, lengths, flags and key are checked
+        before the value is returned (any mismatch: :class:`CorruptDataError`, never the
+        bytes).  The base checks are inlined and the record is read and checked in one C call
+        (:func:`.segment.read_value`) where built: this is the read hot path.  A record the C
+        check refuses is read again and checked in Python, which names what is wrong."""
         if self._closed or type(key) is not str or not key:
             self._check_open()
             self._check_key(key)
@@ -399,6 +402,10 @@ class IndexedFSBackend(Backend):
                     return None
             seg = self._segments[e[0]]
             m = seg.mapped
+            if read_value is not None and (m is not None or seg.fd is not None):
+                value = read_value(seg.fd if m is None else m, e[1], e[2], key)
+                if value is not None:
+                    return value
             data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
         if len(data) >= HEADER_SIZE:
             c, _seq, klen, vlen, flags = _unpack_header(data)
