@@ -16,6 +16,7 @@ The local hot path stays raw: ``LocalMedium`` append files expose ``fd`` and do 
 from __future__ import annotations
 
 from ..base import BadOptionError
+from .local import LocalMedium  # the default medium: loaded with the package, not on first open
 from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of, storage_errors
 
 __all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "open_data_dir", "is_nfs_url",
@@ -45,8 +46,6 @@ def open_medium(path: str, label: str = "medium") -> "Medium":
         from .hdfs import HdfsMedium
 
         return HdfsMedium(str(path), label)
-    from .local import LocalMedium
-
     return LocalMedium(str(path), label)
 
 
