@@ -30,8 +30,8 @@ the delta), so an open that uses them indexes exactly what the join would.  A de
 keys are not a fixed-width array (a key with a NUL) records none (the count is all ones), and
 an open joins.
 
-Why one file rewritten rather than chunks: an open then maps one sorted array, joined with the
-base in one pass; chunks would have to be merged at open.  Its size is bounded: the store writes
+Why one file rewritten rather than chunks: an open then maps one sorted array, one index layer
+over the base; chunks would be one layer each for every lookup to search, or merged at open.  Its size is bounded: the store writes
 a full snapshot instead (and deletes the delta) once the delta holds more entries than a
 quarter of the base or ``delta_records``, whichever is more; a sealed segment gets a snapshot
 too.  A delta covers one segment (``C`` and ``P`` in the active segment); past a rotation the

@@ -393,7 +393,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 index.load_layer(dl.res, dl.dead,
                                  {sid: v for sid, v in (dl.dead_live or {}).items()
                                   if sid in segments}, dl.value_live or {})
-            else:  # no superseded rows recorded (or a base with holes): joined with the base
+            else:  # no superseded rows recorded, or not of this base: joined with the base
                 index.load_delta(dl.res)
         if resolved is not None and snap.covered[0] == last_id and len(plan) == 1:
             # the store goes on writing deltas of this snapshot: from the delta's position with
