@@ -37,7 +37,7 @@ import numpy as np
 
 from .. import failpoints
 from .segment import Records, crc, numbered_files
-from .snapshot import durable_write, map_file
+from .snapshot import durable_write, map_file, with_crc
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -95,11 +95,7 @@ def write(medium: "Medium", recs: Records, seg_size: int, sync: bool = True) -> 
     """Write the hint of segment ``recs.seg_id`` (its data synced if ``sync``; the directory
     never: a hint lost with its directory entry costs a walk, nothing else); return its file
     name."""
-    parts = encode(recs, seg_size)
-    c = 0
-    for p in parts:
-        c = crc(p, c)
-    parts.append(c.to_bytes(4, "little"))
+    parts = with_crc(encode(recs, seg_size))
     name = file_name(recs.seg_id)
     durable_write(medium, name, parts, AFTER_WRITE, None, sync=sync, sync_dir=False)
     return name

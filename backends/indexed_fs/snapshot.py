@@ -184,8 +184,8 @@ def _pad(widths: int, n: int) -> int:
 def encode(covered: tuple[int, int], next_seq: int, keys: np.ndarray | list[bytes],
            cols: Sequence[np.ndarray], tombs: dict[str, tuple[int, int, int, int]],
            seg_min_seq: dict[int, int], prefix: bytes = b"", narrow: bool = True) -> list[bytes]:
-    """The parts of a snapshot file, CRC last (the CRC also covers ``prefix``, a header of a
-    file that embeds this layout, a multiple of 8 bytes long).  ``narrow``: offset and seq
+    """The snapshot file as two parts, the body and its CRC (the CRC also covers ``prefix``, a
+    header of a file that embeds this layout, a multiple of 8 bytes long).  ``narrow``: offset and seq
     columns as u32 where every value fits; else always u64."""
     if isinstance(keys, np.ndarray):
         mode, width, blob_v = KEYS_FIXED, keys.dtype.itemsize, keys.tobytes()
@@ -213,11 +213,16 @@ def encode(covered: tuple[int, int], next_seq: int, keys: np.ndarray | list[byte
         blob_v,
         blob_t,
     ]
-    c = 0
-    for p in parts:
-        c = crc(p, c)
-    parts.append(c.to_bytes(4, "little"))
-    return parts
+    return with_crc(parts)
+
+
+def with_crc(parts: Sequence[bytes]) -> list[bytes]:
+    """A file's parts as one body and the CRC-32C of it (little-endian, last).  One buffer, one
+    CRC call and (in :func:`durable_write`) one write, not one per part: each call into C or
+    the kernel lets another thread take the GIL, and under a busy writer taking it back can
+    wait a whole switch interval."""
+    body = b"".join(parts)
+    return [body, crc(body).to_bytes(4, "little")]
 
 
 def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int,
