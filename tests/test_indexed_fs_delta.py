@@ -282,3 +282,27 @@ def test_sigkill_mid_load_keeps_every_acknowledged_key(tmp_path):
             assert t.get(k) in (want.get(k), maybe.get(k)), k
     assert st["deltas_invalid"] == 0, st["rebuild_notes"]
     assert verify.verify_path(path).ok
+
+
+def test_writers_wait_for_a_lagging_delta_so_a_crash_walks_a_bounded_tail(tmp_path, monkeypatch):
+    """A delta thread slower than the writer (here: every delta write sleeps) holds the writer
+    back once the log past the newest delta reaches 1.25 × delta_records: after every put, no
+    more than that lies past it, which is what a crash would leave to walk."""
+    slow = delta.write
+
+    def slow_write(*args, **kwargs):
+        time.sleep(0.02)
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(delta, "write", slow_write)
+    every = 64
+    with open_backend("indexed_fs", path=str(tmp_path / "s"), durability="none",
+                      index_flush_interval=1000, delta_records=every) as s:
+        s.put_many([(f"k{i}", b"v") for i in range(2000)])
+        s.write_snapshot()  # a base large enough that 300 keys stay a delta
+        worst = 0
+        for i in range(1500):
+            s.put(f"k{i % 300}", b"x" * 20)
+            worst = max(worst, s._nwrites - s._delta.mark)
+        assert s.stats()["deltas_written"] >= 10
+        assert worst <= every + every // 4

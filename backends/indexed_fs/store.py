@@ -56,6 +56,9 @@ from .segment import (
 
 MiB = 1 << 20
 _NEVER = 1 << 62  # a count of appended records never reached
+#: the longest a writer waits for a lagging index delta (see _wait_for_delta): a bound, in case
+#: the delta thread is stuck or failing, not a delay anyone should meet
+_DELTA_STALL_MAX_S = 2.0
 _unpack_header = HEADER.unpack_from
 _dict_get = dict.get
 
@@ -146,6 +149,10 @@ class IndexedFSBackend(Backend):
         #: delta thread is started the first time a write reaches it
         self._delta_due = _NEVER
         self._delta_wake = threading.Event()
+        #: the count of appended records at which writers wait for the delta thread (see
+        #: _wait_for_delta), and where they wait
+        self._stall_at = _NEVER
+        self._delta_cv = threading.Condition()
         self._delta_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -230,6 +237,8 @@ class IndexedFSBackend(Backend):
         failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
+        if self._nwrites >= self._stall_at:
+            self._wait_for_delta()
         if self._gc_due:
             self._gc()
 
@@ -262,6 +271,8 @@ class IndexedFSBackend(Backend):
         failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
+        if self._nwrites >= self._stall_at:
+            self._wait_for_delta()
         if self._gc_due:
             self._gc()
 
@@ -565,11 +576,31 @@ class IndexedFSBackend(Backend):
         return name
 
     def _set_delta(self, st: delta.State | None) -> None:
-        """Make ``st`` the delta in the making and set when the next one is due."""
+        """Make ``st`` the delta in the making and set when the next one is due (and when
+        writers wait for it); wake writers waiting for the delta thread."""
         self._delta = st
         every = self.config["delta_records"]
         on = st is not None and every and self.config["index_flush_interval"] > 0
         self._delta_due = st.mark + every if on else _NEVER  # type: ignore[union-attr]
+        self._stall_at = st.mark + every + every // 4 if on else _NEVER  # type: ignore[union-attr]
+        with self._delta_cv:
+            self._delta_cv.notify_all()
+
+    def _wait_for_delta(self) -> None:
+        """Backpressure: a writer whose records reach 1.25 × ``delta_records`` past the newest
+        delta waits until the delta thread has written the next one, so that a crash leaves at
+        most about that many records for the open to walk.  Why it is needed: a writer thread that
+        keeps the interpreter busy (``durability=none``, no sync to wait in) lets the delta
+        thread take the GIL back only once per switch interval after each of its calls into C
+        or the kernel, and the delta then falls behind without bound; waiting here hands it the
+        GIL.  Writers that sync rarely meet it.  Bounded by ``_DELTA_STALL_MAX_S``."""
+        deadline = time.monotonic() + _DELTA_STALL_MAX_S
+        with self._delta_cv:
+            while self._nwrites >= self._stall_at and not self._stop.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._delta_cv.wait(left)
 
     def _wake_delta(self) -> None:
         """A write reached ``_delta_due`` (caller holds ``_lock``): wake the delta thread, made
@@ -755,6 +786,8 @@ class IndexedFSBackend(Backend):
     def _close(self) -> None:
         self._stop.set()
         self._delta_wake.set()
+        with self._delta_cv:  # no writer waits for a delta that will not come
+            self._delta_cv.notify_all()
         for t in self._threads:
             t.join()
         try:
