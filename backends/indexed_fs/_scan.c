@@ -609,12 +609,18 @@ static PyObject *scan_join(PyObject *mod, PyObject *args) {
     const uint64_t *dseq = ds.buf;
     uint8_t *dalive = da.buf, *balive = ba.buf;
     size_t lo = 0; /* every base key before lo sorts before the current delta key */
+    /* the first probe lies the mean distance between two delta keys' places ahead: a small
+     * delta over a large base (a crash tail over a snapshot) then costs about log2 of that
+     * distance probes per key, each a cache miss, instead of twice as many from a step of 1 */
+    size_t first = m ? nb / m : 1;
+    if (first < 1)
+        first = 1;
     for (size_t j = 0; j < m && lo < nb; j++) {
         const uint8_t *q = dkeys + j * (size_t)dw;
-        size_t hi = lo, step = 1;
+        size_t hi = lo + first - 1, step = first;
         while (hi < nb && key_cmp(bkeys + hi * (size_t)bw, (size_t)bw, q, (size_t)dw) < 0) {
             lo = hi + 1;
-            hi = lo + step;
+            hi = lo + step - 1;
             step <<= 1;
         }
         if (hi > nb)
