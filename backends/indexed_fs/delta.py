@@ -40,9 +40,11 @@ next snapshot takes over.
 When: the store writes a delta once ``delta_records`` records were appended past the newest one
 (a thread woken by the write that reaches the count, so that little piles up while it waits).
 The default, 16384, weighs the two costs it trades: a crash open walks about that many records
-past the newest delta (plus those appended while it was being written), a small part of a
-segment's; and every delta rewrites all changes since the snapshot, so a smaller value means
-more rewrites between two snapshots, each up to a quarter of the snapshot's size.
+past the newest delta (plus those appended while it was being written: writers wait for the
+delta thread once they are 1.25 times as far past it, see the store's ``_wait_for_delta``), a
+small part of a segment's; and every delta rewrites all changes since the snapshot, so a
+smaller value means more rewrites between two snapshots, each up to a quarter of the
+snapshot's size.
 
 Safety:
 

@@ -99,7 +99,8 @@ class IndexedFSBackend(Backend):
         "delta_records": Option(
             int, 16384, "records appended after which the background writes an index delta "
             "(what changed since the last snapshot, sorted), so that an open walks at most about "
-            "this many records of the log; 0 = no deltas (needs index_flush_interval > 0)", min=0,
+            "this many records of the log (writers wait for it at 1.25 times as many); 0 = no "
+            "deltas (needs index_flush_interval > 0)", min=0,
         ),
         "compaction_live_ratio": Option(
             float, 0.5, "sealed segments with live/total bytes below this are compacted",
