@@ -53,6 +53,10 @@ def add_parsers(sub: Any) -> None:
         add_cpus_arg(p)
         if name == "compare":
             p.add_argument("--target", type=positive_float, metavar="OPS")
+            p.add_argument("--rounds", type=int, default=1, metavar="N",
+                           help="run every backend N times, interleaved, and print each "
+                                "backend's median run and the median of each round's ratios "
+                                "to the first backend (a noisy machine's answer)")
             p.set_defaults(func=cmd_compare)
         else:
             p.add_argument("--targets", default="auto", metavar="R1,R2,...|auto",
@@ -105,11 +109,15 @@ def _finish(args: argparse.Namespace, kind: str, doc: dict[str, Any], table: lis
 
 def cmd_compare(args: argparse.Namespace) -> int:
     spec, options = _settings(args)
+    if args.rounds < 1:
+        raise UsageError("--rounds must be >= 1")
     place(args, args.backends, options)
-    doc = experiment.compare(args.backends, options, spec, client_settings(args),
-                             config=config(args, options),
-                             on_result=lambda o: _said("compare", o))
-    return _finish(args, "compare", doc, tables.compare_table(doc))
+    doc = experiment.compare(
+        args.backends, options, spec, client_settings(args), config=config(args, options),
+        rounds=args.rounds,
+        on_result=lambda r, o: _said("compare" + (f" round {r}" if args.rounds > 1 else ""), o))
+    return _finish(args, "compare", doc,
+                   tables.compare_table(doc) + tables.ratio_lines(doc.get("ratios", [])))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

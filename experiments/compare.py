@@ -101,19 +101,57 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
 
 
 def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
-            clients: ClientSettings, *, config: dict[str, Any],
-            on_result: Callable[[Outcome], None] | None = None) -> dict[str, Any]:
-    """Each backend with identical settings, in order; the ``ckptbench.compare/1`` document."""
+            clients: ClientSettings, *, config: dict[str, Any], rounds: int = 1,
+            on_result: Callable[[int, Outcome], None] | None = None) -> dict[str, Any]:
+    """Each backend with identical settings; the ``ckptbench.compare/1`` document.  With
+    ``rounds`` > 1 every backend runs that many times, interleaved, the order reversed every
+    other round (no backend always runs first); each entry is the backend's run of median
+    throughput, with every round's throughput, and ``ratios`` holds the first backend's
+    throughput over each other's per round and their median (:func:`compare_ratios`)."""
+    if rounds < 1:
+        raise SpecError("--rounds must be >= 1")
     check_options(backends, options)
-    entries = []
-    for backend in backends:
-        outcome = run_workload(backend, options_for(backend, options), spec, clients)
-        if on_result is not None:
-            on_result(outcome)
-        entries.append(results.outcome_json(outcome))
-    return {"schema": results.COMPARE_SCHEMA, "workload": spec.name,
-            "config": {**config, "workload_spec": spec.to_dict()},
-            "environment": results.environment(), "results": entries}
+    runs: dict[str, list[Outcome]] = {b: [] for b in backends}
+    for r in range(rounds):
+        for backend in (backends if r % 2 == 0 else backends[::-1]):
+            outcome = run_workload(backend, options_for(backend, options), spec, clients)
+            if on_result is not None:
+                on_result(r, outcome)
+            runs[backend].append(outcome)
+    doc = {"schema": results.COMPARE_SCHEMA, "workload": spec.name,
+           "config": {**config, "workload_spec": spec.to_dict(), "rounds": rounds},
+           "environment": results.environment(), "results": [_median_run(runs[b]) for b in backends]}
+    if rounds > 1:
+        doc["ratios"] = compare_ratios(backends, runs)
+    return doc
+
+
+def _median_run(outcomes: list[Outcome]) -> dict[str, Any]:
+    """A backend's entry over its rounds: skipped if any round was, else its run of median
+    throughput (the lower of the middle two for an even count) with every round's."""
+    skipped = [o for o in outcomes if o.skipped]
+    if skipped:
+        return results.outcome_json(skipped[0])
+    ranked = sorted(outcomes, key=lambda o: o.run.throughput)
+    entry = results.outcome_json(ranked[(len(ranked) - 1) // 2])
+    if len(outcomes) > 1:
+        entry["rounds_ops_sec"] = [o.run.throughput for o in outcomes]
+    return entry
+
+
+def compare_ratios(backends: list[str], runs: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
+    """The first backend's throughput over each other backend's, per round, as their median
+    (:func:`median_spread`), for backends that ran in every round."""
+    first = runs[backends[0]]
+    if any(o.skipped for o in first):
+        return []
+    out = []
+    for b in backends[1:]:
+        if any(o.skipped or not o.run.throughput for o in runs[b]):
+            continue
+        per_round = [a.run.throughput / o.run.throughput for a, o in zip(first, runs[b])]
+        out.append({"what": f"{backends[0]} / {b}", **median_spread(per_round)})
+    return out
 
 
 def sweep_points(backend: str, options: dict[str, Any], spec: WorkloadSpec, *,

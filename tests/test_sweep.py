@@ -43,6 +43,32 @@ def test_compare_table_json_csv_png_and_skipped_backend(tmp_path):
     assert {r["backend"] for r in rows} == {"memory", "indexed_fs", "redis"}
 
 
+def test_compare_rounds_interleave_and_report_median_ratios(tmp_path):
+    """--rounds 3: every backend runs 3 times, the order reversed every other round; each
+    entry is the median run with every round's throughput, and [RATIO] lines give the first
+    backend over each other as the median of the per-round ratios."""
+    out = tmp_path / "c.json"
+    proc = bench("compare", "ycsb-c", "--backends", "memory,indexed_fs", "--ops", "200",
+                 "--records", "50", "--rounds", "3", "--json", str(out),
+                 "--plot", str(tmp_path / "c.png"))
+    assert proc.returncode == 0, proc.stderr
+    said = [ln.split(":")[2].strip() for ln in proc.stderr.splitlines()
+            if ln.startswith("bench: compare round")]
+    assert said == ["memory", "indexed_fs", "indexed_fs", "memory", "memory", "indexed_fs"]
+    doc = json.loads(out.read_text())
+    assert doc["config"]["rounds"] == 3
+    for e in doc["results"]:
+        tputs = e["rounds_ops_sec"]
+        assert len(tputs) == 3 and e["throughput_ops_sec"] == sorted(tputs)[1]
+    (ratio,) = doc["ratios"]
+    mem, ifs = (e["rounds_ops_sec"] for e in doc["results"])
+    assert ratio["what"] == "memory / indexed_fs"
+    assert ratio["rounds"] == [a / b for a, b in zip(mem, ifs)]
+    assert ratio["median"] == sorted(ratio["rounds"])[1]
+    assert f"[RATIO], memory / indexed_fs, {ratio['median']:.2f}, median of 3 rounds" in proc.stdout
+    assert bench("compare", "ycsb-c", "--backends", "memory", "--rounds", "0").returncode == 2
+
+
 def test_compare_default_plot_path_is_under_results(tmp_path):
     proc = bench("compare", "ycsb-c", "--backends", "memory", "--ops", "100", "--records", "50",
                  cwd=tmp_path)
