@@ -105,7 +105,8 @@ def _reopen(backend: str, records: int, crash: bool) -> str:
 
 def _peer_writes(threads: int, quick_ops: int) -> Step:
     full = f"compare write-heavy --backends {_PEERS} --read-proportion 0 --threads {threads}"
-    return _plotted(f"write-{threads}", full, f"{full} --ops {quick_ops}", "{out}/{name}-{label}.png")
+    return _plotted(f"write-{threads}", f"{full} --rounds 3", f"{full} --ops {quick_ops}",
+                    "{out}/{name}-{label}.png")
 
 
 def _writes(backend: str, size: str) -> str:
@@ -189,7 +190,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _peer_writes(16, 800),
             _peer_writes(1, 300),
             _plotted("gets",
-                     "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 --ops 100000",
+                     "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 --ops 100000 "
+                     "--rounds 3",
                      "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 20000 --ops 5000",
                      "{out}/{name}-{label}.png"),
             *(Step(f"{backend}-{'crash' if crash else 'clean'}", _reopen(backend, 1_000_000, crash),

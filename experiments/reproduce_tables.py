@@ -238,12 +238,27 @@ def peer_redis_headline(runs: Runs) -> str:
 
 
 # ----------------------------------------------------------------------------- embedded-peers
+def _leads(doc: dict[str, Any]) -> dict[str, float]:
+    """indexed_fs's throughput over each other backend's: the median of the per-round ratios
+    where the compare ran rounds with indexed_fs first, else the ratio of the two runs."""
+    ran = {e["backend"]: e["throughput_ops_sec"] for e in doc["results"] if not e["skipped"]}
+    ours = ran.get("indexed_fs")
+    leads = {b: ours / t for b, t in ran.items() if ours and b != "indexed_fs" and t}
+    for r in doc.get("ratios", []):
+        first, _, other = r["what"].partition(" / ")
+        if first == "indexed_fs":
+            leads[other] = r["median"]
+    return leads
+
+
 def _compare_rows(doc: dict[str, Any], what: str) -> list[list[str]]:
-    """One row per backend of a ``bench compare``: throughput, the busiest operation's p50 and
-    p99, and indexed_fs's throughput over this backend's, with the target it is held to."""
+    """One row per backend of a ``bench compare``: throughput (the median run's, with
+    ``--rounds``), the busiest operation's p50 and p99, and indexed_fs's throughput over this
+    backend's (the median of the rounds' ratios), with the target it is held to."""
     ran = {e["backend"]: e for e in doc["results"] if not e["skipped"]}
     ours = ran.get("indexed_fs")
     peers = {b: e["throughput_ops_sec"] for b, e in ran.items() if b != "indexed_fs"}
+    leads = _leads(doc)
     records = doc["config"]["workload_spec"]["records"]
     rows = []
     for e in doc["results"]:
@@ -251,12 +266,11 @@ def _compare_rows(doc: dict[str, Any], what: str) -> list[list[str]]:
             rows.append([what, e["backend"], f"skipped: {e['skipped']}", "-", "-", "-", ""])
             continue
         op = _main_op(e)
-        lead = (ours["throughput_ops_sec"] / e["throughput_ops_sec"]
-                if ours and e is not ours and e["throughput_ops_sec"] else None)
+        lead = leads.get(e["backend"]) if ours and e is not ours else None
         goal = ""
         if doc["workload"] == "write-heavy" and e is ours and peers and doc["config"]["threads"] == 16:
             best = max(peers, key=peers.get)
-            goal = target(ours["throughput_ops_sec"] >= PEER_WRITE_LEAD * peers[best],
+            goal = target(leads.get(best, 0) >= PEER_WRITE_LEAD,
                           f"≥ {PEER_WRITE_LEAD:g}x the best peer ({best})")
         elif doc["workload"] == "ycsb-c" and e["backend"] in GETS_OVER and lead is not None:
             need = GETS_OVER[e["backend"]]
@@ -327,7 +341,8 @@ def embedded_peers_headline(runs: Runs) -> str:
             best = max(ran, key=ran.get)
             threads = doc["config"]["threads"]
             kind = "durable puts" if doc["workload"] == "write-heavy" else "gets"
-            parts.append(f"{kind} x{threads} {times(ours / ran[best])} ({best})")
+            parts.append(f"{kind} x{threads} {times(_leads(doc).get(best, ours / ran[best]))} "
+                         f"({best})")
     reopen = _reopens(runs)
     clean = {b: d for (b, crash), d in reopen.items() if not crash}
     if clean:
