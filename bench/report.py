@@ -121,14 +121,19 @@ def checkpoint_lines(result: Any) -> list[str]:
 
 
 def recovery_lines(recovery: Any) -> list[str]:
-    """``[RECOVERY]``: crash or clean close, lazy or eager read-back, the timed reopen, what was
-    read back and what was missing or corrupt (:class:`experiments.recovery.Recovery`).  The
+    """``[RECOVERY]``: crash or clean close, lazy or eager read-back, the timed reopen (with
+    several, their median and range), what was read back and what was missing or corrupt
+    (:class:`experiments.recovery.Recovery`).  The
     read-back's per-operation lines follow from the caller."""
     verified = recovery.verified
     return [
         f"[RECOVERY], Crash, {'true' if recovery.crash else 'false'}",
         f"[RECOVERY], Eager, {'true' if recovery.eager else 'false'}",
         f"[RECOVERY], OpenTime(ms), {_num(float(recovery.open_ms))}",
+        *([f"[RECOVERY], Reopens, {len(recovery.open_ms_rounds)}",
+           f"[RECOVERY], OpenTimeMin(ms), {_num(float(min(recovery.open_ms_rounds)))}",
+           f"[RECOVERY], OpenTimeMax(ms), {_num(float(max(recovery.open_ms_rounds)))}"]
+          if recovery.open_ms_rounds else []),
         f"[RECOVERY], Records, {verified.phase.operations}",
         f"[RECOVERY], Missing, {verified.missing}",
         f"[RECOVERY], Corrupt, {verified.corrupt}",
