@@ -98,9 +98,9 @@ def _thesis(name: str, plot: bool = True) -> Step:
                 shown_as="{out}/{name}.png" if plot else "")
 
 
-def _reopen(backend: str, records: int, crash: bool) -> str:
+def _reopen(backend: str, records: int, crash: bool, reopens: int = 1) -> str:
     return (f"recovery --backend {backend} --records {records} --value-size 40 --durability none"
-            + (" --crash" if crash else ""))
+            + (" --crash" if crash else "") + (f" --reopens {reopens}" if reopens > 1 else ""))
 
 
 def _peer_writes(threads: int, quick_ops: int) -> Step:
@@ -153,12 +153,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "store-reopen", "indexed_fs reopen time after a clean close (index snapshot) and after "
         "SIGKILL (the last snapshot, hint files of sealed segments, a walk of the active one), every key "
         "read back and verified", (
-            Step("clean", "recovery --backend indexed_fs --records 1000000 --value-size 40 "
-                 "--durability none", "recovery --backend indexed_fs --records 200000 "
-                 "--value-size 40 --durability none"),
-            Step("crash", "recovery --backend indexed_fs --records 1000000 --value-size 40 "
-                 "--durability none --crash", "recovery --backend indexed_fs --records 200000 "
-                 "--value-size 40 --durability none --crash")),
+            Step("clean", _reopen("indexed_fs", 1_000_000, False, 5),
+                 _reopen("indexed_fs", 200_000, False)),
+            Step("crash", _reopen("indexed_fs", 1_000_000, True, 5),
+                 _reopen("indexed_fs", 200_000, True))),
         tables.store_reopen, tables.store_reopen_headline),
     Experiment(
         "harness", "the harness' own ceiling: write-only on the memory backend, in 1 and 2 "
@@ -194,8 +192,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                      "--rounds 3",
                      "compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 20000 --ops 5000",
                      "{out}/{name}-{label}.png"),
-            *(Step(f"{backend}-{'crash' if crash else 'clean'}", _reopen(backend, 1_000_000, crash),
-                   _reopen(backend, 200_000, crash))
+            *(Step(f"{backend}-{'crash' if crash else 'clean'}",
+                   _reopen(backend, 1_000_000, crash, 5), _reopen(backend, 200_000, crash))
               for backend in ("indexed_fs", "rocksdb") for crash in (False, True))),
         tables.embedded_peers, tables.embedded_peers_headline),
     Experiment("fig4.1", "thesis Fig 4.1: write-heavy latency against throughput, file backends, "
