@@ -319,3 +319,23 @@ def test_a_crashed_store_rebuilds_the_same_in_c_and_in_python(tmp_path, monkeypa
     want = _rebuild(tmp_path / "py")
     assert got == want
     assert got[1]["snapshot_used"] and got[1]["records_scanned"] > 0
+
+
+def test_a_join_split_over_two_threads_marks_what_one_pass_marks(monkeypatch):
+    """Many walked keys are joined with a layer below as two halves on two threads: the rows
+    marked dead on both sides are those of one pass."""
+    rng = np.random.default_rng(7)
+    base_keys = np.unique(np.array([b"k%07d" % i for i in rng.choice(10**6, 5000, False)], "S8"))
+    walked = np.unique(np.array([b"k%07d" % i for i in rng.choice(10**6, 3000, False)]
+                                + base_keys[::3].tolist(), "S8"))
+    bseq = rng.integers(1, 100, len(base_keys)).astype(np.uint64)
+    wseq = rng.integers(50, 150, len(walked)).astype(np.uint64)
+    outcomes = []
+    for split in (10**9, 1):
+        monkeypatch.setattr(index_mod, "_SPLIT_JOIN", split)
+        below = index_mod._Layer(base_keys, (bseq, bseq, bseq, bseq))
+        alive = np.ones(len(walked), bool)
+        killed = index_mod._join(walked, wseq, alive, below)
+        outcomes.append((killed.tolist(), alive.tolist(), below.alive.tolist()))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] and not all(outcomes[0][1])  # some won, some lost
