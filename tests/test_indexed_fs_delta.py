@@ -306,3 +306,24 @@ def test_writers_wait_for_a_lagging_delta_so_a_crash_walks_a_bounded_tail(tmp_pa
             worst = max(worst, s._nwrites - s._delta.mark)
         assert s.stats()["deltas_written"] >= 10
         assert worst <= every + every // 4
+
+
+@pytest.mark.timeout(60)  # a writer waiting out every bounded wait would take minutes
+def test_writers_do_not_wait_for_deltas_that_fail(tmp_path, monkeypatch):
+    """A delta thread whose writes fail (reported in stats) never holds writers back: they wait
+    only for deltas that can come."""
+    def failing_write(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(delta, "write", failing_write)
+    every = 64
+    with open_backend("indexed_fs", path=str(tmp_path / "s"), durability="none",
+                      index_flush_interval=1000, delta_records=every) as s:
+        s.put_many([(f"k{i}", b"v") for i in range(2000)])
+        s.write_snapshot()
+        t0 = time.monotonic()
+        for i in range(600):
+            s.put(f"k{i % 300}", b"x" * 20)
+        assert time.monotonic() - t0 < 1.5  # far below one bounded wait per stall
+        st = s.stats()
+        assert st["background_errors"] >= 1 and "no space" in st["last_background_error"]

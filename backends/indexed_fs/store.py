@@ -629,6 +629,10 @@ class IndexedFSBackend(Backend):
                 st = self._delta
                 if st is not None:
                     self._set_delta(st)
+                    # no writer waits for deltas that fail; the next one that succeeds re-arms
+                    self._stall_at = _NEVER
+                    with self._delta_cv:
+                        self._delta_cv.notify_all()
 
     def _delta_if_due(self) -> None:
         """An index delta (or a snapshot, see :meth:`write_delta`) once ``delta_records``
