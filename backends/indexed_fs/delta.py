@@ -138,7 +138,8 @@ class State:
     #: whether ``res`` holds records past the delta file on disk (or no delta file is there)
     unwritten: bool = True
     #: the base snapshot's sorted keys and columns (seg, off, size, seq), to find the rows a
-    #: delta supersedes; ``None``: not at hand, the delta records none
+    #: delta supersedes: the arrays the snapshot was written from, or its mapping after an
+    #: open, held until the next snapshot; ``None``: not at hand, the delta records none
     base_keys: np.ndarray | list | None = None
     base_cols: tuple | None = None
 
