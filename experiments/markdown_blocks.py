@@ -32,6 +32,13 @@ def replace_block(text: str, name: str, body: str) -> str | None:
     return text[:match.start(1)] + "\n" + body.strip("\n") + "\n" + text[match.end(1):]
 
 
+def block(text: str, name: str) -> str | None:
+    """What block ``name`` holds now (between its markers), or None if the markers are
+    missing."""
+    match = _pattern(name).search(text)
+    return match.group(1) if match else None
+
+
 def heading_before(text: str, name: str) -> str | None:
     """The last markdown heading above block ``name`` (the section the block belongs to)."""
     match = _pattern(name).search(text)

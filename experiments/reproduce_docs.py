@@ -4,7 +4,9 @@ Each block is the experiment's table plus one line saying how to regenerate it, 
 produced it, when, and under which conditions (machine, CPUs, load average before and after):
 a figure is only meaningful with the machine and the load it was measured under.  The README
 summary is rebuilt from every ``results/NAME.json`` that exists and succeeded, one headline per
-experiment linking to its section, so it never shows a figure the detailed table does not.
+experiment linking to its section, so it never shows a figure the detailed table does not; an
+experiment with no such document (not run on this machine: ``results/`` is not committed) keeps
+the row an earlier run wrote, as its block in ``docs/results.md`` keeps its table.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 from typing import Any, Callable
 
@@ -63,18 +66,34 @@ def _link(name: str, docs: str, readme: str, docs_text: str | None) -> str:
     return f"[{name}]({target}#{markdown_blocks.anchor(heading or name)})"
 
 
+def _earlier_rows(readme: str) -> dict[str, str]:
+    """The rows of the summary now in ``readme``, by experiment name."""
+    text = markdown_blocks.read(readme)
+    body = markdown_blocks.block(text, SUMMARY) if text else None
+    rows = {}
+    for line in (body or "").splitlines():
+        match = re.match(r"^\| \[([^\]]+)\]\(", line)
+        if match:
+            rows[match.group(1)] = line
+    return rows
+
+
 def summary(registry: dict[str, Any], out: str, docs: str, readme: str,
             say: Callable[[str], None]) -> str:
-    """The README block: one headline row per experiment whose ``out/NAME.json`` succeeded."""
+    """The README block: one headline row per experiment whose ``out/NAME.json`` succeeded,
+    and the earlier row of each experiment without one."""
     docs_text = markdown_blocks.read(docs)
-    rows = []
+    earlier = _earlier_rows(readme)
+    rows: list[list[str] | str] = []
     for name, exp in registry.items():
         path = os.path.join(out, f"{name}.json")
-        if not os.path.exists(path):
-            continue
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if doc.get("status") != "ok":
+        doc = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        if doc is None or doc.get("status") != "ok":
+            if name in earlier:
+                rows.append(earlier[name])
             continue
         try:
             headline = exp.headline({r["label"]: r["document"] for r in doc["runs"]})
@@ -85,7 +104,9 @@ def summary(registry: dict[str, Any], out: str, docs: str, readme: str,
                      doc["started"][:10] + (" (`--quick`)" if doc["quick"] else "")])
     if not rows:
         return "Not generated yet: run `bench reproduce --all`."
-    return "\n".join(md_table(["experiment", "result", "measured"], rows))
+    table = md_table(["experiment", "result", "measured"], [r for r in rows if isinstance(r, list)])
+    made = iter(table[2:])  # the header and rule first, then the new rows in order
+    return "\n".join(table[:2] + [r if isinstance(r, str) else next(made) for r in rows])
 
 
 def update_summary(registry: dict[str, Any], out: str, docs: str, readme: str,

@@ -98,9 +98,9 @@ def test_embedded_peers_runs_the_issues_commands_after_backends_and_they_parse()
             "bench compare write-heavy --backends indexed_fs,rocksdb,lmdb,sqlite --read-proportion 0 --threads 16 ",
             "bench compare write-heavy --backends indexed_fs,rocksdb,lmdb,sqlite --read-proportion 0 --threads 1 ",
             "bench compare ycsb-c --backends indexed_fs,rocksdb,lmdb --records 100000 --ops 100000 ",
-            "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --json",
+            "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --reopens",
             "bench recovery --backend indexed_fs --records 1000000 --value-size 40 --durability none --crash ",
-            "bench recovery --backend rocksdb --records 1000000 --value-size 40 --durability none --json",
+            "bench recovery --backend rocksdb --records 1000000 --value-size 40 --durability none --reopens",
             "bench recovery --backend rocksdb --records 1000000 --value-size 40 --durability none --crash "):
         assert sum(c.startswith(wanted) for c in full) == 1, wanted
     parser = cli.build_parser()
@@ -180,6 +180,32 @@ def test_harness_writes_its_json_and_regenerates_exactly_its_block(tmp_path):
     summary = open(readme, encoding="utf-8").read()
     assert _outside(summary, "summary") == _outside(README, "summary")
     assert "[harness](docs/results.md#harness-the-harness-own-overhead)" in summary
+
+
+def test_the_summary_keeps_the_rows_of_experiments_not_run_here(tmp_path):
+    """results/ is not committed: an experiment without a document on this machine keeps the
+    summary row an earlier run wrote; one with a document gets its headline anew, in order."""
+    from experiments import reproduce_docs
+
+    docs, readme = _fixture(tmp_path)
+    old_row = "| [store-reopen](docs/results.md#store-reopen) | an earlier headline | 2026-01-01 |"
+    text = open(readme, encoding="utf-8").read().replace(
+        "Not generated yet: run `bench reproduce --all`.",
+        "| experiment | result | measured |\n|---|---|---|\n"
+        "| [harness](docs/results.md#harness) | stale | 2026-01-01 |\n" + old_row)
+    open(readme, "w", encoding="utf-8").write(text)
+    proc = _bench("reproduce", "harness", "--quick", "--docs", docs, "--readme", readme,
+                  cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    block = open(readme, encoding="utf-8").read().split("<!-- reproduce:begin summary -->")[1]
+    rows = [ln for ln in block.split("<!-- reproduce:end summary -->")[0].splitlines()
+            if ln.startswith("| [")]
+    names = reproduce.names()
+    assert len(rows) == 2 and names.index("store-reopen") < names.index("harness")
+    assert rows[0] == old_row  # in the registry's order
+    assert rows[1].startswith("| [harness]") and "stale" not in rows[1]
+    assert reproduce_docs.summary(reproduce.EXPERIMENTS, str(tmp_path / "none"), docs, readme,
+                                  print).count("\n| [") == 2
 
 
 def test_an_experiment_whose_server_is_down_is_skipped_with_one_line(tmp_path):
