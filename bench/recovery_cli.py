@@ -131,8 +131,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
                              skew=args.skew, seed=args.seed).validate()
     options = backend_options(args)
     out = experiment.checkpoint(args.backend, options, spec, crash_recover=args.crash_recover,
-                                eager=args.eager, reopens=args.reopens,
-                              progress=progress(args))
+                                eager=args.eager, progress=progress(args))
     result = out.result
     report.print_errors(result.phase)
     lines = report.checkpoint_lines(result)
