@@ -333,9 +333,9 @@ def test_a_join_split_over_two_threads_marks_what_one_pass_marks(monkeypatch):
     outcomes = []
     for split in (10**9, 1):
         monkeypatch.setattr(index_mod, "_SPLIT_JOIN", split)
-        below = index_mod._Layer(base_keys, (bseq, bseq, bseq, bseq))
+        below = index_mod.Layer(base_keys, (bseq, bseq, bseq, bseq))
         alive = np.ones(len(walked), bool)
-        killed = index_mod._join(walked, wseq, alive, below)
+        killed = index_mod.join(walked, wseq, alive, below)
         outcomes.append((killed.tolist(), alive.tolist(), below.alive.tolist()))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] and not all(outcomes[0][1])  # some won, some lost

@@ -31,11 +31,11 @@ keys are not a fixed-width array (a key with a NUL) records none (the count is a
 an open joins.
 
 Why one file rewritten rather than chunks: an open then maps one sorted array, one index layer
-over the base; chunks would be one layer each for every lookup to search, or merged at open.  Its size is bounded: the store writes
-a full snapshot instead (and deletes the delta) once the delta holds more entries than a
-quarter of the base or ``delta_records``, whichever is more; a sealed segment gets a snapshot
-too.  A delta covers one segment (``C`` and ``P`` in the active segment); past a rotation the
-next snapshot takes over.
+over the base; chunks would be one layer each for every lookup to search, or merged at open.
+Its size is bounded: the store writes a full snapshot instead (and deletes the delta) once the
+delta holds more entries than a quarter of the base or ``delta_records``, whichever is more; a
+sealed segment gets a snapshot too.  A delta covers one segment (``C`` and ``P`` in the
+active segment); past a rotation the next snapshot takes over.
 
 When: the store writes a delta once ``delta_records`` records were appended past the newest one
 (a thread woken by the write that reaches the count, so that little piles up while it waits).
@@ -73,6 +73,7 @@ import numpy as np
 
 from .. import failpoints
 from . import snapshot
+from .index import Layer, join
 from .segment import Resolved, numbered_files
 
 try:  # the sorted join of two resolved parts (see _scan.c)
@@ -227,39 +228,31 @@ def superseded(res: Resolved, base_keys: np.ndarray | list | None,
                base_cols: tuple | None) -> tuple[Resolved, np.ndarray] | None:
     """The base rows that ``res`` (a delta's records) supersedes, ascending, and ``res``
     without the values the base outranks (a lower seq than the base entry of their key: they
-    would never be the latest, and left in, their key would be live in both).  The rule of
-    :meth:`.index.Index.load_delta`: the higher seq wins, an equal one the delta.  ``None``
-    when it cannot be done exactly here (no C join, or base keys not a fixed-width array)."""
+    would never be the latest, and left in, their key would be live in both).  The rule and
+    the join of :meth:`.index.Index.load_delta` (:func:`.index.join`): the higher seq wins, an
+    equal one the delta.  ``None`` when it cannot be done exactly here (no C join, or base keys
+    not a fixed-width array)."""
     if _scan is None or not isinstance(base_keys, np.ndarray) or base_cols is None:
         return None
-    base_seq = base_cols[3]
-    balive = np.ones(len(base_keys), bool)
+    base = Layer(base_keys, base_cols)
     keep = np.ones(len(res.keys), bool)
     if len(res.keys) and len(base_keys):
-        bseq = np.ascontiguousarray(base_seq)
-        _scan.join(np.ascontiguousarray(res.keys), res.keys.itemsize,
-                   np.ascontiguousarray(res.cols[3], np.uint64), keep,
-                   np.ascontiguousarray(base_keys), base_keys.itemsize, balive, bseq,
-                   bseq.itemsize)
+        join(np.ascontiguousarray(res.keys), np.ascontiguousarray(res.cols[3], np.uint64), keep,
+             base)
     for key, t in res.tombs:
-        i = _find(base_keys, key)
-        if i >= 0 and t[3] >= int(base_seq[i]):
-            balive[i] = False
+        i = base.row(key)
+        if i >= 0 and t[3] >= base.entry(i)[3]:
+            base.kill(i)
     if not keep.all():
         res = Resolved(res.keys[keep], tuple(c[keep] for c in res.cols), res.tombs)  # type: ignore
-    return res, np.flatnonzero(~balive).astype(np.uint32)
+    return res, np.flatnonzero(~base.alive).astype(np.uint32)
 
 
 def dead_accounting(dead: np.ndarray, base_cols) -> dict[int, tuple[int, int]]:
-    """The accounting of base rows ``dead``: segment id -> (entries, record bytes)."""
-    if not len(dead):
-        return {}
-    seg = np.asarray(base_cols[0])[dead]
-    size = np.asarray(base_cols[2])[dead].astype(np.float64)
-    ids, where = np.unique(seg, return_inverse=True)
-    counts = np.bincount(where, minlength=len(ids))
-    sums = np.bincount(where, weights=size, minlength=len(ids))
-    return {int(i): (int(c), int(b)) for i, c, b in zip(ids, counts, sums)}
+    """The accounting of base rows ``dead``: segment id -> (entries, record bytes), as a
+    snapshot's segment table counts them (:func:`.snapshot.seg_table`)."""
+    ids, _, counts, nbytes, _ = snapshot.seg_table([np.asarray(c)[dead] for c in base_cols], {})
+    return {int(i): (int(c), int(b)) for i, c, b in zip(ids, counts, nbytes)}
 
 
 def encode(base: int, base_covered: tuple[int, int], covered: tuple[int, int], next_seq: int,

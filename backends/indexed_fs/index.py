@@ -3,7 +3,7 @@
 Two kinds of layer, so that opening a store with a million keys does not have to build a
 million-entry Python dict (one Python object per key is what dominates a large open):
 
-* **array layers** (:class:`_Layer`): sorted fixed-width utf-8 keys (searched with
+* **array layers** (:class:`Layer`): sorted fixed-width utf-8 keys (searched with
   ``searchsorted``; utf-8 byte order is code point order, i.e. ``str`` order), one column each
   of segment, offset, size and seq, and an ``alive`` mask.  The first is the **base**: the
   entries of an index snapshot, kept as the snapshot's own arrays in the mapped file (or the
@@ -60,7 +60,7 @@ class Frozen:
     tombs: dict[str, Entry]
 
 
-class _Layer:
+class Layer:
     """One sorted array layer: fixed-width keys (no copy: they may lie in a mapped file), the
     four columns, an alive mask and the count of live rows."""
 
@@ -114,7 +114,7 @@ class _Layer:
 _SPLIT_JOIN = 8192
 
 
-def _join(keys: np.ndarray, seq: np.ndarray, alive: np.ndarray, below: _Layer) -> np.ndarray:
+def join(keys: np.ndarray, seq: np.ndarray, alive: np.ndarray, below: Layer) -> np.ndarray:
     """``_scan.join`` of sorted keys (with their seq column and alive mask, cleared where they
     lose) against layer ``below``: the rows of ``below`` marked dead, ascending.  Many keys
     are joined as two halves on two threads: the C join releases the GIL, the halves touch
@@ -146,7 +146,7 @@ class Index:
         #: segment id -> [live entries (values + live tombstones), live bytes]
         self.live: dict[int, list[int]] = {}
         #: the array layers, base first (see the module notes)
-        self._layers: list[_Layer] = []
+        self._layers: list[Layer] = []
 
     # -- bulk loading -------------------------------------------------------------------------
     def load_base(self, keys: np.ndarray, cols: Columns, alive: np.ndarray | None = None,
@@ -154,7 +154,7 @@ class Index:
         """Adopt a snapshot's sorted key array and columns as the base layer (no copy: they may
         lie in a mapped file).  ``counts`` (segment id -> entries, bytes of the alive rows), when
         the caller knows them (a snapshot's segment table), spares a pass over every entry."""
-        base = _Layer(keys, cols, alive)
+        base = Layer(keys, cols, alive)
         self._layers = [base]
         if counts is None:
             self._count(cols[0][base.alive], cols[2][base.alive])
@@ -245,7 +245,7 @@ class Index:
         base = self._layers[0]
         base.alive[dead] = False
         base.n = int(np.count_nonzero(base.alive))
-        layer = _Layer(res.keys, res.cols)
+        layer = Layer(res.keys, res.cols)
         for sid, (c, b) in dead_live.items():
             self._add_bulk(sid, -c, -b)
         for sid, (c, b) in value_live.items():
@@ -263,13 +263,13 @@ class Index:
         the two sorted arrays per layer (``_scan.join``), which marks the loser of each pair
         dead; only the tombstones (few) are handled one by one.  Call only when
         :meth:`takes_delta`."""
-        layer = _Layer(res.keys, res.cols)
+        layer = Layer(res.keys, res.cols)
         if len(layer.keys):
             keys, seq = np.ascontiguousarray(layer.keys), layer.seq_col()
             for below in self._layers:
                 if not below.n:
                     continue
-                killed = _join(keys, seq, layer.alive, below)
+                killed = join(keys, seq, layer.alive, below)
                 if len(killed):
                     below.n -= len(killed)
                     self._count_signed(below.cols[0][killed], below.cols[2][killed], -1)
@@ -280,7 +280,7 @@ class Index:
         for key, e in res.tombs:
             self.apply(key, e, True)
 
-    def _drop_tombs_rewritten(self, layer: _Layer) -> list[int]:
+    def _drop_tombs_rewritten(self, layer: Layer) -> list[int]:
         """Tombstones of keys that ``layer`` (being added) holds again: the higher seq wins (the
         tombstone is forgotten, or the layer's row marked dead).  Searched all at once; a key
         the layer cannot hold is not in it.  Returns the rows marked dead."""

@@ -150,7 +150,7 @@ def durable_write(medium: "Medium", name: str, parts: Sequence[bytes], after_wri
         medium.sync_dir()
 
 
-def _seg_table(cols: Sequence[np.ndarray], seg_min_seq: dict[int, int]) -> list[np.ndarray]:
+def seg_table(cols: Sequence[np.ndarray], seg_min_seq: dict[int, int]) -> list[np.ndarray]:
     """The segment table's five columns for value entries ``cols`` (seg, off, size, seq)."""
     seg = np.asarray(cols[0], np.int64)
     size = np.asarray(cols[2], np.uint64)
@@ -194,7 +194,7 @@ def encode(covered: tuple[int, int], next_seq: int, keys: np.ndarray | list[byte
     tkeys = sorted(tombs)
     blob_t = _encode_lengths([k.encode("utf-8") for k in tkeys])
     t = np.array([tombs[k] for k in tkeys], np.uint64).reshape(-1, 4)
-    table = _seg_table(cols, seg_min_seq)
+    table = seg_table(cols, seg_min_seq)
     n = len(keys)
     # the offset and seq columns as u32 where every value fits: a smaller file to map and check
     widths = 0
