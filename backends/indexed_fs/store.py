@@ -235,13 +235,7 @@ class IndexedFSBackend(Backend):
             rec = encode(seq, kb, value)
             target = self._append_locked(rec, ((key, len(rec), seq, 0),))
             self._next_seq = seq + 1
-        failpoints.hit(PUT_AFTER_APPEND)
-        if self._sync_writes:
-            self._sync_to(target)
-        if self._nwrites >= self._stall_at:
-            self._wait_for_delta()
-        if self._gc_due:
-            self._gc()
+        self._after_append(target)
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         self._write(items)
@@ -269,6 +263,12 @@ class IndexedFSBackend(Backend):
                 return
             target = self._append_locked(recs[0] if len(recs) == 1 else b"".join(recs), metas)
             self._next_seq = seq
+        self._after_append(target)
+
+    def _after_append(self, target: int) -> None:
+        """A writer's steps once its records are appended, outside the lock: wait per
+        durability for the group commit to reach ``target``, wait for a lagging index delta
+        (:meth:`_wait_for_delta`), and collect dead segments if any are due."""
         failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
