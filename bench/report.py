@@ -123,8 +123,8 @@ def checkpoint_lines(result: Any) -> list[str]:
 def recovery_lines(recovery: Any) -> list[str]:
     """``[RECOVERY]``: crash or clean close, lazy or eager read-back, the timed reopen (with
     several, their median and range), what was read back and what was missing or corrupt
-    (:class:`experiments.recovery.Recovery`).  The
-    read-back's per-operation lines follow from the caller."""
+    (:class:`experiments.recovery.Recovery`).  The read-back's per-operation lines follow from
+    the caller."""
     verified = recovery.verified
     return [
         f"[RECOVERY], Crash, {'true' if recovery.crash else 'false'}",

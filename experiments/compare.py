@@ -120,7 +120,8 @@ def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
             runs[backend].append(outcome)
     doc = {"schema": results.COMPARE_SCHEMA, "workload": spec.name,
            "config": {**config, "workload_spec": spec.to_dict(), "rounds": rounds},
-           "environment": results.environment(), "results": [_median_run(runs[b]) for b in backends]}
+           "environment": results.environment(),
+           "results": [_median_run(runs[b]) for b in backends]}
     if rounds > 1:
         doc["ratios"] = compare_ratios(backends, runs)
     return doc
@@ -140,8 +141,8 @@ def _median_run(outcomes: list[Outcome]) -> dict[str, Any]:
 
 
 def compare_ratios(backends: list[str], runs: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
-    """The first backend's throughput over each other backend's, per round, as their median
-    (:func:`median_spread`), for backends that ran in every round."""
+    """The first backend's throughput over each other backend's (``over``), per round, as their
+    median (:func:`median_spread`), for backends that ran in every round."""
     first = runs[backends[0]]
     if any(o.skipped for o in first):
         return []
@@ -150,7 +151,7 @@ def compare_ratios(backends: list[str], runs: dict[str, list[Outcome]]) -> list[
         if any(o.skipped or not o.run.throughput for o in runs[b]):
             continue
         per_round = [a.run.throughput / o.run.throughput for a, o in zip(first, runs[b])]
-        out.append({"what": f"{backends[0]} / {b}", **median_spread(per_round)})
+        out.append({"what": f"{backends[0]} / {b}", "over": b, **median_spread(per_round)})
     return out
 
 

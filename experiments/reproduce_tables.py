@@ -244,10 +244,8 @@ def _leads(doc: dict[str, Any]) -> dict[str, float]:
     ran = {e["backend"]: e["throughput_ops_sec"] for e in doc["results"] if not e["skipped"]}
     ours = ran.get("indexed_fs")
     leads = {b: ours / t for b, t in ran.items() if ours and b != "indexed_fs" and t}
-    for r in doc.get("ratios", []):
-        first, _, other = r["what"].partition(" / ")
-        if first == "indexed_fs":
-            leads[other] = r["median"]
+    if doc["results"] and doc["results"][0]["backend"] == "indexed_fs":  # the ratios' first
+        leads.update({r["over"]: r["median"] for r in doc.get("ratios", [])})
     return leads
 
 

@@ -62,7 +62,7 @@ def test_compare_rounds_interleave_and_report_median_ratios(tmp_path):
         assert len(tputs) == 3 and e["throughput_ops_sec"] == sorted(tputs)[1]
     (ratio,) = doc["ratios"]
     mem, ifs = (e["rounds_ops_sec"] for e in doc["results"])
-    assert ratio["what"] == "memory / indexed_fs"
+    assert ratio["what"] == "memory / indexed_fs" and ratio["over"] == "indexed_fs"
     assert ratio["rounds"] == [a / b for a, b in zip(mem, ifs)]
     assert ratio["median"] == sorted(ratio["rounds"])[1]
     assert f"[RATIO], memory / indexed_fs, {ratio['median']:.2f}, median of 3 rounds" in proc.stdout

@@ -185,8 +185,8 @@ def encode(covered: tuple[int, int], next_seq: int, keys: np.ndarray | list[byte
            cols: Sequence[np.ndarray], tombs: dict[str, tuple[int, int, int, int]],
            seg_min_seq: dict[int, int], prefix: bytes = b"", narrow: bool = True) -> list[bytes]:
     """The snapshot file as two parts, the body and its CRC (the CRC also covers ``prefix``, a
-    header of a file that embeds this layout, a multiple of 8 bytes long).  ``narrow``: offset and seq
-    columns as u32 where every value fits; else always u64."""
+    header of a file that embeds this layout, a multiple of 8 bytes long).  ``narrow``: offset
+    and seq columns as u32 where every value fits; else always u64."""
     if isinstance(keys, np.ndarray):
         mode, width, blob_v = KEYS_FIXED, keys.dtype.itemsize, keys.tobytes()
     else:
