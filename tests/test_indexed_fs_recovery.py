@@ -207,6 +207,46 @@ def test_damaged_snapshot_falls_back_to_a_full_scan(tmp_path):
     assert (crashed / name).exists()  # kept for inspection
 
 
+def test_a_snapshot_only_its_crc_shows_damaged_is_not_used(tmp_path):
+    """The CRC is checked on a thread while the rebuild goes on with the snapshot's contents:
+    damage to a key (the sizes still add up) must still keep the snapshot out of the result."""
+    crashed = tmp_path / "crashed"
+    name = _store_with_snapshot_and_tail(tmp_path / "live", crashed)
+    raw = (crashed / name).read_bytes()
+    flip(crashed / name, raw.index(b"k5"))  # a value key, in the middle of the key array
+    with rebuilt(crashed) as kd:
+        assert kd.snapshot_used is None and kd.snapshots_invalid == 1
+        assert any(name in n and "CRC mismatch" in n for n in kd.notes)
+        assert kd.records_scanned == 17  # the whole log, as without the snapshot
+        assert value_of(kd, "k0") == b"v0-new" and kd.index.get("k1") is None
+        for i in range(2, 15):
+            assert value_of(kd, f"k{i}") == f"v{i}".encode()
+
+
+def test_an_error_from_unchecked_contents_is_put_down_to_the_damage(tmp_path, monkeypatch):
+    """Whatever the rebuild raises while a check is running is the damaged file's doing when
+    the check fails: the rebuild starts over without the file instead of propagating it."""
+    from backends.indexed_fs import recovery
+
+    crashed = tmp_path / "crashed"
+    name = _store_with_snapshot_and_tail(tmp_path / "live", crashed)
+    raw = (crashed / name).read_bytes()
+    flip(crashed / name, raw.index(b"k5"))
+    real = recovery._load_base
+    calls = []
+
+    def load_base(index, snap, ids):
+        calls.append(snap.number)
+        if len(calls) == 1:
+            raise IndexError("what garbage in an unchecked file can do")
+        return real(index, snap, ids)
+
+    monkeypatch.setattr(recovery, "_load_base", load_base)
+    with rebuilt(crashed) as kd:
+        assert kd.snapshot_used is None and kd.snapshots_invalid == 1
+        assert len(calls) == 1 and value_of(kd, "k14") == b"v14"
+
+
 def test_snapshot_covering_more_than_the_segments_hold_is_not_used(tmp_path):
     crashed = tmp_path / "crashed"
     name = _store_with_snapshot_and_tail(tmp_path / "live", crashed)

@@ -287,8 +287,9 @@ def write(medium: "Medium", base: int, base_covered: tuple[int, int], covered: t
     return name
 
 
-def decode(data, base: int) -> Delta:
-    """Verify and parse a delta file's bytes; ``ValueError`` if it is damaged in any way."""
+def decode(data, base: int, *, check: bool = True) -> Delta:
+    """Verify and parse a delta file's bytes; ``ValueError`` if it is damaged in any way.  With
+    ``check=False`` its CRC is the caller's to check (see :func:`.snapshot.decode`)."""
     if len(data) < _HEAD.size or data[:8] != MAGIC:
         raise ValueError("not a delta file of this format (bad magic or too short)")
     _, number, bseg, boff, min_seq, records, ndead, nlive = _HEAD.unpack_from(data)
@@ -300,7 +301,7 @@ def decode(data, base: int) -> Delta:
     if start > len(data):
         raise ValueError("delta sections do not add up to the file size")
     try:
-        snap = snapshot.decode(data, base, start)
+        snap = snapshot.decode(data, base, start, check=check)
     except ValueError as exc:
         raise ValueError(str(exc).replace("snapshot", "delta")) from None
     if not isinstance(snap.keys, np.ndarray):

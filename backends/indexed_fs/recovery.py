@@ -10,7 +10,9 @@ tested on its own.  Given a directory it
 3. chooses the newest snapshot that verifies (magic, sizes, CRC) and fits the segment files (it
    may not cover bytes past a segment's end, nor a segment newer than any file); a damaged or
    unfitting one is counted and noted, and the next older one tried; with none the rebuild is a
-   full scan;
+   full scan.  The CRC checks of the snapshot and its delta run on threads beside steps 4 and 5
+   (:class:`_Checks`): the rebuild waits for them before it changes a file or returns, and
+   starts over without a file that failed;
 4. reads the log: with a snapshot, from the position it covers in its covered segment, every
    newer segment whole, and any segment the snapshot does not list whole; without one, every
    segment.  A sealed segment with a usable hint file (:mod:`.hint`: it verifies, names the
@@ -78,6 +80,7 @@ Safety argument:
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -175,11 +178,93 @@ def init_keydir(medium: "Medium") -> Keydir:
     before it propagates.  ``OSError`` from the medium is not translated here: the caller knows
     which backend to name.
     """
-    kd = Keydir(Index(), {})
+    removed = 0
     for name in medium.listdir():
         if name.endswith(".tmp"):
             medium.delete(name)
-            kd.temp_files_removed += 1
+            removed += 1
+    distrusted: set[str] = set()
+    while True:
+        try:
+            kd = _rebuild(medium, _Checks(distrusted))
+        except _Unverified as bad:  # start over, checking that file first (it is then skipped)
+            distrusted.add(bad.name)
+            continue
+        kd.temp_files_removed = removed
+        return kd
+
+
+class _Unverified(Exception):
+    """A snapshot or delta the rebuild went on with failed its CRC check: start over."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+class _Checks:
+    """The CRC checks of the snapshot and the delta the rebuild uses, each on a thread of its
+    own while the rebuild goes on with their contents.
+
+    Why: the check reads the whole file, tens of MB for a million keys, and is most of a clean
+    open; after a crash the walk of the log past the delta can run beside it on another core
+    (crc32c releases the GIL).  Why it is safe: the unchecked contents are only parsed into
+    memory, every array bounds-checked against the file's size (:func:`.snapshot.decode`), and
+    :meth:`wait` is called before the rebuild changes a file and before it returns.  A file that
+    failed makes :meth:`wait` raise :class:`_Unverified`, and the rebuild starts over with that
+    file in ``distrusted``: checked before use, where it fails as a damaged file always did
+    (counted, noted, skipped).  Anything the rebuild raised meanwhile is put down to the damage.
+    """
+
+    def __init__(self, distrusted: set[str]):
+        self.distrusted = distrusted
+        self._threads: list[threading.Thread] = []
+        self._failed: list[str] = []
+
+    def snapshot(self, medium: "Medium", number: int) -> snapshot.Snapshot:
+        name = snapshot.file_name(number)
+        data = snapshot.map_file(medium, name)
+        if name in self.distrusted:
+            return snapshot.decode(data, number)
+        snap = snapshot.decode(data, number, check=False)
+        self._start(name, data)
+        return snap
+
+    def delta(self, medium: "Medium", base: int) -> delta.Delta:
+        name = delta.file_name(base)
+        data = snapshot.map_file(medium, name)
+        if name in self.distrusted:
+            return delta.decode(data, base)
+        dl = delta.decode(data, base, check=False)
+        self._start(name, data)
+        return dl
+
+    def _start(self, name: str, data: Any) -> None:
+        t = threading.Thread(target=self._check, args=(name, data), daemon=True,
+                             name=f"indexed_fs-check-{name}")
+        t.start()
+        self._threads.append(t)
+
+    def _check(self, name: str, data: Any) -> None:
+        try:
+            ok = snapshot.crc_ok(data)
+        except Exception:  # noqa: BLE001 - a file that cannot be read through is not trusted
+            ok = False
+        if not ok:
+            self._failed.append(name)
+
+    def wait(self) -> None:
+        """Wait for every check started; :class:`_Unverified` if one failed."""
+        for t in self._threads:
+            t.join()
+        self._threads.clear()
+        if self._failed:
+            raise _Unverified(self._failed[0])
+
+
+def _rebuild(medium: "Medium", checks: _Checks) -> Keydir:
+    """One attempt of :func:`init_keydir`, with the snapshot and delta checked by ``checks``."""
+    kd = Keydir(Index(), {})
     try:
         ids = list_segment_ids(medium)
         for sid in ids:
@@ -187,22 +272,26 @@ def init_keydir(medium: "Medium") -> Keydir:
         for sid in hint.list_ids(medium):
             if sid not in kd.segments:  # left by a crash between deleting it and its segment
                 medium.delete(hint.file_name(sid))
-        snap = _choose_snapshot(medium, kd, ids)
-        _scan(medium, kd, snap, ids)
-    except BaseException:
+        snap = _choose_snapshot(medium, kd, ids, checks)
+        _scan(medium, kd, snap, ids, checks)
+        checks.wait()
+    except BaseException as exc:
         for seg in kd.segments.values():
             seg.close()
+        if not isinstance(exc, _Unverified):
+            checks.wait()  # an unchecked file that fails its CRC explains any error
         raise
     return kd
 
 
-def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.Snapshot | None:
+def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int],
+                     checks: _Checks) -> snapshot.Snapshot | None:
     """The newest snapshot that verifies and fits the segment files, else ``None``."""
     numbers = snapshot.list_numbers(medium)
     kd.snapshot_number = max(numbers, default=0)
     for number in numbers:
         try:
-            snap = snapshot.read(medium, number)
+            snap = checks.snapshot(medium, number)
             cseg, coff = snap.covered
             if cseg in kd.segments and kd.segments[cseg].size < coff:
                 kd.damage(cseg, f"truncated: the file ends at {kd.segments[cseg].size}, "
@@ -221,13 +310,14 @@ def _choose_snapshot(medium: "Medium", kd: Keydir, ids: list[int]) -> snapshot.S
     return None
 
 
-def _choose_delta(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot) -> delta.Delta | None:
+def _choose_delta(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot,
+                  checks: _Checks) -> delta.Delta | None:
     """The delta of snapshot ``snap`` if there is one that verifies and fits, else ``None``
     (noted unless absent)."""
     if snap.number not in delta.list_bases(medium):
         return None
     try:
-        dl = delta.read(medium, snap.number)
+        dl = checks.delta(medium, snap.number)
         cseg, coff = snap.covered
         if dl.base_covered != snap.covered:
             raise ValueError(f"made for a snapshot covering {dl.base_covered}, not {snap.covered}")
@@ -290,8 +380,10 @@ def _from_hint(medium: "Medium", kd: Keydir, seg: AnySegment, start: int) -> Rec
     return recs
 
 
-def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int]) -> None:
-    """Steps 4 and 5: walk the log past the snapshot (or all of it) into ``kd.index``."""
+def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: list[int],
+          checks: _Checks) -> None:
+    """Steps 4 and 5: walk the log past the snapshot (or all of it) into ``kd.index``; every
+    file change waits for ``checks`` first."""
     index, segments = kd.index, kd.segments
     gone: list[tuple[str, int]] = []
     values: dict[str, Entry]
@@ -308,7 +400,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
             info = snap.segs.get(sid)
             seg.min_seq = 0 if info is None else info.min_seq
         if index.takes_delta() and cseg in segments:
-            dl = _choose_delta(medium, kd, snap)
+            dl = _choose_delta(medium, kd, snap, checks)
         if dl is not None:
             coff = dl.covered[1]
             kd.delta_used = delta.file_name(snap.number)
@@ -348,6 +440,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 seg.size = res.reserved_at
                 seg.zeroed = seg.size  # past it: written zeros and unwritten space, zero afresh
                 if seg.id != last_id:
+                    checks.wait()
                     seg.trim()
             parts.append(recs)
             if len(recs) and res.max_seq == 0:  # from a hint: the seq range of its records
@@ -363,6 +456,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 seg.min_seq = res.min_seq
             if res.tail_at is not None:
                 if seg.id == last_id:
+                    checks.wait()
                     seg.truncate(res.tail_at)
                     kd.torn_tail_truncated += 1
                     kd.truncated_bytes += end - res.tail_at

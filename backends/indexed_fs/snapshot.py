@@ -20,8 +20,8 @@ GC/compaction accounting) and its *reach* (the highest ``offset + size`` of thos
 truncated segment file is found by one comparison per segment).
 
 The CRC covers the whole file before it and is checked in full at open (one pass over the mapped
-file, in C): a damaged snapshot is never used, the rebuild falls back to an older one or to the
-log.  The header records the position ``(segment, offset)`` the snapshot covers: the open reads
+file, in C, on a thread beside the rest of the rebuild): a damaged snapshot is never used, the
+rebuild falls back to an older one or to the log.  The header records the position ``(segment, offset)`` the snapshot covers: the open reads
 the log only from there.
 
 Writing (:func:`durable_write`): temp file, sync, rename, directory sync; only then are older
@@ -245,15 +245,15 @@ def write(medium: "Medium", number: int, covered: tuple[int, int], next_seq: int
 def map_file(medium: "Medium", name: str) -> Any:
     """The bytes of file ``name``: mapped read-only where the medium is local (the pages stay in
     the page cache, shared, and nothing is copied; the mapping outlives a later delete of the
-    file), else read whole."""
+    file), else read whole.  The pages are not populated up front: the CRC check's one pass
+    over the file faults them in, on the thread that runs it (see :mod:`.recovery`)."""
     if medium.kind != "local":
         return medium.read_file(name)
     with open(medium.full(name), "rb") as f:  # type: ignore[attr-defined]
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return b""
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        return mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+        return mmap.mmap(f.fileno(), size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
 
 
 def read(medium: "Medium", number: int) -> Snapshot:
@@ -261,13 +261,21 @@ def read(medium: "Medium", number: int) -> Snapshot:
     return decode(map_file(medium, file_name(number)), number)
 
 
-def decode(data: Any, number: int, start: int = 0) -> Snapshot:
+def crc_ok(data: Any) -> bool:
+    """Whether ``data`` (a whole snapshot, delta or hint file) ends with the CRC of the bytes
+    before it.  The one pass over the file releases the GIL, so it can run beside other work."""
+    return len(data) >= 4 and crc(memoryview(data)[:-4]) == int.from_bytes(data[-4:], "little")
+
+
+def decode(data: Any, number: int, start: int = 0, *, check: bool = True) -> Snapshot:
     """Verify the whole of ``data`` (its CRC) and parse the snapshot layout at ``start`` (after
-    the header of a file that embeds it); ``ValueError`` if it is damaged in any way."""
+    the header of a file that embeds it); ``ValueError`` if it is damaged in any way.  With
+    ``check=False`` the CRC is the caller's to check (:func:`crc_ok`) before it trusts the
+    result: only the sizes are checked here, so that every array lies within ``data``."""
     if len(data) < start + _HEAD.size + 4 or data[start : start + 8] != MAGIC:
         raise ValueError("not a snapshot file of this format (bad magic or too short)")
     view = memoryview(data)
-    if crc(view[:-4]) != int.from_bytes(data[-4:], "little"):
+    if check and not crc_ok(data):
         raise ValueError("snapshot CRC mismatch")
     _, mode, widths, n, nt, ns, cseg, coff, next_seq, width, lv, lt = \
         _HEAD.unpack_from(data, start)
