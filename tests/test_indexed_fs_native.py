@@ -339,3 +339,40 @@ def test_a_join_split_over_two_threads_marks_what_one_pass_marks(monkeypatch):
         outcomes.append((killed.tolist(), alive.tolist(), below.alive.tolist()))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] and not all(outcomes[0][1])  # some won, some lost
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_c_join_marks_what_a_key_by_key_match_marks(seed):
+    """``_scan.join`` (batched, prefetched binary searches under a gallop) against a plain
+    dict: keys of different widths on the two sides, keys past either end, batches cut short,
+    runs of walked keys between two base keys, dead rows on both sides, either side winning."""
+    rnd = random.Random(seed)
+
+    def key() -> bytes:
+        return bytes(rnd.choice(b"abc\x7f") for _ in range(rnd.randint(1, 11)))
+
+    base = {key() for _ in range(rnd.choice([1, 40, 300, 2000]))}
+    share = rnd.random()  # how many base keys the walked side holds too
+    walked = {key() for _ in range(rnd.choice([1, 15, 17, 90, 500]))}
+    walked |= {k for k in base if rnd.random() < share}
+    bkeys = np.array(sorted(base), f"S{max(map(len, base))}")
+    wkeys = np.array(sorted(walked), f"S{max(map(len, walked))}")
+    bseq = np.array([rnd.randrange(1, 9) for _ in bkeys], np.uint64)
+    wseq = np.array([rnd.randrange(1, 9) for _ in wkeys], np.uint64)
+    balive = np.array([rnd.random() < 0.9 for _ in bkeys], bool)
+    walive = np.array([rnd.random() < 0.9 for _ in wkeys], bool)
+    want_b, want_w, want_killed = balive.copy(), walive.copy(), []
+    row = {k: i for i, k in enumerate(bkeys.tolist())}
+    for j, k in enumerate(wkeys.tolist()):
+        i = row.get(k)
+        if i is not None and want_b[i] and want_w[j]:
+            if wseq[j] >= bseq[i]:
+                want_b[i] = False
+                want_killed.append(i)
+            else:
+                want_w[j] = False
+    below = index_mod.Layer(bkeys, (bseq, bseq, bseq, bseq), balive.copy())
+    alive = walive.copy()
+    killed = index_mod.join(wkeys, wseq, alive, below)
+    assert killed.tolist() == sorted(want_killed)
+    assert alive.tolist() == want_w.tolist() and below.alive.tolist() == want_b.tolist()

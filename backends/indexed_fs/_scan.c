@@ -576,6 +576,9 @@ static uint64_t seq_at(const uint8_t *col, int itemsize, size_t i) {
     return v;
 }
 
+/* delta keys whose searches run in lockstep in join() (see there) */
+#define JOIN_BATCH 16
+
 /* join(dkeys, dw, dseq, dalive, bkeys, bw, balive, bseq, bseq_itemsize) -> killed base rows
  *
  * dkeys: sorted m x dw matrix of distinct keys (resolve's value_keys), dseq (uint64) and
@@ -608,39 +611,63 @@ static PyObject *scan_join(PyObject *mod, PyObject *args) {
     const uint8_t *dkeys = dk.buf, *bkeys = bk.buf, *bseq = bs.buf;
     const uint64_t *dseq = ds.buf;
     uint8_t *dalive = da.buf, *balive = ba.buf;
-    size_t lo = 0; /* every base key before lo sorts before the current delta key */
-    /* the first probe lies the mean distance between two delta keys' places ahead: a small
-     * delta over a large base (a crash tail over a snapshot) then costs about log2 of that
-     * distance probes per key, each a cache miss, instead of twice as many from a step of 1 */
+    size_t lo = 0; /* every base key before lo sorts before the current batch's keys */
+    /* the window of a batch is found by galloping for its last key from lo, the first probe
+     * the mean distance between two delta keys' places times the batch ahead */
     size_t first = m ? nb / m : 1;
     if (first < 1)
         first = 1;
-    for (size_t j = 0; j < m && lo < nb; j++) {
-        const uint8_t *q = dkeys + j * (size_t)dw;
-        size_t hi = lo + first - 1, step = first;
-        while (hi < nb && key_cmp(bkeys + hi * (size_t)bw, (size_t)bw, q, (size_t)dw) < 0) {
-            lo = hi + 1;
-            hi = lo + step - 1;
+    size_t L[JOIN_BATCH], H[JOIN_BATCH];
+    for (size_t j0 = 0; j0 < m && lo < nb; j0 += JOIN_BATCH) {
+        size_t b = m - j0 < JOIN_BATCH ? m - j0 : JOIN_BATCH;
+        const uint8_t *qs = dkeys + j0 * (size_t)dw, *last = qs + (b - 1) * (size_t)dw;
+        size_t step = first * b, from = lo, hi = lo + step - 1;
+        while (hi < nb && key_cmp(bkeys + hi * (size_t)bw, (size_t)bw, last, (size_t)dw) < 0) {
+            from = hi + 1;
             step <<= 1;
+            hi = from + step - 1;
         }
         if (hi > nb)
             hi = nb;
-        while (lo < hi) { /* the first row >= q lies in [lo, hi] (hi: known >= q, or nb) */
-            size_t mid = lo + (hi - lo) / 2;
-            if (key_cmp(bkeys + mid * (size_t)bw, (size_t)bw, q, (size_t)dw) < 0)
-                lo = mid + 1;
-            else
-                hi = mid;
+        /* the first row >= key k lies in [from or lo, hi]: from for the last key (the gallop
+         * passed the rows before it), lo for the others */
+        for (size_t k = 0; k < b; k++) {
+            L[k] = k == b - 1 ? from : lo;
+            H[k] = hi;
         }
-        if (lo < nb && balive[lo] && dalive[j] &&
-            key_cmp(bkeys + lo * (size_t)bw, (size_t)bw, q, (size_t)dw) == 0) {
-            if (dseq[j] >= seq_at(bseq, isz, lo)) {
-                balive[lo] = 0;
-                killed[nk++] = (int64_t)lo;
-            } else {
-                dalive[j] = 0;
+        /* the batch's binary searches in lockstep: each level's probes are prefetched before
+         * any is compared, so their cache misses overlap instead of following each other */
+        for (int more = 1; more;) {
+            more = 0;
+            for (size_t k = 0; k < b; k++)
+                if (L[k] < H[k])
+                    __builtin_prefetch(bkeys + (L[k] + (H[k] - L[k]) / 2) * (size_t)bw);
+            for (size_t k = 0; k < b; k++) {
+                if (L[k] >= H[k])
+                    continue;
+                size_t mid = L[k] + (H[k] - L[k]) / 2;
+                if (key_cmp(bkeys + mid * (size_t)bw, (size_t)bw, qs + k * (size_t)dw,
+                            (size_t)dw) < 0)
+                    L[k] = mid + 1;
+                else
+                    H[k] = mid;
+                more |= L[k] < H[k];
             }
         }
+        for (size_t k = 0; k < b; k++) {
+            size_t at = L[k], j = j0 + k;
+            if (at < nb && balive[at] && dalive[j] &&
+                key_cmp(bkeys + at * (size_t)bw, (size_t)bw, qs + k * (size_t)dw,
+                        (size_t)dw) == 0) {
+                if (dseq[j] >= seq_at(bseq, isz, at)) {
+                    balive[at] = 0;
+                    killed[nk++] = (int64_t)at;
+                } else {
+                    dalive[j] = 0;
+                }
+            }
+        }
+        lo = L[b - 1];
     }
     Py_END_ALLOW_THREADS
     out = PyBytes_FromStringAndSize((char *)killed, (Py_ssize_t)(nk * 8));
