@@ -546,16 +546,26 @@ static PyObject *scan_resolve(PyObject *mod, PyObject *args) {
 
 /* ------------------------------------------------------------------------------------- join */
 /* Compare NUL-padded keys of widths wa and wb (keys hold no NUL: padding sorts first). */
-static int key_cmp(const uint8_t *a, size_t wa, const uint8_t *b, size_t wb) {
+/* the n < 8 bytes at p as a big-endian integer, zero-padded on the right */
+static inline uint64_t be64_part(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (56 - 8 * i);
+    return v;
+}
+
+static inline int key_cmp(const uint8_t *a, size_t wa, const uint8_t *b, size_t wb) {
     size_t m = wa < wb ? wa : wb, j = 0;
     for (; j + 8 <= m; j += 8) { /* 8 bytes per integer compare */
         uint64_t x = be64(a + j), y = be64(b + j);
         if (x != y)
             return x < y ? -1 : 1;
     }
-    int c = memcmp(a + j, b + j, m - j);
-    if (c)
-        return c;
+    if (j < m) {
+        uint64_t x = be64_part(a + j, m - j), y = be64_part(b + j, m - j);
+        if (x != y)
+            return x < y ? -1 : 1;
+    }
     for (size_t j = m; j < wa; j++)
         if (a[j])
             return 1;
