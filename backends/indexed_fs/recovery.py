@@ -80,6 +80,7 @@ Safety argument:
 
 from __future__ import annotations
 
+import queue
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -203,22 +204,25 @@ class _Unverified(Exception):
 
 
 class _Checks:
-    """The CRC checks of the snapshot and the delta the rebuild uses, each on a thread of its
-    own while the rebuild goes on with their contents.
+    """The CRC checks of the snapshot and the delta the rebuild uses, on a thread of their own
+    while the rebuild goes on with the files' contents.
 
     Why: the check reads the whole file, tens of MB for a million keys, and is most of a clean
     open; after a crash the walk of the log past the delta can run beside it on another core
-    (crc32c releases the GIL).  Why it is safe: the unchecked contents are only parsed into
-    memory, every array bounds-checked against the file's size (:func:`.snapshot.decode`), and
-    :meth:`wait` is called before the rebuild changes a file and before it returns.  A file that
-    failed makes :meth:`wait` raise :class:`_Unverified`, and the rebuild starts over with that
-    file in ``distrusted``: checked before use, where it fails as a damaged file always did
-    (counted, noted, skipped).  Anything the rebuild raised meanwhile is put down to the damage.
+    (crc32c releases the GIL).  One thread takes the files in turn: a second thread started
+    while the first holds a core would wait for the GIL to start.  Why it is safe: the
+    unchecked contents are only parsed into memory, every array bounds-checked against the
+    file's size (:func:`.snapshot.decode`), and :meth:`wait` is called before the rebuild
+    changes a file and before it returns.  A file that failed makes :meth:`wait` raise
+    :class:`_Unverified`, and the rebuild starts over with that file in ``distrusted``: checked
+    before use, where it fails as a damaged file always did (counted, noted, skipped).  Anything
+    the rebuild raised meanwhile is put down to the damage.
     """
 
     def __init__(self, distrusted: set[str]):
         self.distrusted = distrusted
-        self._threads: list[threading.Thread] = []
+        self._todo: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._failed: list[str] = []
 
     def snapshot(self, medium: "Medium", number: int) -> snapshot.Snapshot:
@@ -227,7 +231,7 @@ class _Checks:
         if name in self.distrusted:
             return snapshot.decode(data, number)
         snap = snapshot.decode(data, number, check=False)
-        self._start(name, data)
+        self._check_later(name, data)
         return snap
 
     def delta(self, medium: "Medium", base: int) -> delta.Delta:
@@ -236,28 +240,32 @@ class _Checks:
         if name in self.distrusted:
             return delta.decode(data, base)
         dl = delta.decode(data, base, check=False)
-        self._start(name, data)
+        self._check_later(name, data)
         return dl
 
-    def _start(self, name: str, data: Any) -> None:
-        t = threading.Thread(target=self._check, args=(name, data), daemon=True,
-                             name=f"indexed_fs-check-{name}")
-        t.start()
-        self._threads.append(t)
+    def _check_later(self, name: str, data: Any) -> None:
+        self._todo.put((name, data))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="indexed_fs-open-check")
+            self._thread.start()
 
-    def _check(self, name: str, data: Any) -> None:
-        try:
-            ok = snapshot.crc_ok(data)
-        except Exception:  # noqa: BLE001 - a file that cannot be read through is not trusted
-            ok = False
-        if not ok:
-            self._failed.append(name)
+    def _run(self) -> None:
+        while (job := self._todo.get()) is not None:
+            name, data = job
+            try:
+                ok = snapshot.crc_ok(data)
+            except Exception:  # noqa: BLE001 - a file that cannot be read through is not trusted
+                ok = False
+            if not ok:
+                self._failed.append(name)
 
     def wait(self) -> None:
-        """Wait for every check started; :class:`_Unverified` if one failed."""
-        for t in self._threads:
-            t.join()
-        self._threads.clear()
+        """Wait for every check asked for so far; :class:`_Unverified` if one failed."""
+        if self._thread is not None:
+            self._todo.put(None)
+            self._thread.join()
+            self._thread = None
         if self._failed:
             raise _Unverified(self._failed[0])
 
