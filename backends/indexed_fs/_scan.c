@@ -16,7 +16,8 @@
  *     winners come back as a sorted fixed-width key matrix, the same layout as a snapshot's
  *     key array, so the index searches it like the snapshot (index._Table).
  *   - join(...) matches those sorted keys against a snapshot's sorted keys in one forward pass
- *     (galloping search) and marks the losing side dead: a base entry superseded by a newer
+ *     (a gallop per batch of keys, then the batch's binary searches in lockstep, prefetched)
+ *     and marks the losing side dead: a base entry superseded by a newer
  *     record, or a record older than the base entry (a compaction copy).
  *   - read_value(...) is the other side of the same record check, on the read path: one record
  *     read (pread, or a slice of a sealed segment's mapping), its lengths, flags, CRC and key
