@@ -641,30 +641,38 @@ static PyObject *scan_join(PyObject *mod, PyObject *args) {
         if (hi > nb)
             hi = nb;
         /* the first row >= key k lies in [from or lo, hi]: from for the last key (the gallop
-         * passed the rows before it), lo for the others */
+         * passed the rows before it), lo for the others.  L[k] is where key k's window
+         * starts, H[k] its length, searched without a branch on the comparison (it goes either
+         * way at random): the window halves, its start moving up past a lower row */
         for (size_t k = 0; k < b; k++) {
             L[k] = k == b - 1 ? from : lo;
-            H[k] = hi;
+            H[k] = hi - L[k];
         }
         /* the batch's binary searches in lockstep: each level's probes are prefetched before
          * any is compared, so their cache misses overlap instead of following each other */
         for (int more = 1; more;) {
             more = 0;
             for (size_t k = 0; k < b; k++)
-                if (L[k] < H[k])
-                    __builtin_prefetch(bkeys + (L[k] + (H[k] - L[k]) / 2) * (size_t)bw);
+                if (H[k] > 1)
+                    __builtin_prefetch(bkeys + (L[k] + H[k] / 2 - 1) * (size_t)bw);
             for (size_t k = 0; k < b; k++) {
-                if (L[k] >= H[k])
+                size_t n = H[k];
+                if (n <= 1)
                     continue;
-                size_t mid = L[k] + (H[k] - L[k]) / 2;
-                if (key_cmp(bkeys + mid * (size_t)bw, (size_t)bw, qs + k * (size_t)dw,
-                            (size_t)dw) < 0)
-                    L[k] = mid + 1;
-                else
-                    H[k] = mid;
-                more |= L[k] < H[k];
+                size_t half = n / 2, probe = L[k] + half - 1;
+                int below = key_cmp(bkeys + probe * (size_t)bw, (size_t)bw, qs + k * (size_t)dw,
+                                    (size_t)dw) < 0;
+                L[k] += below ? half : 0;
+                H[k] = n - half;
+                more |= H[k] > 1;
             }
         }
+        /* one row left in each window: the answer is it or the next */
+        for (size_t k = 0; k < b; k++)
+            if (H[k] == 1 && L[k] < nb &&
+                key_cmp(bkeys + L[k] * (size_t)bw, (size_t)bw, qs + k * (size_t)dw,
+                        (size_t)dw) < 0)
+                L[k]++;
         for (size_t k = 0; k < b; k++) {
             size_t at = L[k], j = j0 + k;
             if (at < nb && balive[at] && dalive[j] &&
