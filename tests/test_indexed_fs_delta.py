@@ -327,3 +327,40 @@ def test_writers_do_not_wait_for_deltas_that_fail(tmp_path, monkeypatch):
         assert time.monotonic() - t0 < 1.5  # far below one bounded wait per stall
         st = s.stats()
         assert st["background_errors"] >= 1 and "no space" in st["last_background_error"]
+
+
+def test_successive_deltas_record_the_rows_one_join_of_all_their_records_finds(tmp_path):
+    """Each delta joins only the records appended since the one before and carries the rows the
+    earlier ones superseded: after several rounds of overwrites, deletes and puts of deleted
+    keys, the rows recorded are those a join of all the delta's records with the snapshot
+    finds, and an open from the delta answers like one that joins."""
+    from backends.indexed_fs import snapshot
+    from backends.media import open_data_dir
+    path = str(tmp_path / "s")
+    s = open_backend("indexed_fs", path=path, **OPTS)
+    for i in range(2000):
+        s.put(f"k{i:04d}", b"a%d" % i)
+    s.write_snapshot()
+    for r, (step, start) in enumerate([(37, 0), (29, 1), (31, 2), (41, 0)]):
+        for i in range(start, 2000, step):
+            s.put(f"k{i:04d}", b"r%d-%d" % (r, i))
+        for i in range(start + 1, 2000, step * 3):
+            s.delete(f"k{i:04d}")
+        s.put(f"new{r}", b"n")
+        assert s.write_delta() == "delta-000000001.idx"
+    s._flush()
+    keys = [f"k{i:04d}" for i in range(2000)] + [f"new{r}" for r in range(4)]
+    expect = {k: s.get(k) for k in keys}
+    crashed = _crash_copy(tmp_path / "s", tmp_path / "c")
+    s.close()
+    medium = open_data_dir("indexed_fs", crashed)
+    snap, dl = snapshot.read(medium, 1), delta.read(medium, 1)
+    found = delta.superseded(dl.res, snap.keys, snap.cols)
+    assert found is not None and found[1].tolist() == dl.dead.tolist() and len(dl.dead)
+    assert _as_dicts(found[0]) == _as_dicts(dl.res)
+    fast = _rebuilt(crashed)
+    delta.write(medium, 1, dl.base_covered, dl.covered, dl.next_seq, dl.min_seq, dl.records,
+                dl.res)  # no superseded rows recorded: joined at open
+    medium.close()
+    assert fast[0] == "delta-000000001.idx" and fast == _rebuilt(crashed)
+    _check(crashed, expect, used=True)

@@ -143,6 +143,9 @@ class State:
     #: open, held until the next snapshot; ``None``: not at hand, the delta records none
     base_keys: np.ndarray | list | None = None
     base_cols: tuple | None = None
+    #: the base rows ``res`` supersedes, ascending (the delta file's list); ``None``: not known,
+    #: the next delta joins all of ``res`` with the base rather than only the records past it
+    dead: np.ndarray | None = None
 
 
 def file_name(base: int) -> str:
@@ -224,17 +227,25 @@ def merge(old: Resolved, new: Resolved) -> Resolved:
     return Resolved(keys, cols, sorted(tombs.items()))  # type: ignore[arg-type]
 
 
-def superseded(res: Resolved, base_keys: np.ndarray | list | None,
-               base_cols: tuple | None) -> tuple[Resolved, np.ndarray] | None:
+def superseded(res: Resolved, base_keys: np.ndarray | list | None, base_cols: tuple | None,
+               dead: np.ndarray | None = None) -> tuple[Resolved, np.ndarray] | None:
     """The base rows that ``res`` (a delta's records) supersedes, ascending, and ``res``
     without the values the base outranks (a lower seq than the base entry of their key: they
     would never be the latest, and left in, their key would be live in both).  The rule and
     the join of :meth:`.index.Index.load_delta` (:func:`.index.join`): the higher seq wins, an
-    equal one the delta.  ``None`` when it cannot be done exactly here (no C join, or base keys
-    not a fixed-width array)."""
+    equal one the delta.  ``dead``: rows already superseded by the delta's earlier records,
+    carried into the result and not joined again, so that each delta joins only the records
+    appended since the one before (their winners then merge with the earlier ones as
+    :func:`merge` rules: a record that beats an earlier one beats the base row it beat).
+    ``None`` when it cannot be done exactly here (no C join, or base keys not a fixed-width
+    array)."""
     if _scan is None or not isinstance(base_keys, np.ndarray) or base_cols is None:
         return None
-    base = Layer(base_keys, base_cols)
+    alive = None
+    if dead is not None and len(dead):
+        alive = np.ones(len(base_keys), bool)
+        alive[dead] = False
+    base = Layer(base_keys, base_cols, alive)
     keep = np.ones(len(res.keys), bool)
     if len(res.keys) and len(base_keys):
         join(np.ascontiguousarray(res.keys), np.ascontiguousarray(res.cols[3], np.uint64), keep,

@@ -488,9 +488,11 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
             index.finish_scan()
     else:
         resolved = resolve_sorted(parts) if index.takes_delta() else None
+        adopted = False
         if dl is not None:  # its own layer over the base, never merged at open
-            if dl.dead is not None and (
-                    not len(dl.dead) or int(dl.dead.max()) < index.base_rows()):
+            adopted = dl.dead is not None and (
+                not len(dl.dead) or int(dl.dead.max()) < index.base_rows())
+            if adopted:
                 # rows into deleted segments were never counted: their accounting is not taken
                 index.load_layer(dl.res, dl.dead,
                                  {sid: v for sid, v in (dl.dead_live or {}).items()
@@ -505,7 +507,8 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                         base_keys=snap.keys, base_cols=snap.cols)
             if dl is not None:
                 kd.delta_state = delta.State(pos=dl.covered, res=dl.res, min_seq=dl.min_seq,
-                                             unwritten=False, **base)
+                                             unwritten=False, dead=dl.dead if adopted else None,
+                                             **base)
             else:
                 kd.delta_state = delta.State(pos=(last_id, segments[last_id].size),
                                              res=resolved, min_seq=tail_min, **base)

@@ -21,8 +21,8 @@ truncated segment file is found by one comparison per segment).
 
 The CRC covers the whole file before it and is checked in full at open (one pass over the mapped
 file, in C, on a thread beside the rest of the rebuild): a damaged snapshot is never used, the
-rebuild falls back to an older one or to the log.  The header records the position ``(segment, offset)`` the snapshot covers: the open reads
-the log only from there.
+rebuild falls back to an older one or to the log.  The header records the position
+``(segment, offset)`` the snapshot covers: the open reads the log only from there.
 
 Writing (:func:`durable_write`): temp file, sync, rename, directory sync; only then are older
 snapshots deleted, so a crash at any point leaves at least one complete snapshot (or none, if

@@ -682,12 +682,16 @@ class IndexedFSBackend(Backend):
             if tail is None:  # damage (the next open's walk reports it) or keys C cannot hold
                 self._set_delta(None)
                 return None
-            merged = delta.merge(st.res, tail)
-            found = delta.superseded(merged, st.base_keys, st.base_cols)
+            # the base rows superseded are recorded, so that an open need not join (see delta);
+            # with those of the records before known, only the new records are joined
+            known = st.dead is not None or not delta.entries(st.res)
+            part = tail if known else delta.merge(st.res, tail)
+            found = delta.superseded(part, st.base_keys, st.base_cols, st.dead)
             dead = dead_live = None
-            if found is not None:  # recorded, so that an open need not join (see delta)
-                merged, dead = found
+            if found is not None:
+                part, dead = found
                 dead_live = delta.dead_accounting(dead, st.base_cols)
+            merged = delta.merge(st.res, part) if known else part
             if delta.entries(merged) > max(st.base_entries // 4, self.config["delta_records"]):
                 if self._keep_snapshot:  # snapshots held back (see _open): no more deltas
                     self._set_delta(None)
@@ -699,7 +703,8 @@ class IndexedFSBackend(Backend):
                                    next_seq, min_seq, nwrites - st.mark, merged, dead,
                                    dead_live)
             self._set_delta(dataclasses.replace(st, pos=(seg.id, end), res=merged,
-                                                min_seq=min_seq, mark=nwrites, unwritten=False))
+                                                min_seq=min_seq, mark=nwrites, unwritten=False,
+                                                dead=dead))
             self.counters["deltas_written"] += 1
             return name
 
