@@ -39,12 +39,15 @@ active segment); past a rotation the next snapshot takes over.
 
 When: the store writes a delta once ``delta_records`` records were appended past the newest one
 (a thread woken by the write that reaches the count, so that little piles up while it waits).
-The default, 16384, weighs the two costs it trades: a crash open walks about that many records
+The default, 8192, weighs the two costs it trades: a crash open walks about that many records
 past the newest delta (plus those appended while it was being written: writers wait for the
 delta thread once they are 1.25 times as far past it, see the store's ``_wait_for_delta``), a
-small part of a segment's; and every delta rewrites all changes since the snapshot, so a
-smaller value means more rewrites between two snapshots, each up to a quarter of the
-snapshot's size.
+small part of a segment's, and joins them with the index layers below, a cache miss or more
+per record and layer, which is most of what a crash open costs beyond a clean one; and every
+delta rewrites all changes since the snapshot, so a smaller value means more rewrites between
+two snapshots, each up to a quarter of the snapshot's size (each joins only its new records
+with the snapshot, so the rewrite is mostly a merge and a sequential write, in the
+background).
 
 Safety:
 

@@ -97,7 +97,7 @@ class IndexedFSBackend(Backend):
             min=0, max=LONGEST_WAIT_S,
         ),
         "delta_records": Option(
-            int, 16384, "records appended after which the background writes an index delta "
+            int, 8192, "records appended after which the background writes an index delta "
             "(what changed since the last snapshot, sorted), so that an open walks at most about "
             "this many records of the log (writers wait for it at 1.25 times as many); 0 = no "
             "deltas (needs index_flush_interval > 0)", min=0,
