@@ -226,29 +226,25 @@ class _Checks:
         self._failed: list[str] = []
 
     def snapshot(self, medium: "Medium", number: int) -> snapshot.Snapshot:
-        name = snapshot.file_name(number)
-        data = snapshot.map_file(medium, name)
-        if name in self.distrusted:
-            return snapshot.decode(data, number)
-        snap = snapshot.decode(data, number, check=False)
-        self._check_later(name, data)
-        return snap
+        return self._read(medium, snapshot, number)
 
     def delta(self, medium: "Medium", base: int) -> delta.Delta:
-        name = delta.file_name(base)
+        return self._read(medium, delta, base)
+
+    def _read(self, medium: "Medium", kind: Any, number: int) -> Any:
+        """File ``number`` of ``kind`` (the :mod:`.snapshot` or :mod:`.delta` module), parsed
+        now and checked on the thread, or checked first if it failed before."""
+        name = kind.file_name(number)
         data = snapshot.map_file(medium, name)
         if name in self.distrusted:
-            return delta.decode(data, base)
-        dl = delta.decode(data, base, check=False)
-        self._check_later(name, data)
-        return dl
-
-    def _check_later(self, name: str, data: Any) -> None:
+            return kind.decode(data, number)
+        parsed = kind.decode(data, number, check=False)
         self._todo.put((name, data))
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, daemon=True,
                                             name="indexed_fs-open-check")
             self._thread.start()
+        return parsed
 
     def _run(self) -> None:
         while (job := self._todo.get()) is not None:
