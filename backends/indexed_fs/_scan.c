@@ -546,7 +546,6 @@ static PyObject *scan_resolve(PyObject *mod, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------------------------- join */
-/* Compare NUL-padded keys of widths wa and wb (keys hold no NUL: padding sorts first). */
 /* the n < 8 bytes at p as a big-endian integer, zero-padded on the right */
 static inline uint64_t be64_part(const uint8_t *p, size_t n) {
     uint64_t v = 0;
@@ -555,6 +554,7 @@ static inline uint64_t be64_part(const uint8_t *p, size_t n) {
     return v;
 }
 
+/* Compare NUL-padded keys of widths wa and wb (keys hold no NUL: padding sorts first). */
 static inline int key_cmp(const uint8_t *a, size_t wa, const uint8_t *b, size_t wb) {
     size_t m = wa < wb ? wa : wb, j = 0;
     for (; j + 8 <= m; j += 8) { /* 8 bytes per integer compare */

@@ -191,8 +191,8 @@ def merge(old: Resolved, new: Resolved) -> Resolved:
     oseq, nseq = old.cols[3], new.cols[3]
     okeep, nkeep = np.ones(len(ok), bool), np.ones(len(nk), bool)
     if len(ok) and len(nk) and _scan is not None:  # one forward pass over both, in C
-        _scan.join(np.ascontiguousarray(nk), w, np.ascontiguousarray(nseq, np.uint64), nkeep,
-                   np.ascontiguousarray(ok), w, okeep, np.ascontiguousarray(oseq, np.uint64), 8)
+        join(np.ascontiguousarray(nk), np.ascontiguousarray(nseq, np.uint64), nkeep,
+             Layer(ok, old.cols, okeep))
     elif len(ok) and len(nk):
         at = np.minimum(ok.searchsorted(nk), len(ok) - 1)
         both = ok[at] == nk

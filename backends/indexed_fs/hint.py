@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import failpoints
-from .segment import Records, crc, numbered_files
-from .snapshot import durable_write, map_file, with_crc
+from .segment import Records, numbered_files
+from .snapshot import crc_ok, durable_write, map_file, with_crc
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -113,7 +113,7 @@ def decode(data, seg_id: int, seg_size: int | None = None) -> Records:
     if len(data) < _HEAD.size + 4 or data[:8] != MAGIC:
         raise ValueError("not a hint file (bad magic or too short)")
     view = memoryview(data)
-    if crc(view[:-4]) != int.from_bytes(data[-4:], "little"):
+    if not crc_ok(data):
         raise ValueError("hint CRC mismatch")
     _, mode, sid, n, size, w, lk, _ = _HEAD.unpack_from(data)
     if sid != seg_id:
