@@ -28,6 +28,7 @@ from typing import Any, Callable
 from spark_integration import cyclic
 from spark_integration.job import JobSpec
 from spark_integration.protocols.cic.hmnr import piggyback_size
+from spark_integration.protocols.registry import registration
 from spark_integration.queries import query
 from spark_integration.source import SCHEMAS
 
@@ -113,8 +114,8 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
         # warm the JVM and the Python workers on every protocol's path (the session's JVM is
         # still compiling during its first runs: whichever ran first would look slower)
         for protocol in protocols:
-            run_one(spark, protocol, backend if protocol != "none" else None,
-                    replace(base, events=2 * sizes.batch, verify=False), [], sizes.interval, tmp)
+            run_one(spark, protocol, backend, replace(base, events=2 * sizes.batch, verify=False), [],
+                    sizes.interval, tmp)
         turn = 0
         for skew_name, skew in skews.items():
             for kind in queries:
@@ -123,9 +124,8 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                 order = protocols[turn % len(protocols):] + protocols[:turn % len(protocols)]
                 turn += 1
                 for protocol in order:
-                    spec = replace(base, kind=kind, skew=skew, verify=protocol != "none")
-                    raw = run_one(spark, protocol, backend if protocol != "none" else None, spec,
-                                  [sizes.fail_at], sizes.interval, tmp)
+                    spec = replace(base, kind=kind, skew=skew, verify=registration(protocol).exactly_once)
+                    raw = run_one(spark, protocol, backend, spec, [sizes.fail_at], sizes.interval, tmp)
                     row = _row(kind, skew_name, raw, parallelism)
                     rows.append(row)
                     say(f"checkmate: {kind} {skew_name} {protocol}: {row['throughput']:,.0f} events/s, "
@@ -172,7 +172,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
                 r = _cell(rows, kind, skew, p)
                 if r is None:
                     continue
-                eo = "–" if p == "none" else str(r["exactly_once"]).lower()
+                eo = "–" if not registration(p).exactly_once else str(r["exactly_once"]).lower()
                 out.append(f"| {kind} | {p} | {_fmt(r['throughput'])} | {_fmt(r['throughput_vs_none'], '.2f')} | "
                            f"{r['latency_p50_ms']:.0f} | {r['latency_p99_ms']:.0f} | {r['checkpoint_ms']:.1f} | "
                            f"{r['recovery_ms']:.0f} | {r['checkpoints']} ({r['forced']}) | {r['useless']} | "
@@ -221,7 +221,7 @@ def headline(doc: dict[str, Any]) -> str:
     def mean(p: str) -> float:
         xs = [r["throughput_vs_none"] for r in rows if r["protocol"] == p]
         return sum(xs) / len(xs) if xs else 0.0
-    eo = all(r["exactly_once"] for r in doc["rows"] if r["protocol"] != "none")
+    eo = all(r["exactly_once"] for r in doc["rows"] if registration(r["protocol"]).exactly_once)
     return (f"uniform input, throughput × none: coordinated {mean('coordinated'):.2f}, uncoordinated "
             f"{mean('uncoordinated'):.2f}, cic {mean('cic'):.2f}; exactly-once after a failure: "
             f"{'every run' if eo else 'NOT every run'}")

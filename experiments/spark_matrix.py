@@ -48,7 +48,7 @@ import uuid
 from dataclasses import asdict
 from typing import Any, Callable
 
-from spark_integration.conf import from_conf, to_conf
+from spark_integration.conf import build
 from spark_integration.job import JobSpec
 from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
@@ -130,18 +130,18 @@ def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
 
 
 def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_at: list[int],
-            interval: int, tmp: str) -> dict[str, Any]:
-    """One run of one combination: its figures, the work it did and its ``[SPARK]`` metrics."""
+            interval: int, tmp: str, fail_instance: int = 0) -> dict[str, Any]:
+    """One run of one combination: its figures, the work it did and its ``[SPARK]`` metrics.
+
+    The matrix, CheckMate's grid and LOG.io's straggler runs all go through here: the protocol's
+    registration decides whether ``backend`` is used and whether ``fail_at`` applies."""
     reg = registration(protocol)
     ns = f"m{uuid.uuid4().hex[:8]}"
-    plain: dict[str, Any] = {"protocol": protocol, "interval": interval, "jobId": ns, "stateDir": f"{tmp}/work"}
-    opts: dict[str, Any] = {}
-    if reg.uses_backend:
-        plain["backend"] = backend
-        opts = backend_options(backend, ns, tmp)
-    if fail_at and reg.failure_injection:
-        plain["failAt"] = ",".join(map(str, fail_at))
-    metrics = run_job(spark, from_conf(to_conf(plain, opts)), spec)
+    backend = backend if reg.uses_backend else None
+    settings = build(protocol, backend, backend_options(backend, ns, tmp) if backend else None,
+                     interval=interval, job_id=ns, state_dir=f"{tmp}/work",
+                     fail_at=fail_at if reg.failure_injection else (), fail_instance=fail_instance)
+    metrics = run_job(spark, settings, spec)
     s = dict(metrics.summary())
     return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
             "checkpoint_ms": s["CheckpointTime(ms)"],

@@ -28,11 +28,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from spark_integration.conf import from_conf, to_conf
 from spark_integration.job import JobSpec
-from spark_integration.runner import run_job
+from spark_integration.protocols.registry import registration
 
-from .spark_matrix import backend_options
+from .spark_matrix import run_one
 from .spark_session import spark_run
 
 SCHEMA = "ckptbench.logio-stragglers/1"
@@ -77,23 +76,13 @@ def straggler(spark: Any, parallelism: int) -> int:
     return int(spark.sql(f"SELECT pmod(hash(CAST(0 AS BIGINT)), {parallelism}) AS d").first()["d"])
 
 
-def _run(spark: Any, protocol: str, backend: str, spec: JobSpec, fail_at: int | None, victim: int,
-         interval: int, tmp: str, tag: str) -> dict[str, Any]:
-    plain: dict[str, Any] = {"protocol": protocol, "interval": interval, "jobId": tag, "stateDir": f"{tmp}/work",
-                             "failInstance": victim}
-    opts: dict[str, Any] = {}
-    if protocol != "none":
-        plain["backend"] = backend
-        opts = backend_options(backend, tag, tmp)
-    if fail_at is not None:
-        plain["failAt"] = str(fail_at)
-    m = run_job(spark, from_conf(to_conf(plain, opts)), spec)
-    s = m.summary()
-    return {"protocol": protocol, "failure": fail_at is not None, "wall_s": s["WallTime(s)"],
+def _row(raw: dict[str, Any], failure: bool) -> dict[str, Any]:
+    s = raw["metrics"]
+    return {"protocol": raw["protocol"], "failure": failure, "wall_s": s["WallTime(s)"],
             "throughput": s["Throughput(events/sec)"], "latency_p50_ms": s["LatencyP50(ms)"],
             "latency_p99_ms": s["LatencyP99(ms)"], "checkpoint_ms": s["CheckpointTime(ms)"],
             "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],
-            "replayed": s["ReplayedEvents"], "exactly_once": m.exactly_once, "metrics": s}
+            "replayed": s["ReplayedEvents"], "exactly_once": raw["exactly_once"], "metrics": s}
 
 
 def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",
@@ -105,15 +94,14 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
         victim = straggler(spark, parallelism)
         spec = JobSpec(kind="wordcount", events=sizes.events, keys=sizes.keys, skew=f"hot:{sizes.hot}:1",
                        rate=sizes.rate, parallelism=parallelism, max_batch=sizes.batch, verify=True, timeout=900)
-        _run(spark, "none", backend, replace(spec, events=2 * sizes.batch, rate=0.0, verify=False), None, victim, 1,
-             tmp, "warm")
+        run_one(spark, "none", backend, replace(spec, events=2 * sizes.batch, rate=0.0, verify=False), [], 1,
+                tmp, victim)
         fail_at = sizes.events // 2
-        n = 0
         for failure in (False, True):  # interleaved: each protocol's two runs far apart in time
             for protocol in PROTOCOLS if not failure else PROTOCOLS[::-1]:
-                n += 1
-                row = _run(spark, protocol, backend, replace(spec, verify=protocol != "none"),
-                           fail_at if failure else None, victim, sizes.interval, tmp, f"s{n}")
+                verify = registration(protocol).exactly_once
+                row = _row(run_one(spark, protocol, backend, replace(spec, verify=verify),
+                                   [fail_at] if failure else [], sizes.interval, tmp, victim), failure)
                 rows.append(row)
                 say(f"logio-stragglers: {protocol} {'1 failure' if failure else 'no failure'}: wall "
                     f"{row['wall_s']:.1f} s, p50 {row['latency_p50_ms']:.0f} ms, recovery {row['recovery_ms']:.0f} ms")
@@ -136,7 +124,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
            "| protocol | failure | wall s | overhead % vs none | p50 ms | p99 ms | ckpt ms | recovery ms | "
            "replayed events | exactly-once |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in doc["rows"]:
-        eo = "–" if r["protocol"] == "none" else str(r["exactly_once"]).lower()
+        eo = "–" if not registration(r["protocol"]).exactly_once else str(r["exactly_once"]).lower()
         out.append(f"| {r['protocol']} | {'1' if r['failure'] else '0'} | {r['wall_s']:.1f} | "
                    f"{r['overhead_pct']:+.1f} | {r['latency_p50_ms']:.0f} | {r['latency_p99_ms']:.0f} | "
                    f"{r['checkpoint_ms']:.1f} | {r['recovery_ms']:.0f} | {r['replayed']:,} | {eo} |")

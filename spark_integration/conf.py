@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from backends import backend_class
 
@@ -74,18 +74,111 @@ def _entries(conf: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in items if str(k).startswith(PREFIX)}
 
 
-def _int(key: str, text: str, minimum: int) -> int:
+def _int(key: str, text: str) -> int:
+    """The integer a conf entry spells (its range is :func:`build`'s to check)."""
     try:
-        value = int(text.strip())
+        return int(text.strip())
     except ValueError:
         raise SparkIntegrationError(f"{PREFIX}{key}={text!r} is not an integer") from None
+
+
+def _at_least(key: str, value: int, minimum: int) -> int:
     if value < minimum:
         raise SparkIntegrationError(f"{PREFIX}{key}={value} must be >= {minimum}")
     return value
 
 
+def build(protocol: str = "none", backend: str | None = None,
+          backend_options: Mapping[str, Any] | None = None, *, interval: int = 1, jitter: int = 0,
+          full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
+          fail_instance: int = 0, fail_point: str = "") -> Settings:
+    """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
+
+    Launchers in Python (the experiments) call this directly; :func:`from_conf` only parses the
+    conf's strings and calls it, so both are held to the same rules and the same messages, which
+    name the ``spark.ckptbench.*`` key a mistake is about.  ``job_id`` and ``state_dir`` default
+    to a fresh id and :func:`default_state_dir`; a path backend's ``path`` to
+    :func:`default_store_path`.
+    """
+    protocol = protocol.strip().lower()
+    try:
+        reg = registration(protocol)
+    except UnknownProtocolError:
+        raise UnknownProtocolError(f"{PREFIX}protocol={protocol!r} is not valid; valid protocols: "
+                                   f"{', '.join(protocol_names())}") from None
+
+    job_id = job_id.strip() or f"job-{uuid.uuid4().hex[:10]}"
+    state_dir = state_dir.strip() or default_state_dir()
+    backend = (backend or "").strip() or None
+    given = dict(backend_options or {})
+    if reg.baseline and (backend or given):
+        raise SparkIntegrationError(
+            f"{PREFIX}protocol={protocol} is a baseline that keeps its state in Spark's own store; "
+            f"drop {PREFIX}backend and its options")
+    options: dict[str, Any] = {}
+    if backend is None:
+        if reg.uses_backend:
+            raise SparkIntegrationError(
+                f"{PREFIX}protocol={protocol} writes checkpoints but {PREFIX}backend is not set; "
+                f"set it, e.g. --conf {PREFIX}backend=indexed_fs --conf {BACKEND_PREFIX}path=DIR"
+            )
+        if given:
+            raise SparkIntegrationError(
+                f"{BACKEND_PREFIX}{sorted(given)[0]} is set but {PREFIX}backend is not"
+            )
+    else:
+        cls = backend_class(backend)  # UnknownBackendError lists the valid names
+        if not cls.persistent and reg.uses_backend:
+            raise SparkIntegrationError(
+                f"{PREFIX}backend={backend!r} keeps its data inside one process, but Spark executors "
+                f"run in separate Python workers; use a shared store (e.g. default_fs, indexed_fs, redis)"
+            )
+        # BadOptionError names the bad option and the valid ones; keep only what was given so
+        # defaults stay the backend's own.
+        cls.parse_options(given)
+        options = given
+        if "path" in options:
+            options["path"] = os.path.abspath(os.path.expanduser(str(options["path"])))
+        elif "path" in cls.all_options() and reg.uses_backend:
+            options["path"] = default_store_path(state_dir, job_id)
+
+    offsets = tuple(sorted(_at_least("failAt", int(o), 0) for o in fail_at))
+    if offsets and not reg.failure_injection:
+        raise SparkIntegrationError(
+            f"{PREFIX}protocol={protocol} runs without injected failures; drop {PREFIX}failAt")
+
+    fail_point = fail_point.strip()
+    if fail_point and (not offsets or not fail_point.startswith("spark.")):
+        raise SparkIntegrationError(
+            f"{PREFIX}failPoint={fail_point!r} needs {PREFIX}failAt (the offset from which it is armed) and "
+            f"a name of the form spark.<owner>.<step>, e.g. spark.worker.before_checkpoint")
+
+    _at_least("interval", interval, 1)
+    _at_least("jitter", jitter, 0)
+    if 2 * jitter >= interval:
+        raise SparkIntegrationError(
+            f"{PREFIX}jitter={jitter} must be below half of {PREFIX}interval={interval} (so an "
+            f"instance's checkpoints stay in order); raise the interval or lower the jitter"
+        )
+
+    return Settings(
+        backend=backend,
+        backend_options=options,
+        protocol=protocol,
+        interval=interval,
+        jitter=jitter,
+        full_every=_at_least("fullEvery", full_every, 1),
+        job_id=job_id,
+        state_dir=state_dir,
+        fail_at=offsets,
+        fail_instance=_at_least("failInstance", fail_instance, 0),
+        fail_point=fail_point,
+        writes_checkpoints=reg.uses_backend,
+    )
+
+
 def from_conf(conf: Any) -> Settings:
-    """Validate the ``spark.ckptbench.*`` entries of ``conf`` into :class:`Settings`."""
+    """Parse the ``spark.ckptbench.*`` entries of ``conf`` and validate them with :func:`build`."""
     entries = _entries(conf)
     plain: dict[str, str] = {}
     backend_opts: dict[str, str] = {}
@@ -102,83 +195,15 @@ def from_conf(conf: Any) -> Settings:
             )
         plain[short] = value
 
-    protocol = plain.get("protocol", "none").strip().lower()
-    try:
-        reg = registration(protocol)
-    except UnknownProtocolError:
-        raise UnknownProtocolError(f"{PREFIX}protocol={protocol!r} is not valid; valid protocols: "
-                                   f"{', '.join(protocol_names())}") from None
+    def number(key: str, default: str) -> int:
+        return _int(key, plain.get(key, default))
 
-    job_id = plain.get("jobId", "").strip() or f"job-{uuid.uuid4().hex[:10]}"
-    state_dir = plain.get("stateDir", "").strip() or default_state_dir()
-    backend = plain.get("backend", "").strip() or None
-    if reg.baseline and (backend or backend_opts):
-        raise SparkIntegrationError(
-            f"{PREFIX}protocol={protocol} is a baseline that keeps its state in Spark's own store; "
-            f"drop {PREFIX}backend and its options")
-    options: dict[str, Any] = {}
-    if backend is None:
-        if reg.uses_backend:
-            raise SparkIntegrationError(
-                f"{PREFIX}protocol={protocol} writes checkpoints but {PREFIX}backend is not set; "
-                f"set it, e.g. --conf {PREFIX}backend=indexed_fs --conf {BACKEND_PREFIX}path=DIR"
-            )
-        if backend_opts:
-            raise SparkIntegrationError(
-                f"{BACKEND_PREFIX}{sorted(backend_opts)[0]} is set but {PREFIX}backend is not"
-            )
-    else:
-        cls = backend_class(backend)  # UnknownBackendError lists the valid names
-        if not cls.persistent and reg.uses_backend:
-            raise SparkIntegrationError(
-                f"{PREFIX}backend={backend!r} keeps its data inside one process, but Spark executors "
-                f"run in separate Python workers; use a shared store (e.g. default_fs, indexed_fs, redis)"
-            )
-        # BadOptionError names the bad option and the valid ones; keep only what was given so
-        # defaults stay the backend's own.
-        cls.parse_options(backend_opts)
-        options = dict(backend_opts)
-        if "path" in options:
-            options["path"] = os.path.abspath(os.path.expanduser(options["path"]))
-        elif "path" in cls.all_options() and reg.uses_backend:
-            options["path"] = default_store_path(state_dir, job_id)
-
-    fail_at: tuple[int, ...] = ()
-    if plain.get("failAt", "").strip():
-        parts = [p for p in plain["failAt"].replace(" ", "").split(",") if p]
-        fail_at = tuple(sorted(_int("failAt", p, 0) for p in parts))
-    if fail_at and not reg.failure_injection:
-        raise SparkIntegrationError(
-            f"{PREFIX}protocol={protocol} runs without injected failures; drop {PREFIX}failAt")
-
-    fail_point = plain.get("failPoint", "").strip()
-    if fail_point and (not fail_at or not fail_point.startswith("spark.")):
-        raise SparkIntegrationError(
-            f"{PREFIX}failPoint={fail_point!r} needs {PREFIX}failAt (the offset from which it is armed) and "
-            f"a name of the form spark.<owner>.<step>, e.g. spark.worker.before_checkpoint")
-
-    interval = _int("interval", plain.get("interval", "1"), 1)
-    jitter = _int("jitter", plain.get("jitter", "0"), 0)
-    if 2 * jitter >= interval:
-        raise SparkIntegrationError(
-            f"{PREFIX}jitter={jitter} must be below half of {PREFIX}interval={interval} (so an "
-            f"instance's checkpoints stay in order); raise the interval or lower the jitter"
-        )
-
-    return Settings(
-        backend=backend,
-        backend_options=options,
-        protocol=protocol,
-        interval=interval,
-        jitter=jitter,
-        full_every=_int("fullEvery", plain.get("fullEvery", "10"), 1),
-        job_id=job_id,
-        state_dir=state_dir,
-        fail_at=fail_at,
-        fail_instance=_int("failInstance", plain.get("failInstance", "0"), 0),
-        fail_point=fail_point,
-        writes_checkpoints=reg.uses_backend,
-    )
+    fail_at = [_int("failAt", p) for p in plain.get("failAt", "").replace(" ", "").split(",") if p]
+    return build(plain.get("protocol", "none"), plain.get("backend"), backend_opts,
+                 interval=number("interval", "1"), jitter=number("jitter", "0"),
+                 full_every=number("fullEvery", "10"), job_id=plain.get("jobId", ""),
+                 state_dir=plain.get("stateDir", ""), fail_at=fail_at,
+                 fail_instance=number("failInstance", "0"), fail_point=plain.get("failPoint", ""))
 
 
 def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:
@@ -190,4 +215,4 @@ def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] |
 
 
 __all__ = ["PREFIX", "BACKEND_PREFIX", "Settings", "SparkIntegrationError", "default_state_dir",
-           "default_store_path", "from_conf", "to_conf"]
+           "build", "default_store_path", "from_conf", "to_conf"]

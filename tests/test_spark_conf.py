@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from backends.base import BadOptionError, UnknownBackendError
-from spark_integration.conf import PREFIX, Settings, SparkIntegrationError, from_conf, to_conf
+from spark_integration.conf import PREFIX, Settings, SparkIntegrationError, build, from_conf, to_conf
 from spark_integration.operators import KeyedState, decode_pairs, encode_pairs
 from spark_integration.source import generate
 from spark_integration.verify import compare, count_truth
@@ -33,6 +33,25 @@ def test_full_settings_parse_and_pickle(tmp_path):
     assert s.backend_options == {"path": str(tmp_path)}
     assert s.fail_at == (100, 900) and s.fail_instance == 1
     assert pickle.loads(pickle.dumps(s)) == s
+
+
+def test_build_takes_typed_values_and_matches_the_conf(tmp_path):
+    typed = build("coordinated", "default_fs", {"path": str(tmp_path)}, interval=3, full_every=5,
+                  job_id="j1", state_dir=str(tmp_path / "w"), fail_at=[900, 100], fail_instance=1)
+    c = conf(protocol="coordinated", backend="default_fs", interval="3", fullEvery="5", jobId="j1",
+             stateDir=str(tmp_path / "w"), failAt="900,100", failInstance="1")
+    c[PREFIX + "backend.path"] = str(tmp_path)
+    assert typed == from_conf(c)
+
+
+@pytest.mark.parametrize("kwargs, named", [
+    (dict(interval=0), "interval=0"), (dict(jitter=-1), "jitter=-1"), (dict(full_every=0), "fullEvery=0"),
+    (dict(fail_at=[-5]), "failAt=-5"), (dict(fail_instance=-1), "failInstance=-1"),
+    (dict(interval=2, jitter=1), "jitter=1"),
+])
+def test_build_refuses_what_from_conf_refuses(tmp_path, kwargs, named):
+    with pytest.raises(SparkIntegrationError, match=named):
+        build("coordinated", "default_fs", {"path": str(tmp_path)}, **kwargs)
 
 
 def test_reads_a_real_sparkconf_like_object():
