@@ -23,6 +23,7 @@ from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
 from spark_integration.settings import Settings
 from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
+from spark_integration.state_size import SYNTAX as STATE_SYNTAX, state_size_arg
 
 from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, named
 
@@ -31,6 +32,7 @@ JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3", "n
         "nexmark-q8": "q8", "nexmark-q12": "q12"}
 #: ``--skew``'s type, named as the user knows it
 SKEW = named("skew")(skew_arg)
+STATE_BYTES = named("state size")(state_size_arg)
 
 SPARK_DESCRIPTION = """\
 Run a keyed job (count or NexMark Q3 join) on Spark under a checkpointing protocol and a backend,
@@ -61,6 +63,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--keys", type=int, default=10_000,
                    help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
+                   help="state per key beside its count (wordcount, nexmark-bids): " + STATE_SYNTAX)
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--parallelism", type=int, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
@@ -84,7 +88,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def settings_conf(args: argparse.Namespace) -> dict[str, str]:
     """The ``spark.ckptbench.*`` entries these arguments stand for."""
     plain = {"protocol": args.protocol, "backend": args.backend, "interval": args.interval,
-             "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance}
+             "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance,
+             "stateBytes": args.state_bytes}
     if args.fail_at:
         plain["failAt"] = ",".join(map(str, args.fail_at))
     return to_conf(plain, parse_kv(args.opt))

@@ -20,6 +20,8 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.stateDir            executor-local directory of the operators' working state
   spark.ckptbench.failAt              comma-separated event offsets at which to kill an instance
   spark.ckptbench.failInstance        the instance to kill (default: 0)
+  spark.ckptbench.stateBytes          bytes of state per key beside its count: 0 (default), BYTES,
+                                      uniform:LO:HI or lognormal:MEDIAN:SIGMA (:mod:`.state_size`)
   spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
                                       spark.<protocol>.*) at which the instance dies instead of
                                       right after applying its events (docs/spark.md)
@@ -37,12 +39,13 @@ from backends import backend_class
 from .errors import SparkIntegrationError
 from .protocols.registry import UnknownProtocolError, protocol_names, registration
 from .settings import Settings
+from .state_size import StateSize, parse_state_size
 
 PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
-         "failInstance", "failPoint")
+         "failInstance", "failPoint", "stateBytes")
 
 
 def default_state_dir() -> str:
@@ -91,7 +94,7 @@ def _at_least(key: str, value: int, minimum: int) -> int:
 def build(protocol: str = "none", backend: str | None = None,
           backend_options: Mapping[str, Any] | None = None, *, interval: int = 1, jitter: int = 0,
           full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
-          fail_instance: int = 0, fail_point: str = "") -> Settings:
+          fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0) -> Settings:
     """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
 
     Launchers in Python (the experiments) call this directly; :func:`from_conf` only parses the
@@ -161,6 +164,11 @@ def build(protocol: str = "none", backend: str | None = None,
             f"instance's checkpoints stay in order); raise the interval or lower the jitter"
         )
 
+    try:
+        size = parse_state_size(state_bytes)
+    except SparkIntegrationError as exc:
+        raise SparkIntegrationError(f"{PREFIX}stateBytes: {exc}") from None
+
     return Settings(
         backend=backend,
         backend_options=options,
@@ -173,6 +181,7 @@ def build(protocol: str = "none", backend: str | None = None,
         fail_at=offsets,
         fail_instance=_at_least("failInstance", fail_instance, 0),
         fail_point=fail_point,
+        state_bytes=str(size),
         writes_checkpoints=reg.uses_backend,
     )
 
@@ -203,7 +212,8 @@ def from_conf(conf: Any) -> Settings:
                  interval=number("interval", "1"), jitter=number("jitter", "0"),
                  full_every=number("fullEvery", "10"), job_id=plain.get("jobId", ""),
                  state_dir=plain.get("stateDir", ""), fail_at=fail_at,
-                 fail_instance=number("failInstance", "0"), fail_point=plain.get("failPoint", ""))
+                 fail_instance=number("failInstance", "0"), fail_point=plain.get("failPoint", ""),
+                 state_bytes=plain.get("stateBytes", "0"))
 
 
 def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:

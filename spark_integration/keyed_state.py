@@ -61,11 +61,35 @@ class KeyedState:
         idx = np.flatnonzero(self.dirty if only_dirty else self.counts)
         return idx.astype(np.int64), self.counts[idx]
 
+    # -- checkpoint blobs ---------------------------------------------------------------------
+    def encode(self, only_dirty: bool = False) -> bytes:
+        """The checkpoint blob of the whole state (or of the keys changed since the last
+        checkpoint): what every protocol writes and :meth:`load` reads back."""
+        return encode_pairs(*self.items(only_dirty))
+
+    def load(self, blob: bytes | memoryview) -> int:
+        """Overwrite the keys of checkpoint ``blob`` with what it holds (a full snapshot, or an
+        increment over the state restored so far); returns the bytes of ``blob`` it used, so a
+        protocol may append its own bookkeeping after it."""
+        keys, values = decode_pairs(blob)
+        self.set(keys, values)
+        return 8 + 16 * len(keys)
+
+    def encoded_size(self) -> int:
+        """Bytes of :meth:`encode` of the full state, without encoding it."""
+        return 8 + 16 * int(np.count_nonzero(self.counts))
+
+    @classmethod
+    def blob_length(cls, blob: bytes | memoryview) -> int:
+        """Bytes of the checkpoint at the start of ``blob`` (what :meth:`load` would use), read
+        from its headers alone: where a protocol's own bookkeeping after it starts."""
+        return 8 + 16 * int(np.frombuffer(blob, "<i8", 1)[0])
+
     # -- the executor-local file ------------------------------------------------------------
     def to_bytes(self) -> bytes:
         n = len(self.counts)
         head = np.array([self.version, n, self.last_events], np.int64)
-        return head.tobytes() + self.counts.tobytes() + self.dirty.tobytes()
+        return head.tobytes() + self.counts.tobytes() + self.dirty.tobytes() + self._more_bytes()
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> "KeyedState":
@@ -73,7 +97,15 @@ class KeyedState:
         state = cls(np.frombuffer(blob, np.int64, int(n), 24).copy(), int(version))
         state.dirty = np.frombuffer(blob, bool, int(n), 24 + 8 * int(n)).copy()
         state.last_events = int(last)
+        state._load_more(blob, 24 + 9 * int(n))
         return state
+
+    def _more_bytes(self) -> bytes:
+        """What a subclass keeps beside the counts in the executor-local file."""
+        return b""
+
+    def _load_more(self, blob: bytes, offset: int) -> None:
+        """Read back :meth:`_more_bytes` from ``blob[offset:]``."""
 
 
 def encode_pairs(keys: np.ndarray, values: np.ndarray) -> bytes:

@@ -38,7 +38,7 @@ import fcntl
 import os
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -51,6 +51,8 @@ from .protocols.base import Protocol
 from .protocols.tokens import STATS_SCHEMA, BatchPlan, CheckpointReport, InstanceStats
 from .q3 import JoinState
 from .settings import Settings, local_path
+from .sized_state import sized_count_state
+from .state_size import parse_state_size
 
 #: ``Settings.operator`` -> the state class of that operator
 STATE_CLASSES: dict[str, type[KeyedState]] = {"count": KeyedState, "join": JoinState}
@@ -84,12 +86,20 @@ class InstanceStateLost(SparkIntegrationError):
 
 
 def state_class(settings: Settings) -> type[KeyedState]:
-    """The state class of the job's operator (``Settings.operator``)."""
+    """The state class of the job's operator (``Settings.operator``), sized when the job's keys
+    hold state beyond their count (``Settings.state_bytes``: only the keyed count's do)."""
     try:
-        return STATE_CLASSES[settings.operator]
+        cls = STATE_CLASSES[settings.operator]
     except KeyError:
         raise SparkIntegrationError(
             f"unknown operator {settings.operator!r}; valid: {', '.join(STATE_CLASSES)}") from None
+    if parse_state_size(settings.state_bytes).sized:
+        if cls is not KeyedState:
+            raise SparkIntegrationError(
+                f"spark.ckptbench.stateBytes sizes the keyed count's state; the {settings.operator} "
+                f"operator keeps its own state: drop it")
+        return sized_count_state(settings.state_bytes)
+    return cls
 
 
 def new_state(settings: Settings) -> KeyedState:
@@ -179,11 +189,6 @@ def reach(settings: Settings, instance: int, name: str, armed: str | None = None
     failpoints.hit(name)
 
 
-def state_size(state: KeyedState) -> int:
-    """Bytes of the full state as a checkpoint encodes it (:func:`encode_pairs`)."""
-    return 8 + 16 * int(np.count_nonzero(state.counts))
-
-
 # ----------------------------------------------------------------------------- the task
 def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
     """The body of ``mapInArrow``: apply this partition's events to its instance's state."""
@@ -251,7 +256,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
         save_state(settings, instance, state)
         if failed_at:
             clear_failure(settings, instance)
-        size = state_size(state)
+        size = state.encoded_size()
     row = InstanceStats(instance=instance, events=events, min_seq=lo, max_seq=hi, restore_ms=restore_ms,
                         ckpt_start=ckpt["ckpt_start"], ckpt_ms=ckpt["ckpt_ms"], ckpt_bytes=ckpt["ckpt_bytes"],
                         backend_ops=ckpt["backend_ops"], durable=ckpt["durable"], replayed=replayed,
@@ -282,10 +287,13 @@ def discard_zombie_work(settings: Settings, protocol: Protocol, plan: BatchPlan,
         protocol.discard(settings, instance, plan.batch_seq)
 
 
-def dump_partition(settings: Settings, instance: int) -> tuple[int, int, bytes]:
-    """(instance, version, encoded pairs) of an instance's working state — for verification."""
+def dump_partition(settings: Settings, instance: int,
+                   check: Callable[[KeyedState], tuple[int, int]] | None = None) -> tuple[int, int, bytes, tuple[int, int]]:
+    """(instance, version, its keys and counts as pairs, ``check(state)``) of an instance's
+    working state — for verification.  ``check`` runs here, on the executor, for what is too
+    large to send to the driver (a sized state's rings: :func:`.sized_state.ring_mismatches`)."""
     with instance_lock(settings, instance):
         state = load_state(settings, instance)
     if state is None:
-        return instance, -1, encode_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return instance, state.version, encode_pairs(*state.items())
+        return instance, -1, encode_pairs(np.zeros(0, np.int64), np.zeros(0, np.int64)), (0, 0)
+    return instance, state.version, encode_pairs(*state.items()), check(state) if check else (0, 0)

@@ -33,6 +33,12 @@ class Query:
     #: the failure-free final state ``(seed, keys, skew, events) -> dense array``; None: by operator
     truth: Callable[..., np.ndarray] | None = None
 
+    @property
+    def sizable(self) -> bool:
+        """Whether its keys can hold state of a size (``stateBytes``): the keyed count over the
+        source's own events, whose rings the ground truth can rebuild (:mod:`.sized_state`)."""
+        return self.operator == "count" and self.truth is None and self.select is None
+
     def ground_truth(self, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
         """The final state of a failure-free run, as a dense array (index = state slot)."""
         if self.truth is not None:

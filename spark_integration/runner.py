@@ -48,8 +48,11 @@ from .protocols.sender_log import logged_bytes
 from .protocols.registry import baseline_class, protocol_class, registration
 from .protocols.tokens import STATS_SCHEMA, BatchPlan, InstanceStats, RestoreToken
 from .queries import query
+from .queries import QUERIES
 from .settings import Settings
+from .sized_state import ring_mismatches
 from .source import source_options
+from .state_size import parse_state_size
 from .verify import compare
 
 __all__ = ["JobSpec", "Metrics", "JobRunner", "build_session", "print_metrics", "run_job"]
@@ -111,6 +114,10 @@ class JobRunner:
         self.query = query(spec.kind)
         # the operator's kind of state travels to the executors with the settings
         settings = replace(settings, operator=self.query.operator)
+        if parse_state_size(settings.state_bytes).sized and not self.query.sizable:
+            raise SparkIntegrationError(
+                f"spark.ckptbench.stateBytes sizes the state of the keyed count jobs "
+                f"({', '.join(q.name for q in QUERIES.values() if q.sizable)}), not {spec.kind}; drop it")
         self.spark, self.settings, self.spec = spark, settings, spec
         self.protocol: Protocol = protocol_class(settings.protocol)(settings)
         check_fail_point(settings)
@@ -364,24 +371,30 @@ class JobRunner:
 
         self.spark.range(0, 4 * p, numPartitions=p).mapInArrow(touch, "id long").collect()
 
-    def final_state(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
-        """All instances' (keys, counts) and versions, read by one task per instance."""
+    def final_state(self, check: Any = None) -> tuple[np.ndarray, np.ndarray, list[int], tuple[int, int]]:
+        """All instances' (keys, counts), versions and the sum of ``check(state)`` over them
+        (run on the executors, see :func:`.operators.dump_partition`), one task per instance."""
         settings, p = self.settings, self.spec.parallelism
         rows = (self.spark.sparkContext.parallelize(range(p), p)
-                .map(lambda i: dump_partition(settings, i)).collect())
-        keys, counts, versions = [], [], []
-        for _inst, version, blob in rows:
+                .map(lambda i: dump_partition(settings, i, check)).collect())
+        keys, counts, versions, wrong, compared = [], [], [], 0, 0
+        for _inst, version, blob, (bad, seen) in rows:
             k, c = decode_pairs(blob)
             keys.append(k)
             counts.append(c)
             versions.append(version)
-        return np.concatenate(keys), np.concatenate(counts), versions
+            wrong, compared = wrong + bad, compared + seen
+        return np.concatenate(keys), np.concatenate(counts), versions, (wrong, compared)
 
     def _verify(self) -> None:
         s = self.spec
         expected = self.query.ground_truth(s.seed, s.keys, s.skew, s.events)
-        keys, counts, _ = self.final_state()
-        result = compare(expected, keys, counts)
+        rings = None
+        if parse_state_size(self.settings.state_bytes).sized:
+            rings = functools.partial(ring_mismatches, self.query.source, s.seed, s.keys, s.skew, s.events,
+                                      self.settings.state_bytes)
+        keys, counts, _, (wrong_rings, ring_keys) = self.final_state(rings)
+        result = compare(expected, keys, counts, wrong_rings, ring_keys)
         self.metrics.exactly_once = result.exactly_once
         self.metrics.verify_detail = result.describe()
 

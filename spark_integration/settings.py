@@ -29,6 +29,8 @@ class Settings:
     #: with ``fail_at``: the named fail point (``spark.worker.*``, ``spark.<protocol>.*``) at which
     #: the instance dies instead of right after applying its events (``""``: right after)
     fail_point: str = ""
+    #: bytes of state per key beyond its count (:mod:`.state_size`, canonical text; "0": none)
+    state_bytes: str = "0"
     #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
     #: not a conf key — the job script decides what it computes
     operator: str = "count"

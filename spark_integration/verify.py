@@ -36,20 +36,29 @@ class Comparison:
     wrong_keys: int
     expected_total: int
     actual_total: int
+    #: sized state: keys whose ring differs from the truth, of the keys whose ring was compared
+    wrong_rings: int = 0
+    rings_compared: int = 0
 
     def describe(self) -> str:
+        rings = f", and {self.rings_compared} keys' state bytes" if self.rings_compared else ""
         if self.exactly_once:
-            return f"exactly-once: {self.keys_compared} keys (state slots) match the failure-free result"
+            return f"exactly-once: {self.keys_compared} keys (state slots){rings} match the failure-free result"
         return (f"NOT exactly-once: {self.wrong_keys} of {self.keys_compared} keys differ; "
-                f"values sum to {self.actual_total}, expected {self.expected_total}")
+                f"values sum to {self.actual_total}, expected {self.expected_total}"
+                + (f"; {self.wrong_rings} of {self.rings_compared} keys' state bytes differ"
+                   if self.rings_compared else ""))
 
 
-def compare(expected: np.ndarray, actual_keys: np.ndarray, actual_counts: np.ndarray) -> Comparison:
-    """Final per-key state (sparse pairs, keys may repeat across nothing) vs the ground truth."""
+def compare(expected: np.ndarray, actual_keys: np.ndarray, actual_counts: np.ndarray,
+            wrong_rings: int = 0, rings_compared: int = 0) -> Comparison:
+    """Final per-key state (sparse pairs, keys may repeat across nothing) vs the ground truth;
+    a sized state's rings were compared on the executors (``wrong_rings`` of ``rings_compared``)."""
     size = max(len(expected), int(actual_keys.max()) + 1 if len(actual_keys) else 0)
     actual = np.zeros(size, np.int64)
     np.add.at(actual, actual_keys, actual_counts)
     exp = np.zeros(size, np.int64)
     exp[: len(expected)] = expected
     wrong = int(np.count_nonzero(actual != exp))
-    return Comparison(wrong == 0, int(np.count_nonzero(exp | actual)), wrong, int(exp.sum()), int(actual.sum()))
+    return Comparison(wrong == 0 and wrong_rings == 0, int(np.count_nonzero(exp | actual)), wrong,
+                      int(exp.sum()), int(actual.sum()), wrong_rings, rings_compared)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from spark_integration.protocols.cic.hmnr import Hmnr, Piggyback, piggyback_size
+from spark_integration.sized_state import sized_count_state
 from spark_integration.protocols.cic.protocol import bookkeeping_of, checkpoint_blob, sender_piggyback
 from spark_integration.keyed_state import KeyedState, decode_pairs
 from spark_integration.recovery_line import Checkpoint, compute
@@ -101,7 +102,20 @@ def test_checkpoint_blob_carries_state_then_bookkeeping():
     blob = checkpoint_blob(state, h)
     keys, values = decode_pairs(blob)  # what uncoordinated's restore reads: the trailer is ignored
     assert keys.tolist() == [3, 7] and values.tolist() == [2, 1]
-    assert bookkeeping_of(blob).lc == 1
+    assert bookkeeping_of(blob, KeyedState).lc == 1
+
+
+def test_checkpoint_blob_of_a_sized_state_keeps_its_rings_before_the_bookkeeping():
+    cls = sized_count_state("64")
+    state = cls()
+    state.apply_columns([np.array([3, 3, 7]), np.array([10, 11, 12])])
+    h = Hmnr(4, 1)
+    h.checkpoint()
+    blob = checkpoint_blob(state, h)
+    back = cls()
+    assert back.load(blob) == cls.blob_length(blob) == len(blob) - len(h.to_bytes())
+    assert back.encode() == state.encode()
+    assert bookkeeping_of(blob, cls).lc == 1
 
 
 def _play(protocol: str) -> tuple[dict[int, list[Checkpoint]], int]:

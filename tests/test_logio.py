@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from spark_integration.conf import PREFIX, from_conf
+from spark_integration.keyed_state import decode_pairs, encode_pairs
 from spark_integration.operators import KeyedState, drop_state, load_state, save_state
 from spark_integration.protocols.logio import (
     LogioProtocol,
@@ -73,8 +74,9 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def test_commit_record_is_checksummed():
-    blob = encode_commit({"inset": 3, "full": True}, np.array([1, 2]), np.array([5, 6]))
-    meta, k, v = decode_commit(blob)
+    blob = encode_commit({"inset": 3, "full": True}, encode_pairs(np.array([1, 2]), np.array([5, 6])))
+    meta, pairs = decode_commit(blob)
+    k, v = decode_pairs(pairs)
     assert meta["inset"] == 3 and list(k) == [1, 2] and list(v) == [5, 6]
     assert decode_commit(blob[:-3]) is None  # torn
     assert decode_commit(blob[:-1] + bytes([blob[-1] ^ 1])) is None  # corrupt

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from backends import failpoints
 
 from ..errors import SparkIntegrationError
-from ..keyed_state import KeyedState, decode_pairs, encode_pairs
+from ..keyed_state import KeyedState
 from ..operators import DURING_CHECKPOINT_WRITE, new_state, reach
 from ..settings import Settings
 from ..store import participant_store
@@ -134,7 +134,7 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
                    batch_seq: int) -> CheckpointReport:
         start = time.time()
         t = time.perf_counter()
-        blob = encode_pairs(*state.items(only_dirty=not token.full))
+        blob = state.encode(only_dirty=not token.full)
         with participant_store(settings, f"i{instance}") as store:
             store.put(_epoch_key(token.epoch), blob)
             reach(settings, instance, DURING_CHECKPOINT_WRITE)
@@ -160,6 +160,6 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
                 f"{', '.join(missing)} of committed epoch {token.epoch}; the backend lost data"
             )
         for name in names:  # full snapshot first, then the increments in epoch order
-            state.set(*decode_pairs(blobs[name]))
+            state.load(blobs[name])
         state.dirty[:] = False
         return state

@@ -53,7 +53,7 @@ from backends import failpoints
 
 from .. import phases
 from ..errors import SparkIntegrationError
-from ..keyed_state import KeyedState, decode_pairs, encode_pairs, replay_log
+from ..keyed_state import KeyedState, replay_log
 from ..operators import DURING_CHECKPOINT_WRITE, load_state, reach, state_class
 from ..settings import Settings
 from ..store import Scoped, participant_store
@@ -77,26 +77,22 @@ def _commit_key(b: int) -> str:
     return f"c/b{b:010d}"
 
 
-def encode_commit(meta: dict, keys: np.ndarray, values: np.ndarray) -> bytes:
-    """One Input Set's commit record: header | JSON meta | pairs, checksummed as a whole."""
+def encode_commit(meta: dict, state_blob: bytes) -> bytes:
+    """One Input Set's commit record: header | JSON meta | the state's checkpoint blob
+    (:meth:`~spark_integration.keyed_state.KeyedState.encode`), checksummed as a whole."""
     body = json.dumps(meta, separators=(",", ":")).encode()
-    pairs = encode_pairs(keys, values)
-    return _HEADER.pack(_MAGIC, zlib.crc32(pairs, zlib.crc32(body)), len(body)) + body + pairs
+    return _HEADER.pack(_MAGIC, zlib.crc32(state_blob, zlib.crc32(body)), len(body)) + body + state_blob
 
 
-def decode_commit(blob: bytes) -> tuple[dict, np.ndarray, np.ndarray] | None:
-    """(meta, keys, values), or None for a torn/corrupt record (= not committed)."""
+def decode_commit(blob: bytes) -> tuple[dict, memoryview] | None:
+    """(meta, state blob), or None for a torn/corrupt record (= not committed)."""
     if len(blob) < _HEADER.size:
         return None
     magic, crc, n = _HEADER.unpack_from(blob)
-    body, pairs = blob[_HEADER.size:_HEADER.size + n], blob[_HEADER.size + n:]
-    if magic != _MAGIC or len(body) != n or zlib.crc32(pairs, zlib.crc32(body)) != crc:
+    body, state_blob = blob[_HEADER.size:_HEADER.size + n], memoryview(blob)[_HEADER.size + n:]
+    if magic != _MAGIC or len(body) != n or zlib.crc32(state_blob, zlib.crc32(body)) != crc:
         return None
-    try:
-        keys, values = decode_pairs(pairs)
-    except (ValueError, IndexError):
-        return None
-    return json.loads(body), keys, values
+    return json.loads(body), state_blob
 
 
 @dataclass(frozen=True)
@@ -122,11 +118,10 @@ def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, ful
     Returns (record bytes, number of output pairs).  A full commit also garbage-collects the
     instance's older commit and acknowledgement records (everything they describe is done).
     """
-    out_keys, out_values = state.items(only_dirty=True)
-    keys, values = state.items() if full else (out_keys, out_values)
+    outputs = int(np.count_nonzero(state.dirty))
     meta = {"inset": b, "full": full, "hwm": {str(s): b for s in range(senders)},
-            "done": [[s, b] for s in range(senders)], "outputs": int(len(out_keys))}
-    blob = encode_commit(meta, keys, values)
+            "done": [[s, b] for s in range(senders)], "outputs": outputs}
+    blob = encode_commit(meta, state.encode(only_dirty=not full))
     store.put(_commit_key(b), blob)
     if on_put is not None:  # a fail point between the put and the flush
         on_put()
@@ -137,7 +132,7 @@ def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, ful
         for k in old:
             store.delete(k)
     state.dirty[:] = False
-    return len(blob), int(len(out_keys))
+    return len(blob), outputs
 
 
 def committed_state(store: Scoped, state_cls: type[KeyedState] = KeyedState) -> tuple[KeyedState, int]:
@@ -148,12 +143,12 @@ def committed_state(store: Scoped, state_cls: type[KeyedState] = KeyedState) -> 
         if decoded is not None:
             records.append(decoded)
     state, head = state_cls(), 0
-    fulls = [n for n, (meta, _, _) in enumerate(records) if meta["full"]]
+    fulls = [n for n, (meta, _) in enumerate(records) if meta["full"]]
     start = fulls[-1] if fulls else 0
-    for meta, keys, values in records[start:]:
+    for meta, state_blob in records[start:]:
         if meta["inset"] != head + 1 and head and not meta["full"]:
             break  # a gap: a later delta cannot be applied without the missing one
-        state.set(keys, values)
+        state.load(state_blob)
         head = meta["inset"]
     state.version = head
     state.dirty[:] = False

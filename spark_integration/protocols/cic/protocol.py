@@ -38,8 +38,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ...keyed_state import KeyedState, encode_pairs
-from ...operators import load_state
+from ...keyed_state import KeyedState
+from ...operators import load_state, state_class
 from ...settings import Settings, local_path
 from ...store import participant_store
 from ..base import CommitResult
@@ -98,14 +98,13 @@ def save_hmnr(settings: Settings, instance: int, h: Hmnr) -> None:
 
 
 def checkpoint_blob(state: KeyedState, h: Hmnr) -> bytes:
-    """The state pairs, then the bookkeeping at the checkpoint (see the module doc)."""
-    return encode_pairs(*state.items()) + h.to_bytes()
+    """The state's checkpoint, then the bookkeeping at the checkpoint (see the module doc)."""
+    return state.encode() + h.to_bytes()
 
 
-def bookkeeping_of(blob: bytes) -> Hmnr | None:
-    """The bookkeeping appended to a checkpoint blob (None: a blob without one)."""
-    n = int(np.frombuffer(blob, "<i8", 1)[0])
-    tail = blob[8 + 16 * n:]
+def bookkeeping_of(blob: bytes, state_cls: type[KeyedState]) -> Hmnr | None:
+    """The bookkeeping appended to a checkpoint blob of ``state_cls`` (None: a blob without one)."""
+    tail = blob[state_cls.blob_length(blob):]
     return Hmnr.from_bytes(tail) if tail else None
 
 
@@ -189,7 +188,7 @@ class CicProtocol(UncoordinatedProtocol):
         with participant_store(settings, f"i{instance}") as store:
             found = {int(key[1:]): blob for key, blob in store.scan("c")}
         at = line_for(instance, sorted(found), token.senders, token.batch_seq - 1).line[instance]
-        h = bookkeeping_of(found[at]) if at in found else None
+        h = bookkeeping_of(found[at], state_class(settings)) if at in found else None
         if h is None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_hmnr_path(settings, instance))

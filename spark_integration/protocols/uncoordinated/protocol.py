@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ...keyed_state import KeyedState, decode_pairs, encode_pairs, replay_log
+from ...keyed_state import KeyedState, replay_log
 from ... import phases
 from ...operators import armed_point, load_state, new_state
 from ...settings import Settings
@@ -101,7 +101,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InstanceSchedule,
                    batch_seq: int) -> CheckpointReport:
         if token.due(instance, batch_seq):  # this instance's own clock
-            submit_checkpoint(settings, instance, batch_seq, encode_pairs(*state.items()))
+            submit_checkpoint(settings, instance, batch_seq, state.encode())
         return read_durable(settings, instance)
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
@@ -123,7 +123,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         line = line_for(instance, sorted(found), token.senders, token.batch_seq - 1)
         at = line.line[instance]
         if at:
-            state.set(*decode_pairs(found[at]))
+            state.load(found[at])
         state.version = at
         state.useless = line.useless_count
         for sender in range(token.senders):  # replay each channel s -> instance the line names
