@@ -399,33 +399,39 @@ class IndexedFSBackend(Backend):
         """The latest checkpoint of ``key``, or ``None``: one ``pread`` of its record (a slice
         of the mapping of a sealed segment), whose CRC, lengths, flags and key are checked
         before the value is returned (any mismatch: :class:`CorruptDataError`, never the
-        bytes).  The base checks are inlined and the record is read and checked in one C call
-        (:func:`.segment.read_value`) where built: this is the read hot path.  A record the C
-        check refuses is read again and checked in Python, which names what is wrong."""
-        if self._closed or type(key) is not str or not key:
-            self._check_open()
-            self._check_key(key)
-        with self._lock:
-            index = self._index
-            e = _dict_get(index.d, key)  # the overlay (a dict underneath); else the base
-            if e is None:
-                e = index.get(key)
+        bytes).  The base's checks and in-flight token (see :meth:`Backend.close`) are inlined
+        and the record is read and checked in one C call (:func:`.segment.read_value`) where
+        built: this is the read hot path.  A record the C check refuses is read again and
+        checked in Python, which names what is wrong."""
+        inflight = self._inflight
+        inflight.append(None)
+        try:
+            if self._closed or type(key) is not str or not key:
+                self._check_open()
+                self._check_key(key)
+            with self._lock:
+                index = self._index
+                e = _dict_get(index.d, key)  # the overlay (a dict underneath); else the base
                 if e is None:
-                    return None
-            seg = self._segments[e[0]]
-            m = seg.mapped
-            if read_value is not None and (m is not None or seg.fd is not None):
-                value = read_value(seg.fd if m is None else m, e[1], e[2], key)
-                if value is not None:
-                    return value
-            data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
-        if len(data) >= HEADER_SIZE:
-            c, _seq, klen, vlen, flags = _unpack_header(data)
-            end = HEADER_SIZE + klen
-            if (not flags and end + vlen == len(data) and crc(memoryview(data)[4:]) == c
-                    and data[HEADER_SIZE:end] == key.encode("utf-8")):
-                return data[end:]
-        return self._verify(key, (data, e))  # raises, naming what is wrong
+                    e = index.get(key)
+                    if e is None:
+                        return None
+                seg = self._segments[e[0]]
+                m = seg.mapped
+                if read_value is not None and (m is not None or seg.fd is not None):
+                    value = read_value(seg.fd if m is None else m, e[1], e[2], key)
+                    if value is not None:
+                        return value
+                data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
+            if len(data) >= HEADER_SIZE:
+                c, _seq, klen, vlen, flags = _unpack_header(data)
+                end = HEADER_SIZE + klen
+                if (not flags and end + vlen == len(data) and crc(memoryview(data)[4:]) == c
+                        and data[HEADER_SIZE:end] == key.encode("utf-8")):
+                    return data[end:]
+            return self._verify(key, (data, e))  # raises, naming what is wrong
+        finally:
+            inflight.pop()
 
     def _get(self, key: str) -> bytes | None:
         with self._lock:

@@ -1,0 +1,178 @@
+"""``close()`` while other threads use the store, checked on every registered backend.
+
+The contract (:meth:`backends.base.Backend.close`): an operation that started before ``close()``
+either completes normally or raises :class:`StoreClosedError`; one that starts after it raises
+:class:`StoreClosedError`; ``close()`` returns in bounded time and raises nothing but the typed
+errors of the base module; no thread is left waiting; every write acknowledged before ``close()``
+returned is there after a reopen (persistent backends); and what the store holds (the directory
+lock, the server connection) is released, so a fresh open succeeds at once.
+
+The race is timing-dependent, so each case runs several rounds with a random delay before
+``close()``; the local stores, which are quick to open, run more rounds than the networked ones.
+Every wait is bounded: a thread that does not end fails the test instead of hanging the run
+(the threads are daemons).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+
+from backends import Backend, StoreClosedError, backend_class
+
+WRITERS = 8
+#: how long close() and every thread may take before the test calls it a hang
+BOUND_S = 15.0
+#: rounds per backend: the local stores open in milliseconds, the networked ones do not
+ROUNDS = {"memory": 20, "indexed_fs": 40, "default_fs": 20, "rocksdb": 8, "lmdb": 20,
+          "sqlite": 20}
+NETWORK_ROUNDS = 4
+
+
+def rounds_for(backend_param: str) -> int:
+    return ROUNDS.get(backend_param, NETWORK_ROUNDS)
+
+
+class Worker(threading.Thread):
+    """A daemon thread that runs ``step(i)`` for i = 0, 1, ... until the store is closed,
+    recording what returned (``done``) and every exception other than the one that ends it."""
+
+    def __init__(self, name: str, step: Callable[[int], Any]) -> None:
+        super().__init__(name=name, daemon=True)
+        self.step = step
+        self.done: list[int] = []
+        self.errors: list[BaseException] = []
+        self.closed_seen = False
+
+    def run(self) -> None:
+        i = 0
+        while True:
+            try:
+                self.step(i)
+            except StoreClosedError:
+                self.closed_seen = True
+                return
+            except BaseException as exc:  # anything else breaks the contract
+                self.errors.append(exc)
+                return
+            self.done.append(i)
+            i += 1
+
+
+def bounded(fn: Callable[[], Any], what: str) -> None:
+    """Run ``fn`` on a daemon thread; fail if it raises or does not return within BOUND_S."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=run, name=what, daemon=True)
+    t.start()
+    t.join(BOUND_S)
+    assert not t.is_alive(), f"{what} did not return within {BOUND_S} s"
+    assert not errors, f"{what} raised {errors[0]!r}"
+
+
+def join_all(workers: list[Worker]) -> None:
+    """Every worker ends within the bound, and each ended by StoreClosedError only."""
+    deadline = time.monotonic() + BOUND_S
+    for w in workers:
+        w.join(max(0.0, deadline - time.monotonic()))
+    hung = [w.name for w in workers if w.is_alive()]
+    assert not hung, f"threads still running {BOUND_S} s after close(): {hung}"
+    for w in workers:
+        assert not w.errors, f"{w.name} got {w.errors[0]!r}, not StoreClosedError"
+        assert w.closed_seen, f"{w.name} ended without StoreClosedError"
+
+
+def writers(store: Backend, round_: int) -> list[Worker]:
+    def writer(n: int) -> Worker:
+        return Worker(f"writer-{n}", lambda i: store.put(f"r{round_}-w{n}-{i}", b"v%d" % i))
+
+    return [writer(n) for n in range(WRITERS)]
+
+
+def check_acknowledged(store: Backend, round_: int, workers: list[Worker]) -> None:
+    """Every put that returned is readable with its value (``workers`` starts with the
+    writers of :func:`writers`)."""
+    want = {f"r{round_}-w{n}-{i}": b"v%d" % i for n, w in enumerate(workers[:WRITERS])
+            for i in w.done}
+    got = store.get_many(list(want))
+    lost = [k for k, v in want.items() if got.get(k) != v]
+    assert not lost, f"{len(lost)} of {len(want)} acknowledged puts lost, e.g. {lost[:3]}"
+
+
+def race(store_factory, backend_name: str, backend_param: str,
+         extra: Callable[[Backend], list[Worker]] = lambda s: [],
+         closers: int = 1) -> None:
+    """Rounds of: open, writers (and ``extra`` workers) running, ``closers`` threads call
+    close() after a random delay, then the checks of the module docstring."""
+    rng = random.Random(28)
+    persistent = backend_class(backend_name).persistent
+    store = store_factory()
+    for r in range(rounds_for(backend_param)):
+        workers = writers(store, r) + extra(store)
+        for w in workers:
+            w.start()
+        time.sleep(rng.uniform(0.0, 0.03))
+        closing = [threading.Thread(target=store.close, daemon=True) for _ in range(closers - 1)]
+        for c in closing:
+            c.start()
+        bounded(store.close, f"close() of round {r}")
+        for c in closing:
+            c.join(BOUND_S)
+            assert not c.is_alive(), "a second close() did not return"
+        assert store.closed
+        join_all(workers)
+        with pytest.raises(StoreClosedError):
+            store.put("after-close", b"x")
+        store = store_factory()  # the lock is released: a fresh open succeeds at once
+        if persistent:
+            check_acknowledged(store, r, workers)
+    store.close()
+
+
+def test_close_with_writers_in_flight(store_factory, backend_name, backend_param):
+    race(store_factory, backend_name, backend_param)
+
+
+def test_close_twice_at_once_with_writers_in_flight(store_factory, backend_name, backend_param):
+    race(store_factory, backend_name, backend_param, closers=2)
+
+
+def test_close_racing_flush(store_factory, backend_name, backend_param):
+    def flushers(store: Backend) -> list[Worker]:
+        return [Worker(f"flusher-{n}", lambda i: store.flush()) for n in range(2)]
+
+    race(store_factory, backend_name, backend_param, extra=flushers)
+
+
+def test_close_after_close_is_a_no_op(store_factory):
+    store = store_factory()
+    store.put("k", b"v")
+    store.close()
+    store.close()
+    assert store.closed
+    for op in (lambda: store.put("k", b"w"), lambda: store.get("k"), store.flush,
+               lambda: list(store.scan(""))):
+        with pytest.raises(StoreClosedError):
+            op()
+
+
+def test_scan_iterator_after_close_raises_store_closed(store_factory):
+    store = store_factory()
+    store.put_many({f"k{i}": b"v" for i in range(10)})
+    it = store.scan("")
+    next(it)
+    store.close()
+    with pytest.raises(StoreClosedError):
+        for _ in it:
+            pass
+
