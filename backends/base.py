@@ -361,6 +361,14 @@ class Backend(abc.ABC):
             inflight.pop()
             self._check_open()
 
+    def _operation(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` as a public operation: between :meth:`_enter` and the token's pop."""
+        self._enter()
+        try:
+            return fn(*args)
+        finally:
+            self._inflight.pop()
+
     # -- public API -----------------------------------------------------------------------
     def put(self, key: str, value: bytes) -> None:
         """Store ``value`` as the latest checkpoint of ``key``; durable per ``durability``."""
@@ -454,11 +462,7 @@ class Backend(abc.ABC):
 
     def flush(self) -> None:
         """Make every acknowledged write durable now, whatever the durability mode."""
-        self._enter()
-        try:
-            self._flush()
-        finally:
-            self._inflight.pop()
+        self._operation(self._flush)
 
     def close(self) -> None:
         """Flush and release resources.  Safe while other threads use the store: operations

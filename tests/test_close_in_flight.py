@@ -15,14 +15,17 @@ Every wait is bounded: a thread that does not end fails the test instead of hang
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
 
 from backends import Backend, StoreClosedError, backend_class
+from backends.indexed_fs import group_commit
 
 WRITERS = 8
 #: how long close() and every thread may take before the test calls it a hang
@@ -176,3 +179,39 @@ def test_scan_iterator_after_close_raises_store_closed(store_factory):
         for _ in it:
             pass
 
+
+
+@pytest.mark.skipif(not group_commit.native_available, reason="the C committer was not built")
+def test_group_commit_serves_writers_after_its_close(tmp_path):
+    """The C committer's ``close()`` stops its sync thread; writers that queue behind a leader
+    then (a store closed under a late writer, or the committer's own teardown) are still
+    served: their leader syncs for them instead of handing over to a thread that is gone."""
+    fd = os.open(tmp_path / "log", os.O_RDWR | os.O_CREAT, 0o644)
+    made, _, kind = group_commit.committer(SimpleNamespace(fd=fd))
+    assert kind == "native"
+    end, append_lock, stop = [0], threading.Lock(), threading.Event()
+
+    def step(i: int) -> None:
+        if stop.is_set():
+            raise StoreClosedError("done")
+        with append_lock:
+            os.pwrite(fd, b"x", end[0])
+            end[0] += 1
+            target = end[0]
+            made.appended(fd, target, target)
+        made.wait(target)
+
+    previous = group_commit.set_sync_delay(0.002)  # writers queue behind every sync
+    try:
+        workers = [Worker(f"committer-writer-{n}", step) for n in range(WRITERS)]
+        for w in workers:
+            w.start()
+        time.sleep(0.05)
+        made.close()
+        time.sleep(0.2)  # writers go on queueing behind leaders after the close
+        stop.set()
+        join_all(workers)
+    finally:
+        group_commit.set_sync_delay(previous)
+        os.close(fd)
+    assert all(w.done for w in workers)

@@ -547,8 +547,7 @@ class IndexedFSBackend(Backend):
 
     def write_snapshot(self) -> str:
         """Flush the index to a new snapshot now (also done every ``index_flush_interval``)."""
-        self._check_open()
-        return self._write_snapshot()
+        return self._operation(self._write_snapshot)
 
     def _write_snapshot(self) -> str:
         with self._snap_lock:
@@ -617,8 +616,8 @@ class IndexedFSBackend(Backend):
         if self._delta_thread is None and not self._stop.is_set():
             t = threading.Thread(target=self._delta_loop, name="indexed_fs-delta", daemon=True)
             self._delta_thread = t
-            self._threads.append(t)
             t.start()
+            self._threads.append(t)  # started first: close() joins only started threads
         self._delta_wake.set()
 
     def _delta_loop(self) -> None:
@@ -650,8 +649,7 @@ class IndexedFSBackend(Backend):
     def write_delta(self) -> str | None:
         """Write the index delta now (also done in the background every ``delta_records``
         records); see :meth:`_write_delta`."""
-        self._check_open()
-        return self._write_delta()
+        return self._operation(self._write_delta)
 
     def _write_delta(self) -> str | None:
         """Persist what was appended since the newest snapshot as its index delta (:mod:`.delta`);
@@ -723,8 +721,7 @@ class IndexedFSBackend(Backend):
 
     def compact(self) -> dict[str, int]:
         """Rewrite sealed segments whose live ratio is below ``compaction_live_ratio``."""
-        self._check_open()
-        return self._compact()
+        return self._operation(self._compact)
 
     def _compact(self) -> dict[str, int]:
         done = compaction.compact(self, self.config["compaction_live_ratio"])
@@ -800,13 +797,16 @@ class IndexedFSBackend(Backend):
 
     # ------------------------------------------------------------------------------- closing
     def _close(self) -> None:
-        self._stop.set()
-        self._delta_wake.set()
-        with self._delta_cv:  # no writer waits for a delta that will not come
-            self._delta_cv.notify_all()
-        for t in self._threads:
-            t.join()
+        """Stop the background threads, make everything durable, write what saves the next open
+        a walk, and release the files and the lock.  No operation is in flight (see
+        :meth:`Backend.close`); whatever fails, the files and the lock are released."""
         try:
+            self._stop.set()
+            self._delta_wake.set()
+            with self._delta_cv:  # no writer waits for a delta that will not come
+                self._delta_cv.notify_all()
+            for t in self._threads:
+                t.join()
             self._flush()
             self._gc()
             try:
@@ -821,6 +821,8 @@ class IndexedFSBackend(Backend):
             self._close_files()
 
     def _close_files(self) -> None:
+        """Close the committer and the segments, then release the lock and the medium; the
+        lock and the medium are released even if closing a segment fails."""
         try:
             if self._commit is not None:  # None: the open failed before it was made
                 self._commit.close()  # the C committer's sync thread, before the fds it syncs
@@ -830,9 +832,11 @@ class IndexedFSBackend(Backend):
                 except OSError:
                     pass  # the next open tells reserved zeros from records anyway
                 seg.close()
-            self._lockfile.release()
         finally:
-            self.medium.close()
+            try:
+                self._lockfile.release()
+            finally:
+                self.medium.close()
 
     # -------------------------------------------------------------------------------- stats
     def _stats(self) -> dict[str, Any]:
