@@ -24,7 +24,14 @@ from typing import Any, Callable
 
 import pytest
 
-from backends import Backend, StoreClosedError, backend_class
+from backends import (
+    Backend,
+    StorageFullError,
+    StoreClosedError,
+    backend_class,
+    backend_names,
+    open_backend,
+)
 from backends.indexed_fs import group_commit
 
 WRITERS = 8
@@ -215,3 +222,35 @@ def test_group_commit_serves_writers_after_its_close(tmp_path):
         group_commit.set_sync_delay(previous)
         os.close(fd)
     assert all(w.done for w in workers)
+
+
+#: the stores on a local directory, whose close() writes to a disk that may be full
+LOCAL_STORES = [n for n in backend_names()
+                if backend_class(n).persistent and "path" in backend_class(n).all_options()]
+
+
+@pytest.mark.parametrize("name", LOCAL_STORES)
+def test_close_on_a_full_disk_raises_only_storage_full_and_releases_the_store(name, small_tmpfs):
+    """A close that must write (a memtable, a snapshot, a hint) on a full disk raises nothing
+    but :class:`StorageFullError`, is closed all the same, and leaves the directory free: once
+    there is space again a fresh open succeeds and every acknowledged write is there."""
+    path = str(small_tmpfs / "store")
+    modes = backend_class(name).durability_modes
+    store = open_backend(name, path=path, durability="none" if "none" in modes else modes[0])
+    acked = {}
+    for i in range(40):
+        acked[f"k{i}"] = os.urandom(8000)
+        store.put(f"k{i}", acked[f"k{i}"])
+    filler = small_tmpfs / "filler"
+    with open(filler, "wb", buffering=0) as f:
+        with pytest.raises(OSError):
+            while True:
+                f.write(bytes(4096))
+    try:
+        store.close()
+    except StorageFullError as exc:
+        assert "no space left" in str(exc)
+    assert store.closed
+    filler.unlink()
+    with open_backend(name, path=path) as again:
+        assert again.get_many(list(acked)) == acked
