@@ -96,9 +96,10 @@ _FALSE = {"0", "false", "no", "off"}
 LONGEST_WAIT_S = 7 * 24 * 3600.0
 
 #: the longest ``close()`` waits for operations already in flight to end (see the module
-#: docstring); above the retry deadline of every networked backend's default options, so that
-#: only an operation that hangs past its own timeout is closed under
-CLOSE_DRAIN_S = 30.0
+#: docstring); above the retry deadline of every networked backend's default options (the
+#: longest: hbase, four tries of a 10 s Thrift call), so that only an operation that hangs past
+#: its own timeout is closed under
+CLOSE_DRAIN_S = 60.0
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,11 @@ The race is timing-dependent, so each case runs several rounds with a random del
 ``close()``; the local stores, which are quick to open, run more rounds than the networked ones.
 Every wait is bounded: a thread that does not end fails the test instead of hanging the run
 (the threads are daemons).
+
+Besides the races: close() on a full disk (every local store), the C group committer serving
+writers after its own close, and, deterministically, the base class's ordering (close waits for
+an operation in flight before tearing down) and its bound (an operation that hangs does not
+hold close() past ``CLOSE_DRAIN_S``).
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from backends import (
     backend_names,
     open_backend,
 )
+from backends import base
 from backends.indexed_fs import group_commit
+from backends.memory import MemoryBackend
 
 WRITERS = 8
 #: how long close() and every thread may take before the test calls it a hang
@@ -254,3 +261,51 @@ def test_close_on_a_full_disk_raises_only_storage_full_and_releases_the_store(na
     filler.unlink()
     with open_backend(name, path=path) as again:
         assert again.get_many(list(acked)) == acked
+
+
+class _SlowPut(MemoryBackend):
+    """A memory store whose puts wait for ``release``, noting whether ``_close`` had run by then
+    (the ordering and the bound of close() are pure logic of the base class)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.closed_under_put = False
+        self.torn_down = False
+
+    def _put(self, key: str, value: bytes) -> None:
+        self.entered.set()
+        self.release.wait(BOUND_S)
+        self.closed_under_put = self.torn_down
+        super()._put(key, value)
+
+    def _close(self) -> None:
+        self.torn_down = True
+
+
+def test_close_waits_for_an_operation_in_flight_before_tearing_down():
+    store = _SlowPut()
+    writer = Worker("slow-writer", lambda i: store.put(f"k{i}", b"v"))
+    writer.start()
+    assert store.entered.wait(BOUND_S)
+    closer = threading.Thread(target=store.close, daemon=True)
+    closer.start()
+    time.sleep(0.05)
+    assert closer.is_alive() and not store.torn_down  # waiting for the put
+    store.release.set()
+    closer.join(BOUND_S)
+    join_all([writer])
+    assert writer.done == [0] and not store.closed_under_put and store.torn_down
+
+
+def test_close_is_bounded_when_an_operation_hangs(monkeypatch):
+    monkeypatch.setattr(base, "CLOSE_DRAIN_S", 0.2)
+    store = _SlowPut()
+    writer = Worker("stuck-writer", lambda i: store.put(f"k{i}", b"v"))
+    writer.start()
+    assert store.entered.wait(BOUND_S)
+    started = time.monotonic()
+    store.close()
+    assert store.torn_down and time.monotonic() - started < 5
+    store.release.set()
+    join_all([writer])
