@@ -2,10 +2,11 @@
 
 The contract (:meth:`backends.base.Backend.close`): an operation that started before ``close()``
 either completes normally or raises :class:`StoreClosedError`; one that starts after it raises
-:class:`StoreClosedError`; ``close()`` returns in bounded time and raises nothing but the typed
-errors of the base module; no thread is left waiting; every write acknowledged before ``close()``
-returned is there after a reopen (persistent backends); and what the store holds (the directory
-lock, the server connection) is released, so a fresh open succeeds at once.
+:class:`StoreClosedError`; ``close()`` returns in bounded time, raising nothing (a typed error
+of the base module where the medium fails it: :class:`StorageFullError` on a full disk); no
+thread is left waiting; every write acknowledged before ``close()`` returned is there after a
+reopen (persistent backends); and what the store holds (the directory lock, the server
+connection) is released, so a fresh open succeeds at once.
 
 The race is timing-dependent, so each case runs several rounds with a random delay before
 ``close()``; the local stores, which are quick to open, run more rounds than the networked ones.
@@ -80,21 +81,25 @@ class Worker(threading.Thread):
             i += 1
 
 
-def bounded(fn: Callable[[], Any], what: str) -> None:
-    """Run ``fn`` on a daemon thread; fail if it raises or does not return within BOUND_S."""
-    errors: list[BaseException] = []
+class Call(threading.Thread):
+    """``fn()`` once on a daemon thread, keeping what it raised."""
 
-    def run() -> None:
+    def __init__(self, name: str, fn: Callable[[], Any]) -> None:
+        super().__init__(name=name, daemon=True)
+        self.fn = fn
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
         try:
-            fn()
+            self.fn()
         except BaseException as exc:
-            errors.append(exc)
+            self.error = exc
 
-    t = threading.Thread(target=run, name=what, daemon=True)
-    t.start()
-    t.join(BOUND_S)
-    assert not t.is_alive(), f"{what} did not return within {BOUND_S} s"
-    assert not errors, f"{what} raised {errors[0]!r}"
+    def check(self) -> None:
+        """It returned within BOUND_S and raised nothing."""
+        self.join(BOUND_S)
+        assert not self.is_alive(), f"{self.name} did not return within {BOUND_S} s"
+        assert self.error is None, f"{self.name} raised {self.error!r}"
 
 
 def join_all(workers: list[Worker]) -> None:
@@ -139,13 +144,11 @@ def race(store_factory, backend_name: str, backend_param: str,
         for w in workers:
             w.start()
         time.sleep(rng.uniform(0.0, 0.03))
-        closing = [threading.Thread(target=store.close, daemon=True) for _ in range(closers - 1)]
+        closing = [Call(f"close() #{k} of round {r}", store.close) for k in range(closers)]
         for c in closing:
             c.start()
-        bounded(store.close, f"close() of round {r}")
         for c in closing:
-            c.join(BOUND_S)
-            assert not c.is_alive(), "a second close() did not return"
+            c.check()
         assert store.closed
         join_all(workers)
         with pytest.raises(StoreClosedError):
