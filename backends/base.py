@@ -7,6 +7,24 @@ latest serialized state of one keyed processing element: keys are ``str``, value
 Shared logic lives here once: option declaration and parsing (also from ``--opt k=v`` strings),
 argument checks, the closed-store guard, and retry with bounded exponential backoff for the
 networked backends.
+
+Closing while other threads use the store (:meth:`Backend.close`).  Invariants:
+
+* an operation that starts after ``close()`` began raises :class:`StoreClosedError`;
+* an operation already running when ``close()`` began runs to its end (it completes, or fails
+  as it would have without the close) before the backend's ``_close`` tears anything down, so
+  no operation ever meets a closed file, connection or thread half-way: what it acknowledged is
+  acknowledged, and the flush in ``_close`` covers it;
+* ``close()`` returns once, for every caller: a second (or concurrent) call waits for the first
+  and then returns, raising nothing.
+
+Why it is safe: every public operation puts a token on ``_inflight`` *before* it reads
+``_closed``, and ``close()`` sets ``_closed`` *before* it looks at ``_inflight``.  Under the
+GIL these steps are ordered, so either close sees the token (and waits for it), or the
+operation sees ``_closed`` (and raises).  A list is used because ``append`` and ``pop`` are
+single atomic calls: the hot path takes no lock, and ``close()``, which is rare, polls.  How long
+it waits is bounded (:data:`CLOSE_DRAIN_S`): an operation stuck longer (a server that stopped
+answering) is left to its own timeout, and the store is closed under it.
 """
 
 from __future__ import annotations
@@ -15,6 +33,7 @@ import abc
 import math
 import random
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -75,6 +94,12 @@ _FALSE = {"0", "false", "no", "off"}
 #: limit, weeks on some systems); a week is far below it everywhere, and a timer that fires less
 #: than once a week never fires in a benchmark run — an option that means "never" says so with 0.
 LONGEST_WAIT_S = 7 * 24 * 3600.0
+
+#: the longest ``close()`` waits for operations already in flight to end (see the module
+#: docstring); above the retry deadline of every networked backend's default options (the
+#: longest: hbase, four tries of a 10 s Thrift call), so that only an operation that hangs past
+#: its own timeout is closed under
+CLOSE_DRAIN_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -259,6 +284,9 @@ class Backend(abc.ABC):
         self.config = self.parse_options(options)
         self.durability: str = self.config["durability"]
         self._closed = False
+        #: one token per public operation in flight (see the module docstring)
+        self._inflight: list[None] = []
+        self._close_lock = threading.Lock()
 
     # -- options --------------------------------------------------------------------------
     @classmethod
@@ -324,75 +352,139 @@ class Backend(abc.ABC):
             f"{self.max_value_bytes} bytes ({_binary_size(self.max_value_bytes)}) its format "
             f"can carry; nothing was written — split the checkpoint into smaller values")
 
+    def _enter(self) -> None:
+        """Start a public operation: put its in-flight token down, *then* check that the store
+        is open (this order is what makes ``close()`` safe; see the module docstring).  The
+        operation ends with ``self._inflight.pop()`` in a ``finally``."""
+        inflight = self._inflight
+        inflight.append(None)
+        if self._closed:
+            inflight.pop()
+            self._check_open()
+
+    def _operation(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` as a public operation: between :meth:`_enter` and the token's pop."""
+        self._enter()
+        try:
+            return fn(*args)
+        finally:
+            self._inflight.pop()
+
     # -- public API -----------------------------------------------------------------------
     def put(self, key: str, value: bytes) -> None:
         """Store ``value`` as the latest checkpoint of ``key``; durable per ``durability``."""
-        # the checks of _check_open/_check_key/_check_value, inlined: this is every backend's
+        # _enter and the checks of _check_key/_check_value, inlined: this is every backend's
         # hottest call and each method call costs a measurable share of a tmpfs-speed put
-        if self._closed:
-            self._check_open()
-        if type(key) is not str or not key:
-            self._check_key(key)
-        if type(value) is not bytes:
-            self._check_value(value)
-            value = bytes(value)
-        if len(value) > self.max_value_bytes:
-            self._too_large(key, len(value))
-        self._put(key, value)
+        inflight = self._inflight
+        inflight.append(None)
+        try:
+            if self._closed:
+                self._check_open()
+            if type(key) is not str or not key:
+                self._check_key(key)
+            if type(value) is not bytes:
+                self._check_value(value)
+                value = bytes(value)
+            if len(value) > self.max_value_bytes:
+                self._too_large(key, len(value))
+            self._put(key, value)
+        finally:
+            inflight.pop()
 
     def get(self, key: str) -> bytes | None:
         """The latest checkpoint of ``key``, or ``None``."""
-        self._check_open()
-        self._check_key(key)
-        return self._get(key)
+        self._enter()
+        try:
+            self._check_key(key)
+            return self._get(key)
+        finally:
+            self._inflight.pop()
 
     def delete(self, key: str) -> None:
         """Forget ``key`` (no error if it is absent)."""
-        self._check_open()
-        self._check_key(key)
-        self._delete(key)
+        self._enter()
+        try:
+            self._check_key(key)
+            self._delete(key)
+        finally:
+            self._inflight.pop()
 
     def put_many(self, items: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
         """Store several checkpoints; durable as a whole when it returns."""
-        self._check_open()
-        pairs = list(items.items() if isinstance(items, Mapping) else items)
-        for key, value in pairs:
-            self._check_key(key)
-            self._check_value(value)
-            size = value.nbytes if isinstance(value, memoryview) else len(value)
-            if size > self.max_value_bytes:
-                self._too_large(key, size)
-        if pairs:
-            self._put_many([(k, bytes(v)) for k, v in pairs])
+        self._enter()
+        try:
+            pairs = list(items.items() if isinstance(items, Mapping) else items)
+            for key, value in pairs:
+                self._check_key(key)
+                self._check_value(value)
+                size = value.nbytes if isinstance(value, memoryview) else len(value)
+                if size > self.max_value_bytes:
+                    self._too_large(key, size)
+            if pairs:
+                self._put_many([(k, bytes(v)) for k, v in pairs])
+        finally:
+            self._inflight.pop()
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """The checkpoints of those ``keys`` that exist (absent keys are left out)."""
-        self._check_open()
-        keys = list(keys)
-        for key in keys:
-            self._check_key(key)
-        return self._get_many(keys)
+        self._enter()
+        try:
+            keys = list(keys)
+            for key in keys:
+                self._check_key(key)
+            return self._get_many(keys)
+        finally:
+            self._inflight.pop()
 
     def scan(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
-        """Every ``(key, value)`` whose key starts with ``prefix``, ordered by key."""
-        self._check_open()
-        if type(prefix) is not str:
-            raise TypeError(f"scan prefixes are str, not {type(prefix).__name__}")
-        return self._scan(prefix)
+        """Every ``(key, value)`` whose key starts with ``prefix``, ordered by key.  Each step of
+        the iterator is an operation of its own: one still being read when ``close()`` begins
+        raises :class:`StoreClosedError` at its next step instead of reading a closed store."""
+        self._enter()
+        try:
+            if type(prefix) is not str:
+                raise TypeError(f"scan prefixes are str, not {type(prefix).__name__}")
+            steps = self._scan(prefix)
+        finally:
+            self._inflight.pop()
+        return self._stepwise(steps)
+
+    def _stepwise(self, steps: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
+        """``steps``, each ``next`` of it run as an operation (see :meth:`scan`)."""
+        while True:
+            self._enter()
+            try:
+                item = next(steps, None)
+            finally:
+                self._inflight.pop()
+            if item is None:
+                return
+            yield item
 
     def flush(self) -> None:
         """Make every acknowledged write durable now, whatever the durability mode."""
-        self._check_open()
-        self._flush()
+        self._operation(self._flush)
 
     def close(self) -> None:
-        """Flush and release resources; idempotent."""
-        if self._closed:
-            return
-        try:
-            self._close()
-        finally:
+        """Flush and release resources.  Safe while other threads use the store: operations
+        that start from now on raise :class:`StoreClosedError`, those already running end
+        first (waiting at most :data:`CLOSE_DRAIN_S`), then the backend's ``_close`` runs.
+        Idempotent: a second call, also one made while the first runs, waits for the first
+        and returns; whatever the first raised is not raised again."""
+        with self._close_lock:
+            if self._closed:
+                return
             self._closed = True
+            self._drain()
+            self._close()
+
+    def _drain(self) -> None:
+        """Wait (polling, bounded by :data:`CLOSE_DRAIN_S`) until no operation is in flight."""
+        deadline = time.monotonic() + CLOSE_DRAIN_S
+        pause = 0.0001
+        while self._inflight and time.monotonic() < deadline:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
 
     def stats(self) -> dict[str, Any]:
         """What this store is and did: backend name, durability, and backend-specific counters."""

@@ -285,8 +285,13 @@ static void *sync_thread(void *arg) {
 
 /* Hand the syncing for the queued writers to the sync thread, starting it on first use
  * (caller holds mu and is the leader; the thread ends the leadership when the queue drains).
- * Returns 0, or an errno if the thread could not be started. */
+ * Returns 0, or an errno if there is no thread to hand over to: it could not be started, or
+ * close() stopped it.  Once stopping, a thread that has left its loop never looks at
+ * `thread_busy` again, and a new one would never be joined: the leader then syncs for the
+ * queued writers itself, so that no writer waits for a thread that is gone. */
 static int hand_over(GroupCommit *self) {
+    if (self->stopping)
+        return ESHUTDOWN;
     if (!self->thread_started) {
         int rc = pthread_create(&self->thread, NULL, sync_thread, self);
         if (rc)
@@ -357,7 +362,8 @@ static PyObject *gc_wait(GroupCommit *self, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
-/* Stop the sync thread (after it has synced any writer still queued).  Without the GIL. */
+/* Stop the sync thread (after it has synced any writer still queued); from then on a leader
+ * syncs for the writers queued behind it itself (see hand_over).  Without the GIL. */
 static void stop_thread(GroupCommit *self) {
     enter(self);
     int started = self->thread_started;
@@ -369,7 +375,7 @@ static void stop_thread(GroupCommit *self) {
         pthread_join(self->thread, NULL);
 }
 
-/* close(): stop the sync thread. */
+/* close(): stop the sync thread; waits still served (each leader syncing for its queue). */
 static PyObject *gc_close(GroupCommit *self, PyObject *unused) {
     Py_BEGIN_ALLOW_THREADS
     stop_thread(self);

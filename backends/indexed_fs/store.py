@@ -399,33 +399,39 @@ class IndexedFSBackend(Backend):
         """The latest checkpoint of ``key``, or ``None``: one ``pread`` of its record (a slice
         of the mapping of a sealed segment), whose CRC, lengths, flags and key are checked
         before the value is returned (any mismatch: :class:`CorruptDataError`, never the
-        bytes).  The base checks are inlined and the record is read and checked in one C call
-        (:func:`.segment.read_value`) where built: this is the read hot path.  A record the C
-        check refuses is read again and checked in Python, which names what is wrong."""
-        if self._closed or type(key) is not str or not key:
-            self._check_open()
-            self._check_key(key)
-        with self._lock:
-            index = self._index
-            e = _dict_get(index.d, key)  # the overlay (a dict underneath); else the base
-            if e is None:
-                e = index.get(key)
+        bytes).  The base's checks and in-flight token (see :meth:`Backend.close`) are inlined
+        and the record is read and checked in one C call (:func:`.segment.read_value`) where
+        built: this is the read hot path.  A record the C check refuses is read again and
+        checked in Python, which names what is wrong."""
+        inflight = self._inflight
+        inflight.append(None)
+        try:
+            if self._closed or type(key) is not str or not key:
+                self._check_open()
+                self._check_key(key)
+            with self._lock:
+                index = self._index
+                e = _dict_get(index.d, key)  # the overlay (a dict underneath); else the base
                 if e is None:
-                    return None
-            seg = self._segments[e[0]]
-            m = seg.mapped
-            if read_value is not None and (m is not None or seg.fd is not None):
-                value = read_value(seg.fd if m is None else m, e[1], e[2], key)
-                if value is not None:
-                    return value
-            data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
-        if len(data) >= HEADER_SIZE:
-            c, _seq, klen, vlen, flags = _unpack_header(data)
-            end = HEADER_SIZE + klen
-            if (not flags and end + vlen == len(data) and crc(memoryview(data)[4:]) == c
-                    and data[HEADER_SIZE:end] == key.encode("utf-8")):
-                return data[end:]
-        return self._verify(key, (data, e))  # raises, naming what is wrong
+                    e = index.get(key)
+                    if e is None:
+                        return None
+                seg = self._segments[e[0]]
+                m = seg.mapped
+                if read_value is not None and (m is not None or seg.fd is not None):
+                    value = read_value(seg.fd if m is None else m, e[1], e[2], key)
+                    if value is not None:
+                        return value
+                data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
+            if len(data) >= HEADER_SIZE:
+                c, _seq, klen, vlen, flags = _unpack_header(data)
+                end = HEADER_SIZE + klen
+                if (not flags and end + vlen == len(data) and crc(memoryview(data)[4:]) == c
+                        and data[HEADER_SIZE:end] == key.encode("utf-8")):
+                    return data[end:]
+            return self._verify(key, (data, e))  # raises, naming what is wrong
+        finally:
+            inflight.pop()
 
     def _get(self, key: str) -> bytes | None:
         with self._lock:
@@ -541,8 +547,7 @@ class IndexedFSBackend(Backend):
 
     def write_snapshot(self) -> str:
         """Flush the index to a new snapshot now (also done every ``index_flush_interval``)."""
-        self._check_open()
-        return self._write_snapshot()
+        return self._operation(self._write_snapshot)
 
     def _write_snapshot(self) -> str:
         with self._snap_lock:
@@ -611,8 +616,8 @@ class IndexedFSBackend(Backend):
         if self._delta_thread is None and not self._stop.is_set():
             t = threading.Thread(target=self._delta_loop, name="indexed_fs-delta", daemon=True)
             self._delta_thread = t
-            self._threads.append(t)
             t.start()
+            self._threads.append(t)  # started first: close() joins only started threads
         self._delta_wake.set()
 
     def _delta_loop(self) -> None:
@@ -644,8 +649,7 @@ class IndexedFSBackend(Backend):
     def write_delta(self) -> str | None:
         """Write the index delta now (also done in the background every ``delta_records``
         records); see :meth:`_write_delta`."""
-        self._check_open()
-        return self._write_delta()
+        return self._operation(self._write_delta)
 
     def _write_delta(self) -> str | None:
         """Persist what was appended since the newest snapshot as its index delta (:mod:`.delta`);
@@ -717,8 +721,7 @@ class IndexedFSBackend(Backend):
 
     def compact(self) -> dict[str, int]:
         """Rewrite sealed segments whose live ratio is below ``compaction_live_ratio``."""
-        self._check_open()
-        return self._compact()
+        return self._operation(self._compact)
 
     def _compact(self) -> dict[str, int]:
         done = compaction.compact(self, self.config["compaction_live_ratio"])
@@ -794,13 +797,16 @@ class IndexedFSBackend(Backend):
 
     # ------------------------------------------------------------------------------- closing
     def _close(self) -> None:
-        self._stop.set()
-        self._delta_wake.set()
-        with self._delta_cv:  # no writer waits for a delta that will not come
-            self._delta_cv.notify_all()
-        for t in self._threads:
-            t.join()
+        """Stop the background threads, make everything durable, write what saves the next open
+        a walk, and release the files and the lock.  No operation is in flight (see
+        :meth:`Backend.close`); whatever fails, the files and the lock are released."""
         try:
+            self._stop.set()
+            self._delta_wake.set()
+            with self._delta_cv:  # no writer waits for a delta that will not come
+                self._delta_cv.notify_all()
+            for t in self._threads:
+                t.join()
             self._flush()
             self._gc()
             try:
@@ -815,6 +821,8 @@ class IndexedFSBackend(Backend):
             self._close_files()
 
     def _close_files(self) -> None:
+        """Close the committer and the segments, then release the lock and the medium; the
+        lock and the medium are released even if closing a segment fails."""
         try:
             if self._commit is not None:  # None: the open failed before it was made
                 self._commit.close()  # the C committer's sync thread, before the fds it syncs
@@ -824,9 +832,11 @@ class IndexedFSBackend(Backend):
                 except OSError:
                     pass  # the next open tells reserved zeros from records anyway
                 seg.close()
-            self._lockfile.release()
         finally:
-            self.medium.close()
+            try:
+                self._lockfile.release()
+            finally:
+                self.medium.close()
 
     # -------------------------------------------------------------------------------- stats
     def _stats(self) -> dict[str, Any]:

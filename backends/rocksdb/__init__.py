@@ -151,10 +151,24 @@ class RocksDBBackend(Backend):
             raise _typed(exc, "syncing the WAL") from exc
 
     def _close(self) -> None:
+        """Sync the WAL and close the database.  RocksDB's close writes the memtable to a table
+        file, which a full disk refuses; rocksdict then raises a plain ``Exception`` but has
+        released the database (its ``LOCK`` too) all the same, so the error is only translated:
+        every acknowledged write is in the WAL, which the next open replays."""
         try:
             self._flush()
         finally:
-            self._db.close()
+            try:
+                self._db.close()
+            except Exception as exc:
+                err = _typed(exc, "closing")
+                if isinstance(err, StorageFullError):
+                    err = StorageFullError(
+                        f"backend 'rocksdb': no space left to write the memtable while closing "
+                        f"{self.path}: {exc}; the store is closed and every acknowledged write "
+                        f"is in its WAL, which the next open replays — free space before "
+                        f"reopening")
+                raise err from exc
 
     def _stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {
