@@ -81,6 +81,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="take over a job whose driver died (same spark.ckptbench.jobId, stateDir and backend): "
                         "recover from the protocol's records in the backend instead of starting over")
+    p.add_argument("--disk-baseline", action="store_true",
+                   help="after the job, write and read back as many bytes as its state sequentially "
+                        "beside the store (write + fdatasync, cold read) and print the ratios to them")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -136,8 +139,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print_metrics(metrics)
+    document = spark_job.job_document(metrics, settings, spec)
+    if args.disk_baseline:
+        document["disk_baseline"] = spark_job.disk_baseline(metrics, settings)
+        for name, value in document["disk_baseline"].items():
+            print(f"[SPARK], {name}, {value}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(spark_job.job_document(metrics, settings, spec), f, indent=2)
+            json.dump(document, f, indent=2)
     failed = metrics.exactly_once is False and registration(settings.protocol).exactly_once
     return EXIT_RUNTIME if failed else 0

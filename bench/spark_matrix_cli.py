@@ -15,7 +15,7 @@ from backends.base import CkptError
 from spark_integration.protocols.registry import protocol_names
 
 from .args import EXIT_USAGE, PROG, UsageError
-from .spark_cli import JOBS, SKEW, SKEW_SYNTAX, job_spec
+from .spark_cli import JOBS, SKEW, SKEW_SYNTAX, STATE_BYTES, STATE_SYNTAX, job_spec
 
 DESCRIPTION = """\
 Run every protocol on every backend (a protocol without a backend once) and the baselines on one
@@ -41,6 +41,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
     p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
+    p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
+                   help="state per key beside its count (leaves the spark-state baseline out): " + STATE_SYNTAX)
     p.add_argument("--no-spark-state", action="store_true",
                    help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
     p.add_argument("--events", type=int, default=1_000_000)
@@ -95,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         echo = lambda *a, **k: tty and print(*a, file=sys.stderr, **k)  # noqa: E731 - progress: a TTY's only
         doc = spark_matrix.run(protocols, backends, spec, args.fail_at, args.interval,
                                baselines=not args.no_spark_state, master=args.master,
-                               rounds=args.rounds, warmup=args.warmup, echo=echo)
+                               rounds=args.rounds, warmup=args.warmup, echo=echo,
+                               state_bytes=str(args.state_bytes))
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

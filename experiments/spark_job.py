@@ -7,6 +7,7 @@ JSON document of the result.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from typing import Any, Mapping
 
@@ -14,6 +15,8 @@ from spark_integration.job import JobSpec, Metrics
 from spark_integration.protocols.registry import baseline_class, registration
 from spark_integration.runner import build_session, run_job
 from spark_integration.settings import Settings
+
+from . import disk_baseline as disk_baseline_mod
 
 
 def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -34,6 +37,20 @@ def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
         return run_job(spark, settings, spec)
     finally:
         spark.stop()
+
+
+def disk_baseline(metrics: Metrics, settings: Settings) -> dict[str, Any]:
+    """``--disk-baseline``: the same bytes as the run's full state written and read back
+    sequentially beside the store (:mod:`.disk_baseline`), and the run's ratios to them; a
+    backend without a local directory gets one line saying so."""
+    path = str(settings.backend_options.get("path", ""))
+    if not path or "://" in path:
+        where = "a server" if not path else "a remote medium"
+        return {"DiskBaseline": f"n/a ({settings.backend or 'no backend'} keeps its data on {where}, "
+                                f"not in a local directory)"}
+    summary = metrics.summary()
+    base = disk_baseline_mod.sequential(os.path.dirname(path.rstrip("/")) or path, summary["StateBytes"])
+    return {"DiskBaselineBytes": base.bytes, **disk_baseline_mod.ratios(summary, base)}
 
 
 def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> dict[str, Any]:

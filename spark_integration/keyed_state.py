@@ -21,7 +21,7 @@ class KeyedState:
     consumes and overrides :meth:`apply_columns`; checkpoints, logs and restores stay the same.
     """
 
-    __slots__ = ("counts", "dirty", "version", "replayed", "useless", "last_events")
+    __slots__ = ("counts", "dirty", "version", "replayed", "useless", "last_events", "mapping")
     COLUMNS: tuple[str, ...] = ("key",)  # what the operator reads (and senders log), in order
 
     def __init__(self, counts: np.ndarray | None = None, version: int = 0) -> None:
@@ -31,6 +31,7 @@ class KeyedState:
         self.replayed = 0  # events re-applied from a message log during a restore
         self.useless = 0  # checkpoints past the recovery line of a restore (uncoordinated)
         self.last_events = -1  # events of micro-batch ``version`` this instance applied (-1: unknown)
+        self.mapping = None  # the executor-local file this state's arrays are mapped from (:mod:`.state_file`)
 
     def _grow(self, size: int) -> None:
         if size > len(self.counts):
@@ -85,27 +86,21 @@ class KeyedState:
         from its headers alone: where a protocol's own bookkeeping after it starts."""
         return 8 + 16 * int(np.frombuffer(blob, "<i8", 1)[0])
 
-    # -- the executor-local file ------------------------------------------------------------
-    def to_bytes(self) -> bytes:
-        n = len(self.counts)
-        head = np.array([self.version, n, self.last_events], np.int64)
-        return head.tobytes() + self.counts.tobytes() + self.dirty.tobytes() + self._more_bytes()
+    # -- the executor-local file (:mod:`.state_file`) ----------------------------------------
+    def file_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays the executor-local file holds, by name, in file order."""
+        return {"counts": self.counts, "dirty": self.dirty}
+
+    def file_scalars(self) -> dict[str, int]:
+        """The numbers the file's header holds, in order."""
+        return {"version": self.version, "last_events": self.last_events}
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "KeyedState":
-        version, n, last = np.frombuffer(blob, np.int64, 3)
-        state = cls(np.frombuffer(blob, np.int64, int(n), 24).copy(), int(version))
-        state.dirty = np.frombuffer(blob, bool, int(n), 24 + 8 * int(n)).copy()
-        state.last_events = int(last)
-        state._load_more(blob, 24 + 9 * int(n))
+    def from_file(cls, arrays: list[np.ndarray], scalars: list[int]) -> "KeyedState":
+        """The state whose :meth:`file_arrays` and :meth:`file_scalars` these are."""
+        state = cls(arrays[0], scalars[0])
+        state.dirty, state.last_events = arrays[1], scalars[1]
         return state
-
-    def _more_bytes(self) -> bytes:
-        """What a subclass keeps beside the counts in the executor-local file."""
-        return b""
-
-    def _load_more(self, blob: bytes, offset: int) -> None:
-        """Read back :meth:`_more_bytes` from ``blob[offset:]``."""
 
 
 def encode_pairs(keys: np.ndarray, values: np.ndarray) -> bytes:

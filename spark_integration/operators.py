@@ -44,7 +44,7 @@ import numpy as np
 
 from backends import failpoints
 
-from . import phases
+from . import phases, state_file
 from .errors import SparkIntegrationError
 from .keyed_state import KeyedState, decode_log, decode_pairs, encode_log, encode_pairs, replay_log
 from .protocols.base import Protocol
@@ -123,20 +123,15 @@ def instance_lock(settings: Settings, instance: int) -> Iterator[None]:
 
 
 def load_state(settings: Settings, instance: int) -> KeyedState | None:
+    """The instance's working state, mapped from its file (:mod:`.state_file`); None: none, or
+    a task died while changing it."""
     path, _ = _state_paths(settings, instance)
-    try:
-        with open(path, "rb") as f:
-            return state_class(settings).from_bytes(f.read())
-    except FileNotFoundError:
-        return None
+    return state_file.load(path, state_class(settings))
 
 
 def save_state(settings: Settings, instance: int, state: KeyedState) -> None:
     path, _ = _state_paths(settings, instance)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(state.to_bytes())
-    os.replace(tmp, path)
+    state_file.save(path, state)
 
 
 def drop_state(settings: Settings, instance: int) -> None:
@@ -220,6 +215,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
                     f"instance {instance} of job {settings.job_id} has {found}, expected batch "
                     f"{plan.batch_seq - 1}: it must be recovered"
                 )
+        state_file.begin(state)  # from here until save_state, a dead task leaves no usable state
         # deduplication: a re-run batch this instance had already applied (sequence number = batch)
         duplicate = state.version == plan.batch_seq
         ack_ops = 0 if duplicate else protocol.acknowledge(settings, instance, plan.batch_seq)

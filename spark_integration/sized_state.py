@@ -107,15 +107,17 @@ class SizedCountState(KeyedState):
         keys = np.flatnonzero(self.counts)
         return 16 + 16 * len(keys) + 8 * int(self.SIZE.slots(keys).sum())
 
-    def _more_bytes(self) -> bytes:
-        return (np.array([self.used], np.int64).tobytes() + self.ring_at.tobytes()
-                + self.arena[:self.used].tobytes())
+    def file_arrays(self) -> dict[str, np.ndarray]:
+        return {**super().file_arrays(), "ring_at": self.ring_at, "arena": self.arena}
 
-    def _load_more(self, blob: bytes, offset: int) -> None:
-        self.used = int(np.frombuffer(blob, np.int64, 1, offset)[0])
-        n = len(self.counts)
-        self.ring_at = np.frombuffer(blob, np.int64, n, offset + 8).copy()
-        self.arena = np.frombuffer(blob, np.int64, self.used, offset + 8 + 8 * n).copy()
+    def file_scalars(self) -> dict[str, int]:
+        return {**super().file_scalars(), "used": self.used}
+
+    @classmethod
+    def from_file(cls, arrays: list[np.ndarray], scalars: list[int]) -> "KeyedState":
+        state = super().from_file(arrays, scalars)
+        state.ring_at, state.arena, state.used = arrays[2], arrays[3], scalars[2]
+        return state
 
 
 @functools.lru_cache(maxsize=None)

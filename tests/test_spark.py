@@ -55,6 +55,7 @@ def test_none_loses_state_on_failure(spark, tmp_path):
 PHASE_LINES = ("Recovery.Detect(ms)", "Recovery.Load(ms)", "Recovery.Restore(ms)", "Recovery.Replay(ms)",
                "Recovery.CatchUp(ms)")
 REQUIRED_LINES = ("Throughput(events/sec)", "LatencyP50(ms)", "LatencyP99(ms)", "CheckpointTime(ms)",
+                  "CheckpointP50(ms)", "CheckpointP99(ms)", "CheckpointMax(ms)", "CheckpointMB/s", "StateBytes",
                   "CheckpointBytes", "BackendOps", "RestartTime(ms)", "RecoveryTime(ms)",
                   "ReplayedEvents", "UselessCheckpoints", "ExactlyOnce", "Recovery.LoadBytes",
                   "Recovery.ReplayEvents", *PHASE_LINES)
@@ -75,7 +76,7 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     out = tmp_path / "r.json"
     r = _cli("--protocol", "coordinated", "--backend", "default_fs", "--opt", f"path={tmp_path / 's'}",
              "--events", "200000", "--keys", "1000", "--batch", "50000", "--fail-at", "100000",
-             "--verify", "--json", str(out))
+             "--state-bytes", "256", "--disk-baseline", "--verify", "--json", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [line for line in r.stdout.splitlines() if line.startswith("[SPARK], ")]
     names = {line.split(", ")[1] for line in lines}
@@ -84,7 +85,8 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     data = json.loads(out.read_text())
     assert data["metrics"]["ExactlyOnce"] is True and data["settings"]["protocol"] == "coordinated"
     # the phases are consecutive slices of the recovery: they add up to RecoveryTime
-    values = {line.split(", ")[1]: float(line.split(", ")[2]) for line in lines if "ExactlyOnce" not in line}
+    values = {name: float(value) for _, name, value in (line.split(", ", 2) for line in lines)
+              if value.replace(".", "", 1).isdigit()}
     assert values["RecoveryTime(ms)"] > 0 and values["Recovery.LoadBytes"] > 0
     assert sum(values[p] for p in PHASE_LINES) == pytest.approx(values["RecoveryTime(ms)"], rel=0.05)
     assert values["Recovery.ReplayEvents"] > 0
@@ -95,6 +97,12 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     assert summary["end_to_end_duration"]["max"] > 0 and summary["checkpointed_size"]["min"] > 0
     assert summary["state_size"]["max"] >= summary["checkpointed_size"]["max"] * 0.5
     assert data["checkpoints"]["counts"]["completed"] == data["metrics"]["Checkpoints"]
+    # state of a size: 256 bytes a key beside the count, its checkpoint tail and the disk beside it
+    assert values["StateBytes"] > 1000 * 256 and values["CheckpointP99(ms)"] >= values["CheckpointP50(ms)"] > 0
+    base = data["disk_baseline"]
+    assert base["DiskBaselineBytes"] >= values["StateBytes"] and base["DiskWrite(MB/s)"] > 0
+    assert base["CheckpointDiskRatio"] > 0 and base["RestoreDiskRatio"] > 0
+    assert f"[SPARK], CheckpointDiskRatio, {base['CheckpointDiskRatio']}" in lines
 
 
 def test_cli_rejects_bad_settings_before_starting_spark(tmp_path):
