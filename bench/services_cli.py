@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from services import MODULES, ServiceError, down, kill, status, stop_order, up
+from services import MODULES, ServiceError, down, kill, notes, status, stop_order, up
 from services.common import log
 
 
@@ -90,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
                 statuses.append({"name": name, "running": False, "error": str(exc)})
             else:
                 log(str(exc))
+    if args.action != "status":
+        for line in notes(args.action, names, state_dir=args.state_dir):
+            log(line)
     if args.action == "status":
         if args.json:
             print(json.dumps(statuses, indent=2, default=str))

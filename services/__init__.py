@@ -32,7 +32,7 @@ MODULES: dict[str, str] = {
 }
 
 __all__ = ["MODULES", "ServiceError", "install", "up", "down", "stop_order", "status", "kill",
-           "restart",
+           "restart", "notes",
            "client_options", "crash_audit", "module", "context"]
 
 
@@ -104,6 +104,16 @@ def down(names: Iterable[str] | str | None = None, state_dir: str | Path | None 
     """Stop each service gracefully (no error if it is not running), in :func:`stop_order`."""
     for name in stop_order(_names(names)):
         module(name).stop(context(name, state_dir))
+
+
+def notes(action: str, names: Iterable[str], state_dir: str | Path | None = None) -> list[str]:
+    """Lines about services ``action`` did not name but touched: HBase running on an HDFS that
+    was stopped, killed or started under it (see :func:`services.hbase.hdfs_note`)."""
+    names = list(names)
+    if "hdfs" not in names or "hbase" in names:
+        return []
+    note = module("hbase").hdfs_note(context("hbase", state_dir), action)
+    return [note] if note else []
 
 
 def status(names: Iterable[str] | str | None = None,

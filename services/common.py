@@ -76,13 +76,34 @@ class ServiceContext:
     def pid_file(self) -> Path:
         return self.root / "pid"
 
+    @property
+    def started_file(self) -> Path:
+        """When the process of :attr:`pid_file` started (:func:`started_at`), beside it."""
+        return self.root / "pid.started"
+
     def read_pid(self) -> int | None:
-        """The recorded pid if that process is still alive, else ``None``."""
+        """The recorded pid if that process is still alive, else ``None``.
+
+        A pid file outlives its process after a crash or a ``kill``, and pids are reused (also
+        as thread ids of other processes, which ``kill`` reaches too): a live pid counts only
+        if it started when the recorded process did, so a stop or kill never reaches a process
+        this state directory did not start (another state directory's server, say)."""
         try:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if pid_alive(pid) else None
+        if not pid_alive(pid):
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            if int(self.started_file.read_text().strip()) != started_at(pid):
+                return None
+        return pid
+
+    def forget_pid(self) -> None:
+        """Remove the pid file (and its start time): the process is gone for good."""
+        for path in (self.pid_file, self.started_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
 
 def log(msg: str) -> None:
@@ -102,6 +123,15 @@ def pid_alive(pid: int) -> bool:
         if stat.rsplit(")", 1)[1].split()[0] == "Z":
             return False
     return True
+
+
+def started_at(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``), or ``None`` if it is
+    gone: orders the starts of two live processes."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    return None
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -137,6 +167,7 @@ def spawn(ctx: ServiceContext, argv: Sequence[str], env: dict | None = None,
         raise ServiceError(f"{ctx.name}: cannot run {argv[0]!r}: {exc.strerror}") from exc
     finally:
         logfile.close()
+    ctx.started_file.write_text(str(started_at(proc.pid)))
     ctx.pid_file.write_text(str(proc.pid))
     return proc.pid
 
@@ -198,8 +229,7 @@ def stop_pid(ctx: ServiceContext, timeout: float = 20.0) -> None:
             time.sleep(0.1)
         if pid_alive(pid):
             _signal_group(pid, signal.SIGKILL)
-    with contextlib.suppress(FileNotFoundError):
-        ctx.pid_file.unlink()
+    ctx.forget_pid()
 
 
 def kill_pid(ctx: ServiceContext) -> None:

@@ -26,6 +26,22 @@ The root is remembered (``options.json``: ``hbase_root`` is ``local`` or the HDF
 On HDFS the root is ``hdfs://127.0.0.1:<port>/hbase-<id>`` (``<id>`` from the state directory, so
 two HBase servers can share one HDFS) and the WAL is its ``WALs/`` directory.
 
+Coming back, whatever came before (``up``/``down``/``kill`` of HBase and of the HDFS under it):
+
+* **Each root has its own ZooKeeper directory** (``data/zk/root-<hash>``, :func:`_zk_dir`).
+  ZooKeeper remembers which server holds ``hbase:meta``; a master meeting another root's
+  ZooKeeper state waits for it forever.  A root without ``hbase.id`` (new) starts with none.
+* **Moving a running HBase**: ``up`` with a root named (``--hbase-root local|hdfs``) other than
+  the one it runs on stops it and starts it there; with ``auto`` it keeps running and one line
+  says how to move it.  A start whose ``auto`` root differs from the last one says so too:
+  the tables of a root stay with it and are there again when HBase returns to it.
+* **A stale master is restarted by ``up``** (:func:`_stale`): one whose master or region
+  server aborted (a lost file system), or whose HDFS was started after it.  ``up`` on a root
+  whose HDFS does not run is one line naming the fix.
+* **Ready means serving**: ``up`` waits until a row of ``hbase:namespace`` reads through the
+  gateway (:func:`_serving`), and fails at once with the fix when the master would wait
+  for ``hbase:meta`` forever (:func:`_meta_stuck`).
+
 No tarball: ``hbase_files/pom.xml`` pins the artifacts and ``mvn dependency:build-classpath``
 resolves them into Maven's own cache (``~/.m2``); the classpath is kept under
 ``~/.cache/ckptbench/hbase/<version>/``.
@@ -49,10 +65,14 @@ Durability, honestly (:func:`wal_durability` says which applies, and ``status()`
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import re
 import shutil
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from string import Template
 from typing import Callable
@@ -60,11 +80,13 @@ from typing import Callable
 from .common import (
     ServiceContext,
     ServiceError,
+    kill_pid,
     log,
     port_open,
     require_port_free,
     spawn,
     start_and_wait,
+    started_at,
     stop_pid,
     wait_until,
 )
@@ -208,7 +230,8 @@ def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
     conf = ctx.root / "conf"
     conf.mkdir(parents=True, exist_ok=True)
     site = Template((FILES / "hbase-site.xml.tmpl").read_text()).substitute(
-        data=ctx.data_dir, zk_port=opts["zk_port"], thrift_port=opts["thrift_port"],
+        data=ctx.data_dir, zk_dir=_zk_dir(ctx, opts["rootdir"]), zk_port=opts["zk_port"],
+        thrift_port=opts["thrift_port"],
         wal_provider=opts["wal_provider"], rootdir=opts["rootdir"],
         wal_hsync="true" if opts.get("wal_hsync") else "false",
         enforce="true" if opts["rootdir"].startswith("hdfs://") else "false",
@@ -229,14 +252,18 @@ def _jvm(java: str, conf: Path, classpath: str, heap: str, log_dir: Path, proc: 
     ]
 
 
-def _thrift_ready(port: int) -> bool:
-    """happybase can list tables: the gateway answers and the master behind it is up."""
+def _serving(port: int) -> bool:
+    """HBase serves through the gateway: happybase lists tables (the gateway and the master
+    answer) and reads a row of ``hbase:namespace``, which only answers once ``hbase:meta`` and
+    the namespace region are online.  Listing tables alone also answers from a master that
+    waits for ``hbase:meta`` forever."""
     import happybase  # the client the backend uses; imported late so install() never needs it
 
     conn = happybase.Connection(HOST, port, timeout=3000, autoconnect=False)
     try:
         conn.open()
         conn.tables()
+        conn.table(b"hbase:namespace").row(b"default")
         return True
     except Exception:  # noqa: BLE001 - any failure just means "not yet"
         return False
@@ -245,34 +272,274 @@ def _thrift_ready(port: int) -> bool:
             conn.close()
 
 
+def _zk_dir(ctx: ServiceContext, rootdir: str) -> Path:
+    """ZooKeeper's data directory for ``rootdir``: each root keeps its own.
+
+    Why: ZooKeeper remembers which region server holds ``hbase:meta``, and a master that finds
+    no location in its root's own store takes the one in ZooKeeper.  A master started on a new
+    root with the ZooKeeper state of another one waits forever for ``hbase:meta`` on a server
+    of that other root (and writes the stale location into the new root).  With one directory
+    per root, a root only ever meets the ZooKeeper state its own servers wrote; moving back to
+    an earlier root finds that root's state as it was left.  A state directory from before the
+    split (``zk/zookeeper_0``) belonged to the root of the last start and is moved under it."""
+    base = ctx.data_dir / "zk"
+    zk = base / ("root-" + hashlib.sha256(rootdir.encode()).hexdigest()[:12])
+    zk.mkdir(parents=True, exist_ok=True)
+    (zk / "ROOT").write_text(rootdir + "\n")
+    return zk
+
+
+def _root_is_new(ctx: ServiceContext, rootdir: str) -> bool:
+    """Whether ``rootdir`` holds no ``hbase.id`` yet (HBase writes it when it first sets a root
+    up), so that no ZooKeeper state can belong to it: a local root, or one on the HDFS of this
+    state directory (asked over WebHDFS).  ``False`` when it cannot tell."""
+    if rootdir.startswith("file://"):
+        return not (Path(rootdir[len("file://"):]) / "hbase.id").exists()
+    from . import hdfs
+
+    hctx = ServiceContext.for_service(hdfs.NAME, ctx.root.parent)
+    st = hdfs.status(hctx)
+    if not (hctx.root / "options.json").is_file() or not st["running"] \
+            or not rootdir.startswith(st["url"] + "/"):
+        return False
+    path = rootdir[len(st["url"]):]
+    url = f"{st['webhdfs']}{path}/hbase.id?op=GETFILESTATUS&user.name={getpass.getuser()}"
+    try:
+        with urllib.request.urlopen(url, timeout=5):
+            return False
+    except urllib.error.HTTPError as exc:
+        return exc.code == 404
+    except OSError:
+        return False
+
+
+def _forget_zk_of_new_root(ctx: ServiceContext, rootdir: str) -> None:
+    """A root without ``hbase.id`` starts with no ZooKeeper state: what its directory holds
+    was written for an earlier root at the same place (a local root moved aside, an HDFS
+    formatted again) and would send the master after that root's ``hbase:meta``.  It is moved
+    aside, not deleted, and one line says where."""
+    zk = _zk_dir(ctx, rootdir)
+    if (zk / "zookeeper_0").exists() and _root_is_new(ctx, rootdir):
+        aside = zk.with_name(f"{zk.name}.before-{time.strftime('%Y%m%dT%H%M%S')}")
+        zk.rename(aside)
+        log(f"hbase: root {rootdir} is new (no hbase.id): the ZooKeeper state kept for that "
+            f"place belonged to an earlier root and is moved to {aside}")
+
+
+def _adopt_unsplit_zk(ctx: ServiceContext, saved_rootdir: str) -> None:
+    """Move a ZooKeeper state kept for all roots at once (``zk/zookeeper_0``) under the root
+    it was written for: the one in ``options.json`` at the time (see :func:`_zk_dir`)."""
+    unsplit = ctx.data_dir / "zk" / "zookeeper_0"
+    if unsplit.is_dir():
+        target = _zk_dir(ctx, saved_rootdir) / "zookeeper_0"
+        if not target.exists():
+            unsplit.rename(target)
+
+
+#: the master's complaint when it waits for a region (HMaster.isRegionOnline); it repeats with
+#: a growing pause (1, 2, 4 ... 60 s) for as long as the region is not online
+_HOLDING = re.compile(
+    r"hbase:meta,,1\.1588230740 is NOT online; state=\{[^}]*server=([^,}\s]+,\d+,\d+)\}; "
+    r"ServerCrashProcedures=(true|false)")
+#: that many complaints in a row with no crash procedure for any server: nothing will ever
+#: bring hbase:meta online (about 15 s of waiting)
+STUCK_COMPLAINTS = 5
+
+
+def _meta_stuck(ctx: ServiceContext) -> str | None:
+    """The server the master waits on for ``hbase:meta`` when it will wait forever: the master
+    log written since it started ends with :data:`STUCK_COMPLAINTS` complaints in a row
+    that no crash procedure is under way (none will come to move ``hbase:meta`` off a server
+    that its root names and nobody knows); else ``None``."""
+    found = _HOLDING.findall(_master_log(ctx, _master_log_offset(ctx)))
+    tail = found[-STUCK_COMPLAINTS:]
+    if len(tail) == STUCK_COMPLAINTS and all(scp == "false" for _, scp in tail):
+        return tail[-1][0]
+    return None
+
+
+def _wait_serving(ctx: ServiceContext, opts: dict, timeout: float,
+                  companions: list[tuple[str, ServiceContext]] | None) -> dict:
+    """Wait until :func:`_serving`, failing at once, with the fix, when the master waits for
+    ``hbase:meta`` on a server nothing will recover (:func:`_meta_stuck`).  After a start
+    (``companions``: the gateways it spawned) this is :func:`start_and_wait`, which stops what
+    the start left running if it fails; a master that was running already (``None``) is waited
+    for and left alone whatever happens."""
+
+    def ready() -> bool:
+        if _serving(opts["thrift_port"]) and port_open(HOST, opts["thrift2_port"]):
+            return True
+        server = _meta_stuck(ctx)
+        if server is not None:
+            raise ServiceError(
+                f"hbase: the master waits forever for hbase:meta, which its root "
+                f"{opts['rootdir']} places on {server}, a region server no crash procedure "
+                f"will recover (ZooKeeper state of another root met this one): move that root "
+                f"aside (it keeps what HBase wrote there) and `bench services up hbase` sets "
+                f"up a new one, or repair it with HBCK2 `scheduleRecoveries {server}`")
+        return False
+
+    what = (f"thrift gateways 127.0.0.1:{opts['thrift_port']} and :{opts['thrift2_port']} with "
+            f"hbase:meta online")
+    if companions is None:
+        wait_until(ctx, ready, timeout, what)
+        return status(ctx)
+    return start_and_wait(ctx, ready, timeout, what, stop, status, companions=companions)
+
+
+def _offset_file(ctx: ServiceContext) -> Path:
+    return ctx.root / "master-log-offset"
+
+
+def _note_master_log_offset(ctx: ServiceContext) -> None:
+    """Remember where the master log stands before a master is spawned: what it writes after
+    that offset is about this master (the log is appended to by every start)."""
+    size = 0
+    with contextlib.suppress(OSError):
+        size = (ctx.log_dir / f"{NAME}.log").stat().st_size
+    _offset_file(ctx).write_text(str(size))
+
+
+def _master_log_offset(ctx: ServiceContext) -> int | None:
+    """Where the running master's part of the log begins; ``None`` if unknown (a master
+    started without noting it), and then the log is not read: old lines are no evidence."""
+    with contextlib.suppress(OSError, ValueError):
+        return int(_offset_file(ctx).read_text())
+    return None
+
+
+def _master_log(ctx: ServiceContext, offset: int | None) -> str:
+    """The master log from ``offset`` on (``""`` if the offset is unknown or nothing is there)."""
+    if offset is None:
+        return ""
+    with contextlib.suppress(OSError):
+        with open(ctx.log_dir / f"{NAME}.log", "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    return ""
+
+
+#: what the master log says when the master or the region server of the standalone JVM gives
+#: up (a lost file system, most often): the JVM may live on, but serves nothing again
+_ABORTED = re.compile(r"\*\*\*\*\* ABORTING (region server|master) ")
+
+
+def _stale(ctx: ServiceContext, rootdir: str) -> str | None:
+    """Why the running master can never serve again and must be restarted, or ``None``: its
+    master or region server aborted (its log since it started says so), or its root is on the
+    HDFS of this state directory and that HDFS started after it (the master's WAL streams
+    went with the HDFS that was there; its region server aborts at the next write).  A root on
+    an HDFS of this state directory that is not running is an error naming the fix."""
+    aborted = _ABORTED.search(_master_log(ctx, _master_log_offset(ctx)))
+    if aborted:
+        return f"its {aborted.group(1)} aborted (see {ctx.log_dir / f'{NAME}.log'})"
+    if not rootdir.startswith("hdfs://"):
+        return None
+    from . import hdfs
+
+    hctx = ServiceContext.for_service(hdfs.NAME, ctx.root.parent)
+    if not (hctx.root / "options.json").is_file() or \
+            not rootdir.startswith(hdfs.status(hctx)["url"] + "/"):
+        return None  # not the HDFS of this state directory: not ours to judge
+    namenode = hctx.read_pid()
+    if namenode is None:
+        raise ServiceError(f"hbase: its root {rootdir} is on the HDFS of this state directory, "
+                           f"which is not running; `bench services up hdfs hbase` starts both")
+    master, nn = started_at(ctx.read_pid() or 0), started_at(namenode)
+    if master is not None and nn is not None and nn > master:
+        return "the HDFS under it was restarted after it"
+    return None
+
+
+def hdfs_note(ctx: ServiceContext, action: str) -> str | None:
+    """One line for ``bench services ACTION hdfs`` run without ``hbase`` when HBase has its
+    root on that HDFS (``None`` otherwise): after ``down``/``kill`` a running HBase cannot
+    write; after ``up`` it is told whether HBase needs ``up`` (a master that exited, or one
+    that :func:`_stale` finds stale)."""
+    rootdir = _saved_options(ctx)["rootdir"]
+    if not rootdir.startswith("hdfs://") or not ctx.pid_file.exists():
+        return None  # not on HDFS, or stopped by `down`
+    if ctx.read_pid() is None:
+        reason = "its master exited"
+    else:
+        try:
+            reason = _stale(ctx, rootdir)
+        except ServiceError:  # its HDFS is not running
+            reason = "its HDFS is not running"
+    if reason is None:
+        return None
+    if action in ("down", "kill"):
+        return (f"hbase: runs on this HDFS ({rootdir}) and cannot write without it; "
+                f"`bench services up hdfs hbase` brings both back")
+    return f"hbase: {reason}; `bench services up hbase` brings it back on {rootdir}"
+
+
+def _kill_all(ctx: ServiceContext) -> None:
+    """SIGKILL the master and both gateways (a crash: HBase recovers from its WAL); the pid
+    files go, so the next start begins from nothing."""
+    for part in (ctx, _thrift_ctx(ctx), _thrift2_ctx(ctx)):
+        kill_pid(part)
+        part.forget_pid()
+
+
+def _root_note(old: str, new: str) -> str:
+    return (f"hbase: root {new} instead of {old}; the tables under {old} stay there and "
+            f"`bench services down hbase`, then `bench services up hbase --hbase-root "
+            f"{'hdfs' if old.startswith('hdfs://') else 'local'}` returns to them")
+
+
 def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT_PORT,
           thrift2_port: int = THRIFT2_PORT, hbase_root: str = "auto",
           heap: str = "1g", thrift_heap: str = "256m", wal_provider: str = "asyncfs",
           wal_hsync: bool = False,
           timeout: float = START_TIMEOUT) -> dict:
-    """Start HBase and its Thrift gateway(s) unless running; wait until happybase lists tables.
+    """Start HBase and its Thrift gateway(s) unless running; wait until HBase serves through
+    them (:func:`_serving`).
 
     ``hbase_root``: ``auto`` (HDFS when it runs in this state directory, else local), ``local``,
-    ``hdfs`` or an ``hdfs://HOST:PORT`` URL; see the module docstring.  A master that is still
-    running keeps its root."""
+    ``hdfs`` or an ``hdfs://HOST:PORT`` URL; see the module docstring.  A running master asked
+    for another root by name (``local``, ``hdfs``, a URL) is stopped and started on it; with
+    ``auto`` it keeps its root and one line says how to move it.  A running master keeps its
+    ports and settings; gateways that died are started again beside it."""
     thrift, thrift2 = _thrift_ctx(ctx), _thrift2_ctx(ctx)
-    master_pid, thrift_pid = ctx.read_pid(), thrift.read_pid()
-    if master_pid is not None and thrift_pid is not None:
-        port = _saved_options(ctx)["thrift_port"]
-        wait_until(ctx, lambda: _thrift_ready(port), timeout, f"thrift gateway 127.0.0.1:{port}")
-        return status(ctx)
+    saved = _saved_options(ctx)
+    master_pid = ctx.read_pid()
+    if master_pid is not None:
+        reason = _stale(ctx, saved["rootdir"])
+        if reason is not None:
+            log(f"hbase: restarting the running master: {reason}")
+            _kill_all(ctx)
+            master_pid = None
+    if master_pid is not None:
+        on, rootdir = _resolve_root(ctx, hbase_root)
+        if rootdir == saved["rootdir"]:
+            pass  # reused below as it runs
+        elif hbase_root == "auto":
+            log(f"hbase: keeps running on its root {saved['rootdir']} (auto would now choose "
+                f"{rootdir}); `bench services up hbase --hbase-root "
+                f"{'local' if on == 'local' else 'hdfs'}` moves it there")
+        else:
+            log(f"hbase: stopping to move from root {saved['rootdir']} to {rootdir}")
+            stop(ctx)
+            master_pid = None
     if master_pid is None:
         # gateways left over from a crashed master: start everything afresh
         stop_pid(thrift, timeout=10)
         stop_pid(thrift2, timeout=10)
         on, rootdir = _resolve_root(ctx, hbase_root)
+        opts = {"zk_port": int(zk_port), "thrift_port": int(thrift_port),
+                "thrift2_port": int(thrift2_port), "wal_provider": wal_provider,
+                "wal_hsync": bool(wal_hsync), "hbase_root": on, "rootdir": rootdir}
+        if hbase_root == "auto" and _options_file(ctx).exists() and rootdir != saved["rootdir"]:
+            log(_root_note(saved["rootdir"], rootdir))
     else:
-        saved = _saved_options(ctx)
-        on, rootdir = saved["hbase_root"], saved["rootdir"]
-    opts = {"zk_port": int(zk_port), "thrift_port": int(thrift_port),
-            "thrift2_port": int(thrift2_port), "wal_provider": wal_provider,
-            "wal_hsync": bool(wal_hsync),
-            "hbase_root": on, "rootdir": rootdir}
+        opts = {k: saved[k] for k in ("zk_port", "thrift_port", "thrift2_port", "wal_provider",
+                                      "wal_hsync", "hbase_root", "rootdir")}
+        if thrift.read_pid() is not None and thrift2.read_pid() is not None:
+            return _wait_serving(ctx, opts, timeout, None)
+    _adopt_unsplit_zk(ctx, saved["rootdir"])
+    if master_pid is None:
+        _forget_zk_of_new_root(ctx, opts["rootdir"])
     install(log)
     classpath = read_classpath(classpath_file(NAME, VERSION, _pom()))
     java_exe = java(NAME)
@@ -282,21 +549,21 @@ def start(ctx: ServiceContext, zk_port: int = ZK_PORT, thrift_port: int = THRIFT
         require_port_free(NAME, HOST, opts["zk_port"])
         require_port_free(NAME, HOST, opts["thrift_port"])
         require_port_free(NAME, HOST, opts["thrift2_port"])
+        _note_master_log_offset(ctx)
         spawn(ctx, [*_jvm(java_exe, conf, classpath, heap, ctx.log_dir, "master"),
                     "org.apache.hadoop.hbase.master.HMaster", "start"])
-    else:
-        require_port_free(NAME, HOST, opts["thrift_port"])
-    spawn(thrift, [*_jvm(java_exe, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
-                   "org.apache.hadoop.hbase.thrift.ThriftServer",
-                   "-b", HOST, "-p", str(opts["thrift_port"]), "-threadpool", "start"])
+    if thrift.read_pid() is None:
+        require_port_free(NAME, HOST, opts["thrift_port"], wait=5)
+        spawn(thrift, [*_jvm(java_exe, conf, classpath, thrift_heap, thrift.log_dir, "thrift"),
+                       "org.apache.hadoop.hbase.thrift.ThriftServer",
+                       "-b", HOST, "-p", str(opts["thrift_port"]), "-threadpool", "start"])
     if thrift2.read_pid() is None:
+        require_port_free(NAME, HOST, opts["thrift2_port"], wait=5)
         spawn(thrift2, [*_jvm(java_exe, conf, classpath, thrift_heap, thrift2.log_dir, "thrift2"),
                         "org.apache.hadoop.hbase.thrift2.ThriftServer",
                         "-b", HOST, "-p", str(opts["thrift2_port"]), "-threadpool", "start"])
-    return start_and_wait(
-        ctx, lambda: _thrift_ready(opts["thrift_port"]) and port_open(HOST, opts["thrift2_port"]),
-        timeout, f"thrift gateway 127.0.0.1:{opts['thrift_port']}", stop, status,
-        companions=[("Thrift gateway", thrift), ("Thrift2 gateway", thrift2)])
+    return _wait_serving(ctx, opts, timeout,
+                         [("Thrift gateway", thrift), ("Thrift2 gateway", thrift2)])
 
 
 # ----------------------------------------------------------------------------- stop / status
