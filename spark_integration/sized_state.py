@@ -54,10 +54,14 @@ class SizedCountState(KeyedState):
             self.ring_at = np.concatenate([self.ring_at, np.full(len(self.counts) - old, -1, np.int64)])
 
     def _rings(self, keys: np.ndarray) -> None:
-        """Give every key of ``keys`` without a ring its ring (zeros) at the end of the arena."""
-        new = np.unique(keys[self.ring_at[keys] < 0])
-        if not len(new):
+        """Give every key of ``keys`` without a ring its ring (zeros) at the end of the arena, in
+        the order the keys first appear in ``keys`` (so a full blob loaded into an empty state
+        lands in the arena as one run, see :meth:`load`)."""
+        without = keys[self.ring_at[keys] < 0]
+        if not len(without):
             return
+        _, first = np.unique(without, return_index=True)
+        new = without[np.sort(first)]
         lens = self.SIZE.slots(new)
         ends = self.used + np.cumsum(lens)
         if ends[-1] > len(self.arena):
@@ -85,8 +89,15 @@ class SizedCountState(KeyedState):
         np.maximum.at(self.arena, slot, seqs + 1)
 
     def encode(self, only_dirty: bool = False) -> bytes:
+        """The keys in arena order when every key with a ring is asked for (the whole state, or
+        an increment in which every key changed): the rings are then the arena itself, written
+        without gathering them."""
         keys, counts = self.items(only_dirty)
-        rings = self.arena[self._positions(keys)]
+        if len(keys) == np.count_nonzero(self.ring_at >= 0):
+            order = np.argsort(self.ring_at[keys], kind="stable")
+            keys, counts, rings = keys[order], counts[order], self.arena[:self.used]
+        else:
+            rings = self.arena[self._positions(keys)]
         return encode_pairs(keys, counts) + np.array([len(rings)], "<i8").tobytes() + rings.astype("<i8").tobytes()
 
     def load(self, blob: bytes | memoryview) -> int:
@@ -94,8 +105,14 @@ class SizedCountState(KeyedState):
         self.set(keys, counts)
         at = 8 + 16 * len(keys)
         total = int(np.frombuffer(blob, "<i8", 1, at)[0])
+        rings = np.frombuffer(blob, "<i8", total, at + 8)
+        start = self.used
+        fresh = not np.any(self.ring_at[keys] >= 0)
         self._rings(keys)
-        self.arena[self._positions(keys)] = np.frombuffer(blob, "<i8", total, at + 8)
+        if fresh and self.used - start == total:  # every key new, allocated in blob order: one run
+            self.arena[start:self.used] = rings
+        else:
+            self.arena[self._positions(keys)] = rings
         return at + 8 + 8 * total
 
     @classmethod
