@@ -89,16 +89,24 @@ import numpy as np
 
 from . import delta, hint, snapshot
 from .index import Entry, Index
+from .quarantine import DIR as QUARANTINE_DIR
+from .quarantine import Quarantine
 from .segment import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_KEY_LEN,
+    MAX_SEGMENT_ID,
+    MAX_VALUE_LEN,
     AnySegment,
     Records,
     ScanResult,
-    list_segment_ids,
+    list_segments,
     open_segment,
     resolve,
     resolve_all,
     resolve_sorted,
     walk,
+    zeros_from,
 )
 
 if TYPE_CHECKING:
@@ -106,6 +114,8 @@ if TYPE_CHECKING:
 
 #: notes kept per scanned segment (a badly damaged segment would otherwise flood the stats)
 NOTES_PER_SEGMENT = 20
+#: the quarantine cap where the caller gives none (the store's ``quarantine_bytes`` default)
+QUARANTINE_BYTES = 1 << 30
 
 
 @dataclass
@@ -144,15 +154,34 @@ class Keydir:
     #: damage only the snapshot used shows (segments missing or truncated under its entries): a
     #: newer snapshot, made from the rebuilt index, would no longer show it
     damage_in_snapshot: bool = False
+    #: every damaged byte range the walks found: (segment id, start, end)
+    damaged_ranges: list[tuple[int, int, int]] = field(default_factory=list)
+    #: files named like segments that the store did not write (or cannot tell it did), left alone
+    #: and not among ``segments``: name -> why
+    foreign: dict[str, str] = field(default_factory=dict)
+    #: the id the next new segment gets: above every file named like a segment, foreign included
+    next_segment_id: int = 1
+    #: segments that take no appends (a damaged tail left in place): the store opens a new one
+    keep_sealed: set[int] = field(default_factory=set)
+    #: where damaged bytes are copied before they are cut or deleted
+    quarantine: Quarantine | None = None
 
-    def damage(self, seg_id: int, what: str) -> None:
+    def damage(self, seg_id: int, what: str, where: tuple[int, int] | None = None) -> None:
         self.damaged.setdefault(seg_id, []).append(what)
+        if where is not None:
+            self.damaged_ranges.append((seg_id, *where))
 
     def warnings(self) -> list[str]:
-        """One line per damaged segment, for a person: what is wrong and what to run."""
-        return [f"segment {sid}: {'; '.join(whats)} — run `bench verify --backend indexed_fs "
-                f"--opt path=DIR` for the keys affected"
-                for sid, whats in sorted(self.damaged.items())]
+        """One line per damaged segment and per foreign file, for a person: what is wrong and
+        what to do."""
+        out = [f"segment {sid}: {'; '.join(whats)} — run `bench verify --backend indexed_fs "
+               f"--opt path=DIR` for the keys affected"
+               for sid, whats in sorted(self.damaged.items())]
+        out += [f"{name}: {why}; left alone — move it out of the store's directory"
+                for name, why in sorted(self.foreign.items())]
+        if self.quarantine is not None and self.quarantine.warning:
+            out.append(self.quarantine.warning)
+        return out
 
     def dead_segments(self, active_id: int) -> set[int]:
         """Segments other than ``active_id`` with no live entry: GC may delete them."""
@@ -168,31 +197,45 @@ class Keydir:
                     segments_scanned=self.segments_scanned, delta_used=self.delta_used,
                     deltas_invalid=self.deltas_invalid,
                     unresolved_snapshot_entries=self.unresolved_snapshot_entries,
-                    damaged_segments=len(self.damaged), warnings=self.warnings(),
+                    damaged_segments=len(self.damaged), damaged_ranges=list(self.damaged_ranges),
+                    foreign_files=sorted(self.foreign), warnings=self.warnings(),
                     rebuild_notes=list(self.notes))
 
 
-def init_keydir(medium: "Medium") -> Keydir:
-    """Rebuild the keydir of the store in ``medium`` (see the module notes for what and why).
+def init_keydir(medium: "Medium", quarantine: Quarantine | None = None) -> Keydir:
+    """Rebuild the keydir of the store in ``medium`` (see the module notes for what and why);
+    damaged bytes are copied into ``quarantine`` (default: ``QUARANTINE_BYTES`` at most) before
+    a torn tail is cut.
 
     Segment files are opened (and stay open in the result); on any error they are closed again
     before it propagates.  ``OSError`` from the medium is not translated here: the caller knows
     which backend to name.
     """
+    quarantine = quarantine or Quarantine(medium, QUARANTINE_BYTES)
+    files = medium.list_files()
     removed = 0
-    for name in medium.listdir():
-        if name.endswith(".tmp"):
+    for name in files:
+        if is_own_temp(name):
             medium.delete(name)
             removed += 1
     distrusted: set[str] = set()
     while True:
         try:
-            kd = _rebuild(medium, _Checks(distrusted))
+            kd = _rebuild(medium, _Checks(distrusted), files, quarantine)
         except _Unverified as bad:  # start over, checking that file first (it is then skipped)
             distrusted.add(bad.name)
             continue
         kd.temp_files_removed = removed
         return kd
+
+
+def is_own_temp(name: str) -> bool:
+    """Whether ``name`` is a temp file the store writes: a snapshot, delta or hint file's name
+    with ``.tmp`` appended (:func:`.snapshot.durable_write`).  Any other ``*.tmp`` is not the
+    store's, and is left alone."""
+    base, dot, ext = name.rpartition(".")
+    return dot == "." and ext == "tmp" and any(
+        kind._NAME.match(base) for kind in (snapshot, delta, hint))
 
 
 class _Unverified(Exception):
@@ -266,19 +309,34 @@ class _Checks:
             raise _Unverified(self._failed[0])
 
 
-def _rebuild(medium: "Medium", checks: _Checks) -> Keydir:
+def _rebuild(medium: "Medium", checks: _Checks, files: list[str],
+             quarantine: Quarantine) -> Keydir:
     """One attempt of :func:`init_keydir`, with the snapshot and delta checked by ``checks``."""
-    kd = Keydir(Index(), {})
+    kd = Keydir(Index(), {}, quarantine=quarantine)
     try:
-        ids = list_segment_ids(medium)
-        for sid in ids:
-            kd.segments[sid] = open_segment(medium, sid)
+        found = list_segments(medium, files)
+        kd.next_segment_id = max((i for i in found if i <= MAX_SEGMENT_ID), default=0) + 1
+        for name in set(medium.listdir()) - set(files):
+            if list_segments(medium, [name]):
+                kd.foreign[name] = "named like a segment, but not a file"
+        for sid, names in found.items():
+            for name in names[1:]:
+                kd.foreign[name] = f"a second file named like segment {sid} (beside {names[0]})"
+            if sid > MAX_SEGMENT_ID:
+                kd.foreign[names[0]] = f"named like a segment past the last id ({MAX_SEGMENT_ID})"
+                continue
+            kd.segments[sid] = open_segment(medium, sid, name=names[0])
+        ids = list(kd.segments)
         for sid in hint.list_ids(medium):
-            if sid not in kd.segments:  # left by a crash between deleting it and its segment
-                medium.delete(hint.file_name(sid))
+            if sid not in found:  # left by a crash between deleting it and its segment
+                for name in hint.names(sid):
+                    medium.delete(name)
         snap = _choose_snapshot(medium, kd, ids, checks)
         _scan(medium, kd, snap, ids, checks)
         checks.wait()
+        for sid in sorted({r[0] for r in kd.damaged_ranges}):  # evidence kept as found
+            if sid in kd.segments:
+                quarantine.keep(kd.segments[sid].name)
     except BaseException as exc:
         for seg in kd.segments.values():
             seg.close()
@@ -435,8 +493,15 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 data = seg.read_all(start, stop)  # read, not mapped: an I/O error is an OSError
                 end = start + len(data)
                 res, recs = walk(data, seg.id, start, seg.id == last_id, spans=True)
+                foreign = start == 0 and _foreign(data, res)
                 del data
                 kd.segments_scanned += 1
+                if foreign:  # not the store's: closed, left alone, never adopted or cut
+                    kd.foreign[seg.name] = ("named like a segment, but holds no record of this "
+                                            "store (its first bytes are no record header)")
+                    del segments[seg.id]
+                    seg.close()
+                    continue
                 if stop < getattr(seg, "file_size", stop) and res.tail_at is None \
                         and res.reserved_at is None:
                     res.reserved_at = end  # a hole to the end of the file: reserved, unwritten
@@ -458,20 +523,14 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 kd.next_seq = max(kd.next_seq, res.max_seq + 1)
             elif start == 0:
                 seg.min_seq = res.min_seq
-            if res.tail_at is not None:
-                if seg.id == last_id:
-                    checks.wait()
-                    seg.truncate(res.tail_at)
-                    kd.torn_tail_truncated += 1
-                    kd.truncated_bytes += end - res.tail_at
-                    kd.notes.append(f"segment {seg.id}: torn tail cut at {res.tail_at}")
-                else:
-                    kd.corrupt_records += 1
-                    kd.notes.append(
-                        f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
-                    kd.damage(seg.id, f"damaged from offset {res.tail_at} to its end")
-            if res.corrupt:
-                kd.damage(seg.id, f"{res.corrupt} record(s) failed their CRC")
+            if res.tail_at is not None:  # the newest segment's torn tail: cut (see _cut_tail)
+                checks.wait()
+                _cut_tail(kd, seg, res.tail_at, end)
+            for a, b in res.damaged:
+                kd.damage(seg.id, f"damaged bytes at offsets [{a}, {b})"
+                                  + (" to its end" if b == end else ""), (a, b))
+            if res.damaged and res.damaged[-1][1] == end:
+                kd.keep_sealed.add(seg.id)  # no appends after damage: they would look like it
     except OSError as exc:
         if exc.filename is None and seg is not None:
             exc.filename = seg.path  # propagates as itself, naming the file
@@ -529,6 +588,33 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 kd.damage(sid, f"missing, with {len(keys)} key(s) whose latest value it held "
                                f"(e.g. {keys[0]!r})")
         _check_reach(kd, snap)
+
+
+def _foreign(data: bytes, res: ScanResult) -> bool:
+    """Whether a whole segment file's walk says the store did not write it: not one intact
+    record, and its first bytes are no sane record header (so not a first record torn by a
+    crash either), and not all zeros (a new segment's reserved space)."""
+    if res.records or len(data) < HEADER_SIZE or zeros_from(data, 0):
+        return False
+    _c, _seq, klen, vlen, flags = HEADER.unpack_from(data)
+    return not (0 < klen <= MAX_KEY_LEN and vlen <= MAX_VALUE_LEN and flags <= 1)
+
+
+def _cut_tail(kd: Keydir, seg: AnySegment, at: int, end: int) -> None:
+    """Cut the newest segment's torn tail ``[at, end)`` off (durably), once its bytes are in
+    the quarantine.  Where they cannot be (full), they stay: the segment then takes no more
+    appends (``keep_sealed``) and the tail is reported like damage."""
+    assert kd.quarantine is not None
+    if not kd.quarantine.keep(seg.name, at, end):
+        kd.keep_sealed.add(seg.id)
+        kd.damage(seg.id, f"torn tail at offsets [{at}, {end}) left in place (not quarantined)",
+                  (at, end))
+        return
+    seg.truncate(at)
+    kd.torn_tail_truncated += 1
+    kd.truncated_bytes += end - at
+    kd.notes.append(f"segment {seg.id}: torn tail cut at {at} ({end - at} bytes, copied to "
+                    f"{QUARANTINE_DIR}/)")
 
 
 def _check_reach(kd: Keydir, snap: snapshot.Snapshot) -> None:

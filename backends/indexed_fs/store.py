@@ -37,12 +37,14 @@ from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
+from .quarantine import Quarantine
 from .recovery import init_keydir
 from .segment import (
     FLAG_TOMBSTONE,
     HEADER,
     HEADER_SIZE,
     MAX_KEY_LEN,
+    MAX_SEGMENT_ID,
     MAX_VALUE_LEN,
     AnySegment,
     decode,
@@ -114,6 +116,11 @@ class IndexedFSBackend(Backend):
             bool, True, "reserve each segment's space up front (fallocate) so that a sync "
             "need not journal a growing file size; trimmed when sealed"
         ),
+        "quarantine_bytes": Option(
+            int, 1 << 30, "bytes the quarantine/ directory may hold: damaged segments are copied "
+            "there before GC or compaction deletes them, a torn tail before the open cuts it; "
+            "past this, damaged bytes are left in place (one warning says so)", min=0,
+        ),
     }
 
     # ------------------------------------------------------------------------------ opening
@@ -158,6 +165,11 @@ class IndexedFSBackend(Backend):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._commit: Any = None  # the group committer, made once the active segment is known
+        self._quarantine = Quarantine(self.medium, cfg["quarantine_bytes"])
+        #: segments known to hold damage (found by the open, a walk or a read): copied into the
+        #: quarantine before they are deleted
+        self._damaged: set[int] = set()
+        self._next_segment_id = 1  # above every file named like a segment (see recovery)
         self._reserve_pending = False  # the active segment's space is reserved on first append
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
@@ -186,8 +198,10 @@ class IndexedFSBackend(Backend):
         """Rebuild the keydir (:func:`.recovery.init_keydir`), then choose the active segment,
         start the group committer and queue dead sealed segments for GC."""
         t0 = time.perf_counter()
-        kd = init_keydir(self.medium)
+        kd = init_keydir(self.medium, self._quarantine)
         self._segments, self._index, self._next_seq = kd.segments, kd.index, kd.next_seq
+        self._damaged = set(kd.damaged) & set(kd.segments)
+        self._next_segment_id = kd.next_segment_id
         self._snap_number = kd.snapshot_number  # the next flush outnumbers damaged ones too
         # the snapshot on disk is the whole index if the log holds nothing past it
         clean = kd.snapshot_used and not kd.records_scanned and not kd.unresolved_snapshot_entries
@@ -201,12 +215,13 @@ class IndexedFSBackend(Backend):
                 f"index snapshots are held back so that {kd.snapshot_used} keeps showing the "
                 f"damage; once it is dealt with, delete the snapshot files (snap-*.idx) and "
                 f"reopen")
-        # the last segment stays active unless full
+        # the last segment stays active unless full, or its end is damage left in place
         last = max(self._segments, default=None)
-        if last is not None and self._segments[last].size < self._segment_size:
+        if last is not None and self._segments[last].size < self._segment_size \
+                and last not in kd.keep_sealed:
             self._active = self._segments[last]
         else:
-            self._active = open_segment(self.medium, (last or 0) + 1, create=True)
+            self._active = self._new_segment()
             self._segments[self._active.id] = self._active
             self.medium.sync_dir()
         # the active segment's space is reserved by the first append, not here: the reservation
@@ -315,7 +330,7 @@ class IndexedFSBackend(Backend):
             old.seal(durable=self.durability != "none")
             if self.durability == "none":  # synced by the next flush / GC / compaction / snapshot
                 self._unsynced.append(old)
-            new = open_segment(self.medium, old.id + 1, create=True)
+            new = self._new_segment()
             try:
                 if self.durability != "none":
                     self.medium.sync_dir()
@@ -338,6 +353,18 @@ class IndexedFSBackend(Backend):
         if self._gc_pending:
             self._gc_due = True
         return new
+
+    def _new_segment(self) -> AnySegment:
+        """Create the next segment file: its id is above every file named like a segment (the
+        store's and foreign ones), so no name is ever taken twice."""
+        sid = self._next_segment_id
+        if sid > MAX_SEGMENT_ID:
+            raise StorageFullError(
+                f"backend 'indexed_fs': no segment id left under {self.path} (the last is "
+                f"{MAX_SEGMENT_ID}); copy the keys into a new store")
+        seg = open_segment(self.medium, sid, create=True)
+        self._next_segment_id = sid + 1
+        return seg
 
     def _sync_to(self, target: int) -> None:
         """Return once the first ``target`` appended bytes are durable (group commit)."""
@@ -389,6 +416,8 @@ class IndexedFSBackend(Backend):
             if flags & FLAG_TOMBSTONE:
                 raise CorruptDataError("index points at a tombstone")
         except CorruptDataError as exc:
+            self.report_damage(sid, f"record of {key!r} at offset {off} failed its check on read",
+                               (off, off + len(data)))
             raise CorruptDataError(
                 f"backend 'indexed_fs': checkpoint {key!r} at segment {sid} offset {off} is "
                 f"damaged ({exc}); it is not returned — restore it from its source or delete it"
@@ -462,13 +491,42 @@ class IndexedFSBackend(Backend):
         finally:
             self._maint_lock.release()
 
+    def report_damage(self, seg_id: int, what: str, where: tuple[int, int] | None = None) -> None:
+        """Damage found in segment ``seg_id`` after the open (by a read, a hint's walk or
+        compaction's): the segment is copied into the quarantine now (the active one: the
+        damaged bytes ``where``, which no append changes) and checked to be there before it is
+        ever deleted; one warning per segment says what was found."""
+        if seg_id in self._damaged:
+            return
+        self._damaged.add(seg_id)
+        self.counters["damaged_segments"] += 1
+        warnings = self.counters["warnings"]
+        warnings.append(f"segment {seg_id}: {what} — run `bench verify --backend indexed_fs "
+                        f"--opt path=DIR` for the keys affected")
+        seg = self._segments.get(seg_id)
+        if seg is None or (seg is self._active and where is None):
+            return
+        kept = self._quarantine.keep(seg.name, *(where if seg is self._active else ()))
+        if not kept and self._quarantine.warning not in warnings:
+            warnings.append(self._quarantine.warning)
+
     def delete_dead_segments(self, ids: Iterable[int]) -> list[int]:
         """Delete those of ``ids`` that are sealed and hold no live entry; return their ids.
-        The caller made durable whatever superseded their records (GC, compaction)."""
+        The caller made durable whatever superseded their records (GC, compaction).  A segment
+        known to hold damage is copied into the quarantine first, and kept where it cannot be
+        (the quarantine is full): damaged bytes are evidence, never deleted on their own."""
         with self._lock:
             live = self._index.live
-            gone = [self._segments.pop(i) for i in sorted(ids)
-                    if i in self._segments and i != self._active.id and live.get(i, (0,))[0] == 0]
+            dead = [i for i in sorted(ids) if i in self._segments and i != self._active.id
+                    and live.get(i, (0,))[0] == 0]
+            names = {i: self._segments[i].name for i in dead if i in self._damaged}
+        # a dead sealed segment stays dead and unchanged (new entries point at the active
+        # segment only), so the copy needs no lock; the caller holds maintenance()
+        kept = {i for i, name in names.items() if not self._quarantine.keep(name)}
+        if kept and self._quarantine.warning not in self.counters["warnings"]:
+            self.counters["warnings"].append(self._quarantine.warning)
+        with self._lock:
+            gone = [self._segments.pop(i) for i in dead if i not in kept]
             for seg in gone:
                 live.pop(seg.id, None)
         if not gone:
@@ -479,8 +537,10 @@ class IndexedFSBackend(Backend):
         for seg in gone:
             self._commit.idle(self._handle_of(seg))  # so may a group-commit leader
             seg.close()
-            self.medium.delete(hint.file_name(seg.id))  # first: no hint outlives its segment
+            for name in hint.names(seg.id):  # first: no hint outlives its segment
+                self.medium.delete(name)
             self.medium.delete(seg.name)
+            self._damaged.discard(seg.id)
             self._hint_pending.discard(seg.id)
         self.medium.sync_dir()
         self.counters["segments_deleted"] += len(gone)
@@ -534,6 +594,8 @@ class IndexedFSBackend(Backend):
             data = seg.read_all()
             res, recs = walk(data, seg.id, 0, False)
             del data
+            if res.corrupt:
+                self.report_damage(seg.id, f"{res.corrupt} damaged range(s) found by a walk")
             if res.corrupt or res.tail_at is not None or res.reserved_at is not None:
                 return
             hint.write(self.medium, recs, seg.size, sync=durable)
