@@ -4,9 +4,14 @@
 ``init_keydir``): it needs a medium (:mod:`backends.media`), not a store, so it can be run and
 tested on its own.  Given a directory it
 
-1. deletes temp files (``*.tmp``): an atomic write (a snapshot, a hint) interrupted before its
-   rename, never a committed file; and hint files whose segment is gone;
-2. opens every segment file;
+1. deletes the store's own temp files (a snapshot's, delta's or hint's name plus ``.tmp``: an
+   atomic write interrupted before its rename, never a committed file; any other ``*.tmp`` is
+   not the store's and stays) and hint files whose segment is gone;
+2. opens every segment file: regular files named ``<id>.seg`` with 10 digits (9 in stores made
+   before the names were widened), one per id, the id within u32.  Anything else named like a
+   segment (a directory, a second name for an id, an id past ``MAX_SEGMENT_ID``) is not the
+   store's: it is left alone, listed in :attr:`Keydir.foreign` and warned about, and new
+   segments are numbered above it so that no name is taken twice;
 3. chooses the newest snapshot that verifies (magic, sizes, CRC) and fits the segment files (it
    may not cover bytes past a segment's end, nor a segment newer than any file); a damaged or
    unfitting one is counted and noted, and the next older one tried; with none the rebuild is a
@@ -30,17 +35,24 @@ tested on its own.  Given a directory it
    own between the base and the walked records (:meth:`.index.Index.load_layer`: the base rows
    it supersedes are in its file, so nothing is joined or copied); a delta that does not fit
    is noted and ignored;
-5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
-   cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
-   length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
-   never cut (the bytes stay for inspection).  Reserved space past the records (zeros, see
-   :meth:`.segment.Segment.reserve`) is not damage: the records end where it starts, and a sealed
-   segment gives it back;
+5. handles damage: the walk resynchronises past every damaged record on the next intact one
+   (:func:`.segment.walk`), so damage costs the records it touched.  Each damaged range is
+   counted, noted and kept in :attr:`Keydir.damaged_ranges`, and its segment copied whole into
+   the quarantine (:mod:`.quarantine`); the bytes stay where they are.  Only the newest
+   segment's tail is ever cut, and only a torn one: bytes past the last intact record with no
+   intact record after them, copied into the quarantine first (where the quarantine is full
+   they stay, and the segment takes no more appends: ``keep_sealed``).  A sealed segment that
+   ends in damage takes no appends either.  Not damage: reserved space past the records (zeros,
+   see :meth:`.segment.Segment.reserve`: the records end where it starts, and a sealed segment
+   gives it back) and zeros followed by intact records (a write a crash kept from the disk while
+   a later one reached it).  A whole segment file with not one intact record whose first bytes
+   are no record header (nor zeros) was not written by the store: it is left alone as foreign,
+   never adopted as the active segment, cut or deleted;
 6. reports damage it cannot repair, per segment (:attr:`Keydir.damaged`, one warning line each):
-   records failing their CRC or a damaged end in a sealed segment, a segment the snapshot's
-   entries reach past the end of (truncated), and a segment that is gone while snapshot entries
-   into it have no later record (missing).  A segment GC or compaction deleted is not missing:
-   every entry into it was superseded by a durable record first.
+   damaged ranges, a segment the snapshot's entries reach past the end of (truncated), and a
+   segment that is gone while snapshot entries into it have no later record (missing); and one
+   per foreign file.  A segment GC or compaction deleted is not missing: every entry into it was
+   superseded by a durable record first.
 
 An ``OSError`` while reading a segment propagates as itself, with the segment's file name.
 
@@ -70,10 +82,18 @@ Safety argument:
   as deleted rather than pointed at a missing file.  A snapshot tombstone into a deleted segment
   is dropped: no older value can remain where its own segment is gone.
 * Only the newest segment takes appends that may be in flight at a crash; sealed segments were
-  synced whole when sealed.  So only the newest segment's tail is cut, and only damage reaching
-  its end: a sync makes durable every byte before the position it syncs to, so no record after a
-  torn one was acknowledged as durable (its acknowledgement would have covered the torn one too).
-  Damage elsewhere is reported, not repaired.
+  synced whole when sealed.  So only the newest segment's tail is cut, and only bytes with no
+  intact record after them: a sync makes durable every byte before the position it syncs to, so
+  no record after a torn one was acknowledged as durable (its acknowledgement would have covered
+  the torn one too), and no intact record is cut whether acknowledged or not.  An intact record
+  after a damaged one is kept: it is a complete write (acknowledged, or in flight, which may
+  survive), and its CRC covers its key, value and seq.  Damage elsewhere is reported, not
+  repaired, and its evidence copied before anything may delete it.
+* Resynchronisation never returns a record that fails its CRC; it finds a record only where a
+  whole record's CRC checks out.  A damaged record's own length is followed only where it leads
+  to an intact record; otherwise every offset after it is tried, so a damaged length field does
+  not hide the records behind it.  (Bytes inside a damaged record's value that happen to hold a
+  whole intact record image are taken for one only when the header before them is damaged too.)
 * A snapshot that fails its checks is never fatal and never deleted here: the next successful
   snapshot gets a higher number than any file present, and deletes the older ones.
 """

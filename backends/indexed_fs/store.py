@@ -4,7 +4,8 @@ Writes are appended to the active segment (see :mod:`.segment`) and located by a
 keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`) with index deltas
 in between (:mod:`.delta`) and rebuilt on open (:mod:`.recovery`); dead space is reclaimed by GC
 and compaction (:mod:`.compaction`, which reaches the store only through the interface it
-declares, :class:`.compaction.CompactionTarget`).  This module ties them together: the write
+declares, :class:`.compaction.CompactionTarget`); damaged bytes are copied into the quarantine
+(:mod:`.quarantine`) before either may delete them.  This module ties them together: the write
 path with group commit, reads, GC, snapshots, deltas and the background threads.
 
 The data directory is a storage medium (:mod:`backends.media`, opened by
@@ -179,7 +180,7 @@ class IndexedFSBackend(Backend):
             snapshots_written=0, compactions=0,
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
-            damaged_segments=0, warnings=[],
+            damaged_segments=0, damaged_ranges=[], foreign_files=[], warnings=[],
         )
         try:
             self._lockfile = lock_dir(self.name, self.medium)
