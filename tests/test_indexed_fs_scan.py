@@ -1,6 +1,7 @@
 """The two-phase segment scan (runs of equal-size records parsed in numpy) must resolve exactly
 what a plain record-by-record walk does, on clean logs and on damaged ones (flipped bytes, bad
-lengths, torn tails, zeroed records: resynchronised on the next intact record); and a full rebuild resolved in numpy must equal the dict resolution.
+lengths, torn tails, zeroed records: resynchronised on the next intact record); and a full
+rebuild resolved in numpy must equal the dict resolution.
 Pure logic: the reference walk below is the plain loop."""
 
 from __future__ import annotations

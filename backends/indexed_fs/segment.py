@@ -712,7 +712,8 @@ _U32 = struct.Struct("<I")
 def _raw_native(data: bytes, start: int) -> _Raw:
     """One pass of the C walk (``_scan.walk``) from ``start``: every header and CRC checked."""
     view = memoryview(data)[start:] if start else data
-    st_b, kl_b, sz_b, sq_b, fl_b, bad_b, at_b, blob, stop_at, _kind = _native.walk(view)  # type: ignore
+    out = _native.walk(view)  # type: ignore[union-attr]
+    st_b, kl_b, sz_b, sq_b, fl_b, bad_b, at_b, blob, stop_at, _kind = out
     starts = np.frombuffer(st_b, np.int64)
     if start:
         starts = starts + start
