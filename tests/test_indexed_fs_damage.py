@@ -234,12 +234,21 @@ def test_a_garbage_segment_is_left_alone(tmp_path):
 def test_stray_names_are_left_alone(tmp_path):
     path = tmp_path / "store"
     hist = fill(path, index_flush_interval=0, delta_records=0)
+    newest = max(int(p.name.split(".")[0]) for p in path.glob("*.seg"))
+    ahead = f"{newest + 1:010d}.seg"  # the name the next segment would take
     (path / "000000007.seg").mkdir()
+    (path / ahead).mkdir()
     (path / "foo.tmp").write_bytes(b"mine")
     (path / "notes.txt").write_bytes(b"mine too")
-    st = check(path, hist, None, index_flush_interval=0, delta_records=0)
-    assert "000000007.seg" in st["foreign_files"]
-    assert (path / "000000007.seg").is_dir()
+    opts = dict(index_flush_interval=0, delta_records=0, segment_size=4 << 10)
+    st = check(path, hist, None, **opts)
+    assert {"000000007.seg", ahead} <= set(st["foreign_files"])
+    with open_backend("indexed_fs", path=str(path), durability="sync", **opts) as store:
+        for k in range(KEYS):  # past a rotation or two: new segments are named past both
+            store.put(f"key{k}", value(k, 30))
+            hist[f"key{k}"].append(value(k, 30))
+    check(path, hist, None, **opts)
+    assert (path / "000000007.seg").is_dir() and (path / ahead).is_dir()
     assert (path / "foo.tmp").read_bytes() == b"mine"
     assert (path / "notes.txt").read_bytes() == b"mine too"
 

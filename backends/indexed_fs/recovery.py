@@ -335,9 +335,10 @@ def _rebuild(medium: "Medium", checks: _Checks, files: list[str],
     kd = Keydir(Index(), {}, quarantine=quarantine)
     try:
         found = list_segments(medium, files)
-        kd.next_segment_id = max((i for i in found if i <= MAX_SEGMENT_ID), default=0) + 1
-        for name in set(medium.listdir()) - set(files):
-            if list_segments(medium, [name]):
+        named = list_segments(medium, medium.listdir())  # directories too: no name is reused
+        kd.next_segment_id = max((i for i in named if i <= MAX_SEGMENT_ID), default=0) + 1
+        for sid, names in named.items():
+            for name in set(names) - set(found.get(sid, ())):
                 kd.foreign[name] = "named like a segment, but not a file"
         for sid, names in found.items():
             for name in names[1:]:
