@@ -194,9 +194,7 @@ class Keydir:
     def warnings(self) -> list[str]:
         """One line per damaged segment and per foreign file, for a person: what is wrong and
         what to do."""
-        out = [f"segment {sid}: {'; '.join(whats)} — run `bench verify --backend indexed_fs "
-               f"--opt path=DIR` for the keys affected"
-               for sid, whats in sorted(self.damaged.items())]
+        out = [damage_line(sid, "; ".join(whats)) for sid, whats in sorted(self.damaged.items())]
         out += [f"{name}: {why}; left alone — move it out of the store's directory"
                 for name, why in sorted(self.foreign.items())]
         if self.quarantine is not None and self.quarantine.warning:
@@ -220,6 +218,12 @@ class Keydir:
                     damaged_segments=len(self.damaged), damaged_ranges=list(self.damaged_ranges),
                     foreign_files=sorted(self.foreign), warnings=self.warnings(),
                     rebuild_notes=list(self.notes))
+
+
+def damage_line(seg_id: int, what: str) -> str:
+    """The warning line for damage in segment ``seg_id``: what is wrong and what to run."""
+    return (f"segment {seg_id}: {what} — run `bench verify --backend indexed_fs --opt path=DIR` "
+            f"for the keys affected")
 
 
 def init_keydir(medium: "Medium", quarantine: Quarantine | None = None) -> Keydir:

@@ -39,7 +39,7 @@ from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
 from .quarantine import Quarantine
-from .recovery import init_keydir
+from .recovery import damage_line, init_keydir
 from .segment import (
     FLAG_TOMBSTONE,
     HEADER,
@@ -501,15 +501,18 @@ class IndexedFSBackend(Backend):
             return
         self._damaged.add(seg_id)
         self.counters["damaged_segments"] += 1
-        warnings = self.counters["warnings"]
-        warnings.append(f"segment {seg_id}: {what} — run `bench verify --backend indexed_fs "
-                        f"--opt path=DIR` for the keys affected")
+        self.counters["warnings"].append(damage_line(seg_id, what))
         seg = self._segments.get(seg_id)
         if seg is None or (seg is self._active and where is None):
             return
-        kept = self._quarantine.keep(seg.name, *(where if seg is self._active else ()))
-        if not kept and self._quarantine.warning not in warnings:
-            warnings.append(self._quarantine.warning)
+        self._keep_evidence(seg.name, *(where if seg is self._active else ()))
+
+    def _keep_evidence(self, name: str, *where: int) -> bool:
+        """:meth:`.quarantine.Quarantine.keep`, with its warning (once) among the store's."""
+        kept = self._quarantine.keep(name, *where)
+        if not kept and self._quarantine.warning not in self.counters["warnings"]:
+            self.counters["warnings"].append(self._quarantine.warning)
+        return kept
 
     def delete_dead_segments(self, ids: Iterable[int]) -> list[int]:
         """Delete those of ``ids`` that are sealed and hold no live entry; return their ids.
@@ -523,9 +526,7 @@ class IndexedFSBackend(Backend):
             names = {i: self._segments[i].name for i in dead if i in self._damaged}
         # a dead sealed segment stays dead and unchanged (new entries point at the active
         # segment only), so the copy needs no lock; the caller holds maintenance()
-        kept = {i for i, name in names.items() if not self._quarantine.keep(name)}
-        if kept and self._quarantine.warning not in self.counters["warnings"]:
-            self.counters["warnings"].append(self._quarantine.warning)
+        kept = {i for i, name in names.items() if not self._keep_evidence(name)}
         with self._lock:
             gone = [self._segments.pop(i) for i in dead if i not in kept]
             for seg in gone:
