@@ -281,16 +281,19 @@ def test_segment_ids_past_nine_digits_are_read_back(tmp_path):
     check(path, hist, None, **opts)
 
 
-def test_quarantine_full_leaves_the_damaged_segment_in_place(tmp_path):
+@pytest.mark.parametrize("room", [True, False])
+def test_gc_and_compaction_delete_a_damaged_segment_only_once_it_is_quarantined(tmp_path, room):
+    """Every record of a damaged sealed segment superseded, then compaction and GC: with room
+    in the quarantine the segment goes there first, else it stays where it is (one warning)."""
     path = tmp_path / "store"
     opts = dict(index_flush_interval=0, delta_records=0, segment_size=4 << 10)
-    hist = fill(path, **opts)
+    fill(path, **opts)
     recs = records(path)
-    first = recs[0][0]
-    name, off, size, key = [r for r in recs if r[0] == first][3]
+    name, off, _size, _key = [r for r in recs if r[0] == recs[0][0]][3]
     flip(path / name, off + HEADER_SIZE + 25)
-    store = open_backend("indexed_fs", path=str(path), durability="sync", quarantine_bytes=0,
-                         **opts)
+    data = (path / name).read_bytes()
+    store = open_backend("indexed_fs", path=str(path), durability="sync",
+                         quarantine_bytes=1 << 20 if room else 0, **opts)
     try:
         for rnd in range(3):  # supersede everything: the damaged segment is dead
             for k in range(KEYS):
@@ -300,30 +303,13 @@ def test_quarantine_full_leaves_the_damaged_segment_in_place(tmp_path):
         st = store.stats()
     finally:
         store.close()
-    assert (path / name).exists()
-    assert any("quarantine" in w and "full" in w for w in st["warnings"]), st["warnings"]
-
-
-def test_gc_quarantines_a_damaged_segment_before_deleting_it(tmp_path):
-    path = tmp_path / "store"
-    opts = dict(index_flush_interval=0, delta_records=0, segment_size=4 << 10)
-    fill(path, **opts)
-    recs = records(path)
-    name, off, _size, _key = [r for r in recs if r[0] == recs[0][0]][3]
-    flip(path / name, off + HEADER_SIZE + 25)
-    data = (path / name).read_bytes()
-    store = open_backend("indexed_fs", path=str(path), durability="sync", **opts)
-    try:
-        for rnd in range(3):
-            for k in range(KEYS):
-                store.put(f"key{k}", value(k, 20 + rnd))
-        store.compact()
-        store._gc()
-    finally:
-        store.close()
-    assert not (path / name).exists()
-    assert (path / QDIR / name).read_bytes() == data
-    assert not any(p.name.endswith(".tmp") for p in (path / QDIR).iterdir())
+    if room:
+        assert not (path / name).exists()
+        assert (path / QDIR / name).read_bytes() == data
+        assert not any(p.name.endswith(".tmp") for p in (path / QDIR).iterdir())
+    else:
+        assert (path / name).read_bytes() == data
+        assert any("quarantine" in w and "full" in w for w in st["warnings"]), st["warnings"]
 
 
 def test_a_truncated_sealed_segment_costs_only_the_records_cut(tmp_path):
