@@ -21,8 +21,10 @@ Safety argument, step by step:
   on disk; the rebuild keeps the one with the highest ``seq`` (equal: the later one, either is
   right).
 * A live tombstone is dropped (not copied) only if every *other* segment's lowest ``seq`` is above
-  the tombstone's: then no older value of that key exists anywhere that could resurrect.  Else it
-  is copied like a value and dropped by a later compaction.
+  the tombstone's, and so is the newest snapshot's ``next_seq``: then no older value of that key
+  exists anywhere that could resurrect, and the snapshot an open may start from holds the
+  tombstone, not an older value in a segment GC has deleted since (which the open would report
+  as a missing segment).  Else it is copied like a value and dropped by a later compaction.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class LockedLog(Protocol):
         """The entry of ``key``'s latest record and whether it is a tombstone; ``None``: none."""
 
     def lowest_seq_outside(self, seg_id: int) -> int:
-        """The lowest ``seq`` any segment but ``seg_id`` may hold (``2**64`` if there is none)."""
+        """The lowest ``seq`` any segment but ``seg_id`` may hold (``2**64`` if there is none),
+        or the newest snapshot's ``next_seq`` if lower."""
 
     def drop_tombstone(self, key: str) -> None:
         """Forget ``key``'s live tombstone (no older record of it exists any more)."""

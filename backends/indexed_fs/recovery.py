@@ -151,6 +151,8 @@ class Keydir:
     snapshot_number: int = 0
     #: file name of the snapshot the rebuild started from; ``None``: a full scan
     snapshot_used: str | None = None
+    #: that snapshot's ``next_seq`` (``None``: none used)
+    snapshot_next_seq: int | None = None
     snapshots_invalid: int = 0
     temp_files_removed: int = 0
     segments_scanned: int = 0
@@ -478,7 +480,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
     dl: delta.Delta | None = None
     if snap is not None:
         cseg, coff = snap.covered
-        kd.next_seq = snap.next_seq
+        kd.next_seq = kd.snapshot_next_seq = snap.next_seq
         gone = _load_base(index, snap, ids)
         for key, e in snap.tombs.items():
             if e[0] in segments:

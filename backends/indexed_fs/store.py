@@ -171,6 +171,9 @@ class IndexedFSBackend(Backend):
         #: quarantine before they are deleted
         self._damaged: set[int] = set()
         self._next_segment_id = 1  # above every file named like a segment (see recovery)
+        #: the ``next_seq`` of the newest snapshot on disk (None: none): compaction drops no
+        #: tombstone at or above it (see _LockedLog.lowest_seq_outside)
+        self._snap_seq: int | None = None
         self._reserve_pending = False  # the active segment's space is reserved on first append
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
@@ -203,6 +206,7 @@ class IndexedFSBackend(Backend):
         self._segments, self._index, self._next_seq = kd.segments, kd.index, kd.next_seq
         self._damaged = set(kd.damaged) & set(kd.segments)
         self._next_segment_id = kd.next_segment_id
+        self._snap_seq = kd.snapshot_next_seq
         self._snap_number = kd.snapshot_number  # the next flush outnumbers damaged ones too
         # the snapshot on disk is the whole index if the log holds nothing past it
         clean = kd.snapshot_used and not kd.records_scanned and not kd.unresolved_snapshot_entries
@@ -632,6 +636,7 @@ class IndexedFSBackend(Backend):
                                   cols, frozen.tombs, seg_min)
         self._snap_number += 1
         self._snap_written = written
+        self._snap_seq = next_seq
         self._set_delta(delta.State(self._snap_number, covered, len(keys) + len(frozen.tombs),
                                     covered, delta.empty(), 1 << 64, nwrites, False,
                                     base_keys=keys, base_cols=cols))
@@ -935,8 +940,14 @@ class _LockedLog:
         return self._store._index.latest(key)
 
     def lowest_seq_outside(self, seg_id: int) -> int:
-        return min((s.min_seq for s in self._store._segments.values() if s.id != seg_id),
-                   default=1 << 64)
+        """Also at most the newest snapshot's ``next_seq``: that snapshot may hold an older
+        value of a key deleted after it, in a segment GC has deleted since; the tombstone must
+        outlive it, or an open from the snapshot would find an entry into a missing segment
+        with nothing after it."""
+        store = self._store
+        low = min((s.min_seq for s in store._segments.values() if s.id != seg_id),
+                  default=1 << 64)
+        return low if store._snap_seq is None else min(low, store._snap_seq)
 
     def drop_tombstone(self, key: str) -> None:
         self._store._index.drop_tomb(key)
