@@ -57,11 +57,13 @@ class Quarantine:
         size = (self.medium.size(name) if stop is None else stop) - start
         dst = f"{DIR}/{name}" if stop is None and start == 0 else f"{DIR}/{name}.{start}-{stop}"
         try:
-            if self.medium.size(dst) == size:
-                return True  # kept already (a sealed segment's bytes never change)
+            old = self.medium.size(dst)  # an earlier copy, replaced (the segment grew since)
         except FileNotFoundError:
-            pass
-        if self.used() + size > self.cap:
+            old = 0
+        else:
+            if old == size:
+                return True  # kept already (a sealed segment's bytes never change)
+        if self.used() - old + size > self.cap:
             self._warn(f"{DIR}/ is full ({self.used()} of quarantine_bytes={self.cap} bytes): "
                        f"{size} damaged bytes of {name} were left in place, not cut or deleted; "
                        f"move the files out of {DIR}/ (or raise quarantine_bytes) and reopen")
@@ -73,7 +75,7 @@ class Quarantine:
             self._warn(f"could not copy damaged bytes of {name} into {DIR}/ ({exc}); they were "
                        f"left in place, not cut or deleted")
             return False
-        self._used = self.used() + size
+        self._used = self.used() - old + size
         return True
 
     def _warn(self, text: str) -> None:
