@@ -18,6 +18,8 @@ KEYS = ["a", "bb", "k/1", "k/2", "é", "n\x00", "zzzz"]
 RECORD = records(KEYS)
 #: (position, byte) overwrites
 DAMAGE = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3)
+#: (position, length) of a run of bytes zeroed (a write a crash kept from the disk), or None
+GAP = st.none() | st.tuples(st.integers(0, 10**6), st.integers(1, 200))
 
 
 def build(recs, runs: int) -> bytes:
@@ -32,9 +34,14 @@ def build(recs, runs: int) -> bytes:
     return b"".join(out)
 
 
-def damaged(data: bytes, damage: list[tuple[int, int]], cut: int) -> bytearray:
-    """``data`` with the ``damage`` bytes overwritten and its last ``cut`` bytes torn off."""
+def damaged(data: bytes, damage: list[tuple[int, int]], cut: int,
+            gap: tuple[int, int] | None = None) -> bytearray:
+    """``data`` with the ``gap`` zeroed, the ``damage`` bytes overwritten and its last ``cut``
+    bytes torn off."""
     out = bytearray(data)
+    if gap and out:
+        at = gap[0] % len(out)
+        out[at : at + gap[1]] = bytes(len(out[at : at + gap[1]]))
     for where, byte in damage:
         if out:
             out[where % len(out)] = byte

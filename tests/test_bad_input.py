@@ -140,6 +140,7 @@ def _nfs_dir() -> str:
 @pytest.mark.nfs
 @pytest.mark.parametrize("name", FILE_BACKENDS)
 def test_corrupt_data_over_nfs_is_detected_not_returned(name):
+    from backends.indexed_fs.segment import segment_name
     from backends.media import open_medium
 
     path = _nfs_dir()
@@ -147,7 +148,7 @@ def test_corrupt_data_over_nfs_is_detected_not_returned(name):
         store.put("pe-1", b"A" * 100)
         store.put("pe-2", b"B" * 100)
     with open_medium(path, "test") as medium:
-        victim = "pe-1.ckpt" if name == "default_fs" else "000000001.seg"
+        victim = "pe-1.ckpt" if name == "default_fs" else segment_name(1)
         blob = bytearray(medium.read_file(victim))
         blob[50 if name == "indexed_fs" else -10] ^= 0xFF  # indexed_fs: inside pe-1's value
         medium.write_atomic(victim, bytes(blob))

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 from backends import open_backend
+from backends.indexed_fs import hint
+from backends.indexed_fs.segment import segment_name
 
 OPTS = dict(segment_size=600, index_flush_interval=0)
 
@@ -61,12 +63,12 @@ def test_a_hint_that_does_not_fit_its_segment_is_not_taken(tmp_path):
         s.close()
     crashed = tmp_path / "crashed"
     first = min(_ids(crashed, ".hint"))
-    seg = crashed / f"{first:09d}.seg"
+    seg = crashed / segment_name(first)
     seg.write_bytes(seg.read_bytes() + b"\0" * 7)  # the file no longer has the hint's size
     with open_backend("indexed_fs", path=str(crashed), **OPTS) as c:
         st = c.stats()
         assert st["hints_used"] == len(_ids(crashed, ".hint")) - 1
-        assert any(f"{first:09d}.hint unusable" in n for n in st["rebuild_notes"])
+        assert any(f"{hint.file_name(first)} unusable" in n for n in st["rebuild_notes"])
         assert dict(c.scan()) == model
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from segment_logs import DAMAGE, KEYS, build, damaged, records
+from segment_logs import DAMAGE, GAP, KEYS, build, damaged, records
 
 from backends import open_backend
 from backends.indexed_fs import index as index_mod
@@ -60,9 +60,9 @@ def test_the_c_crc_is_crc32c():
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(RECORD, max_size=30), st.integers(1, 40), DAMAGE, st.integers(0, 30),
-       st.integers(0, 64), st.booleans(), st.sampled_from([0, 1000]))
-def test_c_walk_matches_the_python_walk(records, runs, damage, cut, zeros, last, base):
-    data = damaged(build(records, runs), damage, cut)
+       st.integers(0, 64), st.booleans(), st.sampled_from([0, 1000]), GAP)
+def test_c_walk_matches_the_python_walk(records, runs, damage, cut, zeros, last, base, gap):
+    data = damaged(build(records, runs), damage, cut, gap)
     data += bytes(zeros)  # reserved space after the records (or after a torn one)
     same_walk(bytes(data), 7, base, last)
 
@@ -79,6 +79,11 @@ def test_c_walk_on_the_cases_recovery_depends_on():
     bad_header[sum(map(len, recs[:30])) + 12 : sum(map(len, recs[:30])) + 16] = b"\0\0\0\0"
     torn_crc = bytearray(clean)
     torn_crc[-1] ^= 0xFF  # the last record's last byte: torn in the newest segment
+    at20 = sum(map(len, recs[:20]))
+    bad_length = bytearray(clean)
+    bad_length[at20 + 16] ^= 0x04  # record 20's value length: resynchronised, not followed
+    zeroed_mid = bytearray(clean)
+    zeroed_mid[at20 : at20 + len(recs[20])] = bytes(len(recs[20]))  # a crash gap
     cases = {
         "clean": clean,
         "torn mid-record": clean[:-3],
@@ -89,6 +94,8 @@ def test_c_walk_on_the_cases_recovery_depends_on():
         "corrupt CRC in the middle": bytes(bad_crc),
         "unreadable header": bytes(bad_header),
         "torn last record (CRC)": bytes(torn_crc),
+        "damaged length in the middle": bytes(bad_length),
+        "zeroed record in the middle": bytes(zeroed_mid),
         "one record": clean[:first],
         "empty": b"",
         "zeros only": bytes(300),
@@ -103,6 +110,10 @@ def test_c_walk_on_the_cases_recovery_depends_on():
     res, recs_c = walk(bytes(bad_crc), 3, 0, True)
     assert res.corrupt == 1 and len(recs_c) == 49  # the corrupt record is not among the records
     assert sum(map(len, recs[:20])) not in recs_c.offsets.tolist()
+    res, recs_c = walk(bytes(bad_length), 3, 0, True)
+    assert res.damaged == [(at20, at20 + len(recs[20]))] and len(recs_c) == 49
+    res, recs_c = walk(bytes(zeroed_mid), 3, 0, True)
+    assert res.gaps == [(at20, at20 + len(recs[20]))] and not res.corrupt and len(recs_c) == 49
 
 
 def test_c_walk_without_the_crc_instruction_matches_too(monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 
 from backends import BackendUnavailableError, open_backend
 from backends.indexed_fs import segment, store as store_mod
+from backends.indexed_fs.segment import segment_name
 
 
 def _fds() -> int:
@@ -37,19 +38,18 @@ def _reopen_works(path: str) -> None:
 
 
 # ---------------------------------------------------------------------------- errors on open
-def test_a_directory_named_like_a_segment(tmp_path):
+def test_a_directory_named_like_a_segment_is_left_alone(tmp_path):
     path = str(tmp_path / "s")
     _store_with_segments(path)
-    bad = os.path.join(path, "000000099.seg")
-    os.mkdir(bad)
-    before = _fds()
-    for _ in range(2):  # the second try finds the lock free: no "locked by another process"
-        with pytest.raises(IsADirectoryError) as err:
-            open_backend("indexed_fs", path=path)
-        assert err.value.filename == bad
-    assert _fds() == before
-    os.rmdir(bad)
-    _reopen_works(path)
+    for name in ("000000099.seg", segment_name(100)):
+        os.mkdir(os.path.join(path, name))
+    for _ in range(2):
+        with open_backend("indexed_fs", path=path) as s:
+            st = s.stats()
+            assert s.get("k1") == bytes([1]) * 100
+        assert sorted(st["foreign_files"]) == sorted(["000000099.seg", segment_name(100)])
+        assert any("not a file" in w for w in st["warnings"])
+    assert os.path.isdir(os.path.join(path, "000000099.seg"))
 
 
 def test_an_unreadable_segment_names_the_file(tmp_path, monkeypatch):
@@ -69,7 +69,7 @@ def test_an_unreadable_segment_names_the_file(tmp_path, monkeypatch):
     with pytest.raises(OSError) as err:
         open_backend("indexed_fs", path=path)
     assert err.value.errno == errno.EIO
-    assert err.value.filename == os.path.join(path, "000000003.seg")
+    assert err.value.filename == os.path.join(path, segment_name(3))
     assert _fds() == before
     monkeypatch.setattr(segment.Segment, "read_all", real)
     _reopen_works(path)
@@ -80,13 +80,13 @@ def test_an_immutable_segment_is_unavailable_naming_the_file(tmp_path):
         pytest.skip("chattr is not installed")
     path = str(tmp_path / "s")
     _store_with_segments(path)
-    seg = os.path.join(path, "000000002.seg")
+    seg = os.path.join(path, segment_name(2))
     if subprocess.run(["chattr", "+i", seg], capture_output=True).returncode != 0:
         pytest.skip("cannot make a file immutable here (needs root and ext4/xfs/btrfs)")
     try:
         before = _fds()
         for _ in range(2):
-            with pytest.raises(BackendUnavailableError, match="000000002.seg"):
+            with pytest.raises(BackendUnavailableError, match=segment_name(2)):
                 open_backend("indexed_fs", path=path)
         assert _fds() == before
     finally:
@@ -151,7 +151,7 @@ def _damaged(path: str) -> dict:
 def test_a_missing_middle_segment_is_reported(tmp_path):
     path = str(tmp_path / "s")
     _store_with_segments(path)
-    os.remove(os.path.join(path, "000000003.seg"))
+    os.remove(os.path.join(path, segment_name(3)))
     for _ in range(2):  # the snapshot showing it is kept, so the next open reports it too
         st = _damaged(path)
         assert st["damaged_segments"] == 1 and len(st["warnings"]) == 2
@@ -163,7 +163,7 @@ def test_a_missing_middle_segment_is_reported(tmp_path):
 def test_a_truncated_middle_segment_is_reported(tmp_path):
     path = str(tmp_path / "s")
     _store_with_segments(path)
-    os.truncate(os.path.join(path, "000000002.seg"), 50)
+    os.truncate(os.path.join(path, segment_name(2)), 50)
     st = _damaged(path)
     assert st["damaged_segments"] == 1
     assert st["warnings"][0].startswith("segment 2: truncated: the file ends at 50")
@@ -174,10 +174,10 @@ def test_a_truncated_middle_segment_is_reported_by_a_full_scan(tmp_path):
     _store_with_segments(path)
     for n in _files(path, ".idx"):
         os.remove(os.path.join(path, n))
-    os.truncate(os.path.join(path, "000000002.seg"), 50)
+    os.truncate(os.path.join(path, segment_name(2)), 50)
     st = _damaged(path)
     assert st["damaged_segments"] == 1 and st["corrupt_records"] == 1
-    assert "damaged from offset 0 to its end" in st["warnings"][0]
+    assert "damaged bytes at offsets [0, 50) to its end" in st["warnings"][0]
 
 
 def test_a_clean_store_has_no_warnings(tmp_path):

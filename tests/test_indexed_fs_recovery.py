@@ -137,7 +137,8 @@ def test_corrupt_record_in_a_sealed_segment_is_skipped_and_counted_not_cut(tmp_p
         assert value_of(kd, "x") == b"x-old"  # the damaged newer record is not used
         assert value_of(kd, "y") == b"Y" and value_of(kd, "z") == b"Z"
         assert value_of(kd, "w") == b"W"
-        assert any("bad CRC" in n for n in kd.notes)
+        assert any("damaged bytes" in n for n in kd.notes)
+        assert kd.damaged_ranges == [(1, third, third + HEADER_SIZE + 1 + 5)]
     assert seg.stat().st_size == size  # reported, never repaired
 
 

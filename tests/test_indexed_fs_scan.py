@@ -1,13 +1,14 @@
 """The two-phase segment scan (runs of equal-size records parsed in numpy) must resolve exactly
 what a plain record-by-record walk does, on clean logs and on damaged ones (flipped bytes, bad
-lengths, torn tails); and a full rebuild resolved in numpy must equal the dict resolution.
-Pure logic: the reference walk below is the original scan loop."""
+lengths, torn tails, zeroed records: resynchronised on the next intact record); and a full
+rebuild resolved in numpy must equal the dict resolution.
+Pure logic: the reference walk below is the plain loop."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from segment_logs import DAMAGE, RECORD, build, damaged
+from segment_logs import DAMAGE, GAP, RECORD, build, damaged
 
 from backends.indexed_fs.index import Index
 from backends.indexed_fs.segment import (
@@ -24,58 +25,80 @@ from backends.indexed_fs.segment import (
 
 
 def reference_scan(data, seg_id, base, last, values, tombs):
-    """The record-by-record walk: (records, corrupt, tail_at, min_seq, max_seq, notes).
+    """The record-by-record walk with resynchronisation: (records, corrupt, tail_at, min_seq,
+    max_seq, notes).
 
-    Where the walk stops at a header or a length that cannot be read and every byte from there
-    on is zero, that is space reserved by preallocation (``segment.zeros_from``), not a torn
-    tail: no ``tail_at``, no note.  (A torn record cut down to zero bytes alone reads the same
-    way, and either way the next append goes where the records end.)"""
-    pos, n, corrupt, tail_at, notes = 0, 0, 0, None, []
-    by_crc = False  # the tail is a last record with a bad CRC (never read as reserved space)
-    min_seq, max_seq = 1 << 63, 0
+    A record that fails (bad CRC, a header that cannot be real, past the end) is skipped by its
+    length only where an intact record follows there; else the walk goes on at the next offset
+    where an intact record starts.  The bytes skipped are damage, unless they are all zeros
+    (then: space no write reached, or reserved space when nothing follows), or run to the end
+    of the ``last`` segment (a torn tail)."""
     end = len(data)
-    while pos < end:
-        if pos + HEADER_SIZE > end:
-            tail_at = pos
-            break
-        c, seq, klen, vlen, flags = HEADER.unpack_from(data, pos)
+
+    def sane(p):  # the record's size if its header is sane and it fits, else None
+        if p + HEADER_SIZE > end:
+            return None
+        _c, _seq, klen, vlen, flags = HEADER.unpack_from(data, p)
         if klen == 0 or klen > MAX_KEY_LEN or vlen > MAX_VALUE_LEN or flags > 1:
-            tail_at = pos
-            notes.append(f"segment {seg_id}: unreadable header at offset {base + pos}")
-            break
-        rend = pos + HEADER_SIZE + klen + vlen
-        if rend > end:
-            tail_at = pos
-            break
-        if crc(data[pos + 4 : rend]) != c:
-            if last and rend == end:
-                tail_at, by_crc = pos, True
-                break
-            corrupt += 1
-            notes.append(f"segment {seg_id}: bad CRC at offset {base + pos}")
-            pos = rend
+            return None
+        size = HEADER_SIZE + klen + vlen
+        return size if p + size <= end else None
+
+    def intact(p):
+        size = sane(p)
+        if size is None or crc(data[p + 4 : p + size]) != HEADER.unpack_from(data, p)[0]:
+            return None
+        return size
+
+    pos, n, tail_at = 0, 0, None
+    damaged, gaps = [], []
+    min_seq, max_seq = 1 << 63, 0
+    while pos < end:
+        size = intact(pos)
+        if size is not None:
+            _c, seq, klen, _vlen, flags = HEADER.unpack_from(data, pos)
+            key = data[pos + HEADER_SIZE : pos + HEADER_SIZE + klen].decode("utf-8", "replace")
+            cur = values.get(key) or tombs.get(key)
+            if cur is None or seq >= cur[3]:
+                entry = (seg_id, base + pos, size, seq)
+                (tombs if flags else values)[key] = entry
+                (values if flags else tombs).pop(key, None)
+            n += 1
+            min_seq, max_seq = min(min_seq, seq), max(max_seq, seq)
+            pos += size
             continue
-        key = data[pos + HEADER_SIZE : pos + HEADER_SIZE + klen].decode("utf-8", "replace")
-        cur = values.get(key) or tombs.get(key)
-        if cur is None or seq >= cur[3]:
-            entry = (seg_id, base + pos, rend - pos, seq)
-            (tombs if flags else values)[key] = entry
-            (values if flags else tombs).pop(key, None)
-        n += 1
-        min_seq, max_seq = min(min_seq, seq), max(max_seq, seq)
-        pos = rend
-    if tail_at is not None and not by_crc and not any(data[tail_at:]):
-        tail_at = None
-        if notes and notes[-1].startswith(f"segment {seg_id}: unreadable header"):
-            notes.pop()
-    return n, corrupt, None if tail_at is None else tail_at + base, min_seq, max_seq, notes
+        size = sane(pos)
+        if size is not None and intact(pos + size) is not None:
+            damaged.append((pos, pos + size))
+            pos += size
+            continue
+        if not any(data[pos:]):
+            break  # reserved space
+        nxt = next((q for q in range(pos + 1, end) if intact(q) is not None), None)
+        if nxt is None:
+            if last:
+                tail_at = pos
+            else:
+                damaged.append((pos, end))
+            break
+        (damaged if any(data[pos:nxt]) else gaps).append((pos, nxt))
+        pos = nxt
+    notes = []
+    for a, b in damaged:
+        to = "its end" if b == end else f"the next intact record at offset {base + b}"
+        notes.append(f"segment {seg_id}: damaged bytes from offset {base + a} to {to} "
+                     f"({b - a} bytes) skipped")
+    for a, b in gaps:
+        notes.append(f"segment {seg_id}: {b - a} zero bytes at offset {base + a} before "
+                     f"intact records: a write a crash kept from the disk, not damage")
+    return n, len(damaged), None if tail_at is None else tail_at + base, min_seq, max_seq, notes
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(RECORD, max_size=30), st.integers(1, 80), DAMAGE, st.integers(0, 30),
-       st.booleans(), st.sampled_from([0, 1000]))
-def test_scan_matches_the_record_by_record_walk(records, runs, damage, cut, last, base):
-    data = damaged(build(records, runs), damage, cut)
+       st.booleans(), st.sampled_from([0, 1000]), GAP)
+def test_scan_matches_the_record_by_record_walk(records, runs, damage, cut, last, base, gap):
+    data = damaged(build(records, runs), damage, cut, gap)
     data = bytes(data)
     prior = {"a": (0, 0, 30, 5)}  # an entry from an earlier segment, to be overridden or not
     want_v, want_t = dict(prior), {}

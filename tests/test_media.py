@@ -150,3 +150,16 @@ def test_appends_during_syncs_from_other_threads_are_all_kept(medium):
     assert len(data) == sum(len(r) for r in expected.values())
     for off, rec in expected.items():
         assert data[off : off + len(rec)] == rec
+
+
+def test_list_files_names_regular_files_only_and_copy_takes_a_byte_range(medium):
+    medium.write_atomic("a.seg", bytes(range(200)))
+    medium.makedirs("b.seg")  # a directory named like a file
+    assert "b.seg" in medium.listdir()
+    assert sorted(medium.list_files()) == ["a.seg"]
+    medium.makedirs("q")
+    assert medium.copy("a.seg", "q/whole") == 200
+    assert medium.copy("a.seg", "q/part", 10, 30) == 20
+    assert medium.read_file("q/whole") == bytes(range(200))
+    assert medium.read_file("q/part") == bytes(range(10, 30))
+    assert sorted(medium.list_files("q")) == ["part", "whole"]

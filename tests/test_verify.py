@@ -10,6 +10,7 @@ import os
 import pytest
 
 from backends import StoreLockedError, open_backend
+from backends.indexed_fs.segment import segment_name
 from backends.indexed_fs.verify import verify_path
 from bench.cli import main
 
@@ -45,19 +46,20 @@ def test_a_clean_store_verifies(tmp_path, capsys):
 def test_damage_is_located_with_its_keys_and_nothing_is_changed(tmp_path, capsys):
     path = str(tmp_path / "s")
     _store(path)
-    _flip(path, "000000002.seg", 50)  # a bad CRC in a sealed segment
-    os.remove(os.path.join(path, "000000003.seg"))  # a missing segment
-    os.truncate(os.path.join(path, "000000005.seg"), 60)  # a truncated one
+    _flip(path, segment_name(2), 50)  # a bad CRC in a sealed segment
+    os.remove(os.path.join(path, segment_name(3)))  # a missing segment
+    os.truncate(os.path.join(path, segment_name(5)), 60)  # a truncated one
     before = _listing(path)
     out_json = str(tmp_path / "v.json")
     rc = main(["verify", "--backend", "indexed_fs", "--opt", f"path={path}", "--json", out_json])
     assert rc == 1
     out = capsys.readouterr().out
     assert "[VERIFY], Result, DAMAGED" in out and "[VERIFY], DamagedKeys, 3" in out
-    assert "segment 2 (000000002.seg), bytes 0-123: record fails its CRC; held 1 key(s): 'k1'" \
+    assert f"segment 2 ({segment_name(2)}), bytes 0-123: record fails its CRC; held 1 " \
+           f"key(s): 'k1'" \
         in out
-    assert "segment 3 (000000003.seg), whole file: missing; held 1 key(s): 'k2'" in out
-    assert "segment 5 (000000005.seg), bytes 0-60" in out and "'k4'" in out
+    assert f"segment 3 ({segment_name(3)}), whole file: missing; held 1 key(s): 'k2'" in out
+    assert f"segment 5 ({segment_name(5)}), bytes 0-60" in out and "'k4'" in out
     assert _listing(path) == before  # read-only
     doc = json.loads(open(out_json).read())
     assert doc["ok"] is False and doc["damaged_keys"] == ["k1", "k2", "k4"]
@@ -69,7 +71,7 @@ def test_a_key_rewritten_after_the_damage_is_not_listed(tmp_path):
         s.put("a", b"1" * 100)  # segment 1 holds a and b
         s.put("b", b"2" * 100)
         s.put("c", b"3" * 100)
-    _flip(path, "000000001.seg", 50)  # inside a's record
+    _flip(path, segment_name(1), 50)  # inside a's record
     with open_backend("indexed_fs", path=path) as s:  # from the snapshot: segment 1 unread
         s.put("a", b"rewritten")
     rep = verify_path(path)
@@ -118,7 +120,7 @@ def test_a_run_on_a_damaged_store_says_so_on_stderr(tmp_path, capsys):
     """Damage found on open is a warning line from bench, not only a counter in stats()."""
     path = str(tmp_path / "s")
     _store(path)
-    os.remove(os.path.join(path, "000000003.seg"))
+    os.remove(os.path.join(path, segment_name(3)))
     rc = main(["write-heavy", "--backend", "indexed_fs", "--opt", f"path={path}",
                "--opt", "segment_size=150", "--skip-load", "--records", "6", "--ops", "6",
                "--seed", "1", "--no-progress"])

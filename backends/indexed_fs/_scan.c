@@ -6,10 +6,11 @@
  * resolution into the index is a dict entry and a tuple per key: together they dwarf the open
  * after a clean close, which maps the snapshot and parses nothing per entry.  Here:
  *
- *   - walk(data) checks every record header and CRC-32C exactly as segment._walk_python does
- *     (same sanity bounds, same stop rules) and returns columns, one bytes object each; the
- *     rules that need context (zero tail = reserved space, a torn last record, notes) stay in
- *     Python, shared by both walks (segment._finish).
+ *   - walk(data) is one pass of the walk: every record header and CRC-32C checked exactly as
+ *     segment._raw_python does (same sanity bounds, same stop rules), columns back.  What needs
+ *     context (resynchronising past damage, reserved zeros, crash gaps, a torn tail, notes)
+ *     stays in Python, shared by both passes (segment._assemble), which calls this pass again
+ *     from the next intact record after damage.
  *   - resolve(spans, seqs, flags) sorts the records' keys (radix sort on 8-byte big-endian
  *     words, deeper words only where a group still ties) and picks each key's winner (highest
  *     seq; equal seq: the later record in log order, the rule of segment.resolve).  The value
@@ -161,7 +162,7 @@ static size_t bounds(const uint8_t *d, size_t end, size_t *key_bytes, long long 
 
 /* walk(data) -> (start, klen, size, seq, flags, bad, key_at, keys, stop_at, stop_kind)
  *
- * The records from offset 0, as segment._walk_python phase 1 and 2 find them: a header that
+ * The records from offset 0, as segment._raw_python phase 1 and 2 find them: a header that
  * cannot be real (klen 0 or > MAX_KEY_LEN, vlen > MAX_VALUE_LEN, flags > 1) ends the walk
  * (STOP_HEADER); so does a header or a record running past the end (STOP_SHORT); stop_at is
  * then its offset, else -1.  Every record before that is reported with bad = 1 if its CRC

@@ -13,12 +13,18 @@ Safety argument, step by step:
   under the store lock (:meth:`CompactionTarget.locked_log`), so a newer concurrent write always
   wins (compare-and-swap).
 * The source segment is deleted only after the copies are synced (:meth:`CompactionTarget.flush`
-  before :meth:`CompactionTarget.delete_dead_segments`).  A crash before that leaves both copies
+  before :meth:`CompactionTarget.delete_dead_segments`), and never with damage in it unless a
+  copy of it is in the store's quarantine first (the store's deleter sees to that; damage this
+  pass's walk finds is reported to it, :meth:`CompactionTarget.report_damage`).  A damaged
+  record is never copied (the walk checks every CRC and resynchronises past damage), so an
+  index entry still pointing at one keeps its segment live.  A crash before that leaves both copies
   on disk; the rebuild keeps the one with the highest ``seq`` (equal: the later one, either is
   right).
 * A live tombstone is dropped (not copied) only if every *other* segment's lowest ``seq`` is above
-  the tombstone's: then no older value of that key exists anywhere that could resurrect.  Else it
-  is copied like a value and dropped by a later compaction.
+  the tombstone's, and so is the newest snapshot's ``next_seq``: then no older value of that key
+  exists anywhere that could resurrect, and the snapshot an open may start from holds the
+  tombstone, not an older value in a segment GC has deleted since (which the open would report
+  as a missing segment).  Else it is copied like a value and dropped by a later compaction.
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ class LockedLog(Protocol):
         """The entry of ``key``'s latest record and whether it is a tombstone; ``None``: none."""
 
     def lowest_seq_outside(self, seg_id: int) -> int:
-        """The lowest ``seq`` any segment but ``seg_id`` may hold (``2**64`` if there is none)."""
+        """The lowest ``seq`` any segment but ``seg_id`` may hold (``2**64`` if there is none),
+        or the newest snapshot's ``next_seq`` if lower."""
 
     def drop_tombstone(self, key: str) -> None:
         """Forget ``key``'s live tombstone (no older record of it exists any more)."""
@@ -82,7 +89,11 @@ class CompactionTarget(Protocol):
         """Make everything appended so far durable."""
 
     def delete_dead_segments(self, ids: Iterable[int]) -> list[int]:
-        """Delete those of ``ids`` that are sealed and hold no live entry; the ids deleted."""
+        """Delete those of ``ids`` that are sealed and hold no live entry; the ids deleted.
+        A segment known to hold damage is copied into the quarantine first, or kept."""
+
+    def report_damage(self, seg_id: int, what: str) -> None:
+        """Damage was found in segment ``seg_id``: keep its evidence before deleting it."""
 
 
 def candidates(store: CompactionTarget, ratio: float) -> list[int]:
@@ -114,7 +125,9 @@ def _rewrite(store: CompactionTarget, sid: int, done: dict[str, int]) -> None:
         return
     values: dict[str, Entry] = {}
     tombs: dict[str, Entry] = {}
-    scan(data, sid, 0, False, values, tombs)  # the newest record of each key in this segment
+    res = scan(data, sid, 0, False, values, tombs)  # the newest record of each key in it
+    if res.corrupt:
+        store.report_damage(sid, f"{res.corrupt} damaged range(s) found by compaction's walk")
     records = [(k, off, size, seq, 0) for k, (_s, off, size, seq) in values.items()]
     records += [(k, off, size, seq, FLAG_TOMBSTONE) for k, (_s, off, size, seq) in tombs.items()]
     for i in range(0, len(records), CHUNK):

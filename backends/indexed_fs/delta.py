@@ -101,7 +101,7 @@ MAGIC = b"IFSDELT2"
 #: magic, base snapshot number, base covered segment, base covered offset, min seq, records,
 #: superseded base rows (_NO_ROWS: not recorded), segments in their accounting
 _HEAD = struct.Struct("<8sQQQQQQQ")
-_NAME = re.compile(r"^delta-(\d{9})\.idx$")
+_NAME = re.compile(r"^delta-(\d{9}|[1-9]\d{9,})\.idx$")
 _NO_SEQ = (1 << 64) - 1
 _NO_ROWS = (1 << 64) - 1
 

@@ -1,7 +1,8 @@
 """Hint files: a sealed segment's records without their values, for a crash rebuild that does not
 read the segment (Bitcask's hint files).
 
-File ``NNNNNNNNN.hint`` beside segment ``NNNNNNNNN.seg``, written once the segment is sealed and
+File ``NNNNNNNNNN.hint`` beside segment ``NNNNNNNNNN.seg`` (the segment id, ``ID_WIDTH`` digits;
+a hint of an old store may have 9, as its segments do), written once the segment is sealed and
 durable.  Layout, little-endian, numeric sections 8-byte aligned::
 
     header (64 bytes) | off:u64[n] | seq:u64[n] | size:u32[n] | flags:u8[n] | pad |
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import failpoints
-from .segment import Records, numbered_files
+from .segment import ID_WIDTH, Records, numbered_files
 from .snapshot import crc_ok, durable_write, map_file, with_crc
 
 if TYPE_CHECKING:
@@ -50,12 +51,18 @@ AFTER_WRITE = failpoints.declare(
 MAGIC = b"IFSHINT1"
 #: magic, key mode, (pad), segment id, n, segment size, key width, key section length, (spare)
 _HEAD = struct.Struct("<8sB7xQQQQQQ")
-_NAME = re.compile(r"^(\d{9})\.hint$")
+_NAME = re.compile(r"^(\d{9,10})\.hint$")
 KEYS_MATRIX, KEYS_LENGTHS = 0, 1
 
 
 def file_name(seg_id: int) -> str:
-    return f"{seg_id:09d}.hint"
+    """The name a new hint of segment ``seg_id`` gets."""
+    return f"{seg_id:0{ID_WIDTH}d}.hint"
+
+
+def names(seg_id: int) -> list[str]:
+    """Every name a hint of segment ``seg_id`` may have: the new one, then an old store's."""
+    return [file_name(seg_id), f"{seg_id:09d}.hint"]
 
 
 def list_ids(medium: "Medium") -> list[int]:
@@ -104,8 +111,13 @@ def write(medium: "Medium", recs: Records, seg_size: int, sync: bool = True) -> 
 def read(medium: "Medium", seg_id: int, seg_size: int | None = None) -> Records:
     """The records of segment ``seg_id`` from its hint; ``ValueError`` if the hint is damaged,
     names another segment, or (``seg_size`` given) was made for a file of another size."""
-    data = map_file(medium, file_name(seg_id))
-    return decode(data, seg_id, seg_size)
+    for name in names(seg_id):
+        try:
+            data = map_file(medium, name)
+        except FileNotFoundError:
+            continue
+        return decode(data, seg_id, seg_size)
+    raise FileNotFoundError(f"no hint file of segment {seg_id}")
 
 
 def decode(data, seg_id: int, seg_size: int | None = None) -> Records:

@@ -4,9 +4,14 @@
 ``init_keydir``): it needs a medium (:mod:`backends.media`), not a store, so it can be run and
 tested on its own.  Given a directory it
 
-1. deletes temp files (``*.tmp``): an atomic write (a snapshot, a hint) interrupted before its
-   rename, never a committed file; and hint files whose segment is gone;
-2. opens every segment file;
+1. deletes the store's own temp files (a snapshot's, delta's or hint's name plus ``.tmp``: an
+   atomic write interrupted before its rename, never a committed file; any other ``*.tmp`` is
+   not the store's and stays) and hint files whose segment is gone;
+2. opens every segment file: regular files named ``<id>.seg`` with 10 digits (9 in stores made
+   before the names were widened), one per id, the id within u32.  Anything else named like a
+   segment (a directory, a second name for an id, an id past ``MAX_SEGMENT_ID``) is not the
+   store's: it is left alone, listed in :attr:`Keydir.foreign` and warned about, and new
+   segments are numbered above it so that no name is taken twice;
 3. chooses the newest snapshot that verifies (magic, sizes, CRC) and fits the segment files (it
    may not cover bytes past a segment's end, nor a segment newer than any file); a damaged or
    unfitting one is counted and noted, and the next older one tried; with none the rebuild is a
@@ -30,17 +35,24 @@ tested on its own.  Given a directory it
    own between the base and the walked records (:meth:`.index.Index.load_layer`: the base rows
    it supersedes are in its file, so nothing is joined or copied); a delta that does not fit
    is noted and ignored;
-5. handles damage: in the newest segment, damage that runs to the end of the file is a torn tail,
-   cut off (durably); anywhere else a record with a sane header but a bad CRC is skipped by its
-   length, and a header that cannot be real ends that segment's walk — both counted as corrupt,
-   never cut (the bytes stay for inspection).  Reserved space past the records (zeros, see
-   :meth:`.segment.Segment.reserve`) is not damage: the records end where it starts, and a sealed
-   segment gives it back;
+5. handles damage: the walk resynchronises past every damaged record on the next intact one
+   (:func:`.segment.walk`), so damage costs the records it touched.  Each damaged range is
+   counted, noted and kept in :attr:`Keydir.damaged_ranges`, and its segment copied whole into
+   the quarantine (:mod:`.quarantine`); the bytes stay where they are.  Only the newest
+   segment's tail is ever cut, and only a torn one: bytes past the last intact record with no
+   intact record after them, copied into the quarantine first (where the quarantine is full
+   they stay, and the segment takes no more appends: ``keep_sealed``).  A sealed segment that
+   ends in damage takes no appends either.  Not damage: reserved space past the records (zeros,
+   see :meth:`.segment.Segment.reserve`: the records end where it starts, and a sealed segment
+   gives it back) and zeros followed by intact records (a write a crash kept from the disk while
+   a later one reached it).  A whole segment file with not one intact record whose first bytes
+   are no record header (nor zeros) was not written by the store: it is left alone as foreign,
+   never adopted as the active segment, cut or deleted;
 6. reports damage it cannot repair, per segment (:attr:`Keydir.damaged`, one warning line each):
-   records failing their CRC or a damaged end in a sealed segment, a segment the snapshot's
-   entries reach past the end of (truncated), and a segment that is gone while snapshot entries
-   into it have no later record (missing).  A segment GC or compaction deleted is not missing:
-   every entry into it was superseded by a durable record first.
+   damaged ranges, a segment the snapshot's entries reach past the end of (truncated), and a
+   segment that is gone while snapshot entries into it have no later record (missing); and one
+   per foreign file.  A segment GC or compaction deleted is not missing: every entry into it was
+   superseded by a durable record first.
 
 An ``OSError`` while reading a segment propagates as itself, with the segment's file name.
 
@@ -70,10 +82,18 @@ Safety argument:
   as deleted rather than pointed at a missing file.  A snapshot tombstone into a deleted segment
   is dropped: no older value can remain where its own segment is gone.
 * Only the newest segment takes appends that may be in flight at a crash; sealed segments were
-  synced whole when sealed.  So only the newest segment's tail is cut, and only damage reaching
-  its end: a sync makes durable every byte before the position it syncs to, so no record after a
-  torn one was acknowledged as durable (its acknowledgement would have covered the torn one too).
-  Damage elsewhere is reported, not repaired.
+  synced whole when sealed.  So only the newest segment's tail is cut, and only bytes with no
+  intact record after them: a sync makes durable every byte before the position it syncs to, so
+  no record after a torn one was acknowledged as durable (its acknowledgement would have covered
+  the torn one too), and no intact record is cut whether acknowledged or not.  An intact record
+  after a damaged one is kept: it is a complete write (acknowledged, or in flight, which may
+  survive), and its CRC covers its key, value and seq.  Damage elsewhere is reported, not
+  repaired, and its evidence copied before anything may delete it.
+* Resynchronisation never returns a record that fails its CRC; it finds a record only where a
+  whole record's CRC checks out.  A damaged record's own length is followed only where it leads
+  to an intact record; otherwise every offset after it is tried, so a damaged length field does
+  not hide the records behind it.  (Bytes inside a damaged record's value that happen to hold a
+  whole intact record image are taken for one only when the header before them is damaged too.)
 * A snapshot that fails its checks is never fatal and never deleted here: the next successful
   snapshot gets a higher number than any file present, and deletes the older ones.
 """
@@ -89,16 +109,24 @@ import numpy as np
 
 from . import delta, hint, snapshot
 from .index import Entry, Index
+from .quarantine import DIR as QUARANTINE_DIR
+from .quarantine import Quarantine
 from .segment import (
+    HEADER,
+    HEADER_SIZE,
+    MAX_KEY_LEN,
+    MAX_SEGMENT_ID,
+    MAX_VALUE_LEN,
     AnySegment,
     Records,
     ScanResult,
-    list_segment_ids,
+    list_segments,
     open_segment,
     resolve,
     resolve_all,
     resolve_sorted,
     walk,
+    zeros_from,
 )
 
 if TYPE_CHECKING:
@@ -106,6 +134,8 @@ if TYPE_CHECKING:
 
 #: notes kept per scanned segment (a badly damaged segment would otherwise flood the stats)
 NOTES_PER_SEGMENT = 20
+#: the quarantine cap where the caller gives none (the store's ``quarantine_bytes`` default)
+QUARANTINE_BYTES = 1 << 30
 
 
 @dataclass
@@ -121,6 +151,8 @@ class Keydir:
     snapshot_number: int = 0
     #: file name of the snapshot the rebuild started from; ``None``: a full scan
     snapshot_used: str | None = None
+    #: that snapshot's ``next_seq`` (``None``: none used)
+    snapshot_next_seq: int | None = None
     snapshots_invalid: int = 0
     temp_files_removed: int = 0
     segments_scanned: int = 0
@@ -144,15 +176,32 @@ class Keydir:
     #: damage only the snapshot used shows (segments missing or truncated under its entries): a
     #: newer snapshot, made from the rebuilt index, would no longer show it
     damage_in_snapshot: bool = False
+    #: every damaged byte range the walks found: (segment id, start, end)
+    damaged_ranges: list[tuple[int, int, int]] = field(default_factory=list)
+    #: files named like segments that the store did not write (or cannot tell it did), left alone
+    #: and not among ``segments``: name -> why
+    foreign: dict[str, str] = field(default_factory=dict)
+    #: the id the next new segment gets: above every file named like a segment, foreign included
+    next_segment_id: int = 1
+    #: segments that take no appends (a damaged tail left in place): the store opens a new one
+    keep_sealed: set[int] = field(default_factory=set)
+    #: where damaged bytes are copied before they are cut or deleted
+    quarantine: Quarantine | None = None
 
-    def damage(self, seg_id: int, what: str) -> None:
+    def damage(self, seg_id: int, what: str, where: tuple[int, int] | None = None) -> None:
         self.damaged.setdefault(seg_id, []).append(what)
+        if where is not None:
+            self.damaged_ranges.append((seg_id, *where))
 
     def warnings(self) -> list[str]:
-        """One line per damaged segment, for a person: what is wrong and what to run."""
-        return [f"segment {sid}: {'; '.join(whats)} — run `bench verify --backend indexed_fs "
-                f"--opt path=DIR` for the keys affected"
-                for sid, whats in sorted(self.damaged.items())]
+        """One line per damaged segment and per foreign file, for a person: what is wrong and
+        what to do."""
+        out = [damage_line(sid, "; ".join(whats)) for sid, whats in sorted(self.damaged.items())]
+        out += [f"{name}: {why}; left alone — move it out of the store's directory"
+                for name, why in sorted(self.foreign.items())]
+        if self.quarantine is not None and self.quarantine.warning:
+            out.append(self.quarantine.warning)
+        return out
 
     def dead_segments(self, active_id: int) -> set[int]:
         """Segments other than ``active_id`` with no live entry: GC may delete them."""
@@ -168,31 +217,51 @@ class Keydir:
                     segments_scanned=self.segments_scanned, delta_used=self.delta_used,
                     deltas_invalid=self.deltas_invalid,
                     unresolved_snapshot_entries=self.unresolved_snapshot_entries,
-                    damaged_segments=len(self.damaged), warnings=self.warnings(),
+                    damaged_segments=len(self.damaged), damaged_ranges=list(self.damaged_ranges),
+                    foreign_files=sorted(self.foreign), warnings=self.warnings(),
                     rebuild_notes=list(self.notes))
 
 
-def init_keydir(medium: "Medium") -> Keydir:
-    """Rebuild the keydir of the store in ``medium`` (see the module notes for what and why).
+def damage_line(seg_id: int, what: str) -> str:
+    """The warning line for damage in segment ``seg_id``: what is wrong and what to run."""
+    return (f"segment {seg_id}: {what} — run `bench verify --backend indexed_fs --opt path=DIR` "
+            f"for the keys affected")
+
+
+def init_keydir(medium: "Medium", quarantine: Quarantine | None = None) -> Keydir:
+    """Rebuild the keydir of the store in ``medium`` (see the module notes for what and why);
+    damaged bytes are copied into ``quarantine`` (default: ``QUARANTINE_BYTES`` at most) before
+    a torn tail is cut.
 
     Segment files are opened (and stay open in the result); on any error they are closed again
     before it propagates.  ``OSError`` from the medium is not translated here: the caller knows
     which backend to name.
     """
+    quarantine = quarantine or Quarantine(medium, QUARANTINE_BYTES)
+    files = medium.list_files()
     removed = 0
-    for name in medium.listdir():
-        if name.endswith(".tmp"):
+    for name in files:
+        if is_own_temp(name):
             medium.delete(name)
             removed += 1
     distrusted: set[str] = set()
     while True:
         try:
-            kd = _rebuild(medium, _Checks(distrusted))
+            kd = _rebuild(medium, _Checks(distrusted), files, quarantine)
         except _Unverified as bad:  # start over, checking that file first (it is then skipped)
             distrusted.add(bad.name)
             continue
         kd.temp_files_removed = removed
         return kd
+
+
+def is_own_temp(name: str) -> bool:
+    """Whether ``name`` is a temp file the store writes: a snapshot, delta or hint file's name
+    with ``.tmp`` appended (:func:`.snapshot.durable_write`).  Any other ``*.tmp`` is not the
+    store's, and is left alone."""
+    base, dot, ext = name.rpartition(".")
+    return dot == "." and ext == "tmp" and any(
+        kind._NAME.match(base) for kind in (snapshot, delta, hint))
 
 
 class _Unverified(Exception):
@@ -266,19 +335,35 @@ class _Checks:
             raise _Unverified(self._failed[0])
 
 
-def _rebuild(medium: "Medium", checks: _Checks) -> Keydir:
+def _rebuild(medium: "Medium", checks: _Checks, files: list[str],
+             quarantine: Quarantine) -> Keydir:
     """One attempt of :func:`init_keydir`, with the snapshot and delta checked by ``checks``."""
-    kd = Keydir(Index(), {})
+    kd = Keydir(Index(), {}, quarantine=quarantine)
     try:
-        ids = list_segment_ids(medium)
-        for sid in ids:
-            kd.segments[sid] = open_segment(medium, sid)
+        found = list_segments(medium, files)
+        named = list_segments(medium, medium.listdir())  # directories too: no name is reused
+        kd.next_segment_id = max((i for i in named if i <= MAX_SEGMENT_ID), default=0) + 1
+        for sid, names in named.items():
+            for name in set(names) - set(found.get(sid, ())):
+                kd.foreign[name] = "named like a segment, but not a file"
+        for sid, names in found.items():
+            for name in names[1:]:
+                kd.foreign[name] = f"a second file named like segment {sid} (beside {names[0]})"
+            if sid > MAX_SEGMENT_ID:
+                kd.foreign[names[0]] = f"named like a segment past the last id ({MAX_SEGMENT_ID})"
+                continue
+            kd.segments[sid] = open_segment(medium, sid, name=names[0])
+        ids = list(kd.segments)
         for sid in hint.list_ids(medium):
-            if sid not in kd.segments:  # left by a crash between deleting it and its segment
-                medium.delete(hint.file_name(sid))
+            if sid not in found:  # left by a crash between deleting it and its segment
+                for name in hint.names(sid):
+                    medium.delete(name)
         snap = _choose_snapshot(medium, kd, ids, checks)
         _scan(medium, kd, snap, ids, checks)
         checks.wait()
+        for sid in sorted({r[0] for r in kd.damaged_ranges}):  # evidence kept as found
+            if sid in kd.segments:
+                quarantine.keep(kd.segments[sid].name)
     except BaseException as exc:
         for seg in kd.segments.values():
             seg.close()
@@ -395,7 +480,7 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
     dl: delta.Delta | None = None
     if snap is not None:
         cseg, coff = snap.covered
-        kd.next_seq = snap.next_seq
+        kd.next_seq = kd.snapshot_next_seq = snap.next_seq
         gone = _load_base(index, snap, ids)
         for key, e in snap.tombs.items():
             if e[0] in segments:
@@ -435,8 +520,15 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 data = seg.read_all(start, stop)  # read, not mapped: an I/O error is an OSError
                 end = start + len(data)
                 res, recs = walk(data, seg.id, start, seg.id == last_id, spans=True)
+                foreign = start == 0 and _foreign(data, res)
                 del data
                 kd.segments_scanned += 1
+                if foreign:  # not the store's: closed, left alone, never adopted or cut
+                    kd.foreign[seg.name] = ("named like a segment, but holds no record of this "
+                                            "store (its first bytes are no record header)")
+                    del segments[seg.id]
+                    seg.close()
+                    continue
                 if stop < getattr(seg, "file_size", stop) and res.tail_at is None \
                         and res.reserved_at is None:
                     res.reserved_at = end  # a hole to the end of the file: reserved, unwritten
@@ -458,20 +550,14 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 kd.next_seq = max(kd.next_seq, res.max_seq + 1)
             elif start == 0:
                 seg.min_seq = res.min_seq
-            if res.tail_at is not None:
-                if seg.id == last_id:
-                    checks.wait()
-                    seg.truncate(res.tail_at)
-                    kd.torn_tail_truncated += 1
-                    kd.truncated_bytes += end - res.tail_at
-                    kd.notes.append(f"segment {seg.id}: torn tail cut at {res.tail_at}")
-                else:
-                    kd.corrupt_records += 1
-                    kd.notes.append(
-                        f"segment {seg.id}: damaged from offset {res.tail_at} to its end, skipped")
-                    kd.damage(seg.id, f"damaged from offset {res.tail_at} to its end")
-            if res.corrupt:
-                kd.damage(seg.id, f"{res.corrupt} record(s) failed their CRC")
+            if res.tail_at is not None:  # the newest segment's torn tail: cut (see _cut_tail)
+                checks.wait()
+                _cut_tail(kd, seg, res.tail_at, end)
+            for a, b in res.damaged:
+                kd.damage(seg.id, f"damaged bytes at offsets [{a}, {b})"
+                                  + (" to its end" if b == end else ""), (a, b))
+            if res.damaged and res.damaged[-1][1] == end:
+                kd.keep_sealed.add(seg.id)  # no appends after damage: they would look like it
     except OSError as exc:
         if exc.filename is None and seg is not None:
             exc.filename = seg.path  # propagates as itself, naming the file
@@ -529,6 +615,33 @@ def _scan(medium: "Medium", kd: Keydir, snap: snapshot.Snapshot | None, ids: lis
                 kd.damage(sid, f"missing, with {len(keys)} key(s) whose latest value it held "
                                f"(e.g. {keys[0]!r})")
         _check_reach(kd, snap)
+
+
+def _foreign(data: bytes, res: ScanResult) -> bool:
+    """Whether a whole segment file's walk says the store did not write it: not one intact
+    record, and its first bytes are no sane record header (so not a first record torn by a
+    crash either), and not all zeros (a new segment's reserved space)."""
+    if res.records or len(data) < HEADER_SIZE or zeros_from(data, 0):
+        return False
+    _c, _seq, klen, vlen, flags = HEADER.unpack_from(data)
+    return not (0 < klen <= MAX_KEY_LEN and vlen <= MAX_VALUE_LEN and flags <= 1)
+
+
+def _cut_tail(kd: Keydir, seg: AnySegment, at: int, end: int) -> None:
+    """Cut the newest segment's torn tail ``[at, end)`` off (durably), once its bytes are in
+    the quarantine.  Where they cannot be (full), they stay: the segment then takes no more
+    appends (``keep_sealed``) and the tail is reported like damage."""
+    assert kd.quarantine is not None
+    if not kd.quarantine.keep(seg.name, at, end):
+        kd.keep_sealed.add(seg.id)
+        kd.damage(seg.id, f"torn tail at offsets [{at}, {end}) left in place (not quarantined)",
+                  (at, end))
+        return
+    seg.truncate(at)
+    kd.torn_tail_truncated += 1
+    kd.truncated_bytes += end - at
+    kd.notes.append(f"segment {seg.id}: torn tail cut at {at} ({end - at} bytes, copied to "
+                    f"{QUARANTINE_DIR}/)")
 
 
 def _check_reach(kd: Keydir, snap: snapshot.Snapshot) -> None:

@@ -1,7 +1,9 @@
 """Segment files: the record format, its CRC, appends, reads and the recovery scan.
 
-A segment is an append-only file ``NNNNNNNNN.seg`` (zero-padded id, so ``ls`` order is write
-order).  Each record is::
+A segment is an append-only file ``NNNNNNNNNN.seg``: its id, zero-padded to ``ID_WIDTH`` (10)
+digits, enough for every id the index formats hold (u32, ``MAX_SEGMENT_ID``), so ``ls`` order is
+write order.  Stores made with 9-digit names are read as they are (:func:`list_segments`); their
+new segments get the wide names.  Each record is::
 
     crc32c:u32 | seq:u64 | key_len:u32 | value_len:u32 | flags:u8 | key (utf-8) | value
 
@@ -14,11 +16,14 @@ hot path a raw ``os.pwrite``/``os.fdatasync`` on one fd; :class:`MediumSegment` 
 medium's append/read files (NFS: appends are buffered and one ``sync`` sends them all).
 
 Reading a segment back (:func:`walk`) checks every record's header and CRC; a record that fails
-is never returned.  The walk runs in C (``_scan.c``) where the extension was built, because after
-a crash it is most of what an open costs (a whole active segment may lie past the newest
-snapshot); :func:`_walk_python` is the reference it is tested against and the fallback.  Both
-share the rules that need context (:func:`_finish`: reserved zeros, a torn last record), so they
-cannot drift apart there.  :func:`resolve_sorted` is the C counterpart of :func:`resolve_all`
+is never returned, and the walk resynchronises on the next record whose header and CRC check out,
+so damage costs the records it touched and no more (the rules, and what is not damage: reserved
+zeros, writes a crash kept from the disk, a torn tail, are in :func:`walk`).  The record-by-record
+pass runs in C (``_scan.c``) where the extension was built, because after a crash it is most of
+what an open costs (a whole active segment may lie past the newest snapshot); :func:`_raw_python`
+is the reference it is tested against and the fallback.  Both share everything past one pass
+(:func:`_assemble`: resynchronisation, reserved zeros, torn tails), so they cannot drift apart
+there.  :func:`resolve_sorted` is the C counterpart of :func:`resolve_all`
 for the crash rebuild: the winners per key as sorted arrays instead of a dict.
 """
 
@@ -66,7 +71,12 @@ MAX_KEY_LEN = 1 << 16
 MAX_VALUE_LEN = 1 << 31
 
 SUFFIX = ".seg"
-_NAME = re.compile(r"^(\d{9})\.seg$")
+#: digits of a segment (and hint) file name: every u32 id fits, so names never outgrow the width
+ID_WIDTH = 10
+#: the highest segment id: snapshots, deltas and the index hold segment ids as u32
+MAX_SEGMENT_ID = (1 << 32) - 1
+#: a segment file name, new (``ID_WIDTH`` digits) or old (9 digits)
+_NAME = re.compile(r"^(\d{9,10})\.seg$")
 
 crc = _crc32c.crc32c
 
@@ -89,18 +99,34 @@ _ZEROS = memoryview(bytes(ZERO_AHEAD))
 
 
 def segment_name(seg_id: int) -> str:
-    return f"{seg_id:09d}{SUFFIX}"
+    """The file name a new segment ``seg_id`` gets."""
+    return f"{seg_id:0{ID_WIDTH}d}{SUFFIX}"
 
 
 def numbered_files(medium: "Medium", pattern: "re.Pattern[str]") -> list[int]:
     """The numbers of the files in the medium's directory whose name ``pattern`` matches (its
-    group 1 is the number), ascending: segments, hint files and snapshots are all named so."""
-    return sorted(int(m.group(1)) for m in map(pattern.match, medium.listdir()) if m)
+    group 1 is the number), ascending, each once: segments, hint files and snapshots are all
+    named so."""
+    return sorted({int(m.group(1)) for m in map(pattern.match, medium.listdir()) if m})
+
+
+def list_segments(medium: "Medium", names: list[str] | None = None) -> dict[int, list[str]]:
+    """Segment id -> the names of the regular files in the medium's directory (or among
+    ``names``) named like that segment (an old store's 9-digit name first), ids ascending.
+    More than one name for an id, or an id above ``MAX_SEGMENT_ID``, is not of the store's
+    making (it never names a new segment after an id in use): the caller decides (the rebuild
+    takes the first name and leaves the other files alone)."""
+    out: dict[int, list[str]] = {}
+    for name in sorted(medium.list_files() if names is None else names, key=len):
+        m = _NAME.match(name)
+        if m:
+            out.setdefault(int(m.group(1)), []).append(name)
+    return dict(sorted(out.items()))
 
 
 def list_segment_ids(medium: "Medium") -> list[int]:
     """Ids of the segment files in the medium's directory, oldest first."""
-    return numbered_files(medium, _NAME)
+    return list(list_segments(medium))
 
 
 def encode(seq: int, key: bytes, value: bytes, flags: int = 0,
@@ -131,11 +157,15 @@ def decode(data: bytes, key: str | None = None) -> tuple[int, str, bytes, int]:
     return seq, k, data[HEADER_SIZE + klen :], flags
 
 
-def open_segment(medium: "Medium", seg_id: int, create: bool = False) -> "AnySegment":
-    """Segment ``seg_id`` of ``medium`` (``create``: a new, empty one)."""
+def open_segment(medium: "Medium", seg_id: int, create: bool = False,
+                 name: str | None = None) -> "AnySegment":
+    """Segment ``seg_id`` of ``medium`` (``create``: a new, empty one), in file ``name``
+    (default :func:`segment_name`; an old store's segments keep their 9-digit names)."""
+    if create and seg_id > MAX_SEGMENT_ID:
+        raise ValueError(f"segment id {seg_id} is past the last one ({MAX_SEGMENT_ID})")
     if medium.kind == "local":
-        return Segment(medium, seg_id, create)
-    return MediumSegment(medium, seg_id, create)
+        return Segment(medium, seg_id, create, name)
+    return MediumSegment(medium, seg_id, create, name)
 
 
 def zeros_from(data: bytes, at: int) -> bool:
@@ -160,9 +190,10 @@ class Segment:
     conversion one group sync carries, instead of a conversion in nearly every sync.
     """
 
-    def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
+    def __init__(self, medium: "Medium", seg_id: int, create: bool = False,
+                 name: str | None = None) -> None:
         self.id = seg_id
-        self.name = segment_name(seg_id)
+        self.name = name or segment_name(seg_id)
         self.path = medium.full(self.name)  # type: ignore[attr-defined]
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         self.fd = os.open(self.path, flags, 0o644)
@@ -326,9 +357,10 @@ class MediumSegment:
     """A segment on a non-local medium (NFS): appends go to the medium's append file (buffered
     until :meth:`sync`), reads to its read file (which first pushes pending appends)."""
 
-    def __init__(self, medium: "Medium", seg_id: int, create: bool = False) -> None:
+    def __init__(self, medium: "Medium", seg_id: int, create: bool = False,
+                 name: str | None = None) -> None:
         self.id = seg_id
-        self.name = self.path = segment_name(seg_id)
+        self.name = self.path = name or segment_name(seg_id)
         self.medium = medium
         if create and medium.exists(self.name):
             raise FileExistsError(f"segment {self.name} already exists in {medium.path}")
@@ -386,14 +418,20 @@ class ScanResult:
     """What scanning one segment found, besides the records it reported."""
 
     records: int = 0
+    #: damaged ranges (each held at least one record, or bytes no record explains)
     corrupt: int = 0
-    #: offset where a torn/damaged tail starts (None if the file ends cleanly)
+    #: offset where the newest segment's torn tail starts (None if the file ends cleanly)
     tail_at: int | None = None
     #: offset where reserved, never written space starts (all zeros to the end), if any
     reserved_at: int | None = None
     min_seq: int = 1 << 63
     max_seq: int = 0
     notes: list[str] = field(default_factory=list)
+    #: damaged byte ranges ``(start, end)``, file offsets, each skipped to the next intact record
+    #: (or the file's end); ``corrupt`` counts them
+    damaged: list[tuple[int, int]] = field(default_factory=list)
+    #: zero ranges followed by intact records: writes a crash kept from the disk, not damage
+    gaps: list[tuple[int, int]] = field(default_factory=list)
 
 
 #: the header as a packed numpy record, to parse many equal-size records at once
@@ -498,47 +536,191 @@ def walk(data: bytes, seg_id: int, base: int, last: bool, *, spans: bool = False
          native: bool | None = None) -> tuple[ScanResult, Records]:
     """Find and verify the records in ``data`` (the file from offset ``base``).
 
-    A record with a sane header but a bad CRC is counted and skipped by its length; a header that
-    cannot be real ends the walk.  In the ``last`` segment, damage that runs to the end of the file
-    is a torn tail: ``tail_at`` says where to cut; zeros from where the walk stopped to the end
-    are reserved space (``reserved_at``), not damage.  A record that fails its CRC is never
-    among the records returned.
+    Records are followed by their lengths.  Where that fails (a record whose CRC does not match,
+    a header that cannot be real, a record running past the end) the walk *resynchronises*: it
+    looks for the next offset where a record's header is sane and its CRC checks out
+    (:func:`_next_record`) and goes on from there; the bytes in between are one damaged range.
+    A record with a bad CRC directly followed by an intact record is skipped by its own length
+    (its length led to a record that checks out, so only its other bytes can be damaged); any
+    other failure is resynchronised byte by byte, so a damaged length field cannot hide the
+    intact records behind it.  How the bytes between are taken:
 
-    Two implementations with the same result: the C walk of ``_scan.c`` (``native``, the
-    default where it was built) and :func:`_walk_python`, the reference and fallback; the
-    rules that need context are applied to both by :func:`_finish`.  ``spans``: the keys may
-    come as one :class:`KeySpans` into ``data`` (the crash rebuild, which resolves them in C);
-    otherwise as ``bytes``/matrix chunks, the form hint files and compaction take.
+    * all zeros to the end: reserved space (``reserved_at``), not damage;
+    * all zeros followed by an intact record: space no write reached, in flight at a crash
+      (``gaps``), not damage;
+    * anything else running to the end of the ``last`` segment: a torn tail (``tail_at``), where
+      the caller may cut; in any other segment, or followed by an intact record: damage
+      (``damaged``, counted in ``corrupt``, one note each).
+
+    A record that fails its CRC is never among the records returned.  On intact data the walk
+    is one pass; resynchronisation costs only where there is damage.
+
+    Two implementations of the pass with the same result: the C walk of ``_scan.c`` (``native``,
+    the default where it was built) and :func:`_raw_python`, the reference and fallback; the
+    resynchronisation and the rules above are shared (:func:`_assemble`), so they cannot drift
+    apart there.  ``spans``: the keys may come as :class:`KeySpans` into ``data`` (the crash
+    rebuild, which resolves them in C); otherwise as ``bytes``/matrix chunks, the form hint
+    files and compaction take.
     """
-    if NATIVE_WALK if native is None else native:
-        return _walk_native(data, seg_id, base, last, spans)
-    return _walk_python(data, seg_id, base, last)
+    use_c = NATIVE_WALK if native is None else native
+    res, pieces = _assemble(data, seg_id, base, last, _raw_native if use_c else _raw_python)
+    cols = [np.concatenate([getattr(p, c) for p in pieces]) if len(pieces) != 1
+            else getattr(pieces[0], c) for c in ("starts", "sizes", "seqs", "flags")]
+    keys: list = []
+    for p in pieces:
+        for ch in p.keys:
+            if not len(ch):
+                continue
+            keys += [ch] if spans or not isinstance(ch, KeySpans) else _plain_keys(ch)
+    return res, Records(seg_id, cols[0] + base, cols[1], cols[2], cols[3], keys)
 
 
-def _walk_native(data: bytes, seg_id: int, base: int,
-                 last: bool, spans: bool) -> tuple[ScanResult, Records]:
-    """:func:`walk` in C: every header and CRC checked by ``_scan.walk``, columns back."""
-    st_b, kl_b, sz_b, sq_b, fl_b, bad_b, at_b, blob, stop_at, kind = _native.walk(data)  # type: ignore
-    starts = np.frombuffer(st_b, np.int64)
-    klens = np.frombuffer(kl_b, np.uint32)
-    key_at = np.frombuffer(at_b, np.int64)
-    sizes = np.frombuffer(sz_b, np.int64)
-    seqs = np.frombuffer(sq_b, np.uint64)
-    flags = np.frombuffer(fl_b, np.uint8)
+@dataclass
+class _Raw:
+    """One pass of a walk from some offset: every record whose header was sane and in bounds,
+    in file order (offsets into the walked buffer), ``bad`` where its CRC did not match, and
+    where the pass stopped (``stop_at``, -1: at the end)."""
+
+    starts: np.ndarray  # int64
+    sizes: np.ndarray  # int64
+    seqs: np.ndarray  # uint64
+    flags: np.ndarray  # uint8
+    bad: np.ndarray  # bool
+    keys: list  # chunks, as in Records
+    stop_at: int
+
+    def select(self, keep: np.ndarray) -> "_Raw":
+        """The records where ``keep`` is set."""
+        keys, at = [], 0
+        for ch in self.keys:
+            m = len(ch)
+            sel = keep[at : at + m]
+            if isinstance(ch, KeySpans):
+                ch = ch.select(sel)
+            elif isinstance(ch, np.ndarray):
+                ch = ch[sel]
+            else:
+                ch = [x for x, y in zip(ch, sel.tolist()) if y]
+            keys.append(ch)
+            at += m
+        return _Raw(self.starts[keep], self.sizes[keep], self.seqs[keep], self.flags[keep],
+                    self.bad[keep], keys, self.stop_at)
+
+
+def _assemble(data: bytes, seg_id: int, base: int, last: bool,
+              raw_walk) -> tuple[ScanResult, list[_Raw]]:
+    """The rules of :func:`walk` over the passes of ``raw_walk`` (C or Python): the intact
+    records of each pass, and where a pass breaks, the next intact record found by
+    :func:`_next_record` to start the next pass from."""
     res = ScanResult()
-    stop_note = None
-    if stop_at >= 0:
-        res.tail_at = stop_at
-        if kind == 2:  # _scan.c STOP_HEADER
-            stop_note = f"segment {seg_id}: unreadable header at offset {base + stop_at}"
-    keep = _finish(res, data, seg_id, base, last, starts, sizes, seqs,
-                   np.frombuffer(bad_b, np.bool_), stop_note)
-    if keep is not None:
-        starts, klens, sizes, seqs, flags, key_at = (
-            c[keep] for c in (starts, klens, sizes, seqs, flags, key_at))
-    keys = KeySpans(blob, key_at, klens)
-    chunks = ([keys] if spans else _plain_keys(keys)) if len(keys) else []
-    return res, Records(seg_id, starts + base, sizes, seqs, flags, chunks)
+    end = len(data)
+    pieces: list[_Raw] = []
+    pos = 0
+    while True:
+        raw = raw_walk(data, pos)
+        brk = raw.stop_at if raw.stop_at >= 0 else None
+        keep = None
+        if raw.bad.any():
+            keep = ~raw.bad
+            starts, n = raw.starts, len(raw.starts)
+            for i in np.flatnonzero(raw.bad).tolist():
+                if i + 1 < n and keep[i + 1]:  # its length led to an intact record
+                    res.damaged.append((int(starts[i]), int(starts[i + 1])))
+                else:  # its length is not to be trusted: resynchronise from it
+                    brk = int(starts[i])
+                    keep[i:] = False
+                    break
+        pieces.append(raw if keep is None else raw.select(keep))
+        if brk is None:
+            break
+        if zeros_from(data, brk):
+            res.reserved_at = brk  # the records end here; the rest is reserved space
+            break
+        nxt = _next_record(data, brk + 1)
+        if nxt < 0:
+            if last:
+                res.tail_at = brk
+            else:
+                res.damaged.append((brk, end))
+            break
+        if not np.frombuffer(data, np.uint8, nxt - brk, brk).any():
+            res.gaps.append((brk, nxt))
+        else:
+            res.damaged.append((brk, nxt))
+        pos = nxt
+    res.damaged.sort()
+    seqs = [p.seqs for p in pieces if len(p.seqs)]
+    res.records = sum(map(len, seqs))
+    if seqs:
+        res.min_seq = min(int(s.min()) for s in seqs)
+        res.max_seq = max(int(s.max()) for s in seqs)
+    res.corrupt = len(res.damaged)
+    for a, b in res.damaged:
+        tail = "its end" if b == end else f"the next intact record at offset {base + b}"
+        res.notes.append(f"segment {seg_id}: damaged bytes from offset {base + a} to {tail} "
+                         f"({b - a} bytes) skipped")
+    for a, b in res.gaps:
+        res.notes.append(f"segment {seg_id}: {b - a} zero bytes at offset {base + a} before "
+                         f"intact records: a write a crash kept from the disk, not damage")
+    res.damaged = [(base + a, base + b) for a, b in res.damaged]
+    res.gaps = [(base + a, base + b) for a, b in res.gaps]
+    if res.tail_at is not None:
+        res.tail_at += base
+    if res.reserved_at is not None:
+        res.reserved_at += base
+    return res, pieces
+
+
+#: the first window :func:`_next_record` searches (it doubles up to the max): the next intact
+#: record usually starts within a record or two of the damage
+_FIND_FIRST, _FIND_MAX = 1 << 12, 1 << 22
+
+
+def _next_record(data: bytes, pos: int) -> int:
+    """The first offset at or after ``pos`` where an intact record starts (a sane header, the
+    record inside ``data``, its CRC matching), or -1.  Offsets are screened a window at a time
+    in numpy (header bounds, the record in bounds) and only the candidates left have their CRC
+    computed.  Only the damage path comes here."""
+    arr = np.frombuffer(data, np.uint8)
+    end = len(data)
+    H = HEADER_SIZE
+    window = _FIND_FIRST
+    while pos + H <= end:
+        n = min(window, end - H + 1 - pos)
+
+        def u32(at: int) -> np.ndarray:
+            b = [arr[pos + at + j : pos + at + j + n].astype(np.uint64) for j in range(4)]
+            return b[0] | (b[1] << 8) | (b[2] << 16) | (b[3] << 24)
+
+        klen, vlen = u32(12), u32(16)
+        at = np.arange(pos, pos + n, dtype=np.uint64)
+        ok = ((klen >= 1) & (klen <= MAX_KEY_LEN) & (vlen <= MAX_VALUE_LEN)
+              & (arr[pos + 20 : pos + 20 + n] <= 1) & (at + H + klen + vlen <= end))
+        for i in np.flatnonzero(ok).tolist():
+            q = pos + i
+            size = H + int(klen[i]) + int(vlen[i])
+            if crc(memoryview(data)[q + 4 : q + size]) == _U32.unpack_from(data, q)[0]:
+                return q
+        pos += n
+        window = min(2 * window, _FIND_MAX)
+    return -1
+
+
+_U32 = struct.Struct("<I")
+
+
+def _raw_native(data: bytes, start: int) -> _Raw:
+    """One pass of the C walk (``_scan.walk``) from ``start``: every header and CRC checked."""
+    view = memoryview(data)[start:] if start else data
+    out = _native.walk(view)  # type: ignore[union-attr]
+    st_b, kl_b, sz_b, sq_b, fl_b, bad_b, at_b, blob, stop_at, _kind = out
+    starts = np.frombuffer(st_b, np.int64)
+    if start:
+        starts = starts + start
+    keys = KeySpans(blob, np.frombuffer(at_b, np.int64), np.frombuffer(kl_b, np.uint32))
+    return _Raw(starts, np.frombuffer(sz_b, np.int64), np.frombuffer(sq_b, np.uint64),
+                np.frombuffer(fl_b, np.uint8), np.frombuffer(bad_b, np.bool_), [keys],
+                stop_at + start if stop_at >= 0 else -1)
 
 
 def _plain_keys(ks: KeySpans) -> list:
@@ -551,50 +733,12 @@ def _plain_keys(ks: KeySpans) -> list:
     return [ks.tolist()]
 
 
-def _finish(res: ScanResult, data: bytes, seg_id: int, base: int, last: bool,
-            starts: np.ndarray, sizes: np.ndarray, seqs: np.ndarray, bad: np.ndarray,
-            stop_note: str | None) -> np.ndarray | None:
-    """The rules both walks apply once every record's bounds and CRC are known (offsets in
-    ``res`` and ``starts`` relative to ``data``; made absolute here).  Where the walk stopped
-    (``res.tail_at``) and only zeros follow, the records end there and the rest is reserved
-    space.  A bad CRC on the last record of the ``last`` segment, ending exactly where the
-    records end, is a torn write (``tail_at``), any other a corrupt record (counted, noted).
-    Returns the mask of the records to keep (``None``: all)."""
-    end = len(data)
-    if res.tail_at is not None and zeros_from(data, res.tail_at):
-        end = res.reserved_at = res.tail_at  # the records end here; the rest is reserved space
-        res.tail_at = stop_note = None
-    badl = np.flatnonzero(bad).tolist()
-    keep = None
-    if badl:
-        n = len(starts)
-        keep = np.ones(n, bool)
-        keep[badl] = False
-        if last and badl[-1] == n - 1 and int(starts[-1]) + int(sizes[-1]) == end:
-            res.tail_at = int(starts[-1])  # the last record of the file is torn, not corrupt
-            badl.pop()
-        res.corrupt = len(badl)
-        res.notes += [f"segment {seg_id}: bad CRC at offset {base + int(starts[i])}"
-                      for i in badl]
-        seqs = seqs[keep]
-    if stop_note:
-        res.notes.append(stop_note)
-    res.records = len(seqs)
-    if len(seqs):
-        res.min_seq, res.max_seq = int(seqs.min()), int(seqs.max())
-    if res.tail_at is not None:
-        res.tail_at += base
-    if res.reserved_at is not None:
-        res.reserved_at += base
-    return keep
-
-
-def _walk_python(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanResult, Records]:
-    """:func:`walk` in Python and numpy, in two phases.  Phase 1 finds the record boundaries
-    exactly as a record-by-record walk would, but checks runs of equal-size records (the usual
-    case) in one numpy step; phase 2 checks every CRC (one C call per record) and returns the
-    good records as columns."""
-    res = ScanResult()
+def _raw_python(data: bytes, start: int) -> _Raw:
+    """One pass of :func:`walk` from ``start`` in Python and numpy, in two phases.  Phase 1
+    finds the record boundaries exactly as a record-by-record walk would (a record with a bad
+    CRC is passed by its length; an insane header, or a header or record running past the end,
+    stops the pass), but checks runs of equal-size records (the usual case) in one numpy step;
+    phase 2 checks every CRC (one C call per record).  The reference for ``_scan.walk``."""
     arr = np.frombuffer(data, np.uint8)
     end = len(data)
     H = HEADER_SIZE
@@ -603,23 +747,22 @@ def _walk_python(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanR
     chunks: list[tuple] = []  # (starts, sizes, crcs, seqs, flags, keys) in file order
     ones: list[int] = []  # starts of records walked singly, not yet in a chunk
     append = ones.append
-    pos = 0
+    pos = start
+    stop_at = -1
     try_run_at = 0  # walk singly until this offset after a run attempt that did not pay
     run_cap = _RUN_FIRST  # records tried in the next run attempt (grows while runs pay)
     backoff = _RUN_FIRST  # records walked singly after a failed attempt (doubles while failing)
-    stop_note = None
     while pos < end:
         if pos + H > end:
-            res.tail_at = pos
+            stop_at = pos
             break
         c, seq, klen, vlen, flags = unpack(data, pos)
         if klen == 0 or klen > MAX_KEY_LEN or vlen > MAX_VALUE_LEN or flags > 1:
-            res.tail_at = pos
-            stop_note = f"segment {seg_id}: unreadable header at offset {base + pos}"
+            stop_at = pos
             break
         size = H + klen + vlen
         if pos + size > end:
-            res.tail_at = pos
+            stop_at = pos
             break
         if pos >= try_run_at and not (end - pos >= 2 * size
                                       and unpack(data, pos + size)[2:4] == (klen, vlen)):
@@ -682,20 +825,7 @@ def _walk_python(data: bytes, seg_id: int, base: int, last: bool) -> tuple[ScanR
     slices = map(slice, chain.from_iterable(b[0] for b in bounds),
                  chain.from_iterable(b[1] for b in bounds))
     crcs = np.fromiter(map(crc, map(mv.__getitem__, slices)), np.uint32, len(starts))
-    keep = _finish(res, data, seg_id, base, last, starts, sizes, seqs, crcs != stored, stop_note)
-    if keep is not None:
-        starts, sizes, seqs, flags_a = starts[keep], sizes[keep], seqs[keep], flags_a[keep]
-    keys = []
-    at = 0
-    for ch in chunks:
-        k = ch[5]
-        m = len(k)
-        if keep is not None:
-            sel = keep[at : at + m]
-            k = k[sel] if isinstance(k, np.ndarray) else [x for x, y in zip(k, sel.tolist()) if y]
-        keys.append(k)
-        at += m
-    return res, Records(seg_id, starts + base, sizes, seqs, flags_a, keys)
+    return _Raw(starts, sizes, seqs, flags_a, crcs != stored, [ch[5] for ch in chunks], stop_at)
 
 
 def scan(data: bytes, seg_id: int, base: int, last: bool, values: dict, tombs: dict) -> ScanResult:

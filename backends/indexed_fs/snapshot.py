@@ -63,7 +63,7 @@ MAGIC = b"IFSSNAP3"
 _HEAD = struct.Struct("<8sBB6xQQQQQQQQQ")
 #: bits of the header's width byte: the offset / seq column is u32 (every value fits), else u64
 _OFF32, _SEQ32 = 1, 2
-_NAME = re.compile(r"^snap-(\d{9})\.idx$")
+_NAME = re.compile(r"^snap-(\d{9}|[1-9]\d{9,})\.idx$")
 #: value keys as one fixed-width array (searched in place), or length-prefixed (a key has a NUL)
 KEYS_FIXED, KEYS_LENGTHS = 0, 1
 

@@ -4,7 +4,8 @@ Writes are appended to the active segment (see :mod:`.segment`) and located by a
 keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`) with index deltas
 in between (:mod:`.delta`) and rebuilt on open (:mod:`.recovery`); dead space is reclaimed by GC
 and compaction (:mod:`.compaction`, which reaches the store only through the interface it
-declares, :class:`.compaction.CompactionTarget`).  This module ties them together: the write
+declares, :class:`.compaction.CompactionTarget`); damaged bytes are copied into the quarantine
+(:mod:`.quarantine`) before either may delete them.  This module ties them together: the write
 path with group commit, reads, GC, snapshots, deltas and the background threads.
 
 The data directory is a storage medium (:mod:`backends.media`, opened by
@@ -37,12 +38,14 @@ from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
 from .group_commit import committer
 from .index import Entry, Index
-from .recovery import init_keydir
+from .quarantine import Quarantine
+from .recovery import damage_line, init_keydir
 from .segment import (
     FLAG_TOMBSTONE,
     HEADER,
     HEADER_SIZE,
     MAX_KEY_LEN,
+    MAX_SEGMENT_ID,
     MAX_VALUE_LEN,
     AnySegment,
     decode,
@@ -114,6 +117,11 @@ class IndexedFSBackend(Backend):
             bool, True, "reserve each segment's space up front (fallocate) so that a sync "
             "need not journal a growing file size; trimmed when sealed"
         ),
+        "quarantine_bytes": Option(
+            int, 1 << 30, "bytes the quarantine/ directory may hold: damaged segments are copied "
+            "there before GC or compaction deletes them, a torn tail before the open cuts it; "
+            "past this, damaged bytes are left in place (one warning says so)", min=0,
+        ),
     }
 
     # ------------------------------------------------------------------------------ opening
@@ -158,6 +166,14 @@ class IndexedFSBackend(Backend):
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._commit: Any = None  # the group committer, made once the active segment is known
+        self._quarantine = Quarantine(self.medium, cfg["quarantine_bytes"])
+        #: segments known to hold damage (found by the open, a walk or a read): copied into the
+        #: quarantine before they are deleted
+        self._damaged: set[int] = set()
+        self._next_segment_id = 1  # above every file named like a segment (see recovery)
+        #: the ``next_seq`` of the newest snapshot on disk (None: none): compaction drops no
+        #: tombstone at or above it (see _LockedLog.lowest_seq_outside)
+        self._snap_seq: int | None = None
         self._reserve_pending = False  # the active segment's space is reserved on first append
         self.counters: dict[str, Any] = dict(
             corrupt_records=0, torn_tail_truncated=0, snapshots_invalid=0, snapshot_used=None,
@@ -167,7 +183,7 @@ class IndexedFSBackend(Backend):
             snapshots_written=0, compactions=0,
             segments_compacted=0, records_copied=0, tombstones_dropped=0, segments_deleted=0,
             background_errors=0, last_background_error=None, rebuild_notes=[],
-            damaged_segments=0, warnings=[],
+            damaged_segments=0, damaged_ranges=[], foreign_files=[], warnings=[],
         )
         try:
             self._lockfile = lock_dir(self.name, self.medium)
@@ -186,8 +202,11 @@ class IndexedFSBackend(Backend):
         """Rebuild the keydir (:func:`.recovery.init_keydir`), then choose the active segment,
         start the group committer and queue dead sealed segments for GC."""
         t0 = time.perf_counter()
-        kd = init_keydir(self.medium)
+        kd = init_keydir(self.medium, self._quarantine)
         self._segments, self._index, self._next_seq = kd.segments, kd.index, kd.next_seq
+        self._damaged = set(kd.damaged) & set(kd.segments)
+        self._next_segment_id = kd.next_segment_id
+        self._snap_seq = kd.snapshot_next_seq
         self._snap_number = kd.snapshot_number  # the next flush outnumbers damaged ones too
         # the snapshot on disk is the whole index if the log holds nothing past it
         clean = kd.snapshot_used and not kd.records_scanned and not kd.unresolved_snapshot_entries
@@ -201,12 +220,13 @@ class IndexedFSBackend(Backend):
                 f"index snapshots are held back so that {kd.snapshot_used} keeps showing the "
                 f"damage; once it is dealt with, delete the snapshot files (snap-*.idx) and "
                 f"reopen")
-        # the last segment stays active unless full
+        # the last segment stays active unless full, or its end is damage left in place
         last = max(self._segments, default=None)
-        if last is not None and self._segments[last].size < self._segment_size:
+        if last is not None and self._segments[last].size < self._segment_size \
+                and last not in kd.keep_sealed:
             self._active = self._segments[last]
         else:
-            self._active = open_segment(self.medium, (last or 0) + 1, create=True)
+            self._active = self._new_segment()
             self._segments[self._active.id] = self._active
             self.medium.sync_dir()
         # the active segment's space is reserved by the first append, not here: the reservation
@@ -315,7 +335,7 @@ class IndexedFSBackend(Backend):
             old.seal(durable=self.durability != "none")
             if self.durability == "none":  # synced by the next flush / GC / compaction / snapshot
                 self._unsynced.append(old)
-            new = open_segment(self.medium, old.id + 1, create=True)
+            new = self._new_segment()
             try:
                 if self.durability != "none":
                     self.medium.sync_dir()
@@ -338,6 +358,18 @@ class IndexedFSBackend(Backend):
         if self._gc_pending:
             self._gc_due = True
         return new
+
+    def _new_segment(self) -> AnySegment:
+        """Create the next segment file: its id is above every file named like a segment (the
+        store's and foreign ones), so no name is ever taken twice."""
+        sid = self._next_segment_id
+        if sid > MAX_SEGMENT_ID:
+            raise StorageFullError(
+                f"backend 'indexed_fs': no segment id left under {self.path} (the last is "
+                f"{MAX_SEGMENT_ID}); copy the keys into a new store")
+        seg = open_segment(self.medium, sid, create=True)
+        self._next_segment_id = sid + 1
+        return seg
 
     def _sync_to(self, target: int) -> None:
         """Return once the first ``target`` appended bytes are durable (group commit)."""
@@ -389,6 +421,8 @@ class IndexedFSBackend(Backend):
             if flags & FLAG_TOMBSTONE:
                 raise CorruptDataError("index points at a tombstone")
         except CorruptDataError as exc:
+            self.report_damage(sid, f"record of {key!r} at offset {off} failed its check on read",
+                               (off, off + len(data)))
             raise CorruptDataError(
                 f"backend 'indexed_fs': checkpoint {key!r} at segment {sid} offset {off} is "
                 f"damaged ({exc}); it is not returned — restore it from its source or delete it"
@@ -468,13 +502,43 @@ class IndexedFSBackend(Backend):
         finally:
             self._maint_lock.release()
 
+    def report_damage(self, seg_id: int, what: str, where: tuple[int, int] | None = None) -> None:
+        """Damage found in segment ``seg_id`` after the open (by a read, a hint's walk or
+        compaction's): the segment is copied into the quarantine now (the active one: the
+        damaged bytes ``where``, which no append changes) and checked to be there before it is
+        ever deleted; one warning per segment says what was found."""
+        if seg_id in self._damaged:
+            return
+        self._damaged.add(seg_id)
+        self.counters["damaged_segments"] += 1
+        self.counters["warnings"].append(damage_line(seg_id, what))
+        seg = self._segments.get(seg_id)
+        if seg is None or (seg is self._active and where is None):
+            return
+        self._keep_evidence(seg.name, *(where if seg is self._active else ()))
+
+    def _keep_evidence(self, name: str, *where: int) -> bool:
+        """:meth:`.quarantine.Quarantine.keep`, with its warning (once) among the store's."""
+        kept = self._quarantine.keep(name, *where)
+        if not kept and self._quarantine.warning not in self.counters["warnings"]:
+            self.counters["warnings"].append(self._quarantine.warning)
+        return kept
+
     def delete_dead_segments(self, ids: Iterable[int]) -> list[int]:
         """Delete those of ``ids`` that are sealed and hold no live entry; return their ids.
-        The caller made durable whatever superseded their records (GC, compaction)."""
+        The caller made durable whatever superseded their records (GC, compaction).  A segment
+        known to hold damage is copied into the quarantine first, and kept where it cannot be
+        (the quarantine is full): damaged bytes are evidence, never deleted on their own."""
         with self._lock:
             live = self._index.live
-            gone = [self._segments.pop(i) for i in sorted(ids)
-                    if i in self._segments and i != self._active.id and live.get(i, (0,))[0] == 0]
+            dead = [i for i in sorted(ids) if i in self._segments and i != self._active.id
+                    and live.get(i, (0,))[0] == 0]
+            names = {i: self._segments[i].name for i in dead if i in self._damaged}
+        # a dead sealed segment stays dead and unchanged (new entries point at the active
+        # segment only), so the copy needs no lock; the caller holds maintenance()
+        kept = {i for i, name in names.items() if not self._keep_evidence(name)}
+        with self._lock:
+            gone = [self._segments.pop(i) for i in dead if i not in kept]
             for seg in gone:
                 live.pop(seg.id, None)
         if not gone:
@@ -485,8 +549,10 @@ class IndexedFSBackend(Backend):
         for seg in gone:
             self._commit.idle(self._handle_of(seg))  # so may a group-commit leader
             seg.close()
-            self.medium.delete(hint.file_name(seg.id))  # first: no hint outlives its segment
+            for name in hint.names(seg.id):  # first: no hint outlives its segment
+                self.medium.delete(name)
             self.medium.delete(seg.name)
+            self._damaged.discard(seg.id)
             self._hint_pending.discard(seg.id)
         self.medium.sync_dir()
         self.counters["segments_deleted"] += len(gone)
@@ -540,6 +606,8 @@ class IndexedFSBackend(Backend):
             data = seg.read_all()
             res, recs = walk(data, seg.id, 0, False)
             del data
+            if res.corrupt:
+                self.report_damage(seg.id, f"{res.corrupt} damaged range(s) found by a walk")
             if res.corrupt or res.tail_at is not None or res.reserved_at is not None:
                 return
             hint.write(self.medium, recs, seg.size, sync=durable)
@@ -573,6 +641,7 @@ class IndexedFSBackend(Backend):
                                   cols, frozen.tombs, seg_min)
         self._snap_number += 1
         self._snap_written = written
+        self._snap_seq = next_seq
         self._set_delta(delta.State(self._snap_number, covered, len(keys) + len(frozen.tombs),
                                     covered, delta.empty(), 1 << 64, nwrites, False,
                                     base_keys=keys, base_cols=cols))
@@ -881,8 +950,14 @@ class _LockedLog:
         return self._store._index.latest(key)
 
     def lowest_seq_outside(self, seg_id: int) -> int:
-        return min((s.min_seq for s in self._store._segments.values() if s.id != seg_id),
-                   default=1 << 64)
+        """Also at most the newest snapshot's ``next_seq``: that snapshot may hold an older
+        value of a key deleted after it, in a segment GC has deleted since; the tombstone must
+        outlive it, or an open from the snapshot would find an entry into a missing segment
+        with nothing after it."""
+        store = self._store
+        low = min((s.min_seq for s in store._segments.values() if s.id != seg_id),
+                  default=1 << 64)
+        return low if store._snap_seq is None else min(low, store._snap_seq)
 
     def drop_tombstone(self, key: str) -> None:
         self._store._index.drop_tomb(key)

@@ -375,6 +375,10 @@ class HdfsMedium(BufferedAppends, Medium):
         out = self._call("GET", rel, "LISTSTATUS")["FileStatuses"]["FileStatus"]
         return [s["pathSuffix"] for s in out]
 
+    def list_files(self, rel: str = "") -> list[str]:
+        out = self._call("GET", rel, "LISTSTATUS")["FileStatuses"]["FileStatus"]
+        return [s["pathSuffix"] for s in out if s.get("type") == "FILE"]
+
     def delete(self, rel: str, missing_ok: bool = True) -> None:
         done = self._call("DELETE", rel, "DELETE", recursive="false")
         if not done.get("boolean") and not missing_ok:

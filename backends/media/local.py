@@ -193,6 +193,10 @@ class LocalMedium(Medium):
     def listdir(self, rel: str = "") -> list[str]:
         return os.listdir(self.full(rel))
 
+    def list_files(self, rel: str = "") -> list[str]:
+        with os.scandir(self.full(rel)) as it:  # the entry types come with the listing
+            return [e.name for e in it if e.is_file()]
+
     def delete(self, rel: str, missing_ok: bool = True) -> None:
         try:
             os.unlink(self.full(rel))

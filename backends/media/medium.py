@@ -8,8 +8,9 @@ A :class:`Medium` is a directory tree on some storage; every path is relative to
   ``pread(offset, n)``, ``size()``, ``close()``.
 * ``write_atomic(p, data)`` (temp + sync + rename + directory sync; ``data`` may be a list of
   parts), ``create_exclusive(p, data)`` (atomic create-if-absent, for lock files), ``read_file``,
-  ``rename``, ``listdir``, ``delete``, ``size``, ``truncate``, ``makedirs``, ``exists``,
-  ``sync_dir``, ``sync_all``.
+  ``rename``, ``listdir``, ``list_files`` (regular files only), ``delete``, ``size``,
+  ``truncate``, ``makedirs``, ``exists``, ``sync_dir``, ``sync_all``, and ``copy`` (a byte range
+  of one file into a new file, built on the others).
 
 Errors: a missing file is :class:`FileNotFoundError` (as with ``os``); a full medium is
 :class:`~backends.base.StorageFullError`; an unreachable server, a timeout or a permission
@@ -248,6 +249,43 @@ class Medium(abc.ABC):
 
     @abc.abstractmethod
     def listdir(self, rel: str = "") -> list[str]: ...
+
+    def list_files(self, rel: str = "") -> list[str]:
+        """The names in directory ``rel`` that are regular files (no directories, devices or
+        sockets): what a backend may take for one of its files."""
+        return self.listdir(rel)
+
+    def copy(self, src: str, dst: str, start: int = 0, stop: int | None = None,
+             chunk: int = 8 << 20) -> int:
+        """Copy bytes ``[start, stop)`` of ``src`` (``stop`` None: to its end) into a new file
+        ``dst``, all-or-nothing (temp file, sync, rename, directory sync), ``chunk`` bytes in
+        memory at a time; return the bytes copied.  Through :meth:`open_read` and
+        :meth:`open_append`, so it works wherever those do."""
+        tmp = dst + ".tmp"
+        self.delete(tmp)
+        done = 0
+        try:
+            with self.open_read(src) as r:
+                stop = r.size() if stop is None else stop
+                with self.open_append(tmp) as out:
+                    pos = start
+                    while pos < stop:
+                        data = r.pread(pos, min(chunk, stop - pos))
+                        if not data:
+                            break
+                        out.append(data)
+                        pos += len(data)
+                    out.sync()
+                    done = pos - start
+            self.rename(tmp, dst)
+        except BaseException:
+            try:
+                self.delete(tmp)
+            except OSError:
+                pass
+            raise
+        self.sync_dir(dst.rpartition("/")[0])
+        return done
 
     @abc.abstractmethod
     def delete(self, rel: str, missing_ok: bool = True) -> None: ...

@@ -256,6 +256,11 @@ class NfsMedium(BufferedAppends, Medium):
         with self.guard("list", rel):
             return self.client.listdir(self.abs(rel))
 
+    def list_files(self, rel: str = "") -> list[str]:
+        with self.guard("list", rel):  # READDIRPLUS: the types come with the listing
+            return [e.name for e in self.client.scandir(self.abs(rel))
+                    if str(getattr(e.info.type, "value", e.info.type)) == "file"]
+
     def delete(self, rel: str, missing_ok: bool = True) -> None:
         with self.guard("delete", rel):
             self.client.unlink(self.abs(rel), missing_ok=missing_ok)
