@@ -98,7 +98,8 @@ class SizedCountState(KeyedState):
             keys, counts, rings = keys[order], counts[order], self.arena[:self.used]
         else:
             rings = self.arena[self._positions(keys)]
-        return encode_pairs(keys, counts) + np.array([len(rings)], "<i8").tobytes() + rings.astype("<i8").tobytes()
+        return b"".join((encode_pairs(keys, counts), np.array([len(rings)], "<i8").tobytes(),
+                         rings.astype("<i8", copy=False).tobytes()))
 
     def load(self, blob: bytes | memoryview) -> int:
         keys, counts = decode_pairs(blob)
