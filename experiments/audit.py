@@ -291,6 +291,7 @@ def validate(kind: str, backend: str, durability: str | None, rounds: int, threa
     if "hbase_root" in options:
         raise BadOptionError("--opt hbase_root= is not a backend option; give --hbase-root "
                              "hdfs|local")
+    cls.parse_options(options)  # an unknown option or a bad value: one line, before any start
     hbase_root_of(backend, mode, hbase_root)
     return mode
 

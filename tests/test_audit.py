@@ -101,11 +101,31 @@ def test_bench_audit_prints_audit_lines_and_json(tmp_path, capsys, kind):
     (["--backend", "indexed_fs", "--rounds", "0"], "--rounds and --threads"),
     (["--backend", "indexed_fs", "--opt", "path=/tmp/x"], "set by the audit"),
     (["--backend", "indexed_fs", "--run-seconds", "0"], "--run-seconds 0.0 is not"),
+    (["--backend", "lmdb", "--opt", "nosuch=1"], "has no option 'nosuch'"),
+    (["--backend", "redis", "--opt", "nosuch=1"], "has no option 'nosuch'"),
+    (["--backend", "lmdb", "--opt", "map_size=big"], "map_size='big' is not a valid int"),
 ])
 def test_bad_input_is_one_line(capsys, argv, needle):
+    """Refused before any mount, server or writer starts: at once, one line, exit 2."""
     assert cli.main(["audit", "power-loss", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
+
+
+def test_a_store_that_does_not_open_stops_the_audit_at_once(tmp_path):
+    """The writer child's open fails: the audit says why in one line, without waiting for it."""
+    import time
+
+    from experiments.audit_writer import WriterError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    started = time.monotonic()
+    with pytest.raises(WriterError) as err:
+        audit.audit("sigkill", "lmdb", rounds=1, options={"path": str(blocker)},
+                    workdir=tmp_path / "work")
+    assert time.monotonic() - started < 30
+    assert "is a file, not a directory" in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.lossyfs
