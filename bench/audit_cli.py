@@ -31,13 +31,14 @@ def add_parsers(sub: Any) -> None:
                     "on the lossy file system).")
     p.add_argument("kind", choices=audit.KINDS, help="power-loss or sigkill")
     p.add_argument("--backend", required=True, metavar="NAME",
-                   help="indexed_fs, default_fs, redis, minio, hbase (or a peer store)")
+                   help="indexed_fs, default_fs, redis, minio, hbase, rocksdb, lmdb, sqlite")
     p.add_argument("--rounds", type=int, default=20, help="cuts (default 20)")
     p.add_argument("--threads", type=int, default=3, help="writer threads (default 3)")
     p.add_argument("--durability", metavar="MODE",
                    help="the mode audited: indexed_fs sync|interval|none, default_fs sync|none, "
                         "redis always|everysec|no (the server's appendfsync), hbase "
-                        "wal|wal_hsync|skip_wal (default: the mode that claims durability)")
+                        "wal|wal_hsync|skip_wal, minio sync|server, rocksdb and lmdb sync|none, "
+                        "sqlite sync|normal|none (default: the mode that claims durability)")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable); path is the audit's own")
     p.add_argument("--fs-model", choices=audit.FS_MODELS,

@@ -43,8 +43,14 @@ def value_of(seed: str, length: int) -> bytes:
 
 # ----------------------------------------------------------------------------------- the writer
 def writer_main(config: dict[str, Any]) -> None:
-    """The writer child: write until killed (or until a fail point ends the process)."""
-    store = open_backend(config["backend"], **config["options"])
+    """The writer child: write until killed (or until a fail point ends the process).  A store
+    that does not open ends it at once with the error's one line on stderr (exit 2), which
+    :meth:`Writer.wait_ready` passes on."""
+    try:
+        store = open_backend(config["backend"], **config["options"])
+    except CkptError as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.exit(2)
     counts_compactions = "compactions" in store.stats()
     out_lock = threading.Lock()
     failed = threading.Event()
@@ -190,9 +196,20 @@ class Writer:
                 self.lines.append(line)
 
     def wait_ready(self, timeout: float) -> None:
-        if not self.ready.wait(timeout):
-            self.kill()
-            raise WriterError(f"the writer did not start in {timeout:.0f} s: {self.stderr()}")
+        """Wait for ``READY``; a writer that exits first fails at once with its last line."""
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.1):
+            if self.proc.poll() is not None:
+                self.reader.join(5)
+                if self.ready.is_set():
+                    return
+                last = (self.stderr().splitlines() or ["(no output)"])[-1]
+                raise WriterError(f"the writer exited with {self.proc.returncode} before it "
+                                  f"started: {last}")
+            if time.monotonic() > deadline:
+                self.kill()
+                last = (self.stderr().splitlines() or ["(no output)"])[-1]
+                raise WriterError(f"the writer did not start in {timeout:.0f} s: {last}")
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -9,7 +9,9 @@ that the scan holds no transaction while the caller works between items.
 Durability modes, as the environment is opened:
 
 * ``sync`` (default): a commit is synced (data pages, then the meta page) before ``put`` returns;
-  the write survives a power cut.
+  the write survives a power cut.  LMDB syncs its files, never their directory, so the open
+  fsyncs the directory once the environment's files exist: the files themselves would otherwise
+  be lost with a power cut, and every commit with them.
 * ``none``: ``sync=False`` — commits are written to the OS but not synced; the write survives a
   crash of the process, an OS crash or power cut may lose the latest writes (and LMDB's
   documentation warns it may damage the database).
@@ -36,7 +38,7 @@ from ..base import (
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
-from ..media.local import prepare_dir
+from ..media.local import fsync_dir, prepare_dir
 
 #: LMDB stores a value's length in 32 bits
 MAX_VALUE_BYTES = (1 << 32) - 1
@@ -87,6 +89,15 @@ class LMDBBackend(Backend):
             raise StoreLockedError(f"backend 'lmdb': cannot lock {self.path}: {exc}") from exc
         except lmdb.Error as exc:
             raise _typed(exc, "opening", self.path) from exc
+        try:
+            # LMDB creates data.mdb and lock.mdb on the first open and never fsyncs their
+            # directory: until it is, a power cut can drop the files with every commit in them
+            fsync_dir(self.path)
+        except OSError as exc:
+            self._env.close()
+            raise BackendUnavailableError(
+                f"backend 'lmdb': cannot sync {self.path}: {exc.strerror or exc}; choose "
+                f"another --opt path=DIR") from exc
         self.max_key_bytes: int = self._env.max_key_size()
 
     def _key(self, key: str) -> bytes:
