@@ -4,19 +4,22 @@ The checking is :mod:`backends.indexed_fs.verify` (read-only, under the store's 
 parses, calls, prints ``[VERIFY]`` summary lines, one ``[DAMAGED]`` line per damaged range with
 the keys it held, ``[SNAPSHOT-DAMAGED]`` per snapshot and ``[HINT-DAMAGED]`` per hint file that
 fails its checks and ``[NOTE]`` for
-findings that are no damage, and exits 1 when anything is damaged.
+findings that are no damage.  Exit status: 0 nothing damaged, 1 damage found, 2 the store could
+not be checked (no store there, in use, unreadable, bad arguments).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from backends import parse_kv
+from backends.base import CkptError
 from experiments import results
 
 from . import report
-from .args import EXIT_RUNTIME, UsageError
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError
 
 SUPPORTED = ("indexed_fs",)
 
@@ -27,7 +30,7 @@ def add_parsers(sub: Any) -> None:
         description="Read a store's directory without changing it: every record's CRC, every "
                     "index snapshot, and segments that snapshots point into but that are missing "
                     "or truncated.  Prints each damaged range with the keys whose latest value "
-                    "it held; exit status 1 if anything is damaged.")
+                    "it held; exit status 0: nothing damaged, 1: damage found, 2: the store could not be checked.")
     p.add_argument("--backend", required=True, metavar="NAME",
                    help=f"the store's backend: {', '.join(SUPPORTED)}")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
@@ -48,7 +51,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         raise UsageError("bench verify needs the store's directory: --opt path=DIR")
     from backends.indexed_fs import verify as checker  # the store's modules, only when used
 
-    rep = checker.verify_path(options["path"])
+    try:
+        rep = checker.verify_path(options["path"])
+    except (CkptError, OSError) as exc:  # cannot check: not the same answer as "damaged"
+        print(f"{PROG}: error: cannot check {options['path']}: {str(exc).splitlines()[0]}",
+              file=sys.stderr)
+        return EXIT_USAGE
     lines = [f"[VERIFY], Segments, {rep.segments}",
              f"[VERIFY], Records, {rep.records}",
              f"[VERIFY], Snapshots, {rep.snapshots}",
@@ -57,6 +65,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
              f"[VERIFY], Hints, {rep.hints}",
              f"[VERIFY], DamagedHints, {len(rep.bad_hints)}",
              f"[VERIFY], DamagedKeys, {len(rep.damaged_keys)}",
+             f"[VERIFY], LostKeys, {len(rep.lost)}",
+             f"[VERIFY], RolledBackKeys, {len(rep.rolled_back)}",
              f"[VERIFY], Result, {'ok' if rep.ok else 'DAMAGED'}"]
     lines += [f"[DAMAGED], {r.line()}" for r in rep.damaged]
     lines += [f"[SNAPSHOT-DAMAGED], {b}" for b in rep.bad_snapshots]
@@ -67,7 +77,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         results.write_json(args.json, {
             "schema": "ckptbench.verify/1", "backend": args.backend, "path": options["path"],
             "ok": rep.ok, "segments": rep.segments, "records": rep.records,
-            "snapshots": rep.snapshots, "damaged_keys": rep.damaged_keys,
+            "snapshots": rep.snapshots, "damaged_keys": rep.damaged_keys, "lost_keys": rep.lost,
+            "rolled_back_keys": rep.rolled_back,
             "damaged": [{"segment": r.segment, "start": r.start, "end": r.end, "what": r.what,
                          "keys": r.keys} for r in rep.damaged],
             "bad_snapshots": rep.bad_snapshots, "hints": rep.hints, "bad_hints": rep.bad_hints,

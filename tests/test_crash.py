@@ -23,6 +23,7 @@ import uuid
 
 import pytest
 
+from backends.indexed_fs import verify
 from backends.media import open_medium
 from experiments import audit
 
@@ -58,6 +59,10 @@ def test_acknowledged_writes_survive_sigkill(tmp_path, where):
     max_segments_seen = 0
 
     def after_cut(round_no: int, store_path: str) -> None:
+        # bench verify after every SIGKILL (background compaction, deltas, snapshots), before
+        # the open: an ordinary crash is never reported as damage
+        report = verify.verify_path(store_path)
+        assert report.ok, [r.line() for r in report.damaged] + report.bad_snapshots
         if round_no % 4 == 3:
             _delete_snapshots(store_path)
 

@@ -116,6 +116,9 @@ def test_a_crash_at_the_point_keeps_every_acknowledged_write(tmp_path, point):
         f"{point} was not reached (exit {child.returncode}): {child.stderr[-2000:]}"
     acked, pending = _expected(log)
     assert acked, "the child acknowledged nothing before the point"
+    # bench verify straight after the crash, before any open repairs anything: no false alarm
+    report = verify.verify_path(path)
+    assert report.ok, [r.line() for r in report.damaged] + report.bad_snapshots
 
     with open_backend("indexed_fs", path=path, **OPTS) as s:
         st = s.stats()

@@ -111,9 +111,18 @@ def test_a_store_in_use_is_refused(tmp_path):
     (["--backend", "indexed_fs", "--opt", "path=/nonexistent/store"], "there is no store at"),
 ])
 def test_bad_input_is_one_line(argv, message, capsys):
-    assert main(["verify", *argv]) in (1, 2)
+    """Cannot check (exit 2) is not the same answer as damage found (exit 1)."""
+    assert main(["verify", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_directory_without_a_store_cannot_be_checked(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["verify", "--backend", "indexed_fs", "--opt", f"path={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no indexed_fs store" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]  # nothing created
 
 
 def test_a_run_on_a_damaged_store_says_so_on_stderr(tmp_path, capsys):

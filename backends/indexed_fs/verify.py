@@ -7,15 +7,19 @@ returns a :class:`Report`; :func:`verify_path` takes the directory and holds the
 meanwhile, so a running writer is refused rather than misread.
 
 The segments are walked record by record here, independently of :func:`.segment.walk` (the
-rebuild's fast path), with the same rules: a sane header with a bad CRC is a damaged record,
-skipped by its length; a header that cannot be real damages the rest of the file; space of zeros
-after the records is reserved space, not damage; and in the newest segment, damage that runs to
-the end of the file is a torn tail (a write in flight at a crash, which the next open cuts off),
-reported as a note.  Snapshots add what the log alone cannot show: a segment their entries point
-into that is gone (missing), or that ends before their entries do (truncated).  Only the newest
-snapshot that verifies is held to this, as an open uses only that one; an older one (left by a
-crash between a new snapshot's rename and the deletion of the old) may point into segments
-deleted since, and is a note.
+rebuild's fast path, in C where built), with the rules the open applies: after damage the walk
+goes on at the next intact record (a sane header whose CRC checks out, found by this module's
+own search, :func:`_resync`), so one damaged record costs one record here as it does there;
+zeros after the records are reserved space and zeros before intact records a write a crash lost
+(notes, no damage); in the newest segment, damage that runs to the end of the file is a torn tail
+(a write in flight at a crash, which the next open cuts off after copying it to ``quarantine/``),
+a note.  Snapshots add what the log alone cannot show: a segment their entries point into that is
+gone (missing), or that ends before their entries do (truncated).  Only the newest snapshot that
+verifies is held to this, as an open uses only that one; an older one (left by a crash between a
+new snapshot's rename and the deletion of the old) may point into segments deleted since, and is
+a note.  So is a missing or truncated segment whose every entry was superseded by an intact
+record: GC and compaction delete a segment only once that holds, and a crash can leave the
+snapshot that still points into it (reporting it would be a false alarm after an ordinary crash).
 
 Hint files (:mod:`.hint`) are checked too: each must verify, be made for its segment's present
 size and list exactly the intact records the walk found.
@@ -24,8 +28,12 @@ Index deltas (:mod:`.delta`) too: each must verify and cover no more of its segm
 records reach; a bad one is listed with the damaged snapshots (both are index files).
 
 A key is reported for a damaged range when its newest known version lies there: a snapshot entry
-or the damaged record itself (its header read as is, unverified), with no intact record of a
-higher ``seq`` anywhere in the log.
+or the damaged record itself, with no intact record of a higher ``seq`` anywhere in the log; it is
+*lost* when no intact version of it is left, else *rolled back* to the newest intact one.  The
+damaged record's key is read from its header; where one byte of its header or key is damaged,
+the CRC finds which (:func:`_repaired`), so the name reported is the one written.  A record whose
+key cannot be read is reported with its segment and offset.  Nothing of this is ever returned as
+data: it only names what the damage cost.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from ..base import BackendUnavailableError
 from ..dir_lock import lock_dir
 from ..media import is_remote_url, open_data_dir
 from . import delta, hint, segment, snapshot
-from .segment import HEADER, HEADER_SIZE, crc, list_segment_ids, segment_name, zeros_from
+from .segment import HEADER, HEADER_SIZE, crc, segment_name, zeros_from
 
 if TYPE_CHECKING:
     from ..media import Medium
@@ -59,13 +67,15 @@ class DamagedRange:
     end: int | None
     what: str
     keys: list[str] = field(default_factory=list)
+    #: the segment's file name (an old store's 9-digit one, or the one a new segment gets)
+    file: str = ""
 
     def line(self) -> str:
         where = "whole file" if self.end is None else f"bytes {self.start}-{self.end}"
         keys = ", ".join(map(repr, self.keys[:KEYS_SHOWN]))
         more = f" and {len(self.keys) - KEYS_SHOWN} more" if len(self.keys) > KEYS_SHOWN else ""
         held = f"{len(self.keys)} key(s): {keys}{more}" if self.keys else "no key's newest version"
-        return f"segment {self.segment} ({segment_name(self.segment)}), {where}: {self.what}; " \
+        return f"segment {self.segment} ({self.file or segment_name(self.segment)}), {where}: {self.what}; " \
                f"held {held}"
 
 
@@ -86,6 +96,9 @@ class Report:
     bad_deltas: list[str] = field(default_factory=list)
     #: findings that are no damage (a torn tail, reserved space)
     notes: list[str] = field(default_factory=list)
+    #: damaged keys with no intact version left (lost), and with an older one (rolled back to it)
+    lost: list[str] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -96,61 +109,157 @@ class Report:
         return sorted({k for r in self.damaged for k in r.keys})
 
 
+def _intact(data: bytes, mv: memoryview, pos: int) -> tuple[int, int, str] | None:
+    """(size, seq, key) of the intact record at ``pos`` (sane header, inside ``data``, CRC
+    matching), else None."""
+    end = len(data)
+    if pos + HEADER_SIZE > end:
+        return None
+    c, seq, klen, vlen, flags = HEADER.unpack_from(data, pos)
+    if klen == 0 or klen > segment.MAX_KEY_LEN or vlen > segment.MAX_VALUE_LEN or flags > 1:
+        return None
+    size = HEADER_SIZE + klen + vlen
+    if pos + size > end or crc(mv[pos + 4: pos + size]) != c:
+        return None
+    return size, seq, bytes(mv[pos + HEADER_SIZE: pos + HEADER_SIZE + klen]).decode("utf-8", "replace")
+
+
+def _resync(data: bytes, mv: memoryview, pos: int) -> int:
+    """The first offset after ``pos`` where an intact record starts, else ``len(data)``: this
+    module's own search, byte by byte (zero runs skipped: a record's ``seq`` is never 0, so
+    each record has a nonzero byte among its first 12)."""
+    end = len(data)
+    nonzero = np.flatnonzero(np.frombuffer(data, np.uint8, end - pos - 1, pos + 1)) + pos + 1 \
+        if pos + 1 < end else np.zeros(0, np.int64)
+    q, i = pos + 1, 0
+    while q + HEADER_SIZE <= end:
+        while i < len(nonzero) and nonzero[i] < q:
+            i += 1
+        if i == len(nonzero):
+            return end
+        q = max(q, int(nonzero[i]) - 11)
+        if _intact(data, mv, q) is not None:
+            return q
+        q += 1
+    return end
+
+
+#: records up to this size have a damaged byte of their header or key found by their CRC (the
+#: name of the key they held is then known for certain); larger ones are named as read
+REPAIR_MAX = 64 << 10
+#: how far into a damaged record (past its header) a damaged byte is looked for: the key
+KEY_REACH = 256
+
+
+def _damaged_record(data: bytes, start: int, stop: int) -> tuple[str | None, int, bool]:
+    """What the damaged bytes ``[start, stop)`` held, as best the record at ``start`` tells:
+    (its key or None when none can be read, its seq, whether that is certain).  Certain: the
+    record, of its header's size or exactly filling the range, checks out with at most one of
+    its header or key bytes changed (a single damaged byte, found by the CRC); otherwise the
+    header is read as it is."""
+    if start + HEADER_SIZE > stop:
+        return None, -1, False
+    c, seq, klen, vlen, flags = HEADER.unpack_from(data, start)
+    sizes = {HEADER_SIZE + klen + vlen, stop - start}
+    for size in sorted(s for s in sizes if HEADER_SIZE < s <= min(stop - start, REPAIR_MAX)):
+        rec = bytearray(data[start:start + size])
+        got = _repaired(rec, HEADER_SIZE + (klen if 0 < klen <= KEY_REACH else KEY_REACH))
+        if got is not None:
+            _c, seq, klen, _vlen, _flags = HEADER.unpack_from(got, 0)
+            try:
+                return bytes(got[HEADER_SIZE:HEADER_SIZE + klen]).decode("utf-8"), seq, True
+            except UnicodeDecodeError:
+                return None, seq, False
+    if 0 < klen <= segment.MAX_KEY_LEN and start + HEADER_SIZE + klen <= stop:
+        try:
+            return data[start + HEADER_SIZE:start + HEADER_SIZE + klen].decode("utf-8"), seq, False
+        except UnicodeDecodeError:
+            pass
+    return None, seq, False
+
+
+def _repaired(rec: bytearray, reach: int) -> bytearray | None:
+    """``rec`` with at most one byte among its first ``reach`` changed so that it is an intact
+    record of exactly ``len(rec)`` bytes (the stored CRC itself may be the damaged byte), else
+    None.  Used only to name what damage held, never to return data."""
+    def sane(r: bytearray) -> bool:
+        _c, _s, klen, vlen, flags = HEADER.unpack_from(r, 0)
+        return 0 < klen and HEADER_SIZE + klen + vlen == len(r) and flags <= 1
+
+    stored = int.from_bytes(rec[:4], "little")
+    body = crc(bytes(rec[4:]))
+    if sane(rec) and bin(stored ^ body).count("1") <= 8 and \
+            sum(((stored ^ body) >> (8 * i)) & 0xFF != 0 for i in range(4)) <= 1:
+        return rec  # only the stored CRC is damaged
+    for i in range(4, min(reach, len(rec))):
+        old = rec[i]
+        for v in range(256):
+            if v == old:
+                continue
+            rec[i] = v
+            if crc(bytes(rec[4:])) == stored and sane(rec):
+                return rec
+        rec[i] = old
+    return None
+
+
 def _walk(data: bytes, sid: int, newest: bool, report: Report,
           intact: dict[str, int], damaged: list[tuple[DamagedRange, dict[str, int]]],
           found: dict[int, int]) -> int:
-    """Check every record of one segment (``found``: offset -> seq of each intact one); return
-    where its records end."""
+    """Check every record of one segment (``found``: offset -> seq of each intact one), going
+    on after damage at the next intact record (:func:`_resync`); return where its records end.
+
+    The bytes between two intact records (or after the last) are classed as the open classes
+    them: zeros to the end are reserved space and zeros before an intact record a write lost
+    in a crash (both notes, no damage); anything else running to the end of the newest segment
+    is a torn tail (a note: the open cuts it, after copying it to ``quarantine/``); the rest is
+    damage, with what the record at its start held."""
     mv = memoryview(data)
-    end, pos = len(data), 0
-    bad_records: list[tuple[int, int, str, int]] = []
-    tail: int | None = None
+    end, pos, records_end = len(data), 0, 0
     while pos < end:
-        if pos + HEADER_SIZE > end:
-            tail = pos
-            break
-        c, seq, klen, vlen, flags = HEADER.unpack_from(data, pos)
-        if klen == 0 or klen > segment.MAX_KEY_LEN or vlen > segment.MAX_VALUE_LEN or flags > 1:
-            tail = pos
-            break
-        size = HEADER_SIZE + klen + vlen
-        if pos + size > end:
-            tail = pos
-            break
-        key = bytes(mv[pos + HEADER_SIZE: pos + HEADER_SIZE + klen]).decode("utf-8", "replace")
-        if crc(mv[pos + 4: pos + size]) == c:
+        rec = _intact(data, mv, pos)
+        if rec is not None:
+            size, seq, key = rec
             report.records += 1
             found[pos] = seq
             if seq > intact.get(key, -1):
                 intact[key] = seq
+            pos += size
+            records_end = pos
+            continue
+        nxt = _resync(data, mv, pos)
+        if zeros_from(data[:nxt], pos):
+            if nxt == end:
+                if pos < end:
+                    report.notes.append(f"segment {sid}: {end - pos} bytes of reserved space "
+                                        f"(zeros) after the records at {pos}")
+            else:
+                report.notes.append(f"segment {sid}: {nxt - pos} bytes of zeros at {pos} before "
+                                    f"intact records: a write lost in a crash, not damage")
+        elif nxt == end and newest:
+            report.notes.append(f"segment {sid}: torn tail from offset {pos} ({end - pos} bytes): "
+                                f"a write in flight at a crash, cut off by the next open")
         else:
-            bad_records.append((pos, size, key, seq))
-        pos += size
-    records_end = pos if tail is None else tail
-    if tail is not None and zeros_from(data, tail):
-        if tail < end:
-            report.notes.append(f"segment {sid}: {end - tail} bytes of reserved space (zeros) "
-                                f"after the records at {tail}")
-        tail = None
-    if newest and bad_records and tail is None and sum(bad_records[-1][:2]) == records_end \
-            and records_end == end:
-        tail = bad_records.pop()[0]  # the last record of the newest file, torn
-    if tail is not None and newest:
-        report.notes.append(f"segment {sid}: torn tail from offset {tail} ({end - tail} bytes): "
-                            f"a write in flight at a crash, cut off by the next open")
-    elif tail is not None:
-        damaged.append((DamagedRange(sid, tail, end, "unreadable from here to the end"), {}))
-    for pos, size, key, seq in bad_records:
-        damaged.append((DamagedRange(sid, pos, pos + size, "record fails its CRC"), {key: seq}))
+            key, seq, certain = _damaged_record(data, pos, nxt)
+            _c, _s, klen, vlen, flags = HEADER.unpack_from(data, pos) if pos + HEADER_SIZE <= end \
+                else (0, 0, 0, 0, 0)
+            whole = 0 < klen and flags <= 1 and pos + HEADER_SIZE + klen + vlen == nxt
+            what = "record fails its CRC" if whole else "unreadable from here to the end" \
+                if nxt == end else f"damaged bytes (the walk goes on at {nxt})"
+            if key is None:
+                what += "; its key cannot be read"
+            elif not (certain or whole):
+                what += f"; its key read as {key!r} from a damaged header"
+            damaged.append((DamagedRange(sid, pos, nxt, what), {key: seq} if key is not None else {}))
+        pos = nxt
     return records_end
 
 
-def _check_hint(medium: "Medium", sid: int, size: int, found: dict[int, int],
+def _check_hint(medium: "Medium", name: str, sid: int, size: int, found: dict[int, int],
                 report: Report) -> None:
     """A hint must verify (CRC, layout), be made for the segment's present size, and list
     exactly the intact records the walk found (offset and seq); else it is a bad hint (the
     rebuild would ignore it and walk the segment, but the mismatch shows the files changed)."""
-    name = hint.file_name(sid)
     report.hints += 1
     try:
         recs = hint.decode(medium.read_file(name), sid, size)
@@ -170,19 +279,30 @@ def verify(medium: "Medium") -> Report:
     report = Report()
     intact: dict[str, int] = {}  # key -> highest seq of an intact record
     damaged: list[tuple[DamagedRange, dict[str, int]]] = []  # range, claims: key -> seq
-    ids = list_segment_ids(medium)
+    files = set(medium.list_files())
+    segs = segment.list_segments(medium, sorted(files))
+    ids = list(segs)
     ends: dict[int, int] = {}  # segment id -> where its intact records end
     hinted = set(hint.list_ids(medium))
-    for sid in ids:
-        data = medium.read_file(segment_name(sid))
+    for sid, names in segs.items():
+        for other in names[1:]:
+            report.notes.append(f"{other}: a second file named like segment {sid}; not the "
+                                f"store's (it reads {names[0]}), left alone")
+        data = medium.read_file(names[0])
         found: dict[int, int] = {}
+        first = len(damaged)
         ends[sid] = _walk(data, sid, sid == ids[-1], report, intact, damaged, found)
+        for rng, _claims in damaged[first:]:
+            rng.file = names[0]
         report.segments += 1
         if sid in hinted:
-            _check_hint(medium, sid, len(data), found, report)
+            name = next((n for n in hint.names(sid) if n in files), None)
+            if name is not None:
+                _check_hint(medium, name, sid, len(data), found, report)
         del data
     for sid in sorted(hinted - set(ids)):
-        report.notes.append(f"{hint.file_name(sid)}: a hint whose segment is gone (left by a "
+        name = next((n for n in hint.names(sid) if n in files), hint.file_name(sid))
+        report.notes.append(f"{name}: a hint whose segment is gone (left by a "
                             f"crash while both were deleted; the next open deletes it)")
 
     missing: dict[int, DamagedRange] = {}
@@ -234,11 +354,19 @@ def verify(medium: "Medium") -> Report:
         for key, seq in claims.get(id(rng), {}).items():
             c[key] = max(c.get(key, -1), seq)
     for rng in list(missing.values()) + list(truncated.values()):
-        damaged.append((rng, claims.get(id(rng), {})))
+        rng.keys = sorted(k for k, seq in claims.get(id(rng), {}).items() if seq > intact.get(k, -1))
+        if rng.keys:
+            damaged.append((rng, claims.get(id(rng), {})))
+        else:  # GC or compaction deleted it once a durable record superseded every entry
+            report.notes.append(f"segment {rng.segment}: {rng.what}, but every entry the index "
+                                f"files have into it was superseded by an intact record: nothing "
+                                f"is lost (a segment GC or compaction removed after the snapshot)")
 
     for rng, c in sorted(damaged, key=lambda rc: (rc[0].segment, rc[0].start)):
         rng.keys = sorted(k for k, seq in c.items() if seq > intact.get(k, -1))
         report.damaged.append(rng)
+    report.lost = sorted(k for k in report.damaged_keys if k not in intact)
+    report.rolled_back = sorted(k for k in report.damaged_keys if k in intact)
     return report
 
 
@@ -280,6 +408,11 @@ def verify_path(path: str) -> Report:
                                       f"directory); give the store's --opt path=DIR")
     medium = open_data_dir("indexed_fs", path)
     try:
+        names = medium.list_files()
+        if not segment.list_segments(medium, names) and not any(n.startswith("snap-") for n in names):
+            raise BackendUnavailableError(f"backend 'indexed_fs': {path} holds no indexed_fs store "
+                                          f"(no segment or snapshot file); give the store's "
+                                          f"--opt path=DIR")
         lock = lock_dir("indexed_fs", medium)
         try:
             return verify(medium)
