@@ -228,6 +228,8 @@ def test_a_garbage_segment_is_left_alone(tmp_path):
     newest = max(p.name for p in path.iterdir() if p.name.endswith(".seg"))
     ahead = f"{int(newest.split('.')[0]) + 1:010d}.seg"
     (path / ahead).write_bytes(garbage)  # a garbage "newest segment": never adopted or cut
+    rep = verify_path(str(path))  # not the store's files: notes, not damage
+    assert rep.ok and sum("not the store's" in n for n in rep.notes) == 2, rep.notes
     st = check(path, hist, None, index_flush_interval=0, delta_records=0)
     assert "000000000.seg" in st["foreign_files"] and ahead in st["foreign_files"]
     st = check(path, hist, None, index_flush_interval=0, delta_records=0)  # and again, after GC
@@ -328,6 +330,10 @@ def test_a_truncated_sealed_segment_costs_only_the_records_cut(tmp_path):
     latest = {r[3]: r for r in recs}
     with open(path / name, "r+b") as f:
         f.truncate(off + 5)
+    # bench verify reports the cut, but with no index file (snapshot, delta, hint) nothing is
+    # left that names the records cut off: a range without keys, not a clean store
+    rep = verify_path(str(path))
+    assert [(r.file, r.start, r.keys) for r in rep.damaged] == [(name, off, [])]
     store = open_backend("indexed_fs", path=str(path), durability="sync", **opts)
     try:
         for key, values in hist.items():

@@ -203,6 +203,19 @@ def _repaired(rec: bytearray, reach: int) -> bytearray | None:
     return None
 
 
+def _foreign(data: bytes) -> bool:
+    """Whether a file named like a segment was not written by the store: not one intact record,
+    and its first bytes neither a sane record header (a first record torn by a crash) nor zeros
+    (a new segment's reserved space)."""
+    if len(data) < HEADER_SIZE or zeros_from(data, 0):
+        return False
+    _c, _seq, klen, vlen, flags = HEADER.unpack_from(data, 0)
+    if 0 < klen <= segment.MAX_KEY_LEN and vlen <= segment.MAX_VALUE_LEN and flags <= 1:
+        return False
+    mv = memoryview(data)
+    return _intact(data, mv, 0) is None and _resync(data, mv, 0) == len(data)
+
+
 def _walk(data: bytes, sid: int, newest: bool, report: Report,
           intact: dict[str, int], damaged: list[tuple[DamagedRange, dict[str, int]]],
           found: dict[int, int]) -> int:
@@ -284,14 +297,21 @@ def verify(medium: "Medium") -> Report:
     ids = list(segs)
     ends: dict[int, int] = {}  # segment id -> where its intact records end
     hinted = set(hint.list_ids(medium))
+    # the newest segment the store wrote (a foreign file may carry a higher id)
+    newest = next((sid for sid in reversed(ids) if not _foreign(medium.read_file(segs[sid][0]))), None)
     for sid, names in segs.items():
         for other in names[1:]:
             report.notes.append(f"{other}: a second file named like segment {sid}; not the "
                                 f"store's (it reads {names[0]}), left alone")
         data = medium.read_file(names[0])
+        if _foreign(data):
+            report.notes.append(f"{names[0]}: named like a segment, but holds no record of this "
+                                f"store (not one intact record, no record header at its start): "
+                                f"not the store's, left alone by it")
+            continue
         found: dict[int, int] = {}
         first = len(damaged)
-        ends[sid] = _walk(data, sid, sid == ids[-1], report, intact, damaged, found)
+        ends[sid] = _walk(data, sid, sid == newest, report, intact, damaged, found)
         for rng, _claims in damaged[first:]:
             rng.file = names[0]
         report.segments += 1
