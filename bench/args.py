@@ -86,12 +86,22 @@ def number(text: str) -> float:
     return _parse_number(float, text)
 
 
-@named("integer >= 0")
-def positive_int(text: str) -> int:
-    value = _parse_number(int, text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+def at_least(minimum: int) -> Callable[[str], int]:
+    """The ``argparse`` type of an integer ``>= minimum`` (a count, an offset, a seed): a value
+    out of range is refused while parsing, before any work starts, rather than running a job
+    that cannot end or that silently does nothing."""
+
+    @named(f"integer >= {minimum}")
+    def parse(text: str) -> int:
+        value = _parse_number(int, text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {text}")
+        return value
+
+    return parse
+
+
+positive_int = at_least(0)
 
 
 @named("proportion")
@@ -107,6 +117,14 @@ def positive_float(text: str) -> float:
     value = _parse_number(float, text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+@named("number >= 0")
+def non_negative_float(text: str) -> float:
+    value = _parse_number(float, text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     return value
 
 

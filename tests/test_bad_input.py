@@ -420,3 +420,57 @@ def test_spark_store_without_path_is_a_clear_error():
     with pytest.raises(SparkIntegrationError, match="needs a path option"):
         with participant_store(settings, "i0"):
             pass
+
+
+
+def _usage_error_in_process(argv, capsys) -> str:
+    """The one ``bench: error:`` line (exit code 2, nothing on stdout) of ``bench argv`` run in
+    this process: parse errors exit from argparse, later checks return from ``main``."""
+    from bench.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out)
+    assert err.count("\n") == 1 and err.startswith("bench: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("command", ["spark", "spark-matrix"])
+@pytest.mark.parametrize("argv, expected", [
+    (("--events", "-5"), "--events: must be >= 1, got -5"),
+    (("--events", "0"), "--events: must be >= 1, got 0"),
+    (("--keys", "0"), "--keys: must be >= 1"),
+    (("--batch", "0"), "--batch: must be >= 1"),
+    (("--parallelism", "0"), "--parallelism: must be >= 1"),
+    (("--interval", "0"), "--interval: must be >= 1"),
+    (("--fail-at", "-1"), "--fail-at: must be >= 0"),
+    (("--events", "100", "--fail-at", "100"), "--fail-at 100 is never reached by a job of --events 100"),
+    (("--events", "x"), "'x' is not an integer"),
+])
+def test_spark_job_argument_out_of_range_is_one_line_before_spark_starts(command, argv, expected,
+                                                                         capsys):
+    """Checked before Spark starts (a negative count used to run forever)."""
+    assert expected in _usage_error_in_process([command, *argv], capsys)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (("spark", "--full-every", "0"), "--full-every: must be >= 1"),
+    (("spark", "--fail-instance", "-1"), "--fail-instance: must be >= 0"),
+    (("spark", "--jitter", "-1"), "--jitter: must be >= 0"),
+    (("spark", "--rate", "-1"), "--rate: must be >= 0"),
+    (("spark", "--rate", "inf"), "'inf' is not a finite number"),
+    (("spark", "--seed", "-1"), "--seed: must be >= 0"),
+    (("spark-matrix", "--rounds", "0"), "--rounds 0: give 1 or more"),
+    (("spark-matrix", "--warmup", "-1"), "--warmup -1: give 0 or more"),
+])
+def test_spark_command_argument_out_of_range_is_one_line(argv, expected, capsys):
+    assert expected in _usage_error_in_process(argv, capsys)
+
+
+def test_spark_bad_argument_from_the_shell_is_one_line():
+    line = _one_line_error(_bench("spark", "--protocol", "coordinated", "--backend", "indexed_fs",
+                                  "--events", "-5"))
+    assert "--events: must be >= 1, got -5" in line
