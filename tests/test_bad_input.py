@@ -474,3 +474,13 @@ def test_spark_bad_argument_from_the_shell_is_one_line():
     line = _one_line_error(_bench("spark", "--protocol", "coordinated", "--backend", "indexed_fs",
                                   "--events", "-5"))
     assert "--events: must be >= 1, got -5" in line
+
+
+@pytest.mark.parametrize("content", [b"recordcount=5\n# caf\xe9 (ISO-8859-1)\n", b"\x89PNG\r\n\x1a\n\x00"])
+def test_workload_file_that_is_not_utf8_is_one_line(content, tmp_path):
+    props = tmp_path / "workload.properties"
+    props.write_bytes(content)
+    line = _one_line_error(_bench("load", "-P", str(props), "--backend", "memory", "--no-progress"))
+    assert str(props) in line and "not UTF-8 text" in line and "save it as UTF-8" in line
+    assert ("on line 2" in line) if content.startswith(b"record") else ("byte 0x89 on line 1" in line)
+    assert props.read_bytes() == content
