@@ -484,3 +484,45 @@ def test_workload_file_that_is_not_utf8_is_one_line(content, tmp_path):
     assert str(props) in line and "not UTF-8 text" in line and "save it as UTF-8" in line
     assert ("on line 2" in line) if content.startswith(b"record") else ("byte 0x89 on line 1" in line)
     assert props.read_bytes() == content
+
+
+_GOOD_ROW = {"protocol": "coordinated", "backend": "indexed_fs", "throughput": 1000.0,
+             "checkpoint_ms": 5.0, "recovery_ms": 0.0, "failures": 0, "skipped": None,
+             "work": {"checkpoints": 3}}
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([1], "row 1 is int 1, not an object"),
+    ([_GOOD_ROW, "x"], "row 2 is str 'x', not an object"),
+    ([{**_GOOD_ROW, "protocol": None}], "row 1 has no protocol and backend names"),
+    ([{**_GOOD_ROW, "throughput": "fast"}], "row 1 (coordinated/indexed_fs): throughput='fast' is not a number >= 0"),
+    ([{**_GOOD_ROW, "checkpoint_ms": -5}], "checkpoint_ms=-5 is not a number >= 0"),
+    ([{**_GOOD_ROW, "checkpoint_ms": float("nan")}], "checkpoint_ms=nan is not a number >= 0"),
+    ([{**_GOOD_ROW, "failures": True}], "failures=True is not a number >= 0"),
+    ([{**_GOOD_ROW, "work": [1, 2]}], "row 1 (coordinated/indexed_fs) work is [1, 2], not an object"),
+    ([{**_GOOD_ROW, "work": {"checkpoints": "3"}}], "work: checkpoints='3' is not a number >= 0"),
+])
+def test_advise_from_a_matrix_with_malformed_rows_is_one_line(rows, expected, tmp_path, capsys):
+    import json
+
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps({"job": {"rate": 0}, "rows": rows}))
+    out = tmp_path / "advise.json"
+    err = _usage_error_in_process(["advise", "--from", str(matrix), "--mtbf", "1h", "--json", str(out),
+                                   "--png", str(tmp_path / "advise.png")], capsys)
+    assert f"{matrix}: " in err and expected in err and "give bench spark-matrix's JSON" in err
+    assert not out.exists()
+
+
+def test_advise_skipped_rows_are_not_checked_and_good_rows_advise(tmp_path, capsys):
+    import json
+
+    from bench.cli import main
+
+    matrix = tmp_path / "matrix.json"
+    skipped = {"protocol": "coordinated", "backend": "redis", "throughput": float("nan"),
+               "skipped": "BackendUnavailableError: down", "work": None}
+    matrix.write_text(json.dumps({"job": None, "rows": [_GOOD_ROW, skipped]}))
+    assert main(["advise", "--from", str(matrix), "--mtbf", "1h", "--json", str(tmp_path / "a.json"),
+                 "--png", str(tmp_path / "a.png")]) == 0
+    assert "[ADVISE], Recommended, coordinated/indexed_fs" in capsys.readouterr().out
