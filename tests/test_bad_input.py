@@ -238,6 +238,8 @@ OUTPUT_COMMANDS = [
 
 def _output_value(flag: str, target: str) -> str:
     """A wrong value for ``flag`` in the work directory of :func:`_work_dir`."""
+    if target == "unwritable":  # /proc takes no new file, not even from root
+        return "/proc" if flag == "--out" else "/proc/r.out"
     if flag == "--out":  # a directory option: wrong when missing or when it is a file
         return "missing/out" if target == "missing-dir" else "a-file"
     return "missing/r.out" if target == "missing-dir" else "a-dir"
@@ -270,7 +272,7 @@ def test_output_path_is_checked_before_the_run(flag, target, tmp_path):
 
 @pytest.mark.parametrize("argv, flag", OUTPUT_COMMANDS, ids=lambda x: x if isinstance(x, str)
                          else x[0])
-@pytest.mark.parametrize("target", ["missing-dir", "directory"])
+@pytest.mark.parametrize("target", ["missing-dir", "directory", "unwritable"])
 def test_every_command_checks_its_output_paths_first(argv, flag, target, tmp_path, monkeypatch,
                                                     capsys):
     from bench.cli import main
@@ -283,6 +285,16 @@ def test_every_command_checks_its_output_paths_first(argv, flag, target, tmp_pat
     assert err.count("\n") == 1 and err.startswith(f"bench: error: {flag} {value}"), err
     assert out == ""  # nothing ran
     _nothing_written(work, before)
+
+
+def test_output_where_no_file_can_be_created_is_refused_before_the_run(tmp_path):
+    """``os.access`` says yes to root for ``/proc``: the check creates a file to know."""
+    proc = _bench("write-heavy", *TINY, "--json", "/proc/x.json", cwd=tmp_path)
+    line = _one_line_error(proc)
+    assert "--json /proc/x.json: cannot create a file in /proc" in line
+    assert "give a path in a writable directory" in line
+    assert "[OVERALL]" not in proc.stdout and "[LOAD" not in proc.stdout  # nothing ran
+    assert os.listdir(tmp_path) == []
 
 
 def test_output_into_benchs_own_results_dir_is_created(tmp_path):
@@ -526,3 +538,12 @@ def test_advise_skipped_rows_are_not_checked_and_good_rows_advise(tmp_path, caps
     assert main(["advise", "--from", str(matrix), "--mtbf", "1h", "--json", str(tmp_path / "a.json"),
                  "--png", str(tmp_path / "a.png")]) == 0
     assert "[ADVISE], Recommended, coordinated/indexed_fs" in capsys.readouterr().out
+
+
+def test_ycsb_exportfile_is_checked_before_the_run(tmp_path):
+    store = tmp_path / "store"
+    proc = _bench("load", "workloada", "--backend", "indexed_fs", "--opt", f"path={store}",
+                  "-p", "recordcount=5", "-p", "exportfile=/proc/x.txt", "--no-progress")
+    line = _one_line_error(proc)
+    assert "-p exportfile=/proc/x.txt: cannot create a file in /proc" in line
+    assert not store.exists()  # nothing ran
