@@ -360,7 +360,7 @@ def test_default_fs_key_without_utf8_form_is_a_clear_error(tmp_path):
             assert not isinstance(err.value, UnicodeError)
         assert store.get("new") is None  # the batch failed before any write
         assert [k for k, _ in store.scan("")] == ["kept"]
-    assert sorted(os.listdir(path)) == ["LOCK", "kept.ckpt"]
+    assert sorted(os.listdir(path)) == [".ckptbench-owner", "LOCK", "kept.ckpt"]
 
 
 @pytest.mark.parametrize("name", FILE_BACKENDS)

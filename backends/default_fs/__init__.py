@@ -38,6 +38,7 @@ from ..base import Backend, CorruptDataError, Option
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
+from ..owner import claim
 
 _HEADER = struct.Struct("<III")  # crc, key length, value length
 _SUFFIX = ".ckpt"
@@ -97,6 +98,7 @@ class DefaultFSBackend(Backend):
         self.medium = open_data_dir(self.name, self.config["path"])
         self.path = self.medium.root
         try:
+            claim(self.name, self.medium, durable=self.durability != "none")
             self._lock = lock_dir(self.name, self.medium)
         except BaseException:
             self.medium.close()
