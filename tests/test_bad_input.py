@@ -547,3 +547,40 @@ def test_ycsb_exportfile_is_checked_before_the_run(tmp_path):
     line = _one_line_error(proc)
     assert "-p exportfile=/proc/x.txt: cannot create a file in /proc" in line
     assert not store.exists()  # nothing ran
+
+
+def test_default_fs_bytes_after_a_checkpoint_cost_nothing_and_are_reported(tmp_path):
+    """The header gives the checkpoint's exact length: an appended byte is not part of it, so the
+    checkpoint (lengths and CRC verified) is read, and the extra bytes are a warning, left as
+    they are; a damaged checkpoint is still never returned."""
+    path = tmp_path / "store"
+    with open_backend("default_fs", path=str(path)) as store:
+        store.put("pe-1", b"A" * 100)
+        store.put("pe-2", b"B" * 100)
+        store.put("pe-3", b"C" * 100)
+    with open(path / "pe-1.ckpt", "ab") as f:
+        f.write(b"\x00")
+    with open(path / "pe-2.ckpt", "ab") as f:
+        f.write(b"garbage after the checkpoint")
+    blob = bytearray((path / "pe-3.ckpt").read_bytes())
+    blob[-1] ^= 0xFF  # inside the value: the CRC fails, extra bytes or not
+    (path / "pe-3.ckpt").write_bytes(bytes(blob) + b"\x00")
+    with open_backend("default_fs", path=str(path)) as store:
+        assert store.stats()["warnings"] == []  # nothing read yet
+        assert store.get("pe-1") == b"A" * 100
+        assert store.get("pe-2") == b"B" * 100
+        with pytest.raises(CorruptDataError, match="pe-3"):
+            store.get("pe-3")
+        warnings = store.stats()["warnings"]
+        assert len(warnings) == 2
+        assert "pe-1.ckpt" in warnings[0] and "1 byte(s) after its checkpoint" in warnings[0]
+        assert "pe-2.ckpt" in warnings[1] and "28 byte(s)" in warnings[1]
+        assert (path / "pe-1.ckpt").stat().st_size == 12 + 4 + 100 + 1  # left in place
+        store.put("pe-1", b"new")  # a rewrite of the key ends its warning
+        assert store.get("pe-1") == b"new"
+        assert [w for w in store.stats()["warnings"] if "pe-1.ckpt" in w] == []
+    blob = (path / "pe-2.ckpt").read_bytes()
+    (path / "pe-2.ckpt").write_bytes(blob[:50])  # shorter than its header says: torn
+    with open_backend("default_fs", path=str(path)) as store:
+        with pytest.raises(CorruptDataError, match="pe-2"):
+            store.get("pe-2")
