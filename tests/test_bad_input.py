@@ -464,7 +464,7 @@ def _usage_error_in_process(argv, capsys) -> str:
 ])
 def test_spark_job_argument_out_of_range_is_one_line_before_spark_starts(command, argv, expected,
                                                                          capsys):
-    """Checked before Spark starts (a negative count used to run forever)."""
+    """Checked before Spark starts: a negative count would run forever."""
     assert expected in _usage_error_in_process([command, *argv], capsys)
 
 
