@@ -148,15 +148,3 @@ def test_the_marker_goes_through_the_medium(medium):
     with open_backend("indexed_fs", path=path) as store:
         assert store.get("kept") == b"intact"
 
-
-def test_verify_refuses_another_backends_directory(tmp_path):
-    path = tmp_path / "store"
-    _fill("sqlite", str(path))
-    before = _listing(path)
-    proc = subprocess.run([sys.executable, "-m", "bench", "verify", "--backend", "indexed_fs",
-                           "--opt", f"path={path}"], cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "holds a store of backend 'sqlite'" in proc.stderr
-    assert _listing(path) == before

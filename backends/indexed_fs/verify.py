@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..base import BackendUnavailableError
-from .. import owner
 from ..dir_lock import lock_dir
 from ..media import is_remote_url, open_data_dir
 from . import delta, hint, segment, snapshot
@@ -281,7 +280,6 @@ def verify_path(path: str) -> Report:
                                       f"directory); give the store's --opt path=DIR")
     medium = open_data_dir("indexed_fs", path)
     try:
-        owner.check("indexed_fs", medium)  # another backend's store is not checked as damage
         lock = lock_dir("indexed_fs", medium)
         try:
             return verify(medium)
