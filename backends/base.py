@@ -54,6 +54,10 @@ class BadOptionError(CkptError, ValueError):
     """An option a backend does not know, or a value it cannot take."""
 
 
+class ForeignDirectoryError(BadOptionError):
+    """A ``path`` that holds another backend's store: refused before anything in it is touched."""
+
+
 class BackendUnavailableError(CkptError):
     """The server, path or library behind a backend cannot be reached or used."""
 

@@ -25,7 +25,7 @@ from spark_integration.settings import Settings
 from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
 from spark_integration.state_size import SYNTAX as STATE_SYNTAX, state_size_arg
 
-from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, named
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, at_least, named, non_negative_float
 
 #: ``--job`` name -> :data:`spark_integration.queries.QUERIES` kind
 JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3", "nexmark-q1": "q1",
@@ -33,6 +33,8 @@ JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3", "n
 #: ``--skew``'s type, named as the user knows it
 SKEW = named("skew")(skew_arg)
 STATE_BYTES = named("state size")(state_size_arg)
+#: the ranges of the job options: a count of at least one, an offset or a seed of at least zero
+COUNT, OFFSET = at_least(1), at_least(0)
 
 SPARK_DESCRIPTION = """\
 Run a keyed job (count or NexMark Q3 join) on Spark under a checkpointing protocol and a backend,
@@ -58,23 +60,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--protocol", choices=protocol_names(), default="coordinated", help=_protocol_help())
     p.add_argument("--backend", help="registered backend name (required unless the protocol uses none)")
     p.add_argument("--opt", action="append", default=[], metavar="K=V", help="backend option (repeatable)")
-    p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--rate", type=float, default=0.0, help="events/s (0: as fast as possible)")
-    p.add_argument("--keys", type=int, default=10_000,
+    p.add_argument("--events", type=COUNT, default=1_000_000)
+    p.add_argument("--rate", type=non_negative_float, default=0.0, help="events/s (0: as fast as possible)")
+    p.add_argument("--keys", type=COUNT, default=10_000,
                    help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
     p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
                    help="state per key beside its count (wordcount, nexmark-bids): " + STATE_SYNTAX)
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--parallelism", type=int, default=2, help="instances of the keyed stage")
-    p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
-    p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
-    p.add_argument("--jitter", type=int, default=0,
+    p.add_argument("--seed", type=OFFSET, default=42)
+    p.add_argument("--parallelism", type=COUNT, default=2, help="instances of the keyed stage")
+    p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
+    p.add_argument("--interval", type=COUNT, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--jitter", type=OFFSET, default=0,
                    help="uncoordinated: each checkpoint due interval +- up to this many micro-batches")
-    p.add_argument("--full-every", type=int, default=10, help="full snapshot every N checkpoints")
-    p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET",
+    p.add_argument("--full-every", type=COUNT, default=10, help="full snapshot every N checkpoints")
+    p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET",
                    help="kill an instance when it reaches this event offset (repeatable)")
-    p.add_argument("--fail-instance", type=int, default=0)
+    p.add_argument("--fail-instance", type=OFFSET, default=0)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
     p.add_argument("--verify", action="store_true", help="compare the final state with the ground truth")
@@ -104,8 +106,18 @@ def jobs_covered(protocol: str) -> list[str]:
     return [job for job, kind in JOBS.items() if reg.supports(query(kind).operator)]
 
 
+def check_failures(args: argparse.Namespace) -> None:
+    """Every ``--fail-at`` offset lies inside the job's input: an offset at or past ``--events``
+    is never reached, so the run would end without the failure it was asked for."""
+    late = [offset for offset in args.fail_at if offset >= args.events]
+    if late:
+        raise UsageError(f"--fail-at {late[0]} is never reached by a job of --events {args.events}; "
+                         f"give an offset below {args.events}")
+
+
 def check_protocol(args: argparse.Namespace) -> None:
     """What the protocol's registration rules out, named by this command's options."""
+    check_failures(args)
     reg = registration(args.protocol)
     if args.job not in jobs_covered(reg.name):
         raise UsageError(f"--protocol {reg.name} covers the jobs {', '.join(jobs_covered(reg.name))}, "

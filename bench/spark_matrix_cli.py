@@ -15,7 +15,8 @@ from backends.base import CkptError
 from spark_integration.protocols.registry import protocol_names
 
 from .args import EXIT_USAGE, PROG, UsageError
-from .spark_cli import JOBS, SKEW, SKEW_SYNTAX, STATE_BYTES, STATE_SYNTAX, job_spec
+from .spark_cli import (COUNT, JOBS, OFFSET, SKEW, SKEW_SYNTAX, STATE_BYTES, STATE_SYNTAX, check_failures,
+                        job_spec)
 
 DESCRIPTION = """\
 Run every protocol on every backend (a protocol without a backend once) and the baselines on one
@@ -45,14 +46,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="state per key beside its count (leaves the spark-state baseline out): " + STATE_SYNTAX)
     p.add_argument("--no-spark-state", action="store_true",
                    help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
-    p.add_argument("--events", type=int, default=1_000_000)
-    p.add_argument("--keys", type=int, default=10_000)
-    p.add_argument("--batch", type=int, default=250_000, help="max events per micro-batch")
-    p.add_argument("--interval", type=int, default=1, help="micro-batches per checkpoint")
-    p.add_argument("--parallelism", type=int, default=2)
+    p.add_argument("--events", type=COUNT, default=1_000_000)
+    p.add_argument("--keys", type=COUNT, default=10_000)
+    p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
+    p.add_argument("--interval", type=COUNT, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--parallelism", type=COUNT, default=2)
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds measured (median reported)")
     p.add_argument("--warmup", type=int, default=WARMUP_ROUNDS, help="rounds run first and not measured")
-    p.add_argument("--fail-at", type=int, action="append", default=[], metavar="OFFSET")
+    p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE", help=f"(default {DEFAULT_JSON})")
     p.add_argument("--png", default=DEFAULT_PNG, metavar="FILE", help=f"(default {DEFAULT_PNG})")
@@ -81,8 +82,7 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise UsageError(f"--rounds {args.rounds}: give 1 or more")
     if args.warmup < 0:
         raise UsageError(f"--warmup {args.warmup}: give 0 or more")
-    if args.events < 1 or args.batch < 1:
-        raise UsageError("--events and --batch must be >= 1")
+    check_failures(args)
     return protocols, backends
 
 

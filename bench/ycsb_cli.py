@@ -33,7 +33,8 @@ from workloads.core import WorkloadError
 from workloads.runner import ClientSettings
 
 from . import report
-from .args import UsageError, add_backend_args, backend_options, config, positive_float, progress
+from .args import (UsageError, add_backend_args, backend_options, check_output_file, config,
+                   positive_float, progress)
 from .run_cli import resolve_seed, say_gil, seed_told, write_results
 
 TEXT_EXPORTER = "site.ycsb.measurements.exporter.TextMeasurementsExporter"
@@ -179,6 +180,9 @@ def cmd_phase(args: argparse.Namespace) -> int:
     run_experiment.check(spec)
     percentiles = properties.percentiles(props)
     exporter = _exporter(props)
+    export_file = props.get("exportfile")
+    if export_file:
+        check_output_file("-p exportfile=", export_file, "txt")
     say_record_model(spec)
     say_gil(spec)
     result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec))
@@ -189,7 +193,6 @@ def cmd_phase(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r[:2] != ("OVERALL", "Records")]
     out = report.json_array(rows) if exporter == "json" else \
         "".join(line + "\n" for line in report.text(rows))
-    export_file = props.get("exportfile")
     if export_file:
         try:
             with open(export_file, "w", encoding="utf-8") as fh:

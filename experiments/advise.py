@@ -206,6 +206,63 @@ def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: fl
                   recovery_time(at, restart_s, lam, x), x >= lam, meets, at * lam)
 
 
+# ------------------------------------------------------------------------------ the input
+#: the numeric fields the model reads: of a row, of its ``work`` and ``metrics``, of the ``job``;
+#: each is absent, null (not measured: a skipped row) or a finite number >= 0
+ROW_NUMBERS = ("throughput", "checkpoint_ms", "recovery_ms", "failures", "ratio_none")
+PART_NUMBERS = {"work": ("checkpoints", "measured_events", "events"), "metrics": ("Checkpoints",),
+                "job": ("rate",)}
+
+
+def _measure(value: Any) -> bool:
+    """Whether ``value`` can stand for a measurement: null or a finite number >= 0 (a bool is
+    not: ``true`` in a count field is a broken document, not 1)."""
+    if value is None:
+        return True
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
+
+
+def check_matrix(doc: Any, source: str = "") -> None:
+    """``doc`` has the shape of ``bench spark-matrix``'s JSON as far as the model reads it, or
+    :class:`AdviseError` names the first row and field that is wrong.  A document edited by hand
+    or cut short would otherwise fail deep in the arithmetic (a string where a time belongs, a
+    negative time under a square root) without saying which row is at fault.  A skipped row
+    (it did not run) is only checked for its names: nothing else of it is read."""
+    where = f"{source}: " if source else ""
+    fix = "give bench spark-matrix's JSON or correct it"
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise AdviseError(f"{where}not a spark-matrix document (no list of rows); {fix}")
+    parts = [("the job", doc.get("job"), PART_NUMBERS["job"])]
+    for i, row in enumerate(doc["rows"], 1):
+        if not isinstance(row, dict):
+            raise AdviseError(f"{where}row {i} is {type(row).__name__} {_short(row)}, not an object; {fix}")
+        name = f"row {i}"
+        if not isinstance(row.get("protocol"), str) or not isinstance(row.get("backend"), (str, type(None))):
+            raise AdviseError(f"{where}{name} has no protocol and backend names (protocol="
+                              f"{_short(row.get('protocol'))}, backend={_short(row.get('backend'))}); {fix}")
+        if row.get("skipped"):
+            continue  # a row that did not run: the model reads nothing else of it
+        name = f"row {i} ({row['protocol']}/{row.get('backend')})"
+        parts.append((name, row, ROW_NUMBERS))
+        parts += [(f"{name} {part}", row.get(part), PART_NUMBERS[part]) for part in ("work", "metrics")]
+    for name, part, fields in parts:
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise AdviseError(f"{where}{name} is {_short(part)}, not an object; {fix}")
+        for field in fields:
+            if not _measure(part.get(field)):
+                raise AdviseError(f"{where}{name}: {field}={_short(part.get(field))} is not a number "
+                                  f">= 0; {fix}")
+
+
+def _short(value: Any) -> str:
+    """``value`` as JSON-ish text short enough for a one-line message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The matrix rows that took checkpoints and have a checkpoint cost and a throughput."""
     out = []
@@ -234,7 +291,9 @@ def default_rate(doc: dict[str, Any]) -> float | None:
 
 def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s: float | None = None,
            source: str = "") -> dict[str, Any]:
-    """The advice document: the inputs, every candidate ranked, the recommendation."""
+    """The advice document: the inputs, every candidate ranked, the recommendation; a
+    malformed ``doc`` is an :class:`AdviseError` (:func:`check_matrix`)."""
+    check_matrix(doc, source)
     rows = candidates(doc)
     if not rows:
         where = f" in {source}" if source else ""

@@ -238,6 +238,8 @@ OUTPUT_COMMANDS = [
 
 def _output_value(flag: str, target: str) -> str:
     """A wrong value for ``flag`` in the work directory of :func:`_work_dir`."""
+    if target == "unwritable":  # /proc takes no new file, not even from root
+        return "/proc" if flag == "--out" else "/proc/r.out"
     if flag == "--out":  # a directory option: wrong when missing or when it is a file
         return "missing/out" if target == "missing-dir" else "a-file"
     return "missing/r.out" if target == "missing-dir" else "a-dir"
@@ -270,7 +272,7 @@ def test_output_path_is_checked_before_the_run(flag, target, tmp_path):
 
 @pytest.mark.parametrize("argv, flag", OUTPUT_COMMANDS, ids=lambda x: x if isinstance(x, str)
                          else x[0])
-@pytest.mark.parametrize("target", ["missing-dir", "directory"])
+@pytest.mark.parametrize("target", ["missing-dir", "directory", "unwritable"])
 def test_every_command_checks_its_output_paths_first(argv, flag, target, tmp_path, monkeypatch,
                                                     capsys):
     from bench.cli import main
@@ -283,6 +285,16 @@ def test_every_command_checks_its_output_paths_first(argv, flag, target, tmp_pat
     assert err.count("\n") == 1 and err.startswith(f"bench: error: {flag} {value}"), err
     assert out == ""  # nothing ran
     _nothing_written(work, before)
+
+
+def test_output_where_no_file_can_be_created_is_refused_before_the_run(tmp_path):
+    """``os.access`` says yes to root for ``/proc``: the check creates a file to know."""
+    proc = _bench("write-heavy", *TINY, "--json", "/proc/x.json", cwd=tmp_path)
+    line = _one_line_error(proc)
+    assert "--json /proc/x.json: cannot create a file in /proc" in line
+    assert "give a path in a writable directory" in line
+    assert "[OVERALL]" not in proc.stdout and "[LOAD" not in proc.stdout  # nothing ran
+    assert os.listdir(tmp_path) == []
 
 
 def test_output_into_benchs_own_results_dir_is_created(tmp_path):
@@ -348,7 +360,7 @@ def test_default_fs_key_without_utf8_form_is_a_clear_error(tmp_path):
             assert not isinstance(err.value, UnicodeError)
         assert store.get("new") is None  # the batch failed before any write
         assert [k for k, _ in store.scan("")] == ["kept"]
-    assert sorted(os.listdir(path)) == ["LOCK", "kept.ckpt"]
+    assert sorted(os.listdir(path)) == [".ckptbench-owner", "LOCK", "kept.ckpt"]
 
 
 @pytest.mark.parametrize("name", FILE_BACKENDS)
@@ -420,3 +432,155 @@ def test_spark_store_without_path_is_a_clear_error():
     with pytest.raises(SparkIntegrationError, match="needs a path option"):
         with participant_store(settings, "i0"):
             pass
+
+
+
+def _usage_error_in_process(argv, capsys) -> str:
+    """The one ``bench: error:`` line (exit code 2, nothing on stdout) of ``bench argv`` run in
+    this process: parse errors exit from argparse, later checks return from ``main``."""
+    from bench.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out)
+    assert err.count("\n") == 1 and err.startswith("bench: error: "), err
+    return err
+
+
+@pytest.mark.parametrize("command", ["spark", "spark-matrix"])
+@pytest.mark.parametrize("argv, expected", [
+    (("--events", "-5"), "--events: must be >= 1, got -5"),
+    (("--events", "0"), "--events: must be >= 1, got 0"),
+    (("--keys", "0"), "--keys: must be >= 1"),
+    (("--batch", "0"), "--batch: must be >= 1"),
+    (("--parallelism", "0"), "--parallelism: must be >= 1"),
+    (("--interval", "0"), "--interval: must be >= 1"),
+    (("--fail-at", "-1"), "--fail-at: must be >= 0"),
+    (("--events", "100", "--fail-at", "100"), "--fail-at 100 is never reached by a job of --events 100"),
+    (("--events", "x"), "'x' is not an integer"),
+])
+def test_spark_job_argument_out_of_range_is_one_line_before_spark_starts(command, argv, expected,
+                                                                         capsys):
+    """Checked before Spark starts: a negative count would run forever."""
+    assert expected in _usage_error_in_process([command, *argv], capsys)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (("spark", "--full-every", "0"), "--full-every: must be >= 1"),
+    (("spark", "--fail-instance", "-1"), "--fail-instance: must be >= 0"),
+    (("spark", "--jitter", "-1"), "--jitter: must be >= 0"),
+    (("spark", "--rate", "-1"), "--rate: must be >= 0"),
+    (("spark", "--rate", "inf"), "'inf' is not a finite number"),
+    (("spark", "--seed", "-1"), "--seed: must be >= 0"),
+    (("spark-matrix", "--rounds", "0"), "--rounds 0: give 1 or more"),
+    (("spark-matrix", "--warmup", "-1"), "--warmup -1: give 0 or more"),
+])
+def test_spark_command_argument_out_of_range_is_one_line(argv, expected, capsys):
+    assert expected in _usage_error_in_process(argv, capsys)
+
+
+def test_spark_bad_argument_from_the_shell_is_one_line():
+    line = _one_line_error(_bench("spark", "--protocol", "coordinated", "--backend", "indexed_fs",
+                                  "--events", "-5"))
+    assert "--events: must be >= 1, got -5" in line
+
+
+@pytest.mark.parametrize("content", [b"recordcount=5\n# caf\xe9 (ISO-8859-1)\n", b"\x89PNG\r\n\x1a\n\x00"])
+def test_workload_file_that_is_not_utf8_is_one_line(content, tmp_path):
+    props = tmp_path / "workload.properties"
+    props.write_bytes(content)
+    line = _one_line_error(_bench("load", "-P", str(props), "--backend", "memory", "--no-progress"))
+    assert str(props) in line and "not UTF-8 text" in line and "save it as UTF-8" in line
+    assert ("on line 2" in line) if content.startswith(b"record") else ("byte 0x89 on line 1" in line)
+    assert props.read_bytes() == content
+
+
+_GOOD_ROW = {"protocol": "coordinated", "backend": "indexed_fs", "throughput": 1000.0,
+             "checkpoint_ms": 5.0, "recovery_ms": 0.0, "failures": 0, "skipped": None,
+             "work": {"checkpoints": 3}}
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([1], "row 1 is int 1, not an object"),
+    ([_GOOD_ROW, "x"], "row 2 is str 'x', not an object"),
+    ([{**_GOOD_ROW, "protocol": None}], "row 1 has no protocol and backend names"),
+    ([{**_GOOD_ROW, "throughput": "fast"}], "row 1 (coordinated/indexed_fs): throughput='fast' is not a number >= 0"),
+    ([{**_GOOD_ROW, "checkpoint_ms": -5}], "checkpoint_ms=-5 is not a number >= 0"),
+    ([{**_GOOD_ROW, "checkpoint_ms": float("nan")}], "checkpoint_ms=nan is not a number >= 0"),
+    ([{**_GOOD_ROW, "failures": True}], "failures=True is not a number >= 0"),
+    ([{**_GOOD_ROW, "work": [1, 2]}], "row 1 (coordinated/indexed_fs) work is [1, 2], not an object"),
+    ([{**_GOOD_ROW, "work": {"checkpoints": "3"}}], "work: checkpoints='3' is not a number >= 0"),
+])
+def test_advise_from_a_matrix_with_malformed_rows_is_one_line(rows, expected, tmp_path, capsys):
+    import json
+
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps({"job": {"rate": 0}, "rows": rows}))
+    out = tmp_path / "advise.json"
+    err = _usage_error_in_process(["advise", "--from", str(matrix), "--mtbf", "1h", "--json", str(out),
+                                   "--png", str(tmp_path / "advise.png")], capsys)
+    assert f"{matrix}: " in err and expected in err and "give bench spark-matrix's JSON" in err
+    assert not out.exists()
+
+
+def test_advise_skipped_rows_are_not_checked_and_good_rows_advise(tmp_path, capsys):
+    import json
+
+    from bench.cli import main
+
+    matrix = tmp_path / "matrix.json"
+    skipped = {"protocol": "coordinated", "backend": "redis", "throughput": float("nan"),
+               "skipped": "BackendUnavailableError: down", "work": None}
+    matrix.write_text(json.dumps({"job": None, "rows": [_GOOD_ROW, skipped]}))
+    assert main(["advise", "--from", str(matrix), "--mtbf", "1h", "--json", str(tmp_path / "a.json"),
+                 "--png", str(tmp_path / "a.png")]) == 0
+    assert "[ADVISE], Recommended, coordinated/indexed_fs" in capsys.readouterr().out
+
+
+def test_ycsb_exportfile_is_checked_before_the_run(tmp_path):
+    store = tmp_path / "store"
+    proc = _bench("load", "workloada", "--backend", "indexed_fs", "--opt", f"path={store}",
+                  "-p", "recordcount=5", "-p", "exportfile=/proc/x.txt", "--no-progress")
+    line = _one_line_error(proc)
+    assert "-p exportfile=/proc/x.txt: cannot create a file in /proc" in line
+    assert not store.exists()  # nothing ran
+
+
+def test_default_fs_bytes_after_a_checkpoint_cost_nothing_and_are_reported(tmp_path):
+    """The header gives the checkpoint's exact length: an appended byte is not part of it, so the
+    checkpoint (lengths and CRC verified) is read, and the extra bytes are a warning, left as
+    they are; a damaged checkpoint is still never returned."""
+    path = tmp_path / "store"
+    with open_backend("default_fs", path=str(path)) as store:
+        store.put("pe-1", b"A" * 100)
+        store.put("pe-2", b"B" * 100)
+        store.put("pe-3", b"C" * 100)
+    with open(path / "pe-1.ckpt", "ab") as f:
+        f.write(b"\x00")
+    with open(path / "pe-2.ckpt", "ab") as f:
+        f.write(b"garbage after the checkpoint")
+    blob = bytearray((path / "pe-3.ckpt").read_bytes())
+    blob[-1] ^= 0xFF  # inside the value: the CRC fails, extra bytes or not
+    (path / "pe-3.ckpt").write_bytes(bytes(blob) + b"\x00")
+    with open_backend("default_fs", path=str(path)) as store:
+        assert store.stats()["warnings"] == []  # nothing read yet
+        assert store.get("pe-1") == b"A" * 100
+        assert store.get("pe-2") == b"B" * 100
+        with pytest.raises(CorruptDataError, match="pe-3"):
+            store.get("pe-3")
+        warnings = store.stats()["warnings"]
+        assert len(warnings) == 2
+        assert "pe-1.ckpt" in warnings[0] and "1 byte(s) after its checkpoint" in warnings[0]
+        assert "pe-2.ckpt" in warnings[1] and "28 byte(s)" in warnings[1]
+        assert (path / "pe-1.ckpt").stat().st_size == 12 + 4 + 100 + 1  # left in place
+        store.put("pe-1", b"new")  # a rewrite of the key ends its warning
+        assert store.get("pe-1") == b"new"
+        assert [w for w in store.stats()["warnings"] if "pe-1.ckpt" in w] == []
+    blob = (path / "pe-2.ckpt").read_bytes()
+    (path / "pe-2.ckpt").write_bytes(blob[:50])  # shorter than its header says: torn
+    with open_backend("default_fs", path=str(path)) as store:
+        with pytest.raises(CorruptDataError, match="pe-2"):
+            store.get("pe-2")

@@ -128,12 +128,22 @@ def workload_file(name: str) -> Path:
 
 
 def read_file(path: str | Path) -> dict[str, str]:
-    """The properties of the workload file at ``path``."""
+    """The properties of the workload file at ``path``, read as UTF-8 text (ASCII, which every
+    shipped and YCSB workload file is, included); a file that is not, one of Java's ISO-8859-1
+    files with accented text or a binary file given by mistake, is a :class:`WorkloadError`
+    naming the first bad byte's line, since guessing its encoding could misread a value."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise WorkloadError(f"cannot read workload file {str(path)!r}: "
                             f"{exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise WorkloadError(f"workload file {str(path)!r} is not UTF-8 text (byte "
+                            f"0x{data[exc.start]:02x} on line {line}); save it as UTF-8, e.g. "
+                            f"iconv -f latin1 -t utf-8") from None
     return parse_lines(text, str(path))
 
 

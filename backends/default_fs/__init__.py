@@ -7,9 +7,13 @@ costs a file create, a data sync, a rename and a directory sync, and concurrent 
 different keys cannot share any of it.
 
 File format: ``CRC32C(4) | key length(4) | value length(4) | key | value`` — the CRC covers
-everything after itself, so a torn or flipped file is detected and never returned as data.  The key
-is inside the file because a file name cannot hold every key: names are the key percent-encoded, or
-``~<sha1>`` when that would be too long.
+the lengths, the key and the value, so a torn or flipped file is detected and never returned as
+data.  The key is inside the file because a file name cannot hold every key: names are the key
+percent-encoded, or ``~<sha1>`` when that would be too long.  The header gives the checkpoint's
+exact length: bytes past it (appended by something else) are not part of it, so a checkpoint
+whose lengths and CRC verify is returned, and the trailing bytes are reported in ``stats()``
+warnings and left in place (evidence, never the store's to cut); a file shorter than its header
+says is torn and is an error.
 
 Fail points (:mod:`backends.failpoints`): ``default_fs.put.mid_write`` with part of a put's temp
 file written and ``default_fs.put.before_rename`` with the temp file complete (and synced) but
@@ -38,6 +42,7 @@ from ..base import Backend, CorruptDataError, Option
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
+from ..owner import claim
 
 _HEADER = struct.Struct("<III")  # crc, key length, value length
 _SUFFIX = ".ckpt"
@@ -67,14 +72,17 @@ def _encode(key: str, value: bytes) -> bytes:
     return struct.pack("<I", crc32c.crc32c(body)) + body
 
 
-def _decode(path: str, blob: bytes) -> tuple[str, bytes]:
+def _decode(path: str, blob: bytes) -> tuple[str, bytes, int]:
+    """The key and value of a checkpoint file, and how many bytes follow the checkpoint (not
+    part of it); :class:`CorruptDataError` when it is torn or its CRC does not verify."""
     if len(blob) < _HEADER.size:
         raise CorruptDataError(f"default_fs: {path} is truncated ({len(blob)} bytes)")
     crc, klen, vlen = _HEADER.unpack_from(blob)
-    if crc != crc32c.crc32c(memoryview(blob)[4:]) or len(blob) != _HEADER.size + klen + vlen:
+    end = _HEADER.size + klen + vlen
+    if len(blob) < end or crc != crc32c.crc32c(memoryview(blob)[4:end]):
         raise CorruptDataError(f"default_fs: checksum mismatch in {path}; the checkpoint is corrupt")
     key = blob[_HEADER.size : _HEADER.size + klen].decode()
-    return key, blob[_HEADER.size + klen :]
+    return key, blob[_HEADER.size + klen : end], len(blob) - end
 
 
 def _file_name(key: str) -> str:
@@ -97,6 +105,7 @@ class DefaultFSBackend(Backend):
         self.medium = open_data_dir(self.name, self.config["path"])
         self.path = self.medium.root
         try:
+            claim(self.name, self.medium, durable=self.durability != "none")
             self._lock = lock_dir(self.name, self.medium)
         except BaseException:
             self.medium.close()
@@ -107,6 +116,8 @@ class DefaultFSBackend(Backend):
         self._step = _fail_step if any(p in failpoints.armed() for p in _FAILPOINTS) else None
         self._removed_tmp = self._remove_leftover_temp_files()
         self._puts = 0
+        #: file name -> bytes found after its checkpoint at the latest read (see _decode)
+        self._trailing: dict[str, int] = {}
 
     def _remove_leftover_temp_files(self) -> int:
         """A crash between create and rename leaves a temp file: never data, so drop it."""
@@ -123,9 +134,12 @@ class DefaultFSBackend(Backend):
         if self._step is not None:  # two parts, so that "mid_write" falls inside the file
             view = memoryview(blob)
             blob = [view[: len(view) // 2], view[len(view) // 2 :]]
+        name = _file_name(key)
         with storage_errors(self.name, self.path):
-            self.medium.write_atomic(_file_name(key), blob, self._sync, tmp, self._step)
+            self.medium.write_atomic(name, blob, self._sync, tmp, self._step)
         self._puts += 1
+        if self._trailing:
+            self._trailing.pop(name, None)  # the file is new: nothing trails it
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         for key, _ in items:  # a key that cannot be stored fails the batch before any write
@@ -138,17 +152,23 @@ class DefaultFSBackend(Backend):
             blob = self.medium.read_file(name)
         except FileNotFoundError:
             return None
-        stored_key, value = _decode(f"{name} in {self.path}", blob)
+        stored_key, value, trailing = _decode(f"{name} in {self.path}", blob)
+        if trailing:
+            self._trailing[name] = trailing
+        else:
+            self._trailing.pop(name, None)  # rewritten since
         if stored_key != key:  # a hash-named file belongs to another key (sha1 collision)
             return None
         return value
 
     def _delete(self, key: str) -> None:
+        name = _file_name(key)
         with storage_errors(self.name, self.path):
             try:
-                self.medium.delete(_file_name(key), missing_ok=False)
+                self.medium.delete(name, missing_ok=False)
             except FileNotFoundError:
                 return
+            self._trailing.pop(name, None)
             if self._sync:
                 self.medium.sync_dir()
 
@@ -194,6 +214,11 @@ class DefaultFSBackend(Backend):
                 self.medium.close()
 
     def _stats(self) -> dict[str, Any]:
+        trailing = sorted(self._trailing.copy().items())  # copy(): atomic beside a get
         return {"path": self.path, "medium": self.medium.kind, "puts": self._puts,
                 "leftover_temp_files_removed": self._removed_tmp,
+                "warnings": [f"{name} in {self.path} has {extra} byte(s) after its checkpoint, "
+                             f"which are not part of it: the checkpoint verified and is read; the "
+                             f"bytes are left in place (a put of the key rewrites the file)"
+                             for name, extra in trailing],
                 "lock_lost": getattr(self._lock, "lost", False)}  # lease lock (NFS) taken over

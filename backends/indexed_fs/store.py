@@ -33,6 +33,7 @@ from .. import failpoints
 from ..base import LONGEST_WAIT_S, Backend, CorruptDataError, Option, StorageFullError
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
+from ..owner import claim
 from ..media import open_data_dir, storage_errors
 from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
@@ -186,6 +187,7 @@ class IndexedFSBackend(Backend):
             damaged_segments=0, damaged_ranges=[], foreign_files=[], warnings=[],
         )
         try:
+            claim(self.name, self.medium, durable=self.durability != "none")
             self._lockfile = lock_dir(self.name, self.medium)
         except BaseException:
             self.medium.close()

@@ -38,7 +38,8 @@ from ..base import (
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
-from ..media.local import fsync_dir, prepare_dir
+from ..media.local import fsync_dir
+from ..owner import claim_local_dir
 
 #: LMDB stores a value's length in 32 bits
 MAX_VALUE_BYTES = (1 << 32) - 1
@@ -76,7 +77,7 @@ class LMDBBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = prepare_dir(self.name, self.config["path"])
+        self.path = claim_local_dir(self.name, self.config["path"], self.durability != "none")
         try:
             self._env = lmdb.open(self.path, map_size=self.config["map_size"],
                                   sync=self.durability == "sync", metasync=True,

@@ -35,7 +35,7 @@ from ..base import (
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
-from ..media.local import prepare_dir
+from ..owner import claim_local_dir
 
 #: keys as long as ``indexed_fs`` takes them (RocksDB itself would take longer ones)
 MAX_KEY_BYTES = 1 << 16
@@ -70,7 +70,7 @@ class RocksDBBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = prepare_dir(self.name, self.config["path"])
+        self.path = claim_local_dir(self.name, self.config["path"], self.durability != "none")
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(True)
         if self.config["statistics"]:

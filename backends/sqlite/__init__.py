@@ -36,7 +36,7 @@ from ..base import (
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
-from ..media.local import prepare_dir
+from ..owner import claim_local_dir
 
 FILE_NAME = "store.sqlite"
 #: keys as long as ``indexed_fs`` takes them
@@ -78,7 +78,7 @@ class SQLiteBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = prepare_dir(self.name, self.config["path"])
+        self.path = claim_local_dir(self.name, self.config["path"], self.durability != "none")
         self.file = os.path.join(self.path, FILE_NAME)
         self._lock = threading.Lock()  # one connection, shared by every thread
         try:
