@@ -52,14 +52,20 @@ def median_spread(values: list[float]) -> dict[str, Any]:
             "rounds": list(values)}
 
 
-def options_for(backend: str, options: dict[str, Any]) -> dict[str, Any]:
+def options_for(backend: str, options: dict[str, Any], shared: bool = False) -> dict[str, Any]:
     """The subset of ``options`` that ``backend`` declares (all of them when its class cannot
-    be loaded: the run then reports it as skipped)."""
+    be loaded: the run then reports it as skipped).  ``shared``: several backends run with these
+    options, so a ``path`` given once becomes one sub-directory per backend (``PATH/<backend>``;
+    a store directory belongs to one backend, which refuses another's)."""
     try:
         names = set(backend_class(backend).all_options())
     except CkptError:
         return dict(options)
-    return {k: v for k, v in options.items() if k in names}
+    mine = {k: v for k, v in options.items() if k in names}
+    if shared and mine.get("path"):
+        base, q, query = str(mine["path"]).partition("?")
+        mine["path"] = f"{base.rstrip('/')}/{backend}{q}{query}"
+    return mine
 
 
 def check_options(backends: list[str], options: dict[str, Any]) -> None:
@@ -114,7 +120,7 @@ def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
     runs: dict[str, list[Outcome]] = {b: [] for b in backends}
     for r in range(rounds):
         for backend in (backends if r % 2 == 0 else backends[::-1]):
-            outcome = run_workload(backend, options_for(backend, options), spec, clients)
+            outcome = run_workload(backend, options_for(backend, options, len(backends) > 1), spec, clients)
             if on_result is not None:
                 on_result(r, outcome)
             runs[backend].append(outcome)
@@ -214,7 +220,8 @@ def sweep(backends: list[str], options: dict[str, Any], spec: WorkloadSpec, *,
     entries = []
     for r in range(rounds):
         for backend in backends:
-            points = sweep_points(backend, options_for(backend, options), spec, targets=targets,
+            points = sweep_points(backend, options_for(backend, options, len(backends) > 1), spec,
+                                  targets=targets,
                                   threads_list=threads_list, point_seconds=point_seconds,
                                   clients=clients,
                                   on_point=None if on_point is None else
