@@ -102,6 +102,8 @@ def at_least(minimum: int) -> Callable[[str], int]:
 
 
 positive_int = at_least(0)
+#: a count of things (events, threads, rounds): at least one
+count = at_least(1)
 
 
 @named("proportion")
@@ -128,11 +130,15 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def csv_list(kind: type) -> Any:
+def csv_list(kind: Callable[[str], Any]) -> Any:
+    """A comma-separated list of ``kind`` (a type above, so each item is range-checked too)."""
+
     @named("comma-separated list")
     def parse(text: str) -> list:
         try:
             items = [kind(x) for x in text.split(",") if x.strip()]
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(f"in {text!r}: {exc}") from None
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
         if not items:

@@ -24,11 +24,19 @@ from .args import (
     add_spec_args,
     client_settings,
     config,
+    count,
     csv_list,
+    named,
     place,
     positive_float,
     workload_spec,
 )
+
+
+@named("rates")
+def _targets(text: str) -> str | list[float]:
+    """``--targets``: ``auto`` or target rates, each > 0 (checked before any point runs)."""
+    return "auto" if text.strip() == "auto" else csv_list(positive_float)(text)
 
 
 def add_parsers(sub: Any) -> None:
@@ -59,9 +67,9 @@ def add_parsers(sub: Any) -> None:
                                 "to the first backend (a noisy machine's answer)")
             p.set_defaults(func=cmd_compare)
         else:
-            p.add_argument("--targets", default="auto", metavar="R1,R2,...|auto",
+            p.add_argument("--targets", type=_targets, default="auto", metavar="R1,R2,...|auto",
                            help="target rates to try (default auto: 100, 200, 400, ...)")
-            p.add_argument("--threads-sweep", type=csv_list(int), metavar="1,2,4,...",
+            p.add_argument("--threads-sweep", type=csv_list(count), metavar="1,2,4,...",
                            help="sweep the thread count instead of the target rate")
             p.add_argument("--point-seconds", type=positive_float, default=3.0,
                            help="length of each point (default 3 s)")
@@ -125,9 +133,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise UsageError("--rounds must be >= 1")
     place(args, args.backends, options)
-    targets = None
-    if args.targets != "auto" and not args.threads_sweep:
-        targets = csv_list(float)(args.targets)
+    targets = None if args.targets == "auto" or args.threads_sweep else args.targets
     doc = experiment.sweep(
         args.backends, options, spec, config=config(args, options), targets=targets,
         threads_list=args.threads_sweep, point_seconds=args.point_seconds, rounds=args.rounds,
@@ -144,6 +150,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                 docs.append(json.load(fh))
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read results file {path}: {exc}")
+        if not isinstance(docs[-1], dict):
+            raise UsageError(f"{path} is not a ckptbench result (a JSON {type(docs[-1]).__name__}, "
+                             f"not an object); give a file that --json wrote")
     try:
         plots.plot_results(docs, args.plot)
     except (ValueError, KeyError) as exc:

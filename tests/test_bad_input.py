@@ -584,3 +584,25 @@ def test_default_fs_bytes_after_a_checkpoint_cost_nothing_and_are_reported(tmp_p
     with open_backend("default_fs", path=str(path)) as store:
         with pytest.raises(CorruptDataError, match="pe-2"):
             store.get("pe-2")
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (("sweep", "write-heavy", "--backends", "memory", "--targets", "x"), "'x' is not a number"),
+    (("sweep", "write-heavy", "--backends", "memory", "--targets", "100,-5"), "must be > 0"),
+    (("sweep", "write-heavy", "--backends", "memory", "--threads-sweep", "1,0"), "must be >= 1"),
+])
+def test_sweep_lists_are_checked_item_by_item(argv, expected):
+    line = _one_line_error(_bench(*argv))
+    assert expected in line and argv[-2] in line
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"[1, 2]", "a JSON list, not an object"),
+    (b"\xff\xfe", "cannot read results file"),
+])
+def test_report_of_a_file_that_is_no_result_is_one_line(content, expected, tmp_path):
+    doc = tmp_path / "x.json"
+    doc.write_bytes(content)
+    line = _one_line_error(_bench("report", str(doc), "--plot", str(tmp_path / "x.png")))
+    assert expected in line and str(doc) in line
+    assert not (tmp_path / "x.png").exists()
