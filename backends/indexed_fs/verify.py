@@ -27,8 +27,9 @@ size and list exactly the intact records the walk found.
 Index deltas (:mod:`.delta`) too: each must verify and cover no more of its segment than the
 records reach; a bad one is listed with the damaged snapshots (both are index files).
 
-A key is reported for a damaged range when its newest known version lies there: a snapshot entry
-or the damaged record itself, with no intact record of a higher ``seq`` anywhere in the log; it is
+A key is reported for a damaged range when its newest known version lies there: an entry of the
+snapshot an open uses, of its index delta or of the segment's hint file (written before any cut,
+so it names what a truncation took), or the damaged record itself, with no intact record of a higher ``seq`` anywhere in the log; it is
 *lost* when no intact version of it is left, else *rolled back* to the newest intact one.  The
 damaged record's key is read from its header; where one byte of its header or key is damaged,
 the CRC finds which (:func:`_repaired`), so the name reported is the one written.  A record whose
@@ -269,22 +270,29 @@ def _walk(data: bytes, sid: int, newest: bool, report: Report,
 
 
 def _check_hint(medium: "Medium", name: str, sid: int, size: int, found: dict[int, int],
-                report: Report) -> None:
+                report: Report) -> "segment.Records | None":
     """A hint must verify (CRC, layout), be made for the segment's present size, and list
     exactly the intact records the walk found (offset and seq); else it is a bad hint (the
-    rebuild would ignore it and walk the segment, but the mismatch shows the files changed)."""
+    rebuild would ignore it and walk the segment, but the mismatch shows the files changed).
+    Returns what it lists when its CRC checks out, made for this size or not: a hint written
+    before the segment was cut short still names the records the cut took."""
     report.hints += 1
     try:
-        recs = hint.decode(medium.read_file(name), sid, size)
+        data = medium.read_file(name)
+        recs = hint.decode(data, sid, size)
     except (ValueError, OSError) as exc:
         report.bad_hints.append(f"{name}: {exc}")
-        return
+        try:
+            return hint.decode(data, sid)
+        except (ValueError, UnboundLocalError):
+            return None
     listed = dict(zip(recs.offsets.tolist(), recs.seqs.tolist()))
     if listed != found:
         wrong = sum(1 for off, seq in listed.items() if found.get(off) != seq)
         report.bad_hints.append(
             f"{name}: lists {len(listed)} records, the segment holds {len(found)} intact ones "
             f"({wrong} listed that do not match one)")
+    return recs
 
 
 def verify(medium: "Medium") -> Report:
@@ -297,6 +305,7 @@ def verify(medium: "Medium") -> Report:
     ids = list(segs)
     ends: dict[int, int] = {}  # segment id -> where its intact records end
     hinted = set(hint.list_ids(medium))
+    hinted_records: dict[int, "segment.Records"] = {}  # for naming what damage cost
     # the newest segment the store wrote (a foreign file may carry a higher id)
     newest = next((sid for sid in reversed(ids) if not _foreign(medium.read_file(segs[sid][0]))), None)
     for sid, names in segs.items():
@@ -318,7 +327,9 @@ def verify(medium: "Medium") -> Report:
         if sid in hinted:
             name = next((n for n in hint.names(sid) if n in files), None)
             if name is not None:
-                _check_hint(medium, name, sid, len(data), found, report)
+                listed = _check_hint(medium, name, sid, len(data), found, report)
+                if listed is not None:
+                    hinted_records[sid] = listed
         del data
     for sid in sorted(hinted - set(ids)):
         name = next((n for n in hint.names(sid) if n in files), hint.file_name(sid))
@@ -328,6 +339,31 @@ def verify(medium: "Medium") -> Report:
     missing: dict[int, DamagedRange] = {}
     truncated: dict[int, DamagedRange] = {}
     claims: dict[int, dict[str, int]] = {}  # id(range) -> key -> seq, for ranges made below
+
+    def claim(keys, cols, source: str, missing_too: bool = True) -> None:
+        """Index entries (keys; segment, offset, size, seq columns) name the keys of what they
+        point into: a damaged range, a segment that is gone, or bytes past a segment's records."""
+        if not isinstance(keys, list):
+            keys = [k.decode("utf-8") for k in keys.tolist()]
+        seg_col, off_col, size_col, seq_col = (np.asarray(c).tolist() for c in cols)
+        for key, sid, off, size, seq in zip(keys, seg_col, off_col, size_col, seq_col):
+            if sid not in ends:
+                if not missing_too:
+                    continue
+                rng = missing.setdefault(sid, DamagedRange(sid, 0, None, "missing"))
+            else:
+                rng = next((r for r, _ in damaged
+                            if r.segment == sid and r.start <= off < (r.end or 0)), None)
+                if rng is None and off + size > ends[sid]:
+                    rng = truncated.setdefault(sid, DamagedRange(
+                        sid, ends[sid], ends[sid], f"truncated: {source} entries reach past the "
+                                                   f"end of its records"))
+                    rng.end = max(rng.end or 0, off + size)
+                if rng is None:
+                    continue  # an intact record (or what the log replaced later)
+            c = claims.setdefault(id(rng), {})
+            c[key] = max(c.get(key, -1), seq)
+
     used: str | None = None  # the newest snapshot that verifies: the one an open starts from
     for number in snapshot.list_numbers(medium):
         name = snapshot.file_name(number)
@@ -351,25 +387,13 @@ def verify(medium: "Medium") -> Report:
         elif ends[cseg] < coff:
             report.bad_snapshots.append(f"{name}: covers segment {cseg} up to offset {coff}, "
                                         f"past the end of its records at {ends[cseg]}")
-        keys = snap.keys if isinstance(snap.keys, list) else \
-            [k.decode("utf-8") for k in snap.keys.tolist()]
-        seg_col, off_col, size_col, seq_col = (c.tolist() for c in snap.cols)
-        for key, sid, off, size, seq in zip(keys, seg_col, off_col, size_col, seq_col):
-            if sid not in ends:
-                rng = missing.setdefault(sid, DamagedRange(sid, 0, None, "missing"))
-            else:
-                rng = next((r for r, _ in damaged
-                            if r.segment == sid and r.start <= off < (r.end or 0)), None)
-                if rng is None and off + size > ends[sid]:
-                    rng = truncated.setdefault(sid, DamagedRange(
-                        sid, ends[sid], ends[sid], "truncated: snapshot entries reach past the "
-                                                   "end of its records"))
-                    rng.end = max(rng.end or 0, off + size)
-                if rng is None:
-                    continue  # an intact record (or what the log replaced later)
-            c = claims.setdefault(id(rng), {})
-            c[key] = max(c.get(key, -1), seq)
-    _check_deltas(medium, ends, report, used)
+        claim(snap.keys, snap.cols, "snapshot")
+    used_delta = _check_deltas(medium, ends, report, used)
+    if used_delta is not None:
+        claim(used_delta.res.keys, used_delta.res.cols, "index delta")
+    for sid, recs in hinted_records.items():
+        claim([k.decode("utf-8", "replace") for k in recs.key_bytes()],
+              (np.full(len(recs), sid), recs.offsets, recs.sizes, recs.seqs), "hint", missing_too=False)
     for rng, c in damaged:
         for key, seq in claims.get(id(rng), {}).items():
             c[key] = max(c.get(key, -1), seq)
@@ -391,11 +415,12 @@ def verify(medium: "Medium") -> Report:
 
 
 def _check_deltas(medium: "Medium", ends: dict[int, int], report: Report,
-                  used: str | None) -> None:
+                  used: str | None) -> "delta.Delta | None":
     """An index delta must verify (CRC, layout), and the delta of the snapshot an open uses
     (``used``) cover no more of its segment than its records reach.  One of another snapshot
     is stale (left by a crash before the next snapshot deleted it), noted only: an open
     ignores it.  Its entries point at records of the log, which the walk above checked."""
+    adopted = None  # the delta of the snapshot an open uses, as an open would take it
     for base in delta.list_bases(medium):
         name = delta.file_name(base)
         try:
@@ -413,11 +438,13 @@ def _check_deltas(medium: "Medium", ends: dict[int, int], report: Report,
             report.notes.append(f"{name}: not of the snapshot an open uses (left by a crash "
                                 f"before the next snapshot deleted it; an open ignores it)")
             continue
+        adopted = dl  # its entries name durable records, whether an open could still take it
         dseg, doff = dl.covered
         if ends.get(dseg, -1) < doff:
             report.bad_deltas.append(f"{name}: covers segment {dseg} up to offset {doff}, past "
                                      f"the end of its records at {ends.get(dseg)}")
     report.bad_snapshots.extend(report.bad_deltas)
+    return adopted
 
 
 def verify_path(path: str) -> Report:
