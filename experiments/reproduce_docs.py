@@ -24,18 +24,20 @@ from experiments.reproduce_format import md_table
 SUMMARY = "summary"
 
 
-def note(doc: dict[str, Any]) -> str:
-    """The line under a table: how to regenerate it, when, with which commands, where."""
+def note(doc: dict[str, Any], commands: bool = True) -> str:
+    """The line under a table: how to regenerate it, when, with which commands (or, where the
+    table is quoted in the README, where to find them), under which conditions."""
     flag = " --quick" if doc["quick"] else ""
     load = (f"load average {doc['loadavg_before'][0]:.2f} before, "
             f"{doc['loadavg_after'][0]:.2f} after")
-    return (f"`bench reproduce {doc['name']}{flag}` on {doc['started'][:10]}; commands: "
-            + "; ".join(f"`{c}`" for c in doc["commands"])
-            + f"; conditions: {doc['machine']}, {doc['cpus']} CPUs, {load}")
+    run = ("commands: " + "; ".join(f"`{c}`" for c in doc["commands"]) if commands
+           else f"its commands in [docs/results.md](docs/results.md#{markdown_blocks.anchor(doc['name'])})")
+    return (f"`bench reproduce {doc['name']}{flag}` on {doc['started'][:10]}; {run}; "
+            f"conditions: {doc['machine']}, {doc['cpus']} CPUs, {load}")
 
 
-def block(doc: dict[str, Any]) -> str:
-    return "\n".join(doc["table"]) + "\n\n" + note(doc)
+def block(doc: dict[str, Any], commands: bool = True) -> str:
+    return "\n".join(doc["table"]) + "\n\n" + note(doc, commands)
 
 
 def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None],
@@ -55,8 +57,9 @@ def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None]
     if markdown_blocks.update_file(docs, {exp.name: text}, say):
         say(f"reproduce: {exp.name}: block regenerated in {docs}")
     readme_text = markdown_blocks.read(readme) if readme else None
-    if readme_text and markdown_blocks.replace_block(readme_text, exp.name, text) is not None:
-        markdown_blocks.update_file(readme, {exp.name: text}, say)
+    short = block(doc, commands=False)  # the README stays a guide: the commands are in the docs
+    if readme_text and markdown_blocks.replace_block(readme_text, exp.name, short) is not None:
+        markdown_blocks.update_file(readme, {exp.name: short}, say)
         say(f"reproduce: {exp.name}: block regenerated in {readme}")
 
 
