@@ -279,6 +279,11 @@ class Backend(abc.ABC):
     options: ClassVar[Mapping[str, Option]] = {}
     #: whether data outlives ``close()`` (every real store; not ``memory``).
     persistent: ClassVar[bool] = True
+    #: what kind of store it is: ``file`` (files of its own format in a directory, on any
+    #: medium: local, ``nfs://``, ``hdfs://``), ``embedded`` (a library's files in a local
+    #: directory), ``server`` (a server the store talks to) or ``memory``; with ``path``, the
+    #: two directory kinds name their directory (:meth:`keeps_a_directory`)
+    kind: ClassVar[str] = "memory"
     #: the longest value the backend's format can carry; a longer one is refused by ``put`` and
     #: ``put_many`` with :class:`ValueTooLargeError` before anything is written (``sys.maxsize``:
     #: no limit of its own).
@@ -291,6 +296,13 @@ class Backend(abc.ABC):
         #: one token per public operation in flight (see the module docstring)
         self._inflight: list[None] = []
         self._close_lock = threading.Lock()
+
+    @classmethod
+    def keeps_a_directory(cls) -> bool:
+        """Whether the store keeps its data in a directory named by its ``path`` option (the
+        ``file`` and ``embedded`` kinds): callers give it a fresh or shared directory, servers
+        a namespace instead."""
+        return cls.kind in ("file", "embedded")
 
     # -- options --------------------------------------------------------------------------
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .base import Backend, BackendUnavailableError, UnknownBackendError
+from .base import Backend, BackendUnavailableError, CkptError, UnknownBackendError
 
 _BUILTIN: dict[str, str] = {
     "memory": "backends.memory:MemoryBackend",
@@ -39,9 +39,20 @@ def register(cls: type[Backend]) -> type[Backend]:
     return cls
 
 
-def backend_names() -> list[str]:
-    """Every registered backend name, in registration order."""
-    return list(_registry)
+def backend_names(kind: str | None = None) -> list[str]:
+    """Every registered backend name, in registration order; with ``kind``, those of that
+    :attr:`~.base.Backend.kind` among the ones that load here (a backend whose client library
+    is not installed is left out rather than fail the listing)."""
+    if kind is None:
+        return list(_registry)
+    out = []
+    for name in _registry:
+        try:
+            if backend_class(name).kind == kind:
+                out.append(name)
+        except CkptError:
+            continue
+    return out
 
 
 def backend_class(name: str) -> type[Backend]:

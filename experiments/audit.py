@@ -59,7 +59,6 @@ __all__ = ["AuditError", "AuditResult", "Model", "audit", "claim_of", "hazard_po
            "table", "validate", "value_of"]
 
 KINDS = ("power-loss", "sigkill")
-SERVER_BACKENDS = ("redis", "minio", "hbase")
 #: the mode a backend is audited in when none is given: the one that claims durability
 DEFAULT_DURABILITY = {"indexed_fs": "sync", "default_fs": "sync", "redis": "always",
                       "minio": "sync", "hbase": "wal", "rocksdb": "sync", "lmdb": "sync",
@@ -289,15 +288,15 @@ def validate(kind: str, backend: str, durability: str | None, rounds: int, threa
     cls = backend_class(backend)  # UnknownBackendError names the known ones
     if rounds < 1 or threads < 1:
         raise BadOptionError("--rounds and --threads must be at least 1")
-    if backend not in SERVER_BACKENDS and "path" not in cls.all_options():
-        raise BadOptionError(f"backend {backend!r} keeps no data on a file system; audit a file "
-                             f"backend or one of {', '.join(SERVER_BACKENDS)}")
+    if cls.kind == "memory":
+        raise BadOptionError(f"backend {backend!r} keeps no data on a file system; audit a file, "
+                             f"embedded or server backend")
     mode = durability or DEFAULT_DURABILITY.get(backend, cls.durability_modes[0])
     allowed = REDIS_POLICIES if backend == "redis" else cls.durability_modes
     if mode not in allowed:
         raise BadOptionError(f"--durability {mode!r} is not a mode of {backend}; choose one of "
                              f"{', '.join(allowed)}")
-    for bad in ("path", "durability") if backend not in SERVER_BACKENDS else ():
+    for bad in ("path", "durability") if cls.kind != "server" else ():
         if bad in options and not (bad == "path" and kind == "sigkill"):
             raise BadOptionError(f"--opt {bad}= is set by the audit (use --durability for the "
                                  f"mode); leave it out")
@@ -350,7 +349,7 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     model = Model()
     try:
         medium = Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
-        if backend in SERVER_BACKENDS:
+        if backend_class(backend).kind == "server":
             server = PrivateServer(backend, medium.root / "state", mode,
                                    hbase_root=hbase_root or "local",
                                    sync_gate=medium.fs.backing if medium.fs else None)

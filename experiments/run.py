@@ -41,7 +41,7 @@ PhaseObserver = Callable[[str, PhaseResult], None]
 def data_dir(backend: str, options: dict[str, Any]) -> Iterator[str | None]:
     """A fresh temporary ``path`` for file backends unless one was given; removed afterwards.
     Yields the store's path (``None`` for backends without one)."""
-    if "path" not in backend_class(backend).all_options():
+    if not backend_class(backend).keeps_a_directory():
         yield None
         return
     if options.get("path"):
@@ -75,7 +75,7 @@ def check(spec: RunSpec) -> None:
                         "--processes and --spark-master")
     if spec.processes < 1:
         raise SpecError(f"--processes must be >= 1 (got {spec.processes})")
-    if spec.skip_load and "path" in backend_class(spec.backend).all_options() \
+    if spec.skip_load and backend_class(spec.backend).keeps_a_directory() \
             and not spec.options.get("path"):
         raise SpecError("--skip-load needs the existing store's --opt path=DIR")
     if spec.spark_master is not None and spec.processes != 1:

@@ -122,7 +122,7 @@ def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
     """Options reaching ``backend`` from this machine: a temp dir, or the running server's."""
     from backends import backend_class
 
-    if "path" in backend_class(backend).all_options():
+    if backend_class(backend).keeps_a_directory():
         return {"path": f"{tmp}/{namespace}"}
     import services
 

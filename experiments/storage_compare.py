@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from backends import backend_names
 from backends.base import BadOptionError
 from experiments import crash
 from experiments.storage_media import Medium, cleanup, scratch
@@ -45,7 +46,6 @@ RECORD = 10  # bytes per Table 5.1 write
 SIZES = [10**5, 10**6]
 BIG_SIZES = [10**7, 10**8]
 THREADS = [1, 16]
-FS_BACKENDS = ["default_fs", "indexed_fs"]
 THESIS = ("thesis Table 5.1: random 10-byte writes are 1-2 orders of magnitude slower than "
           "sequential ones; on NFS the NVRAM filer hides the fsync cost.  Figs 4.1/4.5 (NFS): "
           "indexed FS 4.85x faster writes than default FS; ~2,100 vs ~700 ops/s.")
@@ -193,7 +193,7 @@ def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], secon
     rows = []
     for m in media:
         for threads in threads_list:
-            for backend in FS_BACKENDS:
+            for backend in backend_names(kind="file"):
                 row: dict[str, Any] = {
                     "section": "write-heavy", "medium": m.name, "kind": m.kind,
                     "backend": backend, "threads": threads, "durability": "sync",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.storage_compare import FS_BACKENDS
+from backends import backend_names
 
 
 def _fmt(v: float | None) -> str:
@@ -71,7 +71,7 @@ def table_lines(doc: dict[str, Any]) -> list[str]:
     for n in names:
         for t in doc["config"]["threads"]:
             cell, tp = {}, {}
-            for b in FS_BACKENDS:
+            for b in backend_names(kind="file"):
                 r = next((r for r in wh if r["medium"] == n and r["threads"] == t
                           and r["backend"] == b), None)
                 if r is None or r["skipped"]:

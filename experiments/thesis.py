@@ -18,11 +18,16 @@ import time
 import uuid
 from typing import Any, Callable
 
+from backends import backend_class
 from experiments import crash, plots, recovery, results, tables
 
-FS_BACKENDS = ["default_fs", "indexed_fs"]
-PERSISTENT_BACKENDS = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
-SERVER_BACKENDS = {"redis", "hbase", "minio"}
+#: the stores the thesis compares (its file stores first); what kind each is, its class says
+THESIS_STORES = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
+
+
+def _file_stores() -> list[str]:
+    """The thesis' stores that are files in a directory (the ones its file experiments run)."""
+    return [b for b in THESIS_STORES if backend_class(b).kind == "file"]
 
 THESIS = {
     "fig4.1": "thesis Fig 4.1 (NFS): default FS hardly passes 700 ops/s; indexed FS saturates "
@@ -47,7 +52,7 @@ def _say(text: str) -> None:
 def backend_options(backend: str) -> dict[str, Any]:
     """Options for a fresh, isolated store: servers get their own namespace (no server is
     started here: one that is down makes the backend *skipped*)."""
-    if backend in SERVER_BACKENDS:
+    if backend_class(backend).kind == "server":
         import services
 
         return services.client_options(backend, f"thesis{uuid.uuid4().hex[:8]}")
@@ -74,7 +79,7 @@ def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
 
     spec = core.preset("write-heavy")
     entries = []
-    for backend in FS_BACKENDS:
+    for backend in _file_stores():
         # the thesis raised YCSB client threads until saturation: service latency vs throughput
         points = sweep_points(backend, {}, spec, threads_list=[1, 2, 4, 8, 16, 32],
                               point_seconds=1.0 if quick else 3.0,
@@ -137,11 +142,11 @@ def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
 
     spec = ck.CheckpointSpec(rate=400, events=2000 if quick else 10_000, pes=1000)
     rows = []
-    for backend in PERSISTENT_BACKENDS:
+    for backend in THESIS_STORES:
         try:
             options = backend_options(backend)
             tmp = None
-            if backend in FS_BACKENDS:
+            if backend_class(backend).kind == "file":
                 tmp = tempfile.mkdtemp(prefix=f"ckptbench-fig45-{backend}-")
                 options["path"] = os.path.join(tmp, "store")
             try:
@@ -197,7 +202,7 @@ def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
     rate, queue = 5000.0, 1000
     events = 5000 if quick else 50_000
     rows = []
-    for backend in FS_BACKENDS:
+    for backend in _file_stores():
         for n in counts:
             tmp = tempfile.mkdtemp(prefix=f"ckptbench-fig47-{backend}-")
             try:
@@ -245,7 +250,7 @@ def table52(out_dir: str, quick: bool) -> dict[str, Any]:
             return json.load(fh)
 
     f41, f45, f47 = load("fig4.1"), load("fig4.5"), load("fig4.7")
-    rows: dict[str, dict[str, Any]] = {b: {"backend": b} for b in PERSISTENT_BACKENDS}
+    rows: dict[str, dict[str, Any]] = {b: {"backend": b} for b in THESIS_STORES}
     if f41:
         for b, t in f41.get("summary", {}).get("max_throughput_ops_sec", {}).items():
             rows[b]["max_write_heavy_ops_sec"] = t

@@ -142,7 +142,7 @@ def build(protocol: str = "none", backend: str | None = None,
         options = given
         if "path" in options:
             options["path"] = os.path.abspath(os.path.expanduser(str(options["path"])))
-        elif "path" in cls.all_options() and reg.uses_backend:
+        elif cls.keeps_a_directory() and reg.uses_backend:
             options["path"] = default_store_path(state_dir, job_id)
 
     offsets = tuple(sorted(_at_least("failAt", int(o), 0) for o in fail_at))

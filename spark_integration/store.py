@@ -33,7 +33,7 @@ _cached: dict[tuple, Backend] = {}
 
 
 def _is_path_backend(settings: Settings) -> bool:
-    return "path" in backend_class(settings.backend).all_options()
+    return backend_class(settings.backend).keeps_a_directory()
 
 
 def prefix(settings: Settings, owner: str) -> str:

@@ -18,6 +18,7 @@ import json
 import pytest
 
 from bench import cli
+from backends import backend_class
 from experiments import audit
 from services import lossyfs
 
@@ -49,7 +50,7 @@ def _power_cut_claims() -> list:
     for key, mode in sorted(audit.DURABLE):
         backend, _, root = key.partition("@")
         marks = list(needs_fuse)
-        if backend in audit.SERVER_BACKENDS:
+        if backend_class(backend).kind == "server":
             marks += [pytest.mark.server, pytest.mark.slow, getattr(pytest.mark, backend)]
             marks += [pytest.mark.hdfs] if root == "hdfs" else []
         params.append(pytest.param(backend, mode, root or None, CI_ROUNDS.get(key,
@@ -63,7 +64,7 @@ def _power_cut_claims() -> list:
 def test_every_power_cut_claim_holds(tmp_path, backend, durability, hbase_root, rounds):
     """Each mode whose claim is that a power cut loses nothing acknowledged loses nothing on
     the lossy file system (posix metadata, or the claim's stated model for HBase on HDFS)."""
-    if backend in audit.SERVER_BACKENDS:
+    if backend_class(backend).kind == "server":
         import services
 
         services.install(["hdfs", backend] if hbase_root == "hdfs" else [backend])

@@ -133,3 +133,17 @@ def test_a_default_outside_its_own_range_is_a_declaration_error():
 def test_type_errors_still_come_first_and_alone():
     message = bad("indexed_fs", segment_size="big")
     assert "segment_size='big' is not a valid int" in message
+
+
+def test_every_backend_says_what_kind_it_is_and_whether_it_keeps_a_directory():
+    """Callers ask the class (``kind``, ``keeps_a_directory``) instead of probing its options
+    or keeping lists of names: the two must agree for every registered backend."""
+    from backends import backend_class, backend_names
+
+    for name in backend_names():
+        cls = backend_class(name)
+        assert cls.kind in ("file", "embedded", "server", "memory"), name
+        assert cls.keeps_a_directory() == ("path" in cls.all_options()), name
+        assert (cls.kind == "memory") == (not cls.persistent), name
+    assert backend_names(kind="file") == ["default_fs", "indexed_fs"]
+    assert backend_names(kind="server") == ["redis", "hbase", "minio"]

@@ -32,7 +32,7 @@ def check_backend(backend: str, why: str = "so --processes > 1 cannot open it; u
     from backends import BadOptionError, backend_class
 
     cls = backend_class(backend)
-    if "path" in cls.all_options():
+    if cls.keeps_a_directory():
         raise BadOptionError(f"backend {backend!r} locks its data directory to one process, {why}")
     return "shared" if cls.persistent else "own"
 
@@ -47,7 +47,7 @@ def gil_note(backend: str, threads: int, processes: int) -> str | None:
     if threads <= 1 or processes > 1:
         return None
     cls = backend_class(backend)
-    if "path" in cls.all_options() or not cls.persistent:
+    if cls.kind != "server":
         return None
     return (f"{threads} client threads share one Python process (the GIL serializes them); "
             f"for more throughput from {backend}, spread them with --processes N")

@@ -97,6 +97,7 @@ def _file_name(key: str) -> str:
 
 class DefaultFSBackend(Backend):
     name = "default_fs"
+    kind = "file"
     durability_modes = ("sync", "none")
     options = {"path": Option(str, None, "data directory (created if missing)", nonempty=True)}
 

@@ -61,6 +61,7 @@ def _row_stop(prefix: bytes) -> bytes | None:
 
 class HBaseBackend(Backend):
     name = "hbase"
+    kind = "server"
     durability_modes = ("wal", "wal_hsync", "skip_wal")
     options = {
         "host": Option(str, "127.0.0.1", "HBase Thrift1 gateway host"),

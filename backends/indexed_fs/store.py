@@ -87,6 +87,7 @@ def _key_bytes(key: str) -> bytes:
 
 class IndexedFSBackend(Backend):
     name = "indexed_fs"
+    kind = "file"
     durability_modes = ("sync", "interval", "none")
     #: the record format's value bound (a rebuild treats a longer value length as damage)
     max_value_bytes = MAX_VALUE_LEN

@@ -65,6 +65,7 @@ def _typed(exc: Exception, what: str, path: str) -> Exception:
 
 class LMDBBackend(Backend):
     name = "lmdb"
+    kind = "embedded"
     durability_modes = ("sync", "none")
     max_value_bytes = MAX_VALUE_BYTES
     options = {

@@ -98,6 +98,7 @@ class EndpointOption(Option):
 
 class MinioBackend(Backend):
     name = "minio"
+    kind = "server"
     durability_modes = ("sync", "server")
     options = {
         "endpoint": EndpointOption(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),

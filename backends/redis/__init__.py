@@ -123,6 +123,7 @@ class _Wire:
 
 class RedisBackend(Backend):
     name = "redis"
+    kind = "server"
     durability_modes = ("server",)
     options = {
         "host": Option(str, "127.0.0.1", "Redis server host"),

@@ -60,6 +60,7 @@ def _typed(exc: Exception, what: str) -> Exception:
 
 class RocksDBBackend(Backend):
     name = "rocksdb"
+    kind = "embedded"
     durability_modes = ("sync", "none")
     max_value_bytes = MAX_VALUE_BYTES
     options = {

@@ -70,6 +70,7 @@ def _typed(exc: sqlite3.Error, what: str, path: str) -> Exception:
 
 class SQLiteBackend(Backend):
     name = "sqlite"
+    kind = "embedded"
     durability_modes = ("sync", "normal", "none")
     max_value_bytes = MAX_VALUE_BYTES
     options = {
