@@ -29,7 +29,7 @@ The ``bench`` package only parses, calls :mod:`experiments` and prints: this mod
 parser from each command family's ``*_cli`` module and runs the chosen command.  Errors are one
 line, ``bench: error: <message>``, exit code 2 for usage errors (unknown backend, bad option)
 and 1 for runtime errors (backend unavailable, ...).  Every command's output paths (``--json``,
-``--csv``, ``--plot``, ``--out``, ...) are checked before it starts (:func:`bench.args.check_outputs`).
+``--csv``, ``--plot``, ``--out``, ...) are checked before it starts (:func:`bench.outputs.check_outputs`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ from . import (
     verify_cli,
     ycsb_cli,
 )
-from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, Parser, UsageError, check_outputs
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, Parser, UsageError
+from .outputs import check_outputs
 
 
 def build_parser() -> Parser:

@@ -33,8 +33,9 @@ from workloads.core import WorkloadError
 from workloads.runner import ClientSettings
 
 from . import report
-from .args import (UsageError, add_backend_args, backend_options, check_output_file, config,
+from .args import (UsageError, add_backend_args, backend_options, config,
                    positive_float, progress)
+from .outputs import check_output_file
 from .run_cli import resolve_seed, say_gil, seed_told, write_results
 
 TEXT_EXPORTER = "site.ycsb.measurements.exporter.TextMeasurementsExporter"
@@ -135,7 +136,7 @@ def check_store(backend: str, phase: str, options: dict[str, Any]) -> None:
         raise UsageError(f"backend {backend!r} keeps nothing between invocations, so bench "
                          f"{phase} cannot work with it; use a persistent backend, or bench "
                          "ycsb-a ... / write-heavy, which load and run in one invocation")
-    if "path" in cls.all_options() and not options.get("path"):
+    if cls.keeps_a_directory() and not options.get("path"):
         raise UsageError(f"bench {phase} with {backend} needs the store's directory: "
                          "--opt path=DIR (the same for load and run)")
 

@@ -313,7 +313,7 @@ def test_every_output_option_is_checked():
     or one of the :data:`INPUT_FILES` it reads."""
     import argparse
 
-    from bench.args import OUTPUT_DIRS, OUTPUT_FILES
+    from bench.outputs import OUTPUT_DIRS, OUTPUT_FILES
     from bench.cli import build_parser
 
     parser = build_parser()
