@@ -13,9 +13,9 @@ it opens that directory, before it creates, locks or reads anything in it.  Inva
   the marker naming itself and opens it.  So an existing store still opens for its own backend,
   and gets its marker on the way.
 * The marker is written whole or not at all (the medium's ``write_atomic``: temporary file,
-  rename) and durably (file and directory synced) unless the store's durability mode is
-  ``none``, which promises nothing across a power cut; an empty marker, which such a cut can
-  leave, counts as none.  It goes through the store's medium, so it works the same on a local
+  rename) and durably (file and directory synced) in every durability mode: it is written once
+  per directory, and ``flush()`` promises every file of a store durable, ``none`` included; an
+  empty marker, which a crash of another kind of writer could leave, counts as none.  It goes through the store's medium, so it works the same on a local
   directory, ``nfs://`` and ``hdfs://``.
 
 Limits: the check and the write are not one atomic step, so two openers of different backends
@@ -61,12 +61,12 @@ SIGNATURES: dict[str, Callable[[set[str]], list[str]]] = {
 }
 
 
-def claim(backend: str, medium: Medium, durable: bool) -> None:
+def claim(backend: str, medium: Medium) -> None:
     """Refuse ``medium``'s directory unless it is ``backend``'s or nobody's, then mark it as
-    ``backend``'s (see the module docstring); ``durable``: sync the marker and the directory."""
+    ``backend``'s, durably (see the module docstring)."""
     with storage_errors(backend, medium.path):
         if check(backend, medium):
-            medium.write_atomic(MARKER, f"{backend}\n".encode(), sync=durable, tmp=MARKER + ".tmp")
+            medium.write_atomic(MARKER, f"{backend}\n".encode(), sync=True, tmp=MARKER + ".tmp")
 
 
 def check(backend: str, medium: Medium) -> bool:
@@ -93,10 +93,10 @@ def _refuse(backend: str, medium: Medium, owners: list[str], how: str) -> None:
         f"{backend} another --opt path=DIR")
 
 
-def claim_local_dir(backend: str, path: str | None, durable: bool) -> str:
+def claim_local_dir(backend: str, path: str | None) -> str:
     """A local ``path`` prepared as a data directory (created if missing, checked writable:
     :func:`~backends.media.local.prepare_dir`) and claimed for ``backend``; its absolute path.
     For the backends whose library opens the directory itself (rocksdb, lmdb, sqlite)."""
     medium = LocalMedium(path, backend)  # type: ignore[arg-type] # prepare_dir: None refused
-    claim(backend, medium, durable)
+    claim(backend, medium)
     return medium.root

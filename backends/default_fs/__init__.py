@@ -106,7 +106,7 @@ class DefaultFSBackend(Backend):
         self.medium = open_data_dir(self.name, self.config["path"])
         self.path = self.medium.root
         try:
-            claim(self.name, self.medium, durable=self.durability != "none")
+            claim(self.name, self.medium)
             self._lock = lock_dir(self.name, self.medium)
         except BaseException:
             self.medium.close()

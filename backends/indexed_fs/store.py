@@ -188,7 +188,7 @@ class IndexedFSBackend(Backend):
             damaged_segments=0, damaged_ranges=[], foreign_files=[], warnings=[],
         )
         try:
-            claim(self.name, self.medium, durable=self.durability != "none")
+            claim(self.name, self.medium)
             self._lockfile = lock_dir(self.name, self.medium)
         except BaseException:
             self.medium.close()

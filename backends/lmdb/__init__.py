@@ -78,7 +78,7 @@ class LMDBBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = claim_local_dir(self.name, self.config["path"], self.durability != "none")
+        self.path = claim_local_dir(self.name, self.config["path"])
         try:
             self._env = lmdb.open(self.path, map_size=self.config["map_size"],
                                   sync=self.durability == "sync", metasync=True,

@@ -71,7 +71,7 @@ class RocksDBBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = claim_local_dir(self.name, self.config["path"], self.durability != "none")
+        self.path = claim_local_dir(self.name, self.config["path"])
         opts = rocksdict.Options(raw_mode=True)
         opts.create_if_missing(True)
         if self.config["statistics"]:

@@ -79,7 +79,7 @@ class SQLiteBackend(Backend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.path = claim_local_dir(self.name, self.config["path"], self.durability != "none")
+        self.path = claim_local_dir(self.name, self.config["path"])
         self.file = os.path.join(self.path, FILE_NAME)
         self._lock = threading.Lock()  # one connection, shared by every thread
         try:
