@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict
 from typing import Any, Mapping
 
+from backends.media import is_remote_url
 from spark_integration.job import JobSpec, Metrics
 from spark_integration.protocols.registry import baseline_class, registration
 from spark_integration.runner import build_session, run_job
@@ -44,7 +45,7 @@ def disk_baseline(metrics: Metrics, settings: Settings) -> dict[str, Any]:
     sequentially beside the store (:mod:`.disk_baseline`), and the run's ratios to them; a
     backend without a local directory gets one line saying so."""
     path = str(settings.backend_options.get("path", ""))
-    if not path or "://" in path:
+    if not path or is_remote_url(path):
         where = "a server" if not path else "a remote medium"
         return {"DiskBaseline": f"n/a ({settings.backend or 'no backend'} keeps its data on {where}, "
                                 f"not in a local directory)"}

@@ -188,10 +188,9 @@ def _repaired(rec: bytearray, reach: int) -> bytearray | None:
         return 0 < klen and HEADER_SIZE + klen + vlen == len(r) and flags <= 1
 
     stored = int.from_bytes(rec[:4], "little")
-    body = crc(bytes(rec[4:]))
-    if sane(rec) and bin(stored ^ body).count("1") <= 8 and \
-            sum(((stored ^ body) >> (8 * i)) & 0xFF != 0 for i in range(4)) <= 1:
-        return rec  # only the stored CRC is damaged
+    diff = stored ^ crc(bytes(rec[4:]))
+    if sane(rec) and sum((diff >> (8 * i)) & 0xFF != 0 for i in range(4)) <= 1:
+        return rec  # only (one byte of) the stored CRC is damaged
     for i in range(4, min(reach, len(rec))):
         old = rec[i]
         for v in range(256):
@@ -242,7 +241,7 @@ def _walk(data: bytes, sid: int, newest: bool, report: Report,
             records_end = pos
             continue
         nxt = _resync(data, mv, pos)
-        if zeros_from(data[:nxt], pos):
+        if not np.frombuffer(data, np.uint8, nxt - pos, pos).any():  # zeros, read in place
             if nxt == end:
                 if pos < end:
                     report.notes.append(f"segment {sid}: {end - pos} bytes of reserved space "
@@ -306,13 +305,20 @@ def verify(medium: "Medium") -> Report:
     ends: dict[int, int] = {}  # segment id -> where its intact records end
     hinted = set(hint.list_ids(medium))
     hinted_records: dict[int, "segment.Records"] = {}  # for naming what damage cost
-    # the newest segment the store wrote (a foreign file may carry a higher id)
-    newest = next((sid for sid in reversed(ids) if not _foreign(medium.read_file(segs[sid][0]))), None)
+    # the newest segment the store wrote (a foreign file may carry a higher id); what is read
+    # to find it is kept for the walk below, so no segment is read twice
+    read_ahead: dict[int, bytes] = {}
+    newest = None
+    for sid in reversed(ids):
+        read_ahead[sid] = medium.read_file(segs[sid][0])
+        if not _foreign(read_ahead[sid]):
+            newest = sid
+            break
     for sid, names in segs.items():
         for other in names[1:]:
             report.notes.append(f"{other}: a second file named like segment {sid}; not the "
                                 f"store's (it reads {names[0]}), left alone")
-        data = medium.read_file(names[0])
+        data = read_ahead.pop(sid) if sid in read_ahead else medium.read_file(names[0])
         if _foreign(data):
             report.notes.append(f"{names[0]}: named like a segment, but holds no record of this "
                                 f"store (not one intact record, no record header at its start): "
