@@ -1,7 +1,7 @@
 """``bench advise``: parse, read (or run) a spark matrix, call the model, print.
 
 The model — Young's and Daly's checkpoint interval, expected overhead and recovery time — is
-:mod:`experiments.advise`; the matrix it reads is ``bench spark-matrix``'s JSON (``--from``), or a
+:mod:`experiments.spark.advise`; the matrix it reads is ``bench spark-matrix``'s JSON (``--from``), or a
 fresh quick matrix run here (indexed_fs, one injected failure so the restart cost is measured).
 """
 
@@ -27,7 +27,7 @@ def _typed(name: str, parse: Any) -> Any:
     """An argparse type whose error is the model's own one-line message (with the fix)."""
 
     def typed(text: str) -> Any:
-        from experiments.advise import AdviseError
+        from experiments.spark.advise import AdviseError
 
         try:
             return parse(text)
@@ -40,7 +40,7 @@ def _typed(name: str, parse: Any) -> Any:
 
 def _duration(flag: str) -> Any:
     def parse(text: str) -> float:
-        from experiments.advise import parse_duration
+        from experiments.spark.advise import parse_duration
 
         return parse_duration(text, flag)
 
@@ -48,7 +48,7 @@ def _duration(flag: str) -> Any:
 
 
 def _rate(text: str) -> float:
-    from experiments.advise import parse_rate
+    from experiments.spark.advise import parse_rate
 
     return parse_rate(text, "--rate")
 
@@ -92,7 +92,7 @@ def load_matrix(path: str) -> dict[str, Any]:
 
 def quick_matrix() -> dict[str, Any]:
     """A fresh quick matrix: every checkpointing protocol on indexed_fs, one failure injected."""
-    from experiments import spark_matrix
+    from experiments.spark import matrix as spark_matrix
     from spark_integration.job import JobSpec
     from spark_integration.protocols.registry import protocol_names
 
@@ -104,8 +104,8 @@ def quick_matrix() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments import advise
-    from experiments.plots import plot_advise
+    from experiments.spark import advise
+    from experiments.report.plots import plot_advise
 
     try:
         if args.source:
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     print(advise.format_table(doc))
     for line in advise.advise_lines(doc):
         print(line)
-    from experiments.results import ensure_parent, write_json
+    from experiments.core.results import ensure_parent, write_json
 
     ensure_parent(args.json)
     write_json(args.json, doc)

@@ -11,7 +11,7 @@ import tempfile
 from typing import Any, Callable, NoReturn
 
 from backends import CkptError, backend_class, backend_names, parse_kv
-from experiments.spec import Bar, ProgressFactory
+from experiments.core.spec import Bar, ProgressFactory
 from workloads import core, placement
 from workloads.runner import ClientSettings
 

@@ -1,5 +1,5 @@
 """``bench audit power-loss|sigkill``: cut the power (or SIGKILL) under a writing store and count
-acknowledged writes lost or wrong; the mechanism is :mod:`experiments.audit`.
+acknowledged writes lost or wrong; the mechanism is :mod:`experiments.audit.runner`.
 
 Prints ``[AUDIT], Rounds|Acknowledged|Lost|Wrong|Claim, ...`` (and Kind, Backend, Durability,
 HazardPoints, Verdict), one ``[AUDIT-FAILURE]`` line per failure (first 20), ``[NOTE]`` lines;
@@ -14,7 +14,8 @@ import sys
 from typing import Any
 
 from backends import parse_kv
-from experiments import audit, results
+from experiments.audit import runner as audit
+from experiments.core import results
 
 from . import report
 from .args import EXIT_RUNTIME

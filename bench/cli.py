@@ -40,7 +40,7 @@ import sys
 from typing import Sequence
 
 from backends import BadOptionError, CkptError, UnknownBackendError
-from experiments.spec import SpecError
+from experiments.core.spec import SpecError
 from workloads.core import WorkloadError
 
 from . import (

@@ -1,6 +1,6 @@
 """``bench compare``, ``bench sweep`` and ``bench report``: several runs, one table, one chart.
 
-The loops are :mod:`experiments.compare`; this module parses, prints the table (and one stderr
+The loops are :mod:`experiments.core.compare`; this module parses, prints the table (and one stderr
 line per backend or point as it finishes), and writes the JSON, CSV and chart.
 """
 
@@ -13,9 +13,11 @@ import sys
 from typing import Any
 
 from backends import parse_kv
-from experiments import compare as experiment
-from experiments import plots, results, tables
-from experiments.compare import Outcome
+from experiments.core import compare as experiment
+from experiments.report import plots
+from experiments.core import results
+from experiments.report import tables
+from experiments.core.compare import Outcome
 from workloads.core import PRESETS
 
 from .args import (

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from backends import open_backend, parse_kv
-from experiments import results
+from experiments.core import results
 
 from . import report
 from .args import UsageError, named
@@ -48,7 +48,7 @@ def _add_peer_parser(sub: Any) -> None:
 
 
 def cmd_peer(args: argparse.Namespace) -> int:
-    from experiments import peers as peer
+    from experiments.storage import peers as peer
 
     if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
         raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
@@ -81,16 +81,16 @@ def cmd_peer(args: argparse.Namespace) -> int:
 
 
 def _add_thesis_parser(sub: Any) -> None:
-    from experiments import thesis as experiments
+    from experiments.storage import thesis
 
     p = sub.add_parser("thesis", help="reproduce one of the S4 thesis' experiments",
                        description="Run one thesis experiment; writes results/<name>.json and "
                                    ".png and prints the thesis' figure beside ours.  table5.2 "
                                    "is built from the other experiments' JSON.")
-    p.add_argument("experiment", choices=list(experiments.EXPERIMENTS))
+    p.add_argument("experiment", choices=list(thesis.EXPERIMENTS))
     p.add_argument("--quick", action="store_true", help="smaller sizes (minutes, not tens)")
     p.add_argument("--out", default="results", metavar="DIR", help="output directory")
-    p.set_defaults(func=lambda args: (experiments.run(args.experiment, args.out, args.quick), 0)[1])
+    p.set_defaults(func=lambda args: (thesis.run(args.experiment, args.out, args.quick), 0)[1])
 
 
 DEFAULT_PLOT = "results/storage-compare.png"
@@ -162,9 +162,10 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def cmd_storage_compare(args: argparse.Namespace) -> int:
     from backends.base import CkptError
-    from experiments import plots, storage_media
-    from experiments import storage_compare as sc
-    from experiments.storage_compare_table import table_lines
+    from experiments.report import plots
+    from experiments.storage import media as storage_media
+    from experiments.storage import compare as sc
+    from experiments.storage.compare_table import table_lines
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -218,7 +219,7 @@ def _add_reproduce_parser(sub: Any) -> None:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from experiments import reproduce
+    from experiments.reproduce import run as reproduce
 
     names = reproduce.names()
     if args.list:

@@ -1,6 +1,6 @@
 """``bench checkmate`` and ``bench logio-stragglers``: the seed papers' protocol experiments.
 
-Each runs its experiment (:mod:`experiments.checkmate`, :mod:`experiments.stragglers`), writes the
+Each runs its experiment (:mod:`experiments.spark.checkmate`, :mod:`experiments.spark.stragglers`), writes the
 JSON document and the chart, prints the tables beside the paper's numbers and one ``[SECTION],
 Headline, ...`` line, and refreshes the generated block of its docs page (``docs/checkmate.md``,
 ``docs/logio.md``) when the page has the block's markers.
@@ -43,13 +43,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def _run(args: Any) -> int:
-    from experiments import markdown_blocks, plots
-    from experiments.results import write_json
+    from experiments.report import markdown_blocks
+    from experiments.report import plots
+    from experiments.core.results import write_json
 
     if args.experiment == "checkmate":
-        from experiments import checkmate as exp
+        from experiments.spark import checkmate as exp
     else:
-        from experiments import stragglers as exp
+        from experiments.spark import stragglers as exp
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say)
     write_json(args.json, doc)

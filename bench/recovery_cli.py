@@ -1,6 +1,6 @@
 """``bench recovery`` and ``bench checkpoint``: crash or close, reopen (timed), verify.
 
-The experiments are :mod:`experiments.recovery`; this module parses, calls and prints
+The experiments are :mod:`experiments.storage.recovery`; this module parses, calls and prints
 ``[RECOVERY]`` / ``[CHECKPOINT]`` lines (for a store that rebuilds an index on open, also how:
 snapshot used, segments taken from hint files, segments and records scanned), and exits 1 when a read-back found missing or corrupt
 values.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from experiments import recovery as experiment
-from experiments import results
+from experiments.storage import recovery as experiment
+from experiments.core import results
 from workloads import checkpoint as ck
 
 from . import report

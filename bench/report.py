@@ -1,4 +1,4 @@
-"""Results as YCSB's exporters write them (the JSON and CSV forms: :mod:`experiments.results`).
+"""Results as YCSB's exporters write them (the JSON and CSV forms: :mod:`experiments.core.results`).
 
 Every result is a list of ``(metric, measurement, value)`` rows, as YCSB's MeasurementsExporter
 receives them; :func:`text` writes them as YCSB's TextMeasurementsExporter (``[METRIC],
@@ -123,7 +123,7 @@ def checkpoint_lines(result: Any) -> list[str]:
 def recovery_lines(recovery: Any) -> list[str]:
     """``[RECOVERY]``: crash or clean close, lazy or eager read-back, the timed reopen (with
     several, their median and range), what was read back and what was missing or corrupt
-    (:class:`experiments.recovery.Recovery`).  The read-back's per-operation lines follow from
+    (:class:`experiments.storage.recovery.Recovery`).  The read-back's per-operation lines follow from
     the caller."""
     verified = recovery.verified
     return [
@@ -165,7 +165,7 @@ def print_errors(phase: PhaseResult, err: TextIO | None = None) -> None:
 def baseline_lines(baseline: Any) -> list[str]:
     """``[BASELINE]`` (the bare loop in Python) and ``[BASELINE-C]`` (in C, where built): each
     floor's throughput and runtime, and the run's throughput over it
-    (:class:`experiments.baselines.Baseline`)."""
+    (:class:`experiments.core.baselines.Baseline`)."""
     def floor(tag: str, f: Any) -> list[str]:
         return [f"[{tag}], Throughput(ops/sec), {_num(float(f.phase.throughput))}",
                 f"[{tag}], RunTime(ms), {int(round(f.phase.runtime_ms))}",

@@ -4,7 +4,7 @@ These are the one-invocation shorthands: they load and run (``bench load`` / ``b
 :mod:`bench.ycsb_cli`, are YCSB's two-invocation form).  The load phase is printed first under
 ``[LOAD-...]`` sections, then the run phase under YCSB's own sections; ``--baseline`` adds
 ``[BASELINE]``/``[BASELINE-C]``; ``--spark-master`` adds ``[OVERALL], Clients, N``.  The run
-itself is :func:`experiments.run.run`.
+itself is :func:`experiments.core.run.run`.
 
 Seeds are random unless ``--seed`` is given, as in YCSB; the seed used is printed on stderr and
 recorded in the JSON, so any run can be replayed.
@@ -18,10 +18,10 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from experiments import results
-from experiments import run as run_experiment
-from experiments.run import PhaseObserver
-from experiments.spec import RunResult, RunSpec
+from experiments.core import results
+from experiments.core import run as run_experiment
+from experiments.core.run import PhaseObserver
+from experiments.core.spec import RunResult, RunSpec
 from workloads import parallel
 from workloads.core import PRESETS
 from workloads.runner import PhaseResult

@@ -138,7 +138,7 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments import spark_job
+    from experiments.spark import job as spark_job
 
     try:
         check_protocol(args)

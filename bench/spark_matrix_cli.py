@@ -1,7 +1,7 @@
 """``bench spark-matrix``: parse, check names against the registries, run, print.
 
 The method (warm-up rounds, interleaved rounds in a rotated order, medians and their spread, the
-work each row did) is :mod:`experiments.spark_matrix`'s; this module only parses, calls and
+work each row did) is :mod:`experiments.spark.matrix`'s; this module only parses, calls and
 prints.  Output goes to ``results/`` unless ``--json``/``--png`` say otherwise.
 """
 
@@ -32,7 +32,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from experiments.spark_matrix import DEFAULT_JSON, DEFAULT_PNG, WARMUP_ROUNDS
+    from experiments.spark.matrix import DEFAULT_JSON, DEFAULT_PNG, WARMUP_ROUNDS
 
     p = subparsers.add_parser("spark-matrix", help="run Spark protocols x backends in rounds and plot them",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -87,8 +87,8 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments import spark_matrix
-    from experiments.plots import plot_recovery_phases, plot_spark_matrix
+    from experiments.spark import matrix as spark_matrix
+    from experiments.report.plots import plot_recovery_phases, plot_spark_matrix
 
     try:
         protocols, backends = check(args)

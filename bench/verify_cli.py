@@ -16,7 +16,7 @@ from typing import Any
 
 from backends import parse_kv
 from backends.base import CkptError
-from experiments import results
+from experiments.core import results
 
 from . import report
 from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError

@@ -26,8 +26,8 @@ import sys
 from typing import Any
 
 from backends import backend_class
-from experiments import run as run_experiment
-from experiments.spec import RunSpec
+from experiments.core import run as run_experiment
+from experiments.core.spec import RunSpec
 from workloads import properties
 from workloads.core import WorkloadError
 from workloads.runner import ClientSettings

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from bench.cli import main
-from experiments.advise import (AdviseError, advise, advise_row, overhead, parse_duration, parse_rate,
+from experiments.spark.advise import (AdviseError, advise, advise_row, overhead, parse_duration, parse_rate,
                                 recovery_time, rto_interval, young_interval)
 
 
@@ -107,7 +107,7 @@ def test_cli_bad_input_is_one_line(tmp_path, capsys):
 
 
 def test_per_event_cost_is_the_slowdown_left_after_the_checkpoints():
-    from experiments.advise import per_event_cost
+    from experiments.spark.advise import per_event_cost
 
     # 0.5x none: 1.0 more time per event; 3 of 4 checkpoints in the measured 750k events, 50 ms
     # each at none's 1,000,000 events/s take 0.2 of it; 0.8 is per-event work
@@ -127,7 +127,7 @@ def test_per_event_cost_is_the_slowdown_left_after_the_checkpoints():
 
 
 def test_per_event_cost_takes_the_injected_failures_recovery_out():
-    from experiments.advise import per_event_cost
+    from experiments.spark.advise import per_event_cost
 
     # 0.5x none: 1.0 more time per event over 750k events at 1M/s = 0.75 s; checkpoints 0.15 s,
     # its recovery 0.3 s less none's 0.15 s: 0.3 s explained, 0.45 s (0.6 of none's time) per event

@@ -2,7 +2,7 @@
 durability, one of a mode that does not (the audit must see its loss), and the command's output
 and bad input.
 
-The durable modes are enumerated from the audit's own claim table (:data:`experiments.audit.
+The durable modes are enumerated from the audit's own claim table (:data:`experiments.audit.runner.
 DURABLE`), so a mode that claims to survive a power cut is audited here as soon as it is claimed,
 and the claim's text, the table and the backends' declared modes are checked against each other.
 
@@ -19,7 +19,7 @@ import pytest
 
 from bench import cli
 from backends import backend_class
-from experiments import audit
+from experiments.audit import runner as audit
 from services import lossyfs
 
 NO_MOUNT = lossyfs.ensure_available(log=lambda _msg: None)
@@ -156,7 +156,7 @@ def test_a_store_that_does_not_open_stops_the_audit_at_once(tmp_path):
     """The writer child's open fails: the audit says why in one line, without waiting for it."""
     import time
 
-    from experiments.audit_writer import WriterError
+    from experiments.audit.writer import WriterError
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

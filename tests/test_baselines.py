@@ -1,10 +1,10 @@
-"""The bare append+fdatasync floors of ``--baseline`` (experiments.baselines)."""
+"""The bare append+fdatasync floors of ``--baseline`` (experiments.core.baselines)."""
 
 from __future__ import annotations
 
 import os
 
-from experiments import baselines
+from experiments.core import baselines
 
 
 def test_fsync_baseline(tmp_path):

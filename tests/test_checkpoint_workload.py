@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends import open_backend
-from experiments import recovery
+from experiments.storage import recovery
 from workloads import checkpoint as ck
 from workloads.core import WorkloadError
 

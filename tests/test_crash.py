@@ -1,6 +1,6 @@
 """Crash safety of indexed_fs and the peer stores (rocksdb, lmdb, sqlite) with real SIGKILLs.
 
-These are ``bench audit sigkill`` runs (:func:`experiments.audit.audit`, the one mechanism): a
+These are ``bench audit sigkill`` runs (:func:`experiments.audit.runner.audit`, the one mechanism): a
 writer child process puts and deletes with durability=sync and reports every write before it
 starts and once it is acknowledged; it is killed at a random moment or ends at one of the store's
 fail points; the directory is reopened and every acknowledged write must be there with its exact
@@ -25,7 +25,7 @@ import pytest
 
 from backends.indexed_fs import verify
 from backends.media import open_medium
-from experiments import audit
+from experiments.audit import runner as audit
 
 ROUNDS = 24
 PEER_ROUNDS = 5

@@ -21,7 +21,7 @@ from backends import open_backend
 from backends.base import BackendUnavailableError, BadOptionError
 from backends.media import open_medium
 from bench import cli
-from experiments import crash
+from experiments.storage import crash
 
 pytestmark = [pytest.mark.server, pytest.mark.hdfs]
 

@@ -7,7 +7,7 @@ Layers, bottom up: ``backends`` and ``services`` -> ``workloads`` and ``spark_in
 * ``backends`` imports nothing of the project above it, and ``services`` only ``backends``;
 * no two files import each other, directly or around a longer circle;
 * ``workloads`` uses the backend interface, never one backend's own modules;
-* nothing below ``experiments`` draws charts (matplotlib lives in ``experiments/plots.py``);
+* nothing below ``experiments`` draws charts (matplotlib lives in ``experiments/report/plots.py``);
 * the CLI stays thin: every ``bench/*.py`` is at most 400 lines.
 
 Imports under ``if TYPE_CHECKING:`` are left out: they never run.
@@ -25,6 +25,8 @@ LAYER = {"backends": 0, "services": 0, "workloads": 1, "spark_integration": 1,
          "experiments": 2, "bench": 3}
 #: packages a package of the same layer may still import (same floor, one direction)
 SAME_FLOOR = {"services": {"backends"}, "spark_integration": {"workloads"}}
+#: the families of ``experiments``, bottom up (same number: neither imports the other)
+EXPERIMENT_FLOORS = {"core": 0, "audit": 1, "spark": 1, "report": 2, "storage": 3, "reproduce": 4}
 #: the backends' own packages (their internals are nobody's business above backends)
 BACKEND_PACKAGES = {p.name for p in (ROOT / "backends").iterdir()
                     if (p / "__init__.py").exists() and p.name != "media"}
@@ -121,9 +123,9 @@ def _top(module: str) -> str:
 
 def test_the_graph_sees_the_house():
     """The checker itself: it finds the imports it is meant to judge."""
-    assert "experiments.run" in GRAPH["bench.run_cli"]
+    assert "experiments.core.run" in GRAPH["bench.run_cli"]
     assert "backends.base" in GRAPH["backends.registry"] or "backends.base" in GRAPH["backends"]
-    assert "workloads.runner" in GRAPH["experiments.run"]
+    assert "workloads.runner" in GRAPH["experiments.core.run"]
 
 
 def test_no_import_runs_up_a_layer():
@@ -175,6 +177,35 @@ def test_no_import_circles():
         if v not in index:
             visit(v)
     assert circles == []
+
+
+def _family(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "experiments" and len(parts) > 2 else None
+
+
+def test_experiment_families_import_only_downward():
+    upward = []
+    for module, targets in GRAPH.items():
+        mine = _family(module)
+        if _top(module) != "experiments":
+            continue
+        for target in targets:
+            theirs = _family(target)
+            if _top(target) != "experiments" or theirs == mine:
+                continue
+            if mine is None or theirs is None or (
+                    EXPERIMENT_FLOORS[theirs] >= EXPERIMENT_FLOORS[mine]):
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_experiments_keep_their_files_in_families():
+    top = sorted(p.name for p in (ROOT / "experiments").glob("*.py"))
+    families = sorted(p.name for p in (ROOT / "experiments").iterdir()
+                      if (p / "__init__.py").exists())
+    assert len(top) <= 8, top
+    assert families == sorted(EXPERIMENT_FLOORS)
 
 
 def test_workloads_use_the_interface_not_a_backends_internals():

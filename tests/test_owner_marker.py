@@ -153,7 +153,7 @@ def test_the_marker_goes_through_the_medium(medium):
 def test_compare_gives_each_backend_its_own_directory_of_a_shared_path():
     """``bench compare``/``sweep --backends a,b --opt path=DIR``: one store directory belongs to
     one backend, so each gets ``DIR/<backend>`` (a URL's query string stays at its end)."""
-    from experiments.compare import options_for
+    from experiments.core.compare import options_for
 
     assert options_for("indexed_fs", {"path": "/d/"}, shared=True)["path"] == "/d/indexed_fs"
     assert options_for("default_fs", {"path": "nfs://h/e/d?version=3"}, shared=True)["path"] == \

@@ -35,7 +35,7 @@ def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
     assert len(doc["round_ratios"]) == 3 and doc["ratio"] in doc["round_ratios"]
     assert float(lines["[PEER], Ratio"]) == pytest.approx(doc["ratio"])
     # both clients ran under one placement, and the server got its CPUs back afterwards
-    from experiments.peers import redis_server_pid
+    from experiments.storage.peers import redis_server_pid
 
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) > 1:
@@ -52,7 +52,7 @@ def test_peer_prints_both_throughputs_and_their_ratio(tmp_path):
 def test_peer_ratio_from_known_throughputs():
     """Each of our rounds against the mean of the peer runs before and after it; the median
     round decides, so one disturbed round does not."""
-    from experiments.peers import PeerResult
+    from experiments.storage.peers import PeerResult
 
     r = PeerResult(peer_throughput=[100.0, 300.0, 200.0, 200.0], ours_rounds=[100.0, 500.0, 50.0])
     assert r.ratios == [0.5, 2.0, 0.25]
@@ -68,7 +68,7 @@ def test_peer_with_no_server_is_one_clear_error():
 
 
 def test_placement_pins_a_local_server_apart_from_its_clients_or_leaves_both_alone():
-    from experiments.peers import placement
+    from experiments.storage.peers import placement
 
     cpus = sorted(os.sched_getaffinity(0))
     me = os.getpid()  # any live local process stands in for the server here

@@ -11,8 +11,10 @@ import sys
 
 import pytest
 
-from experiments import markdown_blocks, reproduce
-from experiments.reproduce import Experiment, Step
+from experiments.report import markdown_blocks
+
+from experiments.reproduce import run as reproduce
+from experiments.reproduce.run import Experiment, Step
 
 DOCS = """# Results
 
@@ -185,7 +187,7 @@ def test_harness_writes_its_json_and_regenerates_exactly_its_block(tmp_path):
 def test_the_summary_keeps_the_rows_of_experiments_not_run_here(tmp_path):
     """results/ is not committed: an experiment without a document on this machine keeps the
     summary row an earlier run wrote; one with a document gets its headline anew, in order."""
-    from experiments import reproduce_docs
+    from experiments.reproduce import docs as reproduce_docs
 
     docs, readme = _fixture(tmp_path)
     old_row = "| [store-reopen](docs/results.md#store-reopen) | an earlier headline | 2026-01-01 |"

@@ -7,8 +7,8 @@ import argparse
 import json
 
 from bench.spark_matrix_cli import add_parser, run
-from experiments.plots import plot_spark_matrix as plot
-from experiments.spark_matrix import (MISSING, format_table, plan_for, round_order, summarize,
+from experiments.report.plots import plot_spark_matrix as plot
+from experiments.spark.matrix import (MISSING, format_table, plan_for, round_order, summarize,
                                       summary_lines, write_json)
 from spark_integration.job import JobSpec
 

@@ -1,4 +1,4 @@
-"""``experiments.spark_session``: what lives exactly as long as an experiment's session (pure
+"""``experiments.spark.session``: what lives exactly as long as an experiment's session (pure
 logic: a stand-in session records what was done to it; the real sessions are in test_spark)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from experiments import spark_session
+from experiments.spark import session as spark_session
 
 
 class FakeSession:

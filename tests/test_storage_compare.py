@@ -14,7 +14,7 @@ from conftest import nfs_dir
 
 from backends.base import BadOptionError
 from bench import cli
-from experiments import storage_media
+from experiments.storage import media as storage_media
 
 QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2",
          "--seconds", "3", "--recovery-keys", "300", "--rpc-ops", "5"]
@@ -85,7 +85,7 @@ def test_hdfs_rows_small_writes_recovery_and_round_trips():
     skipped with why, recovery rebuilds from HDFS, round trips are counted per operation."""
     from conftest import hdfs_dir
 
-    from experiments import storage_compare as sc
+    from experiments.storage import compare as sc
 
     url = hdfs_dir("sc")
     media = storage_media.parse_media(f"hdfs:{url}")

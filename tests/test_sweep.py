@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments import compare
+from experiments.core import compare
 from workloads import core
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,7 +189,7 @@ def test_sweep_rounds_interleave_and_print_median_ratios(tmp_path):
 
 
 def test_sweep_ratios_from_known_throughputs():
-    from experiments import results
+    from experiments.core import results
 
     def entry(rnd, backend, threads, tput):
         return {"round": rnd, "backend": backend, "params": {"threads": threads},

@@ -9,7 +9,7 @@ is damage, and a check that reported it would invite a wrong repair.  Two kinds 
 * the writer of :mod:`test_indexed_fs_failpoints` ended at every ``indexed_fs`` fail point
   (compaction and delta steps among them);
 * SIGKILLs at random instants of an audit writer with small segments and background compaction
-  (:func:`experiments.audit.audit`), each directory verified before the check reopens it.
+  (:func:`experiments.audit.runner.audit`), each directory verified before the check reopens it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from backends import failpoints
 from backends.indexed_fs import store as _store  # noqa: F401  (declares the points)
 from backends.indexed_fs.verify import verify_path
-from experiments import audit
+from experiments.audit import runner as audit
 from test_indexed_fs_failpoints import CHILD, HIT, ROOT
 
 POINTS = sorted(n for n in failpoints.DECLARED if n.startswith("indexed_fs."))

@@ -13,7 +13,7 @@ What was durably written last for each PE is known exactly: the SafeKeeper write
 :class:`_TrackingStore` that remembers each key's last acknowledged value.  Recovery (lazy: one
 ``get`` per PE in the order the PEs were first used; eager: ``get_many`` prefetch in batches)
 compares what it reads with that (:func:`workloads.runner.verify`); the crash and the recovery
-are driven by :mod:`experiments.recovery`.
+are driven by :mod:`experiments.storage.recovery`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ In this job the senders are the stateless source partitions: they never checkpoi
 nothing, so their piggybacks stay HMNR's initial values and no message can close a Z-cycle — the
 rule never fires (``ForcedCheckpoints, 0``), as HMNR promises on an acyclic topology; what CIC
 costs here is the bytes on every message.  A topology with cycles (instances that message each
-other) is where forced checkpoints appear (see ``experiments/checkmate.py``'s cyclic query).
+other) is where forced checkpoints appear (see ``experiments/spark/checkmate.py``'s cyclic query).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ The method, for a shared machine and a JVM that keeps getting faster:
   one place per round (:func:`round_order`), so no row always comes first, and a slow minute of
   the machine hits every row of a round alike.
 * **Medians and spread.**  A row reports the median of its rounds and their range
-  (:func:`experiments.compare.median_spread`); its ratio to a reference (``none``, every baseline)
+  (:func:`experiments.core.compare.median_spread`); its ratio to a reference (``none``, every baseline)
   is computed *within* each round — the reference and the row ran minutes apart at most — and the
   median of those per-round ratios is reported.  The same holds for every ``[SPARK]`` line in a
   row's ``metrics`` (:func:`median_metrics`): the recovery phases (``Recovery.*``, which the
@@ -35,7 +35,7 @@ backends get a fresh temporary directory per run; server backends (redis, hbase,
 started/located through :mod:`services` and get their own namespace per run (plus the job's own
 ``<jobId>/<owner>/`` key prefix).  With ``--fail-at`` every run that takes injected failures gets
 them, so its throughput includes the recovery.  The chart is
-:func:`experiments.plots.plot_spark_matrix`.
+:func:`experiments.report.plots.plot_spark_matrix`.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ from spark_integration.queries import query
 from spark_integration.runner import run_job
 from spark_integration.state_size import parse_state_size
 
-from . import results
-from .compare import median_spread
-from .spark_session import spark_session
+from experiments.core import results
+from experiments.core.compare import median_spread
+from experiments.spark.session import spark_session
 
 SCHEMA = "ckptbench.spark-matrix/2"
 #: the protocol every run is compared with: no checkpoints at all

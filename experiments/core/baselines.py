@@ -33,8 +33,8 @@ from workloads.core import ValueSource
 from workloads.measure import Measurements, Recorder
 from workloads.runner import PhaseResult, watch
 
-from . import results
-from .spec import ProgressFactory, no_progress
+from experiments.core import results
+from experiments.core.spec import ProgressFactory, no_progress
 
 
 def fsync_baseline(directory: str, *, operations: int, value_size: int, seed: int = 0,

@@ -4,7 +4,7 @@ Two experiments share this shape:
 
 * :func:`recovery` (``bench recovery``): ``records`` keys with values derived from key and seed,
   so the read-back needs no copy of them; after a clean close, or after the loading process was
-  SIGKILLed (:mod:`experiments.crash`), the reopen is timed and every key is verified.
+  SIGKILLed (:mod:`experiments.storage.crash`), the reopen is timed and every key is verified.
 * :func:`checkpoint` (``bench checkpoint``): the S4 word-count checkpoint workload through the
   SafeKeeper; with ``crash_recover`` it runs in a child that is SIGKILLed once the queue drained,
   then every PE's state is read back in first-use order and compared with its last acknowledged
@@ -30,9 +30,9 @@ from workloads import checkpoint as ck
 from workloads import core, runner
 from workloads.runner import PhaseResult, VerifyResult
 
-from . import crash
-from .run import data_dir
-from .spec import ProgressFactory, SpecError, no_progress
+from experiments.storage import crash
+from experiments.core.run import data_dir
+from experiments.core.spec import ProgressFactory, SpecError, no_progress
 
 
 @dataclass
@@ -91,7 +91,7 @@ def _open_timed(backend: str, options: dict[str, Any]) -> float:
 
 def timed_reopens(backend: str, options: dict[str, Any], n: int) -> list[float]:
     """The time of ``n`` reopens of the store, each in a fresh process killed with the store
-    open (:func:`experiments.crash.run_then_kill`)."""
+    open (:func:`experiments.storage.crash.run_then_kill`)."""
     return [crash.run_then_kill(_open_timed, backend, options,
                                 what=f"timed reopen {i + 1} of {backend}") for i in range(n)]
 

@@ -6,7 +6,7 @@ process that opens a store, writes, reports what it acknowledged, and then dies 
 the store, so no index snapshot, no clean unlock and no final flush happen.  :func:`run_then_kill`
 is that mechanism for every experiment that kills *after* the work returned.  Killing *during*
 the work, at random instants or at fail points, and checking every acknowledged write afterwards
-is :mod:`experiments.audit` (``bench audit``, the crash tests), which also cuts the power.
+is :mod:`experiments.audit.runner` (``bench audit``, the crash tests), which also cuts the power.
 
 Why a spawned child rather than a forked one: the parent may already hold client libraries'
 threads (nfs-rs, redis pools, the store's sync thread), which do not survive a fork.  Why SIGKILL:

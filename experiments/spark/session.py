@@ -1,7 +1,7 @@
 """The local SparkSession an experiment runs its jobs on, and what lives exactly as long as it.
 
 :func:`spark_session` starts a session whose Spark conf suits the protocols it will run (a
-baseline's own conf included, :func:`experiments.spark_job.session_conf`), quiets Spark's log to
+baseline's own conf included, :func:`experiments.spark.job.session_conf`), quiets Spark's log to
 errors and stops the session however the block ends, so a failed experiment leaves no JVM behind.
 
 :func:`spark_run` adds what an experiment of many runs shares: a temporary directory for the
@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 
 from spark_integration.runner import build_session
 
-from .spark_job import session_conf
+from experiments.spark.job import session_conf
 
 
 @contextmanager

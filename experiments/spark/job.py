@@ -17,7 +17,7 @@ from spark_integration.protocols.registry import baseline_class, registration
 from spark_integration.runner import build_session, run_job
 from spark_integration.settings import Settings
 
-from . import disk_baseline as disk_baseline_mod
+from experiments.spark import disk_baseline as disk_baseline_mod
 
 
 def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """``bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2``: the S4 thesis' experiments, one command
 each.  This module only orchestrates: workloads come from :mod:`workloads`, tables from
-:mod:`experiments.tables` or printed here, charts from :mod:`experiments.plots` (drawn from the
+:mod:`experiments.report.tables` or printed here, charts from :mod:`experiments.report.plots` (drawn from the
 same document that is written, so a saved result re-plots identically).  Each experiment writes
 ``<out>/<name>.json`` and ``<out>/<name>.png`` and prints the thesis' figure beside ours.
 Backends that cannot open (server down, client package missing) are listed as skipped with the
@@ -19,7 +19,11 @@ import uuid
 from typing import Any, Callable
 
 from backends import backend_class
-from experiments import crash, plots, recovery, results, tables
+from experiments.storage import crash
+from experiments.report import plots
+from experiments.storage import recovery
+from experiments.core import results
+from experiments.report import tables
 
 #: the stores the thesis compares (its file stores first); what kind each is, its class says
 THESIS_STORES = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
@@ -74,7 +78,7 @@ def _write(out_dir: str, name: str, doc: dict[str, Any]) -> str:
 def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
     """Sweep write-heavy (90 % update, 1 KB, 1,000 PEs) over default_fs, indexed_fs, raising
     client threads 1..32 until throughput stops growing."""
-    from experiments.compare import sweep_points
+    from experiments.core.compare import sweep_points
     from workloads import core
 
     spec = core.preset("write-heavy")

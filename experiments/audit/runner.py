@@ -3,7 +3,7 @@ it acknowledged.  ``bench audit power-loss|sigkill`` and the crash tests all run
 
 One round:
 
-1. A **writer** child process (:mod:`experiments.audit_writer`) opens the store and
+1. A **writer** child process (:mod:`experiments.audit.writer`) opens the store and
    runs ``threads`` writer threads, each on its own keys (so a key has at most one write in
    flight), overwriting them with values of varying length and now and then deleting one.  Each
    operation is announced on stdout before it starts (``S ...``) and once it returned (``A ...``);
@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from backends import BadOptionError, CkptError, backend_class, failpoints, open_backend
-from experiments.audit_env import Medium, PrivateServer
-from experiments.audit_writer import Model, Writer, value_of
+from experiments.audit.env import Medium, PrivateServer
+from experiments.audit.writer import Model, Writer, value_of
 
 __all__ = ["AuditError", "AuditResult", "Model", "audit", "claim_of", "hazard_points", "headline",
            "table", "validate", "value_of"]

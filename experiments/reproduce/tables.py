@@ -4,8 +4,8 @@ headline each.
 ``store-write``, ``store-scaling``, ``store-reopen``, ``harness``, ``checkpoint-drops``, the
 backends side by side (``backends``, ``embedded-peers``) and the Redis client beside its peer
 tool (``peer-redis``); the tables of the experiments that reproduce the source papers are
-:mod:`experiments.reproduce_paper_tables`.  Every function here reads only the JSON documents the
-experiment's ``bench`` commands wrote (keyed by the step label of :mod:`experiments.reproduce`),
+:mod:`experiments.reproduce.paper_tables`.  Every function here reads only the JSON documents the
+experiment's ``bench`` commands wrote (keyed by the step label of :mod:`experiments.reproduce.run`),
 so ``docs/results.md`` and the README summary can be rebuilt from ``results/*.json`` at any time,
 and a figure in the docs is always one a command really printed into its document.  A document
 missing a field raises: the caller reports the experiment as failed rather than publishing a
@@ -17,8 +17,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from experiments.reproduce_format import md_table, num, target, times
-from experiments.results import run_operations, sweep_ratios
+from experiments.report.format import md_table, num, target, times
+from experiments.core.results import run_operations, sweep_ratios
 
 Runs = dict[str, dict[str, Any]]
 
@@ -110,7 +110,7 @@ def store_scaling(runs: Runs) -> list[str]:
 
 def store_scaling_headline(runs: Runs) -> str:
     """The first backend's scaling and the backends' ratio at the most threads, per placement
-    (:func:`experiments.results.sweep_ratios` lists them first and last)."""
+    (:func:`experiments.core.results.sweep_ratios` lists them first and last)."""
     parts = []
     for doc in runs.values():
         ratios = doc.get("ratios") or sweep_ratios(doc)

@@ -1,7 +1,7 @@
 """One workload run: open the store, load, run (optionally bracketed by baselines), close.
 
-:func:`run` takes a :class:`~experiments.spec.RunSpec` and returns a
-:class:`~experiments.spec.RunResult`.  The clients run as threads of this process, as
+:func:`run` takes a :class:`~experiments.core.spec.RunSpec` and returns a
+:class:`~experiments.core.spec.RunResult`.  The clients run as threads of this process, as
 ``--processes`` child processes (:mod:`workloads.parallel`) or as Spark tasks
 (:mod:`workloads.spark_clients`); the result has the same shape either way, so every run writes
 the same JSON.  ``on_phase(name, phase)`` is called as each phase ends, so the caller can print
@@ -31,8 +31,8 @@ from workloads import core, runner
 from workloads.runner import PhaseResult
 from workloads.status import HdrLogs
 
-from . import results
-from .spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
+from experiments.core import results
+from experiments.core.spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
 
 PhaseObserver = Callable[[str, PhaseResult], None]
 
@@ -146,10 +146,10 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                 return RunResult(spec, phases, store.stats())
             clients = _run_clients(spec)
             before = None
-            if spec.baseline:  # the first half of the bracket (see experiments.baselines)
+            if spec.baseline:  # the first half of the bracket (see experiments.core.baselines)
                 # imported here: only --baseline needs indexed_fs's committer, and every
                 # bench invocation would otherwise pay for importing the store
-                from . import baselines
+                from experiments.core import baselines
 
                 before = baselines.leg(path, operations=(clients.operations or 2000) // 2,
                                        value_size=spec.workload.value_size,

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 from workloads.core import WorkloadSpec
 from workloads.runner import ClientSettings, PhaseResult
 
-from . import results
+from experiments.core import results
 
 
 class SpecError(ValueError):
@@ -75,7 +75,7 @@ class RunSpec:
     #: write one HdrHistogram interval log per measurement, ``<hdr_prefix><NAME>.hdr``
     #: (YCSB's ``hdrhistogram.fileoutput`` with ``hdrhistogram.output.path``)
     hdr_prefix: str | None = None
-    #: bracket the run with bare append+fdatasync loops (:mod:`experiments.baselines`)
+    #: bracket the run with bare append+fdatasync loops (:mod:`experiments.core.baselines`)
     baseline: bool = False
     #: seconds between status lines on stderr (YCSB's ``-s``)
     status_interval: float | None = None
@@ -93,7 +93,7 @@ class RunResult:
     #: JSON sections an experiment adds to the document (``spark``, ``clients``, ...)
     extra: dict[str, Any] = field(default_factory=dict)
     #: the bare-loop floors around the run, with ``spec.baseline``
-    #: (:class:`experiments.baselines.Baseline`)
+    #: (:class:`experiments.core.baselines.Baseline`)
     baseline: Any = None
     environment: dict[str, Any] = field(default_factory=results.environment)
 

@@ -1,14 +1,14 @@
 """Human tables of result documents: what ``compare``, ``sweep`` and the thesis experiments print.
 
 Each table is built from the same JSON document that is written beside it
-(:mod:`experiments.results`), so the printed table and the saved data never disagree.
+(:mod:`experiments.core.results`), so the printed table and the saved data never disagree.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from experiments.results import run_operations
+from experiments.core.results import run_operations
 
 
 def compare_table(doc: dict[str, Any]) -> list[str]:

@@ -31,8 +31,8 @@ from typing import Any, Callable
 from spark_integration.job import JobSpec
 from spark_integration.protocols.registry import registration
 
-from .spark_matrix import run_one
-from .spark_session import spark_run
+from experiments.spark.matrix import run_one
+from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.logio-stragglers/1"
 PROTOCOLS = ("none", "coordinated", "logio")

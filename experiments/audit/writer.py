@@ -1,6 +1,6 @@
 """The audit's writer and its bookkeeping: what was acknowledged, and the check after a cut.
 
-The writer is a child process (``python -m experiments.audit_writer CONFIG``): it opens the store
+The writer is a child process (``python -m experiments.audit.writer CONFIG``): it opens the store
 and runs writer threads, each on its own keys (so a key has at most one write in flight),
 overwriting them with values of varying length and now and then deleting one.  Each operation
 is announced on stdout before it starts (``S P key seed length``, ``S D key``) and once it
@@ -180,7 +180,7 @@ class Writer:
         root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "experiments.audit_writer", json.dumps(config)],
+            [sys.executable, "-m", "experiments.audit.writer", json.dumps(config)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=root)
         self.lines: list[str] = []
         self.ready = threading.Event()

@@ -4,7 +4,7 @@ CheckMate compares no checkpoints, coordinated, uncoordinated and communication-
 checkpointing on NexMark Q1, Q3, Q8 and Q12 under uniform and skewed (hot-item) input with one
 failure per run, and on a cyclic reachability query.  This runs the same grid on our Spark jobs
 (:mod:`spark_integration.queries`: ``q1``, ``q3``, ``q8``, ``q12``) with one injected failure per
-run, through :func:`experiments.spark_matrix.run_one` (one combination = one row, exactly-once
+run, through :func:`experiments.spark.matrix.run_one` (one combination = one row, exactly-once
 verified for every protocol that promises it), and the cyclic query through its emulation over
 the message log (:mod:`spark_integration.cyclic`: no Spark, counts only — see its docstring).
 
@@ -32,8 +32,8 @@ from spark_integration.protocols.registry import registration
 from spark_integration.queries import query
 from spark_integration.source import SCHEMAS
 
-from .spark_matrix import run_one
-from .spark_session import spark_run
+from experiments.spark.matrix import run_one
+from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.checkmate/1"
 QUERIES = ("q1", "q3", "q8", "q12")
@@ -227,6 +227,6 @@ def headline(doc: dict[str, Any]) -> str:
             f"{'every run' if eo else 'NOT every run'}")
 
 
-#: the ``[SECTION]`` of ``bench checkmate``'s lines and the chart drawn by :mod:`experiments.plots`
+#: the ``[SECTION]`` of ``bench checkmate``'s lines and the chart drawn by :mod:`experiments.report.plots`
 SECTION = "[CHECKMATE]"
 PLOT = "plot_checkmate"

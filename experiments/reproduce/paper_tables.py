@@ -3,7 +3,7 @@
 The S4 thesis' experiments (``fig4.1``, ``fig4.2``, ``fig4.5``, ``fig4.7``, ``table5.2``), its
 storage comparison (``storage-compare``: Table 5.1 and the media) and the checkpoint protocols on
 PySpark (``spark-matrix``: CheckMate's and LOG.io's questions): one table and one headline each.
-Like :mod:`experiments.reproduce_tables`, every function reads only the JSON documents the
+Like :mod:`experiments.reproduce.tables`, every function reads only the JSON documents the
 experiment's commands wrote, and a document missing a field raises, so the caller reports the
 experiment as failed rather than publishing a half-empty table.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.reproduce_format import md_table, num, times
+from experiments.report.format import md_table, num, times
 
 Runs = dict[str, dict[str, Any]]
 

@@ -2,10 +2,10 @@
 
 An experiment is the exact ``bench`` command lines it runs (full and ``--quick`` sizes), the
 servers it needs, and a function turning the JSON those commands wrote into a markdown table
-(:mod:`experiments.reproduce_tables`, :mod:`experiments.reproduce_paper_tables`).  Every command runs as a subprocess of the installed CLI
+(:mod:`experiments.reproduce.tables`, :mod:`experiments.reproduce.paper_tables`).  Every command runs as a subprocess of the installed CLI
 with its output options pointing into the results directory, so the command line printed in
 the docs is character for character the one that produced the figures; nothing is typed in by
-hand.  How a finished experiment becomes docs is :mod:`experiments.reproduce_docs`.
+hand.  How a finished experiment becomes docs is :mod:`experiments.reproduce.docs`.
 
 Output layout for experiment ``NAME`` under ``out`` (``results`` by default):
 ``out/NAME.json`` (``ckptbench.reproduce/1``: every command, its document, timing, machine and
@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from experiments import audit
-from experiments import reproduce_paper_tables as paper
-from experiments import reproduce_tables as tables
-from experiments.results import ensure_parent, environment, write_json
+from experiments.audit import runner as audit
+from experiments.reproduce import paper_tables as paper
+from experiments.reproduce import tables
+from experiments.core.results import ensure_parent, environment, write_json
 
 SCHEMA = "ckptbench.reproduce/1"
 #: seconds one command may take before it is stopped and its experiment marked failed
@@ -119,11 +119,11 @@ def _audit(label: str, args: str, full: int, quick: int) -> Step:
 
 
 def _paper_module(name: str) -> Any:
-    """``experiments.<name>`` (checkmate, stragglers), imported when a table is made: importing it
+    """``experiments.spark.<name>`` (checkmate, stragglers), imported when a table is made: importing it
     loads the Spark job's modules, which listing or parsing experiments must not pay for."""
     import importlib
 
-    return importlib.import_module(f"experiments.{name}")
+    return importlib.import_module(f"experiments.spark.{name}")
 
 
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
@@ -386,7 +386,7 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
     """Run the ``selected`` experiments in order, write ``out/NAME.json`` for each that ran,
     regenerate their blocks in ``docs`` and the summary in ``readme``.  Exit status: 0, or 1
     when any experiment failed (the others still ran); a skipped one is not a failure."""
-    from experiments import reproduce_docs
+    from experiments.reproduce import docs as reproduce_docs
 
     registry = EXPERIMENTS if registry is None else registry
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))

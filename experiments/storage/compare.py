@@ -21,8 +21,8 @@ what was measured:
   with no delay in front of the server; on HDFS the HTTP requests (WebHDFS, NameNode and
   DataNode), counted by the client (:attr:`backends.media.hdfs.HdfsMedium.requests`).
 
-The media and their cleanup live in :mod:`experiments.storage_media`, the printed tables in
-:mod:`experiments.storage_compare_table`, the chart in :mod:`experiments.plots`.  A medium that
+The media and their cleanup live in :mod:`experiments.storage.media`, the printed tables in
+:mod:`experiments.storage.compare_table`, the chart in :mod:`experiments.report.plots`.  A medium that
 cannot be used (NFS server down, no /dev/shm) is kept as *skipped* with the reason.
 """
 
@@ -38,8 +38,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends import backend_names
 from backends.base import BadOptionError
-from experiments import crash
-from experiments.storage_media import Medium, cleanup, scratch
+from experiments.storage import crash
+from experiments.storage.media import Medium, cleanup, scratch
 
 SCHEMA = "ckptbench.storage-compare/1"
 RECORD = 10  # bytes per Table 5.1 write
@@ -184,8 +184,8 @@ def table51(media: list[Medium], *, sizes: list[int], sync_ops: int,
 # --------------------------------------------------------------------------- write-heavy rows
 def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], seconds: float,
                 say: Progress = _quiet) -> list[dict[str, Any]]:
-    from experiments.compare import run_workload
-    from experiments.results import overall, phase_json
+    from experiments.core.compare import run_workload
+    from experiments.core.results import overall, phase_json
     from workloads import core
     from workloads.runner import ClientSettings
 
@@ -346,7 +346,7 @@ def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[d
 def fig41_sweeps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The write-heavy rows of each medium as a thread sweep document (the thesis' Fig 4.1:
     latency against throughput, default_fs vs indexed_fs), for :func:`plots.plot_sweep`."""
-    from experiments import results
+    from experiments.core import results
 
     out: dict[str, dict[str, Any]] = {}
     for r in doc["rows"]:
@@ -365,7 +365,7 @@ def fig41_sweeps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def plot_fig41(doc: dict[str, Any], plot_path: str) -> list[str]:
     """One Fig 4.1 chart per medium that ran, beside ``plot_path`` (``<stem>-fig4.1-<medium>
     .png``); the paths written."""
-    from experiments import plots
+    from experiments.report import plots
 
     stem, ext = os.path.splitext(plot_path)
     written = []
@@ -384,7 +384,7 @@ def run(media: list[Medium], *, ops: int = 10_000, sync_ops: int = 10_000, big: 
         wh_seconds: float = 20.0, recovery_keys: int = 10**5, rpc_ops: int = 200,
         say: Progress = _quiet) -> dict[str, Any]:
     """Every section over every medium; the JSON document (``schema`` :data:`SCHEMA`)."""
-    from experiments.results import environment
+    from experiments.core.results import environment
 
     sizes = sizes or (SIZES + BIG_SIZES if big else SIZES)
     threads_list = threads_list or THREADS

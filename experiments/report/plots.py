@@ -1,6 +1,6 @@
 """The one owner of matplotlib: every chart ckptbench draws is drawn here.
 
-Charts are drawn from the JSON documents of :mod:`experiments.results` (never from live objects),
+Charts are drawn from the JSON documents of :mod:`experiments.core.results` (never from live objects),
 so ``bench report`` can re-plot saved results exactly as the run that made them did.  The Agg
 backend is selected on first use: no display is needed.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from experiments.results import COMPARE_SCHEMA, SCHEMA, SWEEP_SCHEMA, ensure_parent, run_operations
+from experiments.core.results import COMPARE_SCHEMA, SCHEMA, SWEEP_SCHEMA, ensure_parent, run_operations
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend (imported on first use: it is slow to import)."""
@@ -388,8 +388,8 @@ def plot_stragglers(doc: dict[str, Any], path: str) -> None:
 
 def plot_advise(doc: dict[str, Any], path: str) -> None:
     """``bench advise``: expected overhead against checkpoint interval, one curve per protocol x
-    backend of the ranking (Young/Daly, :mod:`experiments.advise`), the advised interval marked."""
-    from experiments.advise import curve, overhead
+    backend of the ranking (Young/Daly, :mod:`experiments.spark.advise`), the advised interval marked."""
+    from experiments.spark.advise import curve, overhead
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.8))

@@ -18,8 +18,8 @@ import re
 import shutil
 from typing import Any, Callable
 
-from experiments import markdown_blocks
-from experiments.reproduce_format import md_table
+from experiments.report import markdown_blocks
+from experiments.report.format import md_table
 
 SUMMARY = "summary"
 

@@ -1,7 +1,7 @@
 """How ``bench reproduce`` writes a figure into markdown: numbers, ratios, tables, target cells.
 
-Shared by the table modules (:mod:`experiments.reproduce_tables`,
-:mod:`experiments.reproduce_paper_tables`) and the docs writer, so every generated block rounds
+Shared by the table modules (:mod:`experiments.reproduce.tables`,
+:mod:`experiments.reproduce.paper_tables`) and the docs writer, so every generated block rounds
 and lays out its figures the same way.
 """
 

@@ -8,7 +8,7 @@ The comparison method, for a noisy shared machine: :func:`sweep` with ``rounds``
 whole sweep that many times with the backends interleaved within each round, so a slow minute
 hits every backend alike; the ratios it is run for (most threads over fewest, first backend over
 the others) are computed per round and reported as their median with every round's value
-(:func:`experiments.results.sweep_ratios`).  :func:`median_spread` is that summary for any list
+(:func:`experiments.core.results.sweep_ratios`).  :func:`median_spread` is that summary for any list
 of per-round values.
 """
 
@@ -23,9 +23,9 @@ from workloads import core, runner
 from workloads.core import WorkloadSpec
 from workloads.runner import ClientSettings, PhaseResult
 
-from . import results
-from .run import data_dir
-from .spec import SpecError
+from experiments.core import results
+from experiments.core.run import data_dir
+from experiments.core.spec import SpecError
 
 #: a sweep stops after this many consecutive points gaining less than MIN_GAIN throughput
 FLAT_POINTS = 2

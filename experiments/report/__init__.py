@@ -1,0 +1,2 @@
+"""Reporting: human tables of result documents, plots (the only module importing matplotlib)
+and the generated Markdown blocks of the README and ``docs/``."""
