@@ -11,14 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import platform
-import socket
 import statistics
-import sys
 import tempfile
-import time
 from typing import Any
 
+from experiments.core.document import Environment, dump
 from workloads.measure import Measurements
 from workloads.runner import PhaseResult
 
@@ -46,16 +43,8 @@ def phase_json(phase: PhaseResult) -> dict[str, Any]:
 
 
 def environment() -> dict[str, Any]:
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "cpus_allowed": sorted(os.sched_getaffinity(0)),  # narrowed by --cpus or taskset
-        "hostname": socket.gethostname(),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "argv": sys.argv,
-    }
+    """The :class:`~experiments.core.document.Environment` of a result made here, as JSON."""
+    return dump(Environment.here())
 
 
 def result_json(

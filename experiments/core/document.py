@@ -1,0 +1,174 @@
+"""Result documents as types: one dataclass per ``ckptbench.*`` JSON schema.
+
+Every experiment writes its result as a :class:`Document` subclass: a dataclass whose fields are
+plain values, lists, dicts and nested dataclasses, with a class-level ``SCHEMA`` such as
+``"ckptbench.compare/1"``.  :meth:`Document.to_json` gives the JSON object (``schema`` first,
+then the fields in declaration order); :meth:`Document.from_json` reads it back, converting
+nested objects to the dataclasses the field types name, so tables and plots read attributes
+instead of string keys.  The conversion is driven by the type hints alone (:func:`dump`,
+:func:`load`), so a document type is its field list and nothing else.
+
+Every document carries an :class:`Environment`: the ckptbench version, the git commit of the
+checkout, the machine, the CPUs the run was allowed, the load average when the document was
+made, the time and the command line.  Two results can then be compared knowing what differed
+(a figure from a busy machine, or from other code, is not the same figure).
+
+Reading is strict where a mistake would mislead: a document of another schema, or of a newer
+version of this one, is refused with :class:`DocumentError` naming both.  Keys a type does not
+know are ignored, so an older reader still reads a document that grew optional fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import types
+import typing
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+D = TypeVar("D", bound="Document")
+
+#: the checkout this package runs from (for the commit a result was made with)
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+class DocumentError(ValueError):
+    """A JSON object that is not a document of the type asked for (other schema, newer version)."""
+
+
+@functools.cache
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("ckptbench")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
+def _commit() -> str | None:
+    """``HEAD``'s commit, with ``+dirty`` when tracked files differ from it; None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=_ROOT, capture_output=True, text=True, timeout=10)
+        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@dataclasses.dataclass
+class Environment:
+    """Where and with what a result was made."""
+
+    python: str = ""
+    implementation: str = ""
+    platform: str = ""
+    cpu_count: int | None = None
+    #: the CPUs the process was allowed (narrowed by ``--cpus`` or ``taskset``)
+    cpus_allowed: list[int] = dataclasses.field(default_factory=list)
+    hostname: str = ""
+    time: str = ""
+    argv: list[str] = dataclasses.field(default_factory=list)
+    #: ckptbench's version and the checkout's commit (``None`` outside a git checkout)
+    version: str = ""
+    commit: str | None = None
+    #: the 1, 5 and 15 minute load averages when the document was made
+    loadavg: list[float] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def here(cls) -> Environment:
+        return cls(
+            python=platform.python_version(),
+            implementation=platform.python_implementation(),
+            platform=platform.platform(),
+            cpu_count=os.cpu_count(),
+            cpus_allowed=sorted(os.sched_getaffinity(0)),
+            hostname=socket.gethostname(),
+            time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            argv=list(sys.argv),
+            version=_version(),
+            commit=_commit(),
+            loadavg=[round(x, 2) for x in os.getloadavg()],
+        )
+
+
+@dataclasses.dataclass
+class Document:
+    """Base of every result document; subclasses are dataclasses that set ``SCHEMA``."""
+
+    SCHEMA: ClassVar[str] = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": self.SCHEMA, **dump(self)}
+
+    @classmethod
+    def from_json(cls: type[D], doc: dict[str, Any]) -> D:
+        check_schema(doc, cls.SCHEMA)
+        return load(cls, {k: v for k, v in doc.items() if k != "schema"})
+
+
+def check_schema(doc: Any, schema: str) -> None:
+    """Refuse an object that is not a ``schema`` document, or is of a newer version of it."""
+    name, _, version = schema.partition("/")
+    got = doc.get("schema") if isinstance(doc, dict) else None
+    got_name, _, got_version = str(got).partition("/")
+    if got_name != name:
+        raise DocumentError(f"not a {name} document (schema {got!r}); give the JSON file the "
+                            f"command that makes {name} results wrote")
+    if got_version.isdigit() and version.isdigit() and int(got_version) > int(version):
+        raise DocumentError(f"{got} is newer than this ckptbench reads ({schema}); update "
+                            "ckptbench to read it")
+
+
+def dump(value: Any) -> Any:
+    """The JSON form of a dataclass, list, tuple or dict of them (other values as they are)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [dump(v) for v in value]
+    if isinstance(value, dict):
+        return {k: dump(v) for k, v in value.items()}
+    return value
+
+
+def load(tp: Any, value: Any) -> Any:
+    """``value`` (parsed JSON) as type ``tp``: dataclasses built from objects, recursively
+    through ``list[...]``, ``tuple[...]``, ``dict[str, ...]`` and ``X | None``."""
+    if value is None or tp is Any:
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = _hints(tp)
+        known = {f.name for f in dataclasses.fields(tp) if f.init}
+        return tp(**{k: load(hints[k], v) for k, v in value.items() if k in known})
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        return load(options[0], value) if len(options) == 1 else value
+    if origin is list:
+        return [load(args[0] if args else Any, v) for v in value]
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(load(args[0], v) for v in value)
+        return tuple(load(a, v) for a, v in zip(args, value)) if args else tuple(value)
+    if origin is dict:
+        return {k: load(args[1] if args else Any, v) for k, v in value.items()}
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value
+
+
+@functools.cache
+def _hints(tp: type) -> dict[str, Any]:
+    return typing.get_type_hints(tp)
