@@ -502,6 +502,12 @@ class Backend(abc.ABC):
             time.sleep(pause)
             pause = min(pause * 2, 0.01)
 
+    def footprint(self) -> int | None:
+        """Bytes the store holds for its data now (its files, its objects, or the server's
+        memory for its keys): space amplification is this over the live data's bytes.
+        ``None`` where the store cannot attribute bytes to itself (the base answer)."""
+        return self._operation(self._footprint)
+
     def stats(self) -> dict[str, Any]:
         """What this store is and did: backend name, durability, and backend-specific counters."""
         out: dict[str, Any] = {"backend": self.name, "durability": self.durability}
@@ -541,6 +547,9 @@ class Backend(abc.ABC):
 
     def _stats(self) -> dict[str, Any]:
         return {}
+
+    def _footprint(self) -> int | None:
+        return None
 
 
 # ------------------------------------------------------------------------- retry with backoff

@@ -214,6 +214,9 @@ class DefaultFSBackend(Backend):
             finally:
                 self.medium.close()
 
+    def _footprint(self) -> int:
+        return self.medium.bytes_held()
+
     def _stats(self) -> dict[str, Any]:
         trailing = sorted(self._trailing.copy().items())  # copy(): atomic beside a get
         return {"path": self.path, "medium": self.medium.kind, "puts": self._puts,

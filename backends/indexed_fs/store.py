@@ -911,6 +911,9 @@ class IndexedFSBackend(Backend):
                 self.medium.close()
 
     # -------------------------------------------------------------------------------- stats
+    def _footprint(self) -> int:
+        return self.medium.bytes_held()
+
     def _stats(self) -> dict[str, Any]:
         with self._lock:
             live = self._index.live

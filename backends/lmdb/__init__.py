@@ -38,7 +38,7 @@ from ..base import (
     StoreLockedError,
 )
 from ..byte_keys import key_bytes, prefix_end
-from ..media.local import fsync_dir
+from ..media.local import fsync_dir, local_bytes_held
 from ..owner import claim_local_dir
 
 #: LMDB stores a value's length in 32 bits
@@ -186,6 +186,9 @@ class LMDBBackend(Backend):
             self._flush()
         finally:
             self._env.close()
+
+    def _footprint(self) -> int:
+        return local_bytes_held(self.path)
 
     def _stats(self) -> dict[str, Any]:
         stat, info = self._env.stat(), self._env.info()

@@ -123,6 +123,19 @@ class LocalReadFile(ReadFile):
             self.fd = -1
 
 
+def local_bytes_held(path: str) -> int:
+    """The blocks allocated to the files under ``path`` (``du``'s figure, not the logical sizes:
+    LMDB's map file, for one, is as long as its map but holds only the pages written)."""
+    total = 0
+    for top, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(top, name)).st_blocks * 512
+            except FileNotFoundError:  # removed while we walked: holds nothing now
+                continue
+    return total
+
+
 class LocalMedium(Medium):
     kind = "local"
 
@@ -206,6 +219,9 @@ class LocalMedium(Medium):
 
     def size(self, rel: str) -> int:
         return os.stat(self.full(rel)).st_size
+
+    def bytes_held(self, rel: str = "") -> int:
+        return local_bytes_held(self.full(rel))
 
     def truncate(self, rel: str, size: int) -> None:
         os.truncate(self.full(rel), size)

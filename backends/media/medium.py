@@ -302,6 +302,17 @@ class Medium(abc.ABC):
     @abc.abstractmethod
     def exists(self, rel: str) -> bool: ...
 
+    def bytes_held(self, rel: str = "") -> int:
+        """Bytes the files under directory ``rel`` hold, subdirectories included: what a store
+        on this medium costs in space (logical sizes; :class:`LocalMedium` counts the blocks
+        allocated, so a sparse file costs what it uses)."""
+        files = set(self.list_files(rel))
+        total = 0
+        for name in self.listdir(rel):
+            sub = f"{rel}/{name}" if rel else name
+            total += self.size(sub) if name in files else self.bytes_held(sub)
+        return total
+
     @abc.abstractmethod
     def sync_dir(self, rel: str = "") -> None:
         """Make creates/renames/unlinks in directory ``rel`` durable."""

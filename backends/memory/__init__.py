@@ -40,5 +40,10 @@ class MemoryBackend(Backend):
             if value is not None:
                 yield key, value
 
+    def _footprint(self) -> int:
+        """The keys' and values' bytes (the dict's own overhead is not the data's)."""
+        with self._lock:
+            return sum(len(k.encode()) + len(v) for k, v in self._data.items())
+
     def _stats(self) -> dict[str, Any]:
         return {"keys": len(self._data)}

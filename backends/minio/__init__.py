@@ -263,6 +263,15 @@ class MinioBackend(Backend):
                 if value is not None:  # deleted since the listing
                     yield key, value
 
+    def _footprint(self) -> int:
+        """The sizes of this store's objects, as the bucket lists them (S3 bills by these)."""
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.config["prefix"]))
+        total = 0
+        while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
+            total += sum(obj["Size"] for obj in page.get("Contents", []))
+        return total
+
     def _close(self) -> None:
         if self._barrier_written:  # the barrier means nothing once every delete has returned
             try:

@@ -316,6 +316,24 @@ class RedisBackend(Backend):
                 if value is not None:  # deleted since the SCAN
                     yield _decode(raw[cut:]), value
 
+    def _footprint(self) -> int:
+        """The server memory its keys use (``MEMORY USAGE``, key and value with Redis' own
+        overhead, pipelined per batch): Redis holds every checkpoint in memory, and its AOF
+        on disk is the server's, shared by every store on it."""
+        pattern = glob_escape(self._prefix) + b"*"
+        keys = self._call("SCAN", lambda: list(self._client.scan_iter(match=pattern,
+                                                                       count=_SCAN_BATCH)))
+        total = 0
+        for start in range(0, len(keys), _SCAN_BATCH):
+            def usage(batch: list[bytes] = keys[start:start + _SCAN_BATCH]) -> list[Any]:
+                pipe = self._client.pipeline(transaction=False)
+                for key in batch:
+                    pipe.memory_usage(key, samples=0)
+                return pipe.execute()
+
+            total += sum(n or 0 for n in self._call("MEMORY USAGE", usage))
+        return total
+
     def _flush(self) -> None:
         settings = self._server_settings()
         if settings["appendonly"] == "yes" and settings["appendfsync"] == "always":

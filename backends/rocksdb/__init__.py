@@ -36,6 +36,7 @@ from ..base import (
 )
 from ..byte_keys import key_bytes, prefix_end
 from ..owner import claim_local_dir
+from ..media.local import local_bytes_held
 
 #: keys as long as ``indexed_fs`` takes them (RocksDB itself would take longer ones)
 MAX_KEY_BYTES = 1 << 16
@@ -170,6 +171,9 @@ class RocksDBBackend(Backend):
                         f"is in its WAL, which the next open replays — free space before "
                         f"reopening")
                 raise err from exc
+
+    def _footprint(self) -> int:
+        return local_bytes_held(self.path)
 
     def _stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -37,6 +37,7 @@ from ..base import (
 )
 from ..byte_keys import key_bytes, prefix_end
 from ..owner import claim_local_dir
+from ..media.local import local_bytes_held
 
 FILE_NAME = "store.sqlite"
 #: keys as long as ``indexed_fs`` takes them
@@ -185,6 +186,9 @@ class SQLiteBackend(Backend):
         finally:
             with self._lock:
                 self._db.close()
+
+    def _footprint(self) -> int:
+        return local_bytes_held(self.path)
 
     def _stats(self) -> dict[str, Any]:
         (keys,), = self._run("counting keys", "SELECT count(*) FROM kv")
