@@ -502,11 +502,19 @@ class Backend(abc.ABC):
             time.sleep(pause)
             pause = min(pause * 2, 0.01)
 
-    def footprint(self) -> int | None:
-        """Bytes the store holds for its data now (its files, its objects, or the server's
-        memory for its keys): space amplification is this over the live data's bytes.
-        ``None`` where the store cannot attribute bytes to itself (the base answer)."""
-        return self._operation(self._footprint)
+    def footprint(self, prefix: str = "") -> int | None:
+        """Bytes the store holds now for its keys under ``prefix`` (its files, its objects, or
+        the server's memory for them): space amplification is this over the live data's bytes.
+        ``None`` where the store cannot attribute bytes (the base answer, and a directory store
+        asked for a prefix: its files mix every key's records)."""
+        if prefix and self.keeps_a_directory():
+            return None
+        return self._operation(self._footprint, prefix)
+
+    def reclaim(self) -> None:
+        """Collect garbage now (what the store otherwise does in the background or never):
+        the space a measurement of ``footprint()`` "after GC" expects to be given back."""
+        self._operation(self._reclaim)
 
     def stats(self) -> dict[str, Any]:
         """What this store is and did: backend name, durability, and backend-specific counters."""
@@ -548,8 +556,13 @@ class Backend(abc.ABC):
     def _stats(self) -> dict[str, Any]:
         return {}
 
-    def _footprint(self) -> int | None:
+    def _footprint(self, prefix: str) -> int | None:
         return None
+
+    def _reclaim(self) -> None:
+        """Nothing by default: a server frees a key's space when it is deleted (Redis at once,
+        MinIO with the object); LMDB reuses freed pages in place; SQLite's WAL is folded back at
+        its own checkpoints."""
 
 
 # ------------------------------------------------------------------------- retry with backoff

@@ -33,3 +33,26 @@ def test_footprint_is_refused_once_closed(store_factory):
     store.close()
     with pytest.raises(StoreClosedError):
         store.footprint()
+
+
+def test_footprint_of_a_prefix_counts_only_its_keys(store_factory):
+    store = store_factory()
+    store.put_many([(f"a/{i}", b"a" * VALUE) for i in range(10)]
+                   + [(f"b/{i}", b"b" * VALUE) for i in range(30)])
+    store.flush()
+    a, b = store.footprint("a/"), store.footprint("b/")
+    if store.keeps_a_directory() or a is None:  # files mix every key's records: not attributable
+        assert a is None and b is None
+        return
+    assert 10 * VALUE <= a < b
+    assert b >= 30 * VALUE
+
+
+def test_reclaim_gives_back_deleted_space_where_the_store_collects(store_factory):
+    store = store_factory()
+    store.put_many([(f"r{i:05d}", b"r" * VALUE) for i in range(KEYS)])
+    for i in range(KEYS):
+        store.delete(f"r{i:05d}")
+    store.flush()
+    store.reclaim()  # every backend takes it; what it frees is the store's business
+    assert list(store.scan("r")) == []

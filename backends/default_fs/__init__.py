@@ -214,7 +214,7 @@ class DefaultFSBackend(Backend):
             finally:
                 self.medium.close()
 
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         return self.medium.bytes_held()
 
     def _stats(self) -> dict[str, Any]:

@@ -911,8 +911,11 @@ class IndexedFSBackend(Backend):
                 self.medium.close()
 
     # -------------------------------------------------------------------------------- stats
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         return self.medium.bytes_held()
+
+    def _reclaim(self) -> None:
+        self._compact()
 
     def _stats(self) -> dict[str, Any]:
         with self._lock:

@@ -187,7 +187,7 @@ class LMDBBackend(Backend):
         finally:
             self._env.close()
 
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         return local_bytes_held(self.path)
 
     def _stats(self) -> dict[str, Any]:

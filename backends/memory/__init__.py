@@ -40,10 +40,9 @@ class MemoryBackend(Backend):
             if value is not None:
                 yield key, value
 
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         """The keys' and values' bytes (the dict's own overhead is not the data's)."""
-        with self._lock:
-            return sum(len(k.encode()) + len(v) for k, v in self._data.items())
+        return sum(len(k.encode()) + len(v) for k, v in self._scan(prefix))
 
     def _stats(self) -> dict[str, Any]:
         return {"keys": len(self._data)}

@@ -263,10 +263,11 @@ class MinioBackend(Backend):
                 if value is not None:  # deleted since the listing
                     yield key, value
 
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         """The sizes of this store's objects, as the bucket lists them (S3 bills by these)."""
         paginator = self._client.get_paginator("list_objects_v2")
-        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.config["prefix"]))
+        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.config["prefix"]
+                                             + encode_key(prefix)))
         total = 0
         while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
             total += sum(obj["Size"] for obj in page.get("Contents", []))

@@ -316,11 +316,11 @@ class RedisBackend(Backend):
                 if value is not None:  # deleted since the SCAN
                     yield _decode(raw[cut:]), value
 
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         """The server memory its keys use (``MEMORY USAGE``, key and value with Redis' own
         overhead, pipelined per batch): Redis holds every checkpoint in memory, and its AOF
         on disk is the server's, shared by every store on it."""
-        pattern = glob_escape(self._prefix) + b"*"
+        pattern = glob_escape(self._k(prefix)) + b"*"
         keys = self._call("SCAN", lambda: list(self._client.scan_iter(match=pattern,
                                                                        count=_SCAN_BATCH)))
         total = 0

@@ -172,8 +172,11 @@ class RocksDBBackend(Backend):
                         f"reopening")
                 raise err from exc
 
-    def _footprint(self) -> int:
+    def _footprint(self, prefix: str) -> int:
         return local_bytes_held(self.path)
+
+    def _reclaim(self) -> None:
+        self._db.compact_range(None, None)  # drops deleted keys' tombstones and old values
 
     def _stats(self) -> dict[str, Any]:
         out: dict[str, Any] = {
