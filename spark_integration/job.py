@@ -105,6 +105,10 @@ class Metrics:
     exactly_once: bool | None = None
     protocol_counters: dict = field(default_factory=dict)  # the protocol's own totals (Protocol.counters)
     verify_detail: str = ""
+    #: bytes the store held for the job when it ended, and after the store's GC (None: the
+    #: store cannot attribute bytes to a job, or the run wrote no checkpoints)
+    store_bytes: int | None = None
+    store_bytes_after_gc: int | None = None
 
     @property
     def throughput(self) -> float:
@@ -178,7 +182,21 @@ class Metrics:
             "Events": self.events,
             "WallTime(s)": round(self.wall_seconds, 2),
             **self.protocol_counters,
+            **self.space_lines(),
         }
+
+    def space_lines(self) -> dict[str, Any]:
+        """Space amplification (bytes the store holds for the job ÷ the live state's bytes), as
+        the run left the store and after its GC, as Flink's changelog backend was judged."""
+        live = self.state_sizes[-1] if self.state_sizes else 0
+        if self.store_bytes is None or not live:
+            return {}
+        out = {"StoreBytes": self.store_bytes,
+               "SpaceAmplification": round(self.store_bytes / live, 3)}
+        if self.store_bytes_after_gc is not None:
+            out["StoreBytesAfterGC"] = self.store_bytes_after_gc
+            out["SpaceAmplificationAfterGC"] = round(self.store_bytes_after_gc / live, 3)
+        return out
 
 
 def print_metrics(metrics: Metrics, tag: str = "[SPARK]") -> None:

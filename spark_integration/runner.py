@@ -53,6 +53,7 @@ from .settings import Settings
 from .sized_state import ring_mismatches
 from .source import source_options
 from .state_size import parse_state_size
+from .store import job_footprint
 from .verify import compare
 
 __all__ = ["JobSpec", "Metrics", "JobRunner", "build_session", "print_metrics", "run_job"]
@@ -356,6 +357,8 @@ class JobRunner:
         self.metrics.protocol_counters.setdefault("LoggedBytes", logged_bytes(self.settings.job_id))
         if self.spec.verify:
             self._verify()
+        if self.metrics.checkpoints:  # after the verify, which must see the store as the run left it
+            self.metrics.store_bytes, self.metrics.store_bytes_after_gc = job_footprint(self.settings)
         self._clear_local_state()
         return self.metrics
 

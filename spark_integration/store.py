@@ -23,6 +23,7 @@ import time
 from typing import Iterator
 
 from backends import Backend, backend_class, open_backend
+from backends.media import open_medium
 from backends.base import StoreLockedError
 
 from . import phases
@@ -78,6 +79,9 @@ class Scoped:
     def flush(self) -> None:
         self.backend.flush()
 
+    def footprint(self) -> int | None:
+        return self.backend.footprint(self.prefix)
+
 
 @contextlib.contextmanager
 def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -> Iterator[Scoped]:
@@ -112,3 +116,30 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
         with phases.reading():
             store = _cached[key] = open_backend(settings.backend, **options)
     yield Scoped(store, prefix(settings, owner))
+
+
+def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
+    """The bytes the store holds for job ``settings.job_id`` (every participant's namespace:
+    checkpoints, commit records, sender logs) as the run left them, and again after the store's
+    own GC (:meth:`~backends.base.Backend.reclaim`); ``(None, None)`` where the store cannot
+    attribute bytes to the job (HBase)."""
+    if not _is_path_backend(settings):
+        with participant_store(settings, "driver") as store:
+            backend, job = store.backend, f"{settings.job_id}/"
+            before = backend.footprint(job)
+            if before is None:
+                return None, None
+            backend.reclaim()
+            return before, backend.footprint(job)
+    medium = open_medium(os.path.join(settings.backend_options["path"], settings.job_id))
+    try:
+        owners = [n for n in medium.listdir() if n not in medium.list_files()]
+    finally:
+        medium.close()
+    before = after = 0
+    for owner in owners:
+        with participant_store(settings, owner) as store:
+            before += store.footprint() or 0
+            store.backend.reclaim()
+            after += store.footprint() or 0
+    return before, after
