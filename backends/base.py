@@ -507,7 +507,9 @@ class Backend(abc.ABC):
             self._inflight.pop()
 
     def put_many(self, items: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
-        """Store several checkpoints; durable as a whole when it returns."""
+        """Store several checkpoints; durable as a whole when it returns.  A batch above the
+        backend's batch limits reaches the store as several ``_put_many`` calls, in order (a
+        failure part-way leaves the earlier calls' writes stored, unacknowledged as a whole)."""
         self._enter()
         try:
             pairs = list(items.items() if isinstance(items, Mapping) else items)
@@ -519,10 +521,6 @@ class Backend(abc.ABC):
                 if size > self.max_value_bytes:
                     self._too_large(key, size)
                 sizes.append(size + len(key))
-            if len(pairs) <= self.max_batch_items and sum(sizes) <= self.max_batch_bytes:
-                if pairs:
-                    self._put_many([(k, bytes(v)) for k, v in pairs])
-                return
             for start, end in self._batches(sizes):
                 self._put_many([(k, bytes(v)) for k, v in pairs[start:end]])
         finally:
