@@ -262,6 +262,33 @@ def parse_kv(pairs: Iterable[str]) -> dict[str, str]:
     return out
 
 
+# ------------------------------------------------------------------------------------- claims
+@dataclass(frozen=True)
+class Claim:
+    """What one durability mode promises about an acknowledged write, declared by the backend
+    that makes the promise: ``bench audit`` prints ``text`` as its Claim line and fails the mode
+    on a loss only where the claim says nothing may be lost, and the README's audit table prints
+    the same words.
+
+    ``crash_safe``: an acknowledged write survives a process crash (SIGKILL of the writer, and of
+    the server for a server backend: the page cache survives).  ``power_safe``: it survives a
+    power cut too (everything not fsynced is gone).  ``note``: a remark a power-loss audit adds
+    about what its cuts measured; it may name ``{file_syncs}``, ``{global_syncs}`` and
+    ``{acknowledged}``, the audit's counts.
+    """
+
+    mode: str
+    text: str
+    crash_safe: bool
+    power_safe: bool
+    note: str = ""
+
+
+def no_claim(mode: str) -> Claim:
+    """What a mode without a declared claim promises, as the audit says it: nothing."""
+    return Claim(mode, f"{mode}: (no stated claim)", crash_safe=False, power_safe=False)
+
+
 # ------------------------------------------------------------------------------------ interface
 class Backend(abc.ABC):
     """A checkpoint store.  Subclasses declare ``name``, ``durability_modes`` and ``options``
@@ -288,6 +315,26 @@ class Backend(abc.ABC):
     #: ``put_many`` with :class:`ValueTooLargeError` before anything is written (``sys.maxsize``:
     #: no limit of its own).
     max_value_bytes: ClassVar[int] = sys.maxsize
+    #: the most bytes (values plus keys) and items one ``_put_many`` call may carry: a larger
+    #: batch reaches the store as several calls, in order (``sys.maxsize``: no limit of its own)
+    max_batch_bytes: ClassVar[int] = sys.maxsize
+    max_batch_items: ClassVar[int] = sys.maxsize
+    #: the media the store's data can live on: ``local``, ``nfs``, ``hdfs``.  A file backend
+    #: reaches them through its ``path`` (a directory or an ``nfs://`` / ``hdfs://`` URL); a
+    #: server backend with more than one keeps its data on the one its server was started on
+    media: ClassVar[tuple[str, ...]] = ("local",)
+    #: the promise of each durability mode (:class:`Claim`), on the first of :attr:`media`
+    claims: ClassVar[Mapping[str, Claim]] = {}
+    #: claims that differ on another medium: medium -> mode -> claim (HBase on HDFS)
+    medium_claims: ClassVar[Mapping[str, Mapping[str, Claim]]] = {}
+    #: durability modes set on the server rather than by the client (Redis: its ``appendfsync``
+    #: policy); when given, these are the modes the claims (and a crash audit) are about
+    server_modes: ClassVar[tuple[str, ...]] = ()
+    #: the mode a crash audit checks unless told: the one that claims durability
+    audit_mode: ClassVar[str] = ""
+    #: the longest a crash audit lets the writer run before a random cut, in seconds: long enough
+    #: for acknowledged writes at the store's pace (a server answers slower than a file)
+    audit_run_seconds: ClassVar[float] = 0.6
 
     def __init__(self, **options: Any) -> None:
         self.config = self.parse_options(options)
@@ -303,6 +350,40 @@ class Backend(abc.ABC):
         ``file`` and ``embedded`` kinds): callers give it a fresh or shared directory, servers
         a namespace instead."""
         return cls.kind in ("file", "embedded")
+
+    # -- claims ---------------------------------------------------------------------------
+    @classmethod
+    def claimed_modes(cls) -> tuple[str, ...]:
+        """The modes the claims are about: the server's (:attr:`server_modes`) where the server
+        decides, the backend's durability modes otherwise."""
+        return cls.server_modes or cls.durability_modes
+
+    @classmethod
+    def claim_of(cls, mode: str, medium: str | None = None) -> Claim:
+        """What ``mode`` promises with the data on ``medium`` (default: the first of
+        :attr:`media`); :func:`no_claim` for a mode that declares none."""
+        return (cls.medium_claims.get(medium or "", {}).get(mode) or cls.claims.get(mode)
+                or no_claim(mode))
+
+    @classmethod
+    def claim_medium(cls, mode: str) -> str:
+        """The medium ``mode`` is audited on unless told: the first on which its claim survives
+        a power cut (HBase's ``wal_hsync`` needs HDFS), else the first of :attr:`media`."""
+        return next((m for m in cls.media if cls.claim_of(mode, m).power_safe),
+                    cls.media[0] if cls.media else "")
+
+    @classmethod
+    def server_media(cls) -> tuple[str, ...]:
+        """The media a server backend's server can be started on, when it has a choice (a
+        crash audit's ``--hbase-root``); empty for every other backend."""
+        return cls.media if cls.kind == "server" and len(cls.media) > 1 else ()
+
+    @classmethod
+    def hazard_options(cls, rnd: random.Random, hazard: bool) -> dict[str, Any]:
+        """Options a crash audit opens the store with so that its hazards (rotation, compaction,
+        snapshots: its fail points) come up often; ``hazard``: the round is armed at one of
+        them.  Options a round may vary are drawn from ``rnd``.  None by default."""
+        return {}
 
     # -- options --------------------------------------------------------------------------
     @classmethod
@@ -426,20 +507,38 @@ class Backend(abc.ABC):
             self._inflight.pop()
 
     def put_many(self, items: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
-        """Store several checkpoints; durable as a whole when it returns."""
+        """Store several checkpoints; durable as a whole when it returns.  A batch above the
+        backend's batch limits reaches the store as several ``_put_many`` calls, in order (a
+        failure part-way leaves the earlier calls' writes stored, unacknowledged as a whole)."""
         self._enter()
         try:
             pairs = list(items.items() if isinstance(items, Mapping) else items)
+            sizes = []
             for key, value in pairs:
                 self._check_key(key)
                 self._check_value(value)
                 size = value.nbytes if isinstance(value, memoryview) else len(value)
                 if size > self.max_value_bytes:
                     self._too_large(key, size)
-            if pairs:
-                self._put_many([(k, bytes(v)) for k, v in pairs])
+                sizes.append(size + len(key))
+            for start, end in self._batches(sizes):
+                self._put_many([(k, bytes(v)) for k, v in pairs[start:end]])
         finally:
             self._inflight.pop()
+
+    def _batches(self, sizes: list[int]) -> Iterator[tuple[int, int]]:
+        """``[start, end)`` ranges of a batch, in order, each within :attr:`max_batch_items` and
+        :attr:`max_batch_bytes` (an item larger than the byte limit alone goes by itself).  In
+        order, so a key given twice keeps its last value, as with sequential puts."""
+        start, total = 0, 0
+        for i, size in enumerate(sizes):
+            if i > start and (i - start >= self.max_batch_items
+                              or total + size > self.max_batch_bytes):
+                yield start, i
+                start, total = i, 0
+            total += size
+        if start < len(sizes):
+            yield start, len(sizes)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """The checkpoints of those ``keys`` that exist (absent keys are left out)."""

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from typing import Any, Callable, NoReturn
 
-from backends import CkptError, backend_class, backend_names, parse_kv
+from backends import Backend, CkptError, backend_class, backend_names, parse_kv
 from experiments.core.spec import Bar, ProgressFactory
 from workloads import core, placement
 from workloads.runner import ClientSettings
@@ -202,6 +202,12 @@ def add_spec_args(p: argparse.ArgumentParser, spec: core.WorkloadSpec | None) ->
 # ------------------------------------------------------------------ from arguments to settings
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """``--opt`` and ``--durability`` as backend options, checked before any work starts."""
+    return store_and_options(args)[1]
+
+
+def store_and_options(args: argparse.Namespace) -> tuple[type[Backend], dict[str, Any]]:
+    """The class ``--backend`` names, looked up once here and passed on, and the backend
+    options of :func:`backend_options`, checked against it."""
     options: dict[str, Any] = dict(parse_kv(args.opt))
     if args.durability is not None:
         if "durability" in options and options["durability"] != args.durability:
@@ -209,7 +215,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
         options["durability"] = args.durability
     cls = backend_class(args.backend)  # UnknownBackendError names the valid ones
     cls.parse_options(options)  # BadOptionError before any work starts
-    return options
+    return cls, options
 
 
 def workload_spec(args: argparse.Namespace) -> core.WorkloadSpec:

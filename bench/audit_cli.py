@@ -13,8 +13,9 @@ import argparse
 import sys
 from typing import Any
 
-from backends import parse_kv
+from backends import backend_names, parse_kv
 from experiments.audit import runner as audit
+from experiments.audit.spec import FS_MODELS, KINDS, SERVER_MEDIA, AuditSpec
 from experiments.core import results
 
 from . import report
@@ -30,26 +31,25 @@ def add_parsers(sub: Any) -> None:
                     "store's named hazard points; every acknowledged write is checked after "
                     "each cut.  Redis, MinIO and HBase run as private servers (own ports, data "
                     "on the lossy file system).")
-    p.add_argument("kind", choices=audit.KINDS, help="power-loss or sigkill")
+    p.add_argument("kind", choices=KINDS, help="power-loss or sigkill")
     p.add_argument("--backend", required=True, metavar="NAME",
-                   help="indexed_fs, default_fs, redis, minio, hbase, rocksdb, lmdb, sqlite")
+                   help=f"the store audited: {', '.join(backend_names())} (all but memory)")
     p.add_argument("--rounds", type=int, default=20, help="cuts (default 20)")
     p.add_argument("--threads", type=int, default=3, help="writer threads (default 3)")
     p.add_argument("--durability", metavar="MODE",
-                   help="the mode audited: indexed_fs sync|interval|none, default_fs sync|none, "
-                        "redis always|everysec|no (the server's appendfsync), hbase "
-                        "wal|wal_hsync|skip_wal, minio sync|server, rocksdb and lmdb sync|none, "
-                        "sqlite sync|normal|none (default: the mode that claims durability)")
+                   help="the mode audited, one of the backend's durability modes (redis: the "
+                        "server's appendfsync, always|everysec|no); default: the mode that "
+                        "claims durability, as the backend declares it")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option (repeatable); path is the audit's own")
-    p.add_argument("--fs-model", choices=audit.FS_MODELS,
+    p.add_argument("--fs-model", choices=FS_MODELS,
                    help="power-loss: posix (a directory's entries are durable once it is "
                         "fsynced) or journal (any fsync commits every earlier namespace change, "
-                        "as ext4 and XFS do); default posix, journal for minio, which fsyncs "
-                        "no directory, and for hbase on hdfs")
+                        "as ext4 and XFS do); default posix, journal for hbase on hdfs, which "
+                        "fsyncs no directory where it matters")
     p.add_argument("--torn", action="store_true",
                    help="power-loss: each cut keeps a random prefix of the newest unsynced write")
-    p.add_argument("--hbase-root", choices=audit.HBASE_ROOTS,
+    p.add_argument("--hbase-root", choices=SERVER_MEDIA,
                    help="hbase: where its root and WAL live: hdfs (a private HDFS, its "
                         "NameNode and DataNode directories on the audited file system too) or "
                         "local (Hadoop's LocalFileSystem); default hdfs for wal_hsync, local "
@@ -57,7 +57,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--seed", type=int, help="random seed (default: random, printed)")
     p.add_argument("--run-seconds", type=float,
                    help="a random cut comes within this many seconds of the writer's start "
-                        "(default 0.6; redis 1, minio and hbase 3)")
+                        "(default: the backend's, 0.6 for a file store, longer for a server)")
     p.add_argument("--allow-loss", action="store_true",
                    help="exit 0 even when a mode that claims durability lost writes (for "
                         "tables that report the loss)")
@@ -66,23 +66,21 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    options = parse_kv(args.opt)
-    audit.validate(args.kind, args.backend, args.durability, args.rounds, args.threads, options,
-                   args.hbase_root)
+    spec = AuditSpec.build(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
+                           durability=args.durability, options=parse_kv(args.opt),
+                           seed=args.seed, run_seconds=args.run_seconds,
+                           fs_model=args.fs_model, torn=args.torn, hbase_root=args.hbase_root)
 
     def progress(msg: str) -> None:
         if sys.stderr.isatty():
             print(f"[audit] {msg}", file=sys.stderr, flush=True)
 
-    res = audit.audit(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
-                      durability=args.durability, options=options, seed=args.seed,
-                      run_seconds=args.run_seconds, fs_model=args.fs_model, torn=args.torn,
-                      hbase_root=args.hbase_root, progress=progress)
+    res = audit.audit(spec, progress=progress)
     print(f"[audit] seed {res.seed}", file=sys.stderr)
     lines = res.lines()
     lines += [f"[AUDIT-FAILURE], {f}" for f in res.failures]
     lines += [f"[NOTE], {n}" for n in res.notes]
     report.print_lines(lines)
     if args.json:
-        results.write_json(args.json, res.to_dict())
+        results.write_json(args.json, res.to_json())
     return 0 if res.ok or args.allow_loss else EXIT_RUNTIME

@@ -31,7 +31,7 @@ from .args import (
     add_backend_args,
     add_cpus_arg,
     add_spec_args,
-    backend_options,
+    store_and_options,
     client_settings,
     config,
     place,
@@ -103,7 +103,7 @@ def say_seed(spec: RunSpec) -> None:
 def say_gil(spec: RunSpec) -> None:
     """The one line that points a multi-threaded server run at ``--processes``."""
     if spec.spark_master is None:
-        note = parallel.gil_note(spec.backend, spec.clients.threads, spec.processes)
+        note = parallel.gil_note(spec.backend_class, spec.clients.threads, spec.processes)
         if note:
             print(f"bench: {note}", file=sys.stderr)
 
@@ -115,10 +115,10 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     if args.spark_master is None and args.clients is not None:
         raise BadOptionError("--clients needs --spark-master (e.g. --spark-master 'local[2]'); "
                              "for clients on this machine use --processes")
-    options = backend_options(args)
+    store, options = store_and_options(args)
     spec = workload_spec(args)
     resolve_seed(args)
-    return RunSpec(backend=args.backend, options=options, workload=spec,
+    return RunSpec(backend=args.backend, store=store, options=options, workload=spec,
                    clients=client_settings(args), processes=args.processes,
                    spark_master=args.spark_master, spark_clients=args.clients,
                    skip_load=args.skip_load, baseline=getattr(args, "baseline", False),

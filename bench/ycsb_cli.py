@@ -25,7 +25,7 @@ import argparse
 import sys
 from typing import Any
 
-from backends import backend_class
+from backends import Backend
 from experiments.core import run as run_experiment
 from experiments.core.spec import RunSpec
 from workloads import properties
@@ -33,7 +33,7 @@ from workloads.core import WorkloadError
 from workloads.runner import ClientSettings
 
 from . import report
-from .args import (UsageError, add_backend_args, backend_options, config,
+from .args import (UsageError, add_backend_args, config, store_and_options,
                    positive_float, progress)
 from .outputs import check_output_file
 from .run_cli import resolve_seed, say_gil, seed_told, write_results
@@ -129,9 +129,9 @@ def _exporter(props: dict[str, str]) -> str:
                         f"or {JSON_ARRAY_EXPORTER}")
 
 
-def check_store(backend: str, phase: str, options: dict[str, Any]) -> None:
+def check_store(cls: type[Backend], phase: str, options: dict[str, Any]) -> None:
     """A load must leave records where a later run finds them."""
-    cls = backend_class(backend)
+    backend = cls.name
     if not cls.persistent:
         raise UsageError(f"backend {backend!r} keeps nothing between invocations, so bench "
                          f"{phase} cannot work with it; use a persistent backend, or bench "
@@ -143,8 +143,8 @@ def check_store(backend: str, phase: str, options: dict[str, Any]) -> None:
 
 def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunSpec:
     """The :class:`RunSpec` a ``bench load|run`` command line asks for."""
-    options = backend_options(args)
-    check_store(args.backend, args.phase, options)
+    store, options = store_and_options(args)
+    check_store(store, args.phase, options)
     workload = properties.spec_from(props, name)
     threads = args.threads if args.threads is not None else \
         properties.client_property(props, "threadcount", int, 1)
@@ -158,7 +158,8 @@ def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunS
                              load_batch=args.load_batch)
     cfg = config(args, options, workload_spec=workload.to_dict(), properties=dict(props),
                  update_is_read_modify_write=workload.update_is_rmw())
-    return RunSpec(backend=args.backend, options=options, workload=workload, clients=clients,
+    return RunSpec(backend=args.backend, store=store, options=options, workload=workload,
+                   clients=clients,
                    processes=getattr(args, "processes", 1), skip_load=not load, skip_run=load,
                    load_threads=threads, status_interval=_status_interval(args, props),
                    hdr_prefix=_hdr_prefix(props), config=cfg)

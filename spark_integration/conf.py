@@ -140,8 +140,9 @@ def build(protocol: str = "none", backend: str | None = None,
         # defaults stay the backend's own.
         cls.parse_options(given)
         options = given
-        if "path" in options:
-            options["path"] = os.path.abspath(os.path.expanduser(str(options["path"])))
+        path = options.get("path")  # given, so the class declares it (parse_options checked)
+        if path is not None:
+            options["path"] = os.path.abspath(os.path.expanduser(str(path)))
         elif cls.keeps_a_directory() and reg.uses_backend:
             options["path"] = default_store_path(state_dir, job_id)
 

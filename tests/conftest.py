@@ -72,7 +72,7 @@ def backend_options(name: str, tmp_path: Path) -> dict[str, Any]:
         return {"path": hdfs_dir()}
     if name in SERVER_BACKENDS:
         return server_options(name, f"t{uuid.uuid4().hex[:12]}")
-    if "path" in backend_class(name).all_options():
+    if backend_class(name).keeps_a_directory():
         return {"path": str(tmp_path / f"{name}-store")}
     return {}
 

@@ -2,9 +2,10 @@
 durability, one of a mode that does not (the audit must see its loss), and the command's output
 and bad input.
 
-The durable modes are enumerated from the audit's own claim table (:data:`experiments.audit.runner.
-DURABLE`), so a mode that claims to survive a power cut is audited here as soon as it is claimed,
-and the claim's text, the table and the backends' declared modes are checked against each other.
+The durable modes are enumerated from the backends' own claims (:attr:`backends.base.Backend.claims`
+and ``medium_claims``), so a mode that claims to survive a power cut is audited here as soon as it is
+claimed, and each claim's text and flags and the backends' declared modes are checked against each
+other.
 
 Power-loss audits mount the lossy FUSE file system (services/lossyfs) and are skipped, with the
 reason, only where no such mount can be made.  Redis, MinIO, HBase and HDFS run as the audit's
@@ -18,8 +19,9 @@ import json
 import pytest
 
 from bench import cli
-from backends import backend_class
+from backends import CkptError, backend_class, backend_names
 from experiments.audit import runner as audit
+from experiments.audit.spec import AuditSpec
 from services import lossyfs
 
 NO_MOUNT = lossyfs.ensure_available(log=lambda _msg: None)
@@ -35,7 +37,7 @@ def _held(res: audit.AuditResult) -> None:
     assert res.acknowledged > 0, "nothing was acknowledged: the audit tested nothing"
 
 
-#: the promise of a mode in DURABLE, as its claim text states it
+#: the promise of a power-safe claim, as its text states it
 NO_LOSS = "no acknowledged write may be lost"
 #: rounds per audited claim: indexed_fs and default_fs cut at their fail points on odd rounds
 #: and need a few to reach them; HBase on HDFS restarts five JVMs a round
@@ -43,18 +45,36 @@ CI_ROUNDS = {"indexed_fs": 6, "default_fs": 4, "hbase@hdfs": 1}
 DEFAULT_CI_ROUNDS = 3
 
 
+def _claims() -> list[tuple[str, str, str | None]]:
+    """Every declared claim as (backend, mode, medium): ``None`` for a backend's own claims,
+    the medium for those that differ there (HBase on HDFS).  Backends whose client library is
+    not installed here are left out, as the registry's listing leaves them out."""
+    out = []
+    for name in backend_names():
+        try:
+            cls = backend_class(name)
+        except CkptError:  # its client library is not installed here
+            continue
+        out += [(name, mode, None) for mode in cls.claims]
+        out += [(name, mode, medium) for medium, claims in cls.medium_claims.items()
+                for mode in claims]
+    return out
+
+
 def _power_cut_claims() -> list:
     """One parameter per mode that claims power-cut durability, with the markers its servers
     need (a server backend's audit starts private servers of the installed kind)."""
     params = []
-    for key, mode in sorted(audit.DURABLE):
-        backend, _, root = key.partition("@")
+    for backend, mode, root in sorted(_claims(), key=str):
+        if not backend_class(backend).claim_of(mode, root).power_safe:
+            continue
+        key = f"{backend}@{root}" if root else backend
         marks = list(needs_fuse)
         if backend_class(backend).kind == "server":
             marks += [pytest.mark.server, pytest.mark.slow, getattr(pytest.mark, backend)]
             marks += [pytest.mark.hdfs] if root == "hdfs" else []
-        params.append(pytest.param(backend, mode, root or None, CI_ROUNDS.get(key,
-                                   DEFAULT_CI_ROUNDS), id=f"{key}-{mode}", marks=marks))
+        params.append(pytest.param(backend, mode, root, CI_ROUNDS.get(key, DEFAULT_CI_ROUNDS),
+                                   id=f"{key}-{mode}", marks=marks))
     return params
 
 
@@ -68,42 +88,48 @@ def test_every_power_cut_claim_holds(tmp_path, backend, durability, hbase_root, 
         import services
 
         services.install(["hdfs", backend] if hbase_root == "hdfs" else [backend])
-    res = audit.audit("power-loss", backend, durability=durability, hbase_root=hbase_root,
-                      rounds=rounds, seed=11, workdir=tmp_path)
+    spec = AuditSpec.build("power-loss", backend, durability=durability, hbase_root=hbase_root,
+                           rounds=rounds, seed=11)
+    assert spec.medium == (hbase_root or spec.medium), "the claim's medium is the one audited"
+    res = audit.audit(spec, workdir=tmp_path)
     _held(res)
-    if audit.hazard_points(backend):
-        assert any(c["at"] != "random" and c["reached"] for c in res.cuts), \
+    if audit.hazard_points(spec.backend):
+        assert any(c.at != "random" and c.reached for c in res.cuts), \
             "no round ended at one of the store's fail points"
     if backend == "minio":
-        assert sum(c.get("global_syncs") or 0 for c in res.cuts) > 0, \
+        assert sum(c.global_syncs or 0 for c in res.cuts) > 0, \
             "no sync(2) of MinIO's reached the mount: is the sync gate on?"
 
 
-def test_the_claim_table_agrees_with_itself_and_the_backends():
-    """A mode is in DURABLE exactly when its claim text promises no loss, every mode a backend
-    declares has a claim, and every backend's ``sync`` mode is audited as durable."""
-    from backends import backend_class, backend_names
-
-    promising = {k for k, text in audit.CLAIMS.items() if NO_LOSS in text}
-    assert promising == audit.DURABLE
-    for name in backend_names():
+def test_the_claims_agree_with_themselves_and_the_backends():
+    """A claim is power-safe exactly when its text promises no loss (and power-safe implies
+    crash-safe), every mode a backend's claims are about has a claim, keyed by its own mode, the
+    mode audited by default is one of them, every backend's ``sync`` mode is power-safe, and a
+    medium with claims of its own is one of the backend's media."""
+    for name, mode, medium in _claims():
         cls = backend_class(name)
-        if name in ("memory", "redis"):  # no file system / the server's policy is the mode
-            continue
-        for mode in cls.durability_modes:
-            assert audit.claim_of(name, mode) != f"{mode}: (no stated claim)", (name, mode)
+        claim = cls.claim_of(mode, medium)
+        assert claim.mode == mode, (name, mode, medium)
+        assert claim.power_safe == (NO_LOSS in claim.text), (name, mode, medium)
+        assert claim.crash_safe or not claim.power_safe, (name, mode, medium)
+        assert medium is None or medium in cls.media, (name, medium)
+    for name in {n for n, _, _ in _claims()} | {"default_fs", "indexed_fs", "lmdb", "sqlite"}:
+        cls = backend_class(name)
+        for mode in cls.claimed_modes():
+            assert mode in cls.claims, (name, mode)
+        assert cls.audit_mode in cls.claimed_modes(), name
         if "sync" in cls.durability_modes:
-            assert (name, "sync") in audit.DURABLE, name
-    assert {("redis", p) for p in audit.REDIS_POLICIES} <= set(audit.CLAIMS)
+            assert cls.claim_of("sync").power_safe, name
 
 
 @pytest.mark.crash
 @pytest.mark.timeout(120)
 def test_a_durable_mode_survives_sigkill(tmp_path):
     """indexed_fs's SIGKILL audit is tests/test_crash.py; default_fs's is here."""
-    res = audit.audit("sigkill", "default_fs", rounds=4, seed=11, workdir=tmp_path)
+    res = audit.audit(AuditSpec.build("sigkill", "default_fs", rounds=4, seed=11),
+                      workdir=tmp_path)
     _held(res)
-    assert any(c["at"] != "random" and c["reached"] for c in res.cuts), \
+    assert any(c.at != "random" and c.reached for c in res.cuts), \
         "no round ended at one of the store's fail points"
 
 
@@ -113,8 +139,8 @@ def test_a_durable_mode_survives_sigkill(tmp_path):
 @pytest.mark.skipif(NO_MOUNT is not None, reason=f"no lossy mount here: {NO_MOUNT}")
 def test_a_mode_without_fsync_shows_its_loss(tmp_path):
     """The audit is not blind: indexed_fs with durability=none loses writes on a power cut."""
-    res = audit.audit("power-loss", "indexed_fs", durability="none", rounds=3, seed=5,
-                      workdir=tmp_path, use_hazards=False)
+    res = audit.audit(AuditSpec.build("power-loss", "indexed_fs", durability="none", rounds=3,
+                                      seed=5, use_hazards=False), workdir=tmp_path)
     assert not res.claims_durability and res.ok
     assert res.lost > 0, "a power cut under durability=none lost nothing: is the cut real?"
     assert res.wrong == 0
@@ -162,7 +188,7 @@ def test_a_store_that_does_not_open_stops_the_audit_at_once(tmp_path):
     blocker.write_text("not a directory")
     started = time.monotonic()
     with pytest.raises(WriterError) as err:
-        audit.audit("sigkill", "lmdb", rounds=1, options={"path": str(blocker)},
+        audit.audit(AuditSpec.build("sigkill", "lmdb", rounds=1, options={"path": str(blocker)}),
                     workdir=tmp_path / "work")
     assert time.monotonic() - started < 30
     assert "is a file, not a directory" in str(err.value) and "\n" not in str(err.value)
@@ -191,3 +217,42 @@ def test_a_new_store_directory_survives_a_power_cut(tmp_path, backend):
             assert reopened.get("k") == b"acknowledged"
         finally:
             reopened.close()
+
+
+def test_the_audit_document_reads_back_as_it_was_written():
+    """``ckptbench.audit/1``: to_json keeps its keys (``ok`` and ``verdict`` beside the fields)
+    and from_json gives the same result back, cuts as :class:`Cut` objects."""
+    res = audit.AuditResult("power-loss", "hbase", "wal_hsync", "a claim", 2, 3,
+                            fs_model="journal", hbase_root="hdfs", acknowledged=40, lost=1,
+                            claims_durability=True, seed=7, seconds=1.5,
+                            cuts=[audit.Cut("random", 0.4, file_syncs=3, global_syncs=0,
+                                            dropped={"files": 1}, round=0, acknowledged=40,
+                                            lost=1)],
+                            failures=["k lost"], notes=["a note"])
+    doc = json.loads(json.dumps(res.to_json()))
+    assert list(doc)[:2] == ["schema", "kind"] and list(doc)[-2:] == ["ok", "verdict"]
+    assert doc["schema"] == "ckptbench.audit/1" and doc["ok"] is False
+    assert doc["verdict"] == "VIOLATED" and doc["cuts"][0]["at"] == "random"
+    assert list(doc["cuts"][0]) == ["at", "seconds", "reached", "file_syncs", "global_syncs",
+                                    "dropped", "round", "acknowledged", "lost", "wrong"]
+    back = audit.AuditResult.from_json(doc)
+    assert back == res and back.cuts[0].dropped == {"files": 1}
+    assert back.lines() == res.lines()
+
+
+def test_the_reproduce_table_prints_each_audit_with_its_claim():
+    """The table and headline read audit documents as written by ``bench audit --json``."""
+    from backends import backend_class
+
+    claim = backend_class("indexed_fs").claim_of("sync").text
+    runs = {"a": audit.AuditResult("power-loss", "indexed_fs", "sync", claim, 2, 3,
+                                   acknowledged=9, claims_durability=True).to_json(),
+            "b": audit.AuditResult("power-loss", "minio", "server", "x", 2, 3,
+                                   fs_model="journal", acknowledged=5, lost=2).to_json(),
+            "c": audit.AuditResult("power-loss", "minio", "sync", "y", 2, 3, acknowledged=4,
+                                   claims_durability=True).to_json()}
+    rows = audit.table(runs)
+    assert rows[2] == (f"| indexed_fs | sync | power-loss | lossy, posix | 2 | 9 | 0 | 0 | held "
+                       f"| {claim} |")
+    assert audit.headline(runs) == ("lost 0 of 13 acknowledged writes: indexed_fs sync, minio "
+                                    "sync (posix); measured loss: minio server (journal) 2/5")

@@ -26,6 +26,7 @@ import pytest
 from backends.indexed_fs import verify
 from backends.media import open_medium
 from experiments.audit import runner as audit
+from experiments.audit.spec import AuditSpec
 
 ROUNDS = 24
 PEER_ROUNDS = 5
@@ -72,8 +73,8 @@ def test_acknowledged_writes_survive_sigkill(tmp_path, where):
         assert st["corrupt_records"] == 0, st["rebuild_notes"]
         max_segments_seen = max(max_segments_seen, st["active_segment"])
 
-    res = audit.audit("sigkill", "indexed_fs", rounds=ROUNDS, seed=SEED,
-                      options={"path": path}, workdir=tmp_path / "audit",
+    res = audit.audit(AuditSpec.build("sigkill", "indexed_fs", rounds=ROUNDS, seed=SEED,
+                                      options={"path": path}), workdir=tmp_path / "audit",
                       after_cut=after_cut, inspect=inspect)
     assert (res.lost, res.wrong) == (0, 0), res.failures
     assert not [n for n in res.notes if "did not open" in n], res.notes
@@ -81,7 +82,7 @@ def test_acknowledged_writes_survive_sigkill(tmp_path, where):
     assert max_segments_seen > 20, "segments never rotated: the small-segment rounds did not bite"
     assert any("compactions seen by the writers" in n and not n.endswith(": 0")
                for n in res.notes), "no child round ever ran a compaction"
-    assert any(c["at"] != "random" and c["reached"] for c in res.cuts), \
+    assert any(c.at != "random" and c.reached for c in res.cuts), \
         "no round ended at a fail point"
 
 
@@ -89,7 +90,7 @@ def test_acknowledged_writes_survive_sigkill(tmp_path, where):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("backend", PEERS)
 def test_peer_acknowledged_writes_survive_sigkill(tmp_path, backend):
-    res = audit.audit("sigkill", backend, rounds=PEER_ROUNDS, seed=SEED,
+    res = audit.audit(AuditSpec.build("sigkill", backend, rounds=PEER_ROUNDS, seed=SEED),
                       workdir=tmp_path / "audit")
     assert (res.lost, res.wrong) == (0, 0), res.failures
     assert not [n for n in res.notes if "did not open" in n], res.notes

@@ -98,6 +98,37 @@ def test_a_value_over_the_limit_is_refused_before_anything_is_written(tmp_path, 
         assert dict(s.scan()) == {"at-limit": b"x" * 100}
 
 
+@pytest.mark.parametrize("backend", PEERS)
+def test_a_batch_over_the_batch_limits_reaches_the_store_in_several_calls(tmp_path, monkeypatch,
+                                                                          backend):
+    """``put_many`` splits a batch above ``max_batch_bytes`` / ``max_batch_items`` into calls of
+    ``_put_many`` within the limits, in order (a repeated key keeps its last value), and every
+    value arrives intact; a single item above the byte limit goes alone."""
+    cls = backend_class(backend)
+    monkeypatch.setattr(cls, "max_batch_bytes", 1000)
+    monkeypatch.setattr(cls, "max_batch_items", 4)
+    calls: list[list[tuple[str, bytes]]] = []
+    real = cls._put_many
+
+    def spy(self, items):
+        calls.append(items)
+        return real(self, items)
+
+    monkeypatch.setattr(cls, "_put_many", spy)
+    items = [(f"k{i}", bytes([i]) * (100 * (i % 4))) for i in range(10)]
+    items += [("big", b"b" * 1500), ("k0", b"last")]
+    with open_backend(backend, path=str(tmp_path)) as s:
+        s.put_many(items)
+        assert [item for call in calls for item in call] == items
+        assert len(calls) > 1 and all(len(c) <= 4 for c in calls)
+        assert all(sum(len(k) + len(v) for k, v in c) <= 1000 or len(c) == 1 for c in calls)
+        assert [c for c in calls if ("big", b"b" * 1500) in c] == [[("big", b"b" * 1500)]]
+        assert dict(s.scan()) == {**dict(items)}
+        calls.clear()
+        s.put_many(items[:2])  # within the limits: one call, as before
+        assert calls == [items[:2]]
+
+
 def test_a_missing_client_library_names_its_extra(monkeypatch):
     real_import = builtins.__import__
 

@@ -24,6 +24,7 @@ from backends import failpoints
 from backends.indexed_fs import store as _store  # noqa: F401  (declares the points)
 from backends.indexed_fs.verify import verify_path
 from experiments.audit import runner as audit
+from experiments.audit.spec import AuditSpec
 from test_indexed_fs_failpoints import CHILD, HIT, ROOT
 
 POINTS = sorted(n for n in failpoints.DECLARED if n.startswith("indexed_fs."))
@@ -63,11 +64,12 @@ def test_no_false_alarm_after_20_sigkills_with_background_compaction(tmp_path):
         if found:
             alarms.append((round_no, found))
 
-    res = audit.audit("sigkill", "indexed_fs", rounds=20, seed=28, use_hazards=False,
-                      options={"path": str(tmp_path / "store"), "segment_size": 4096,
-                               "compaction_interval": 0.02, "index_flush_interval": 0.05,
-                               "compaction_live_ratio": 0.6, "delta_records": 8},
-                      run_seconds=0.4, workdir=tmp_path / "audit", after_cut=after_cut)
+    spec = AuditSpec.build("sigkill", "indexed_fs", rounds=20, seed=28, use_hazards=False,
+                           options={"path": str(tmp_path / "store"), "segment_size": 4096,
+                                    "compaction_interval": 0.02, "index_flush_interval": 0.05,
+                                    "compaction_live_ratio": 0.6, "delta_records": 8},
+                           run_seconds=0.4)
+    res = audit.audit(spec, workdir=tmp_path / "audit", after_cut=after_cut)
     assert (res.lost, res.wrong) == (0, 0), res.failures
     assert any("compactions seen by the writers" in n and not n.endswith(": 0")
                for n in res.notes), "no round ran a compaction"

@@ -148,13 +148,15 @@ def test_threaded_load_inserts_exactly_its_insert_range():
 
 
 def test_gil_note_only_for_threaded_server_backends():
+    from backends import backend_class
     from workloads import parallel
 
-    assert parallel.gil_note("memory", 8, 1) is None
-    assert parallel.gil_note("indexed_fs", 8, 1) is None
-    note = parallel.gil_note("redis", 8, 1)
-    assert note is not None and "--processes" in note
-    assert parallel.gil_note("redis", 8, 2) is None and parallel.gil_note("redis", 1, 1) is None
+    redis = backend_class("redis")
+    assert parallel.gil_note(backend_class("memory"), 8, 1) is None
+    assert parallel.gil_note(backend_class("indexed_fs"), 8, 1) is None
+    note = parallel.gil_note(redis, 8, 1)
+    assert note is not None and "--processes" in note and "from redis" in note
+    assert parallel.gil_note(redis, 8, 2) is None and parallel.gil_note(redis, 1, 1) is None
 
 
 # ---------------------------------------------------------------------------------- CLI

@@ -18,39 +18,39 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from .core import CoreWorkload, WorkloadSpec
 from .measure import Measurements
+
+if TYPE_CHECKING:
+    from backends import Backend
 from .runner import ClientSettings, PhaseResult, load, run
 
 
-def check_backend(backend: str, why: str = "so --processes > 1 cannot open it; use --threads, "
-                  "or a server backend (redis, hbase, minio) or memory") -> str:
+def check_backend(cls: type[Backend], why: str = "so --processes > 1 cannot open it; use "
+                  "--threads, or a server backend ({servers}) or memory") -> str:
     """``"own"`` (each client loads its own store), ``"shared"``, or a clear error (``why``
-    says what follows from the single-process lock and the fix)."""
-    from backends import BadOptionError, backend_class
+    says what follows from the single-process lock and the fix; ``{servers}`` in it names the
+    server backends)."""
+    from backends import BadOptionError, backend_names
 
-    cls = backend_class(backend)
     if cls.keeps_a_directory():
-        raise BadOptionError(f"backend {backend!r} locks its data directory to one process, {why}")
+        servers = ", ".join(backend_names("server"))
+        raise BadOptionError(f"backend {cls.name!r} locks its data directory to one process, "
+                             f"{why.format(servers=servers)}")
     return "shared" if cls.persistent else "own"
 
 
-def gil_note(backend: str, threads: int, processes: int) -> str | None:
+def gil_note(cls: type[Backend], threads: int, processes: int) -> str | None:
     """One line for a server backend driven by several threads of one process: the client
     threads share one interpreter lock, so more threads add little, and ``--processes`` scales
     further.  ``None`` when it does not apply (one thread, several processes, file backends,
     memory)."""
-    from backends import backend_class
-
-    if threads <= 1 or processes > 1:
-        return None
-    cls = backend_class(backend)
-    if cls.kind != "server":
+    if threads <= 1 or processes > 1 or cls.kind != "server":
         return None
     return (f"{threads} client threads share one Python process (the GIL serializes them); "
-            f"for more throughput from {backend}, spread them with --processes N")
+            f"for more throughput from {cls.name}, spread them with --processes N")
 
 
 def split(total: int | None, parts: int) -> list[int | None]:
@@ -60,13 +60,11 @@ def split(total: int | None, parts: int) -> list[int | None]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def _child(index: int, conn: Any, barrier: Any, done: Any, backend: str,
+def _child(index: int, conn: Any, barrier: Any, done: Any, backend: type[Backend],
            options: dict[str, Any], spec: WorkloadSpec, clients: ClientSettings,
            load_own: bool) -> None:
-    from backends import open_backend
-
     try:
-        store = open_backend(backend, **options)
+        store = backend(**options)
         try:
             workload = CoreWorkload(spec, seed=clients.seed)
             loaded = load(store, workload, batch=clients.load_batch) if load_own else None
@@ -103,7 +101,7 @@ def _merge(name: str, parts: list[tuple]) -> PhaseResult:
 
 
 def run_processes(
-    backend: str,
+    backend: type[Backend],
     options: dict[str, Any],
     spec: WorkloadSpec,
     clients: ClientSettings,

@@ -73,9 +73,11 @@ START_MARGIN_S = 1.5
 # ------------------------------------------------------------------------------------ planning
 def check_backend(backend: str) -> str:
     """``"shared"`` (one store for all clients), ``"own"`` (memory) or a clear error."""
+    from backends import backend_class
+
     return parallel.check_backend(
-        backend, "so Spark clients cannot share it; drop --spark-master, or use a server backend "
-                 "(redis, hbase, minio)")
+        backend_class(backend), "so Spark clients cannot share it; drop --spark-master, or use a "
+                                "server backend ({servers})")
 
 
 def plan(records: int, clients: int, settings: ClientSettings, *,

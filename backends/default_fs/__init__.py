@@ -38,7 +38,7 @@ from urllib.parse import quote, unquote
 import crc32c
 
 from .. import failpoints
-from ..base import Backend, CorruptDataError, Option
+from ..base import Backend, Claim, CorruptDataError, Option
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..media import open_data_dir, storage_errors
@@ -99,6 +99,15 @@ class DefaultFSBackend(Backend):
     name = "default_fs"
     kind = "file"
     durability_modes = ("sync", "none")
+    media = ("local", "nfs", "hdfs")
+    claims = {
+        "sync": Claim("sync", "sync: temp file fdatasync'ed, renamed, directory fsync'ed before "
+                      "the put returns; no acknowledged write may be lost",
+                      crash_safe=True, power_safe=True),
+        "none": Claim("none", "none: no fsync; a power cut may lose any write", crash_safe=True,
+                      power_safe=False),
+    }
+    audit_mode = "sync"
     options = {"path": Option(str, None, "data directory (created if missing)", nonempty=True)}
 
     def __init__(self, **options: Any) -> None:

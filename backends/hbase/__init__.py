@@ -38,11 +38,19 @@ from thriftpy2.transport import TTransportException
 
 from .thrift2 import TIOError as Thrift2IOError
 from .thrift2 import Thrift2Writer
-from ..base import LONGEST_WAIT_S, Backend, BackendUnavailableError, BadOptionError, Option, Retry
+from ..base import (LONGEST_WAIT_S, Backend, BackendUnavailableError, BadOptionError, Claim,
+                    Option, Retry)
 
 T = TypeVar("T")
 
 FAMILY = "data"
+_SKIP_WAL = "skip_wal: puts are in the memstore only until a flush; any crash may lose them"
+#: what a power-loss audit's cuts measure, by where HBase keeps its root (see :class:`Claim`)
+_LOCAL_NOTE = ("HBase runs on Hadoop's LocalFileSystem here; its WAL sync is no fsync, so this "
+               "measures what a power cut costs it")
+_HDFS_NOTE = ("HBase on a private HDFS on the lossy mount: the lossy file system saw {file_syncs} "
+              "file fsyncs while the writers ran ({acknowledged} writes acknowledged); hsync "
+              "reaches it as the DataNode's fsync of the block file, hflush does not")
 COLUMN = b"data:checkpoint"
 
 #: failures worth another try: no connection, a broken or timed-out socket, or the region server
@@ -63,6 +71,40 @@ class HBaseBackend(Backend):
     name = "hbase"
     kind = "server"
     durability_modes = ("wal", "wal_hsync", "skip_wal")
+    #: where the server keeps its root directory and WAL: Hadoop's LocalFileSystem or HDFS
+    media = ("local", "hdfs")
+    claims = {
+        "wal": Claim("wal", "WAL on, but on the local file system the WAL sync is a flush to the "
+                     "page cache (no fsync): survives a process crash, not a power cut",
+                     crash_safe=True, power_safe=False, note=_LOCAL_NOTE),
+        "wal_hsync": Claim("wal_hsync", "wal_hsync: FSYNC_WAL puts, but on the local file system "
+                           "hsync is a flush to the page cache too: no power-cut durability "
+                           "promised", crash_safe=True, power_safe=False, note=_LOCAL_NOTE),
+        "skip_wal": Claim("skip_wal", _SKIP_WAL, crash_safe=False, power_safe=False,
+                          note=_LOCAL_NOTE),
+    }
+    medium_claims = {"hdfs": {
+        "wal": Claim("wal", "wal: SYNC_WAL puts on HDFS, acknowledged after the WAL edit was "
+                     "hflushed to the DataNode (its memory, not its disk): survives a process "
+                     "crash, not a power cut", crash_safe=True, power_safe=False,
+                     note=_HDFS_NOTE),
+        "wal_hsync": Claim("wal_hsync", "wal_hsync: FSYNC_WAL puts on HDFS, acknowledged after "
+                           "the WAL edit was hsynced (fsync'ed on the DataNode, "
+                           "dfs.datanode.synconclose=true); no acknowledged write may be lost",
+                           crash_safe=True, power_safe=True, note=_HDFS_NOTE),
+        "skip_wal": Claim("skip_wal", _SKIP_WAL, crash_safe=False, power_safe=False,
+                          note=_HDFS_NOTE),
+    }}
+    audit_mode = "wal"
+    audit_run_seconds = 3.0
+    #: one value is one cell, which HBase refuses above ``hbase.client.keyvalue.maxsize`` (and
+    #: ``hbase.server.keyvalue.maxsize``), 10485760 bytes by default, the row key and column
+    #: included: a row key may take 32767 bytes, the column and the cell's fixed fields are a
+    #: few dozen
+    max_value_bytes = 10485760 - 32767 - 1024
+    #: one batch is one Thrift ``mutateRows`` call, passed on as one multi request per region
+    #: server, which refuses a request above ``hbase.ipc.max.request.size`` (256 MiB by default)
+    max_batch_bytes = 128 * 1024 * 1024
     options = {
         "host": Option(str, "127.0.0.1", "HBase Thrift1 gateway host"),
         "port": Option(int, 9090, "HBase Thrift1 gateway port (buffered transport, binary protocol)",

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import random
 import threading
 import time
 from collections import Counter
 from typing import Any, Iterable, Iterator, Sequence
 
 from .. import failpoints
-from ..base import LONGEST_WAIT_S, Backend, CorruptDataError, Option, StorageFullError
+from ..base import LONGEST_WAIT_S, Backend, Claim, CorruptDataError, Option, StorageFullError
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..owner import claim
@@ -89,6 +90,32 @@ class IndexedFSBackend(Backend):
     name = "indexed_fs"
     kind = "file"
     durability_modes = ("sync", "interval", "none")
+    media = ("local", "nfs", "hdfs")
+    claims = {
+        "sync": Claim("sync", "sync: a put/delete returns after its record is fdatasync'ed "
+                      "(group commit); no acknowledged write may be lost",
+                      crash_safe=True, power_safe=True),
+        "interval": Claim("interval", "interval: records are fdatasync'ed every "
+                          "sync_interval_ms; a power cut may lose the writes of the last "
+                          "interval", crash_safe=True, power_safe=False),
+        "none": Claim("none", "none: no fsync per write; a power cut may lose anything written "
+                      "since the last rotation, flush or close", crash_safe=True,
+                      power_safe=False),
+    }
+    audit_mode = "sync"
+
+    @classmethod
+    def hazard_options(cls, rnd: random.Random, hazard: bool) -> dict[str, Any]:
+        """Small segments, frequent compactions, index flushes and deltas, so that a crash audit
+        cuts at rotations, compactions and snapshots often; an armed round gets the smallest."""
+        if hazard:
+            return {"segment_size": 16384, "compaction_interval": 0.02,
+                    "index_flush_interval": 0.05, "compaction_live_ratio": 0.6,
+                    "delta_records": 2}
+        return {"segment_size": rnd.choice((4096, 16384, 64 * 1024 * 1024)),
+                "compaction_interval": rnd.choice((0, 0.02, 0.1)),
+                "index_flush_interval": rnd.choice((0, 0.05, 0.3)),
+                "compaction_live_ratio": 0.6, "delta_records": rnd.choice((8, 64, 16384))}
     #: the record format's value bound (a rebuild treats a longer value length as damage)
     max_value_bytes = MAX_VALUE_LEN
     options = {

@@ -32,6 +32,7 @@ import lmdb
 from ..base import (
     Backend,
     BackendUnavailableError,
+    Claim,
     CorruptDataError,
     Option,
     StorageFullError,
@@ -67,6 +68,14 @@ class LMDBBackend(Backend):
     name = "lmdb"
     kind = "embedded"
     durability_modes = ("sync", "none")
+    claims = {
+        "sync": Claim("sync", "sync: each commit's data pages, then its meta page, are fsync'ed "
+                      "before it returns, and the directory once the environment's files exist; "
+                      "no acknowledged write may be lost", crash_safe=True, power_safe=True),
+        "none": Claim("none", "none: commits are written to the OS unsynced; a power cut may lose "
+                      "the latest writes", crash_safe=False, power_safe=False),
+    }
+    audit_mode = "sync"
     max_value_bytes = MAX_VALUE_BYTES
     options = {
         "path": Option(str, None, "data directory (required; a local path)", nonempty=True),

@@ -15,6 +15,7 @@ class MemoryBackend(Backend):
     name = "memory"
     durability_modes = ("none",)
     persistent = False
+    media = ()
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -43,11 +43,15 @@ import botocore.exceptions as bex
 from botocore.config import Config
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
-from ..base import LONGEST_WAIT_S, Backend, BackendUnavailableError, Option, StorageFullError
+from ..base import (LONGEST_WAIT_S, Backend, BackendUnavailableError, Claim, Option,
+                    StorageFullError)
 
 T = TypeVar("T")
 
 MAX_OBJECT_NAME = 1024
+#: what a power-loss audit's cuts measure: MinIO's sync(2) calls (see :class:`Claim`)
+_SYNC_GATE_NOTE = ("MinIO's sync(2) calls reached the lossy file system through the sync gate: "
+                   "{global_syncs} while the writers ran ({acknowledged} writes acknowledged)")
 _CHUNK = 200  # hex characters per object name segment (MinIO: at most 255 bytes each)
 #: the object a ``sync``-mode delete is followed by (not hex, so never a key's object name)
 BARRIER = "sync-barrier"
@@ -100,6 +104,21 @@ class MinioBackend(Backend):
     name = "minio"
     kind = "server"
     durability_modes = ("sync", "server")
+    claims = {
+        "sync": Claim("sync", "sync: MINIO_FS_OSYNC=on, a PUT is answered after its data and "
+                      "xl.meta are fdatasync'ed, renamed into place and sync(2) is called; each "
+                      "delete is followed by a barrier PUT; no acknowledged write may be lost",
+                      crash_safe=True, power_safe=True, note=_SYNC_GATE_NOTE),
+        "server": Claim("server", "a PUT is answered after its data and xl.meta are fdatasync'ed "
+                        "and renamed into place; MinIO fsyncs no directory, so the renames are "
+                        "durable with the file system's next journal commit (ext4, XFS), not by "
+                        "POSIX alone", crash_safe=False, power_safe=False, note=_SYNC_GATE_NOTE),
+    }
+    audit_mode = "sync"
+    audit_run_seconds = 3.0
+    #: one value is one object written by a single PUT: 5 GiB at most in S3's API (larger
+    #: objects, up to 5 TiB, need a multipart upload, which this backend does not use)
+    max_value_bytes = 5 * 1024 ** 3
     options = {
         "endpoint": EndpointOption(str, "http://127.0.0.1:9000", "S3 endpoint URL (empty: AWS S3)"),
         "bucket": Option(str, "ckptbench", "bucket holding the checkpoints (created if missing)"),

@@ -41,6 +41,7 @@ from ..base import (
     LONGEST_WAIT_S,
     Backend,
     BackendUnavailableError,
+    Claim,
     Option,
     Retry,
     StorageFullError,
@@ -50,6 +51,7 @@ T = TypeVar("T")
 
 _GLOB_CHARS = b"\\*?[]"
 _SCAN_BATCH = 1000
+MiB = 1024 * 1024
 
 
 def glob_escape(raw: bytes) -> bytes:
@@ -125,6 +127,26 @@ class RedisBackend(Backend):
     name = "redis"
     kind = "server"
     durability_modes = ("server",)
+    #: the server's ``appendfsync`` policies, which decide what a put promises
+    server_modes = ("always", "everysec", "no")
+    claims = {
+        "always": Claim("always", "appendfsync always: the AOF is fsync'ed before each reply; no "
+                        "acknowledged write may be lost", crash_safe=True, power_safe=True),
+        "everysec": Claim("everysec", "appendfsync everysec: the AOF is fsync'ed once a second; a "
+                          "power cut may lose about the last second of acknowledged writes",
+                          crash_safe=True, power_safe=False),
+        "no": Claim("no", "appendfsync no: the OS decides when the AOF reaches the disk; a power "
+                    "cut may lose any acknowledged write", crash_safe=True, power_safe=False),
+    }
+    audit_mode = "always"
+    audit_run_seconds = 1.0
+    #: a string is at most 512 MiB (the server's ``proto-max-bulk-len``, 512mb by default)
+    max_value_bytes = 512 * MiB
+    #: one ``MSET`` is one command, read whole into the client's query buffer, which the server
+    #: caps at 1 GiB (``client-query-buffer-limit``, 1gb by default): a batch stays at half of it,
+    #: and at a pipeline size that keeps one reply's wait short
+    max_batch_bytes = 512 * MiB
+    max_batch_items = 10_000
     options = {
         "host": Option(str, "127.0.0.1", "Redis server host"),
         "port": Option(int, 6379, "Redis server port", min=1, max=65535),

@@ -29,6 +29,7 @@ import rocksdict
 from ..base import (
     Backend,
     BackendUnavailableError,
+    Claim,
     CorruptDataError,
     Option,
     StorageFullError,
@@ -63,6 +64,14 @@ class RocksDBBackend(Backend):
     name = "rocksdb"
     kind = "embedded"
     durability_modes = ("sync", "none")
+    claims = {
+        "sync": Claim("sync", "sync: WriteOptions.sync, the WAL is fsync'ed before each put or "
+                      "delete returns; no acknowledged write may be lost",
+                      crash_safe=True, power_safe=True),
+        "none": Claim("none", "none: the WAL is written to the OS unsynced; a power cut may lose "
+                      "the latest writes", crash_safe=False, power_safe=False),
+    }
+    audit_mode = "sync"
     max_value_bytes = MAX_VALUE_BYTES
     options = {
         "path": Option(str, None, "data directory (required; a local path)", nonempty=True),

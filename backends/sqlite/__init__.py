@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from ..base import (
     Backend,
     BackendUnavailableError,
+    Claim,
     CorruptDataError,
     Option,
     StorageFullError,
@@ -73,6 +74,17 @@ class SQLiteBackend(Backend):
     name = "sqlite"
     kind = "embedded"
     durability_modes = ("sync", "normal", "none")
+    claims = {
+        "sync": Claim("sync", "sync: WAL mode, synchronous=FULL, the WAL is fsync'ed at each "
+                      "commit; no acknowledged write may be lost", crash_safe=True,
+                      power_safe=True),
+        "normal": Claim("normal", "normal: WAL mode, synchronous=NORMAL, the WAL is fsync'ed at "
+                        "checkpoints only; a power cut may roll back the latest commits",
+                        crash_safe=False, power_safe=False),
+        "none": Claim("none", "none: synchronous=OFF, nothing is fsync'ed; a power cut may lose "
+                      "any write", crash_safe=False, power_safe=False),
+    }
+    audit_mode = "sync"
     max_value_bytes = MAX_VALUE_BYTES
     options = {
         "path": Option(str, None, "data directory (required; a local path)", nonempty=True),

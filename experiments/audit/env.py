@@ -95,8 +95,8 @@ class PrivateServer:
 
         self.services = services
         self.name = name
-        #: the services this server is made of, in start order (HBase on HDFS: both)
-        self.names = ["hdfs", name] if name == "hbase" and hbase_root == "hdfs" else [name]
+        #: the services this server is made of, in start order (a server on HDFS: both)
+        self.names = ["hdfs", name] if hbase_root == "hdfs" else [name]
         self.up_opts: dict[str, dict[str, Any]] = {}
         self.state = state
         state.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,11 @@ Values are rebuilt from a seed (:func:`value_of`), so the pipe carries only name
 audit starts a *private* server (own ports, its own state directory on the lossy mount) and never
 touches the shared ones.
 
-HBase is audited on one of two roots (``hbase_root``, :data:`DEFAULT_HBASE_ROOT`): ``local``
+What a mode promises is the backend's own declaration (:class:`backends.base.Claim`); the audit's
+arguments are an :class:`~experiments.audit.spec.AuditSpec`, checked once before anything starts.
+
+HBase is audited on one of two roots (``--hbase-root``; by default the one its mode's claim needs,
+:meth:`~backends.base.Backend.claim_medium`): ``local``
 (Hadoop's LocalFileSystem, whose WAL sync is no fsync) or ``hdfs``, a private HDFS whose NameNode
 and DataNode directories are on the lossy mount too.  There a cut SIGKILLs HBase's and HDFS's
 JVMs together, and the check restarts HDFS, then HBase (which recovers the WAL's lease and
@@ -47,102 +51,22 @@ import subprocess
 import tempfile
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from backends import BadOptionError, CkptError, backend_class, failpoints, open_backend
+from backends import Backend, CkptError, failpoints
 from experiments.audit.env import Medium, PrivateServer
+from experiments.audit.spec import AuditSpec
 from experiments.audit.writer import Model, Writer, value_of
+from experiments.core.document import Document
 
-__all__ = ["AuditError", "AuditResult", "Model", "audit", "claim_of", "hazard_points", "headline",
-           "table", "validate", "value_of"]
+__all__ = ["AuditError", "AuditResult", "AuditSpec", "Cut", "Model", "audit", "hazard_points",
+           "headline", "table", "value_of"]
 
-KINDS = ("power-loss", "sigkill")
-#: the mode a backend is audited in when none is given: the one that claims durability
-DEFAULT_DURABILITY = {"indexed_fs": "sync", "default_fs": "sync", "redis": "always",
-                      "minio": "sync", "hbase": "wal", "rocksdb": "sync", "lmdb": "sync",
-                      "sqlite": "sync"}
-REDIS_POLICIES = ("always", "everysec", "no")
-HBASE_ROOTS = ("hdfs", "local")
-#: where HBase keeps its root and WAL in an audit unless told: HDFS for the mode whose claim
-#: needs it (hsync is an fsync only on HDFS), the local file system otherwise (faster to start)
-DEFAULT_HBASE_ROOT = {"wal_hsync": "hdfs"}
-#: the lossy file system's metadata models (services.lossyfs.model.METADATA_MODELS)
-FS_MODELS = ("posix", "journal")
-
-#: what each mode promises about an acknowledged write, as the audit's Claim line says it
-CLAIMS = {
-    ("indexed_fs", "sync"): "sync: a put/delete returns after its record is fdatasync'ed "
-                            "(group commit); no acknowledged write may be lost",
-    ("indexed_fs", "interval"): "interval: records are fdatasync'ed every sync_interval_ms; "
-                                "a power cut may lose the writes of the last interval",
-    ("indexed_fs", "none"): "none: no fsync per write; a power cut may lose anything written "
-                            "since the last rotation, flush or close",
-    ("default_fs", "sync"): "sync: temp file fdatasync'ed, renamed, directory fsync'ed before "
-                            "the put returns; no acknowledged write may be lost",
-    ("default_fs", "none"): "none: no fsync; a power cut may lose any write",
-    ("redis", "always"): "appendfsync always: the AOF is fsync'ed before each reply; no "
-                         "acknowledged write may be lost",
-    ("redis", "everysec"): "appendfsync everysec: the AOF is fsync'ed once a second; a power cut "
-                           "may lose about the last second of acknowledged writes",
-    ("redis", "no"): "appendfsync no: the OS decides when the AOF reaches the disk; a power cut "
-                     "may lose any acknowledged write",
-    ("minio", "sync"): "sync: MINIO_FS_OSYNC=on, a PUT is answered after its data and xl.meta "
-                       "are fdatasync'ed, renamed into place and sync(2) is called; each delete "
-                       "is followed by a barrier PUT; no acknowledged write may be lost",
-    ("minio", "server"): "a PUT is answered after its data and xl.meta are fdatasync'ed and "
-                         "renamed into place; MinIO fsyncs no directory, so the renames are "
-                         "durable with the file system's next journal commit (ext4, XFS), not "
-                         "by POSIX alone",
-    ("hbase", "wal"): "WAL on, but on the local file system the WAL sync is a flush to the page "
-                      "cache (no fsync): survives a process crash, not a power cut",
-    ("hbase", "wal_hsync"): "wal_hsync: FSYNC_WAL puts, but on the local file system hsync is a "
-                            "flush to the page cache too: no power-cut durability promised",
-    ("hbase", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any crash "
-                           "may lose them",
-    ("hbase@hdfs", "wal"): "wal: SYNC_WAL puts on HDFS, acknowledged after the WAL edit was "
-                           "hflushed to the DataNode (its memory, not its disk): survives a "
-                           "process crash, not a power cut",
-    ("hbase@hdfs", "wal_hsync"): "wal_hsync: FSYNC_WAL puts on HDFS, acknowledged after the WAL "
-                                 "edit was hsynced (fsync'ed on the DataNode, "
-                                 "dfs.datanode.synconclose=true); no acknowledged write may be "
-                                 "lost",
-    ("hbase@hdfs", "skip_wal"): "skip_wal: puts are in the memstore only until a flush; any "
-                                "crash may lose them",
-    ("rocksdb", "sync"): "sync: WriteOptions.sync, the WAL is fsync'ed before each put or "
-                         "delete returns; no acknowledged write may be lost",
-    ("rocksdb", "none"): "none: the WAL is written to the OS unsynced; a power cut may lose "
-                         "the latest writes",
-    ("lmdb", "sync"): "sync: each commit's data pages, then its meta page, are fsync'ed before "
-                      "it returns, and the directory once the environment's files exist; no "
-                      "acknowledged write may be lost",
-    ("lmdb", "none"): "none: commits are written to the OS unsynced; a power cut may lose the "
-                      "latest writes",
-    ("sqlite", "sync"): "sync: WAL mode, synchronous=FULL, the WAL is fsync'ed at each commit; "
-                        "no acknowledged write may be lost",
-    ("sqlite", "normal"): "normal: WAL mode, synchronous=NORMAL, the WAL is fsync'ed at "
-                          "checkpoints only; a power cut may roll back the latest commits",
-    ("sqlite", "none"): "none: synchronous=OFF, nothing is fsync'ed; a power cut may lose any "
-                        "write",
-}
-#: modes whose claim is that nothing acknowledged is lost (the audit fails them on a loss);
-#: tests/test_audit.py audits every one of them, so a claim listed here is a claim checked in CI
-DURABLE = {("indexed_fs", "sync"), ("default_fs", "sync"), ("redis", "always"),
-           ("minio", "sync"), ("rocksdb", "sync"), ("lmdb", "sync"), ("sqlite", "sync"),
-           ("hbase@hdfs", "wal_hsync")}
-#: the lossy file system's metadata model a power-loss audit uses unless told
-DEFAULT_FS_MODEL = {"hbase@hdfs": "journal"}
-#: a random cut comes within this many seconds of the writer's start (servers answer slower)
-DEFAULT_RUN_SECONDS = {"redis": 1.0, "minio": 3.0, "hbase": 3.0}
 #: HBase on HDFS: one Thrift call's timeout (the backend's ``timeout``), long enough for the
 #: first calls after a restart, which wait for the WAL's lease recovery and replay
 HDFS_CALL_TIMEOUT_MS = 30000
-#: durable under a process crash only (the page cache survives a SIGKILL)
-DURABLE_SIGKILL = DURABLE | {("indexed_fs", "interval"), ("indexed_fs", "none"),
-                             ("default_fs", "none"), ("redis", "everysec"), ("redis", "no"),
-                             ("hbase", "wal"), ("hbase", "wal_hsync"), ("hbase@hdfs", "wal"),
-                             ("hbase@hdfs", "wal_hsync")}
 
 
 class AuditError(CkptError):
@@ -152,7 +76,7 @@ class AuditError(CkptError):
 # ------------------------------------------------------------------------------ one writer run
 @dataclass
 class Cut:
-    """How one round ended."""
+    """How one round ended, and what its check found."""
 
     at: str                 # "random" or the fail point's name
     seconds: float          # how long the writer ran
@@ -160,25 +84,34 @@ class Cut:
     file_syncs: int | None = None  # power-loss: file fsyncs the lossy FS saw while writing
     global_syncs: int | None = None  # power-loss: sync(2) calls passed on by the sync gate
     dropped: dict[str, Any] = field(default_factory=dict)  # what the power cut dropped
+    round: int = 0
+    acknowledged: int = 0   # writes the round acknowledged
+    lost: int = 0
+    wrong: int = 0
 
 
 # ------------------------------------------------------------------------------------ the audit
 @dataclass
-class AuditResult:
-    kind: str
-    backend: str
-    durability: str
-    claim: str
-    rounds: int
-    threads: int
+class AuditResult(Document):
+    """An audit's result, the ``ckptbench.audit/1`` document (``ok`` and ``verdict`` are written
+    beside the fields and derived again when it is read)."""
+
+    SCHEMA = "ckptbench.audit/1"
+
+    kind: str = ""
+    backend: str = ""
+    durability: str = ""
+    claim: str = ""
+    rounds: int = 0
+    threads: int = 0
     fs_model: str = "posix"
     torn: bool = False
-    hbase_root: str = ""   # hbase only: "hdfs" or "local"
+    hbase_root: str = ""   # a server with a choice of media (HBase): "hdfs" or "local"
     acknowledged: int = 0
     lost: int = 0
     wrong: int = 0
     claims_durability: bool = False
-    cuts: list[dict[str, Any]] = field(default_factory=list)
+    cuts: list[Cut] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seed: int = 0
@@ -190,7 +123,7 @@ class AuditResult:
         return not self.claims_durability or (self.lost == 0 and self.wrong == 0)
 
     def lines(self) -> list[str]:
-        hazards = sorted({c["at"] for c in self.cuts if c["at"] != "random" and c["reached"]})
+        hazards = sorted({c.at for c in self.cuts if c.at != "random" and c.reached})
         return [f"[AUDIT], Kind, {self.kind}",
                 f"[AUDIT], Backend, {self.backend}",
                 f"[AUDIT], Durability, {self.durability}",
@@ -218,54 +151,13 @@ class AuditResult:
             return "held" if self.claims_durability else "no loss measured (none claimed)"
         return "VIOLATED" if self.claims_durability else "loss measured (none claimed)"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": "ckptbench.audit/1", **asdict(self), "ok": self.ok,
-                "verdict": self.verdict()}
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "ok": self.ok, "verdict": self.verdict()}
 
 
-def _key(backend: str, hbase_root: str | None) -> str:
-    """The claim tables' name for a backend: ``hbase@hdfs`` for HBase on HDFS."""
-    return "hbase@hdfs" if backend == "hbase" and hbase_root == "hdfs" else backend
-
-
-def claim_of(backend: str, durability: str, hbase_root: str | None = None) -> str:
-    return CLAIMS.get((_key(backend, hbase_root), durability),
-                      f"{durability}: (no stated claim)")
-
-
-def hbase_root_of(backend: str, durability: str, hbase_root: str | None) -> str:
-    """The root an HBase audit uses (``""`` for other backends); a clear error for bad input."""
-    if backend != "hbase":
-        if hbase_root:
-            raise BadOptionError("--hbase-root is for --backend hbase only; leave it out")
-        return ""
-    root = hbase_root or DEFAULT_HBASE_ROOT.get(durability, "local")
-    if root not in HBASE_ROOTS:
-        raise BadOptionError(f"--hbase-root {root!r} is not one of {', '.join(HBASE_ROOTS)}")
-    return root
-
-
-def hazard_points(backend: str) -> list[str]:
-    """The fail points ``backend`` declares (importing its store module declares them)."""
-    if backend == "indexed_fs":
-        import backends.indexed_fs.store  # noqa: F401 - declares its fail points
-    else:
-        backend_class(backend)
-    return sorted(n for n in failpoints.DECLARED if n.startswith(backend + "."))
-
-
-def _round_options(backend: str, rnd: random.Random, hazard: bool) -> dict[str, Any]:
-    """indexed_fs: vary rotation, compaction and index flushes so the hazards come up often."""
-    if backend != "indexed_fs":
-        return {}
-    if hazard:
-        return {"segment_size": 16384, "compaction_interval": 0.02,
-                "index_flush_interval": 0.05, "compaction_live_ratio": 0.6,
-                "delta_records": 2}
-    return {"segment_size": rnd.choice((4096, 16384, 64 * 1024 * 1024)),
-            "compaction_interval": rnd.choice((0, 0.02, 0.1)),
-            "index_flush_interval": rnd.choice((0, 0.05, 0.3)),
-            "compaction_live_ratio": 0.6, "delta_records": rnd.choice((8, 64, 16384))}
+def hazard_points(backend: type[Backend]) -> list[str]:
+    """The fail points ``backend`` declares (importing its class's modules declared them)."""
+    return sorted(n for n in failpoints.DECLARED if n.startswith(backend.name + "."))
 
 
 def _read_back(open_store: Callable[[], Any], keys: list[str]) -> dict[str, bytes | None]:
@@ -280,78 +172,35 @@ def _read_back(open_store: Callable[[], Any], keys: list[str]) -> dict[str, byte
         store.close()
 
 
-def validate(kind: str, backend: str, durability: str | None, rounds: int, threads: int,
-             options: dict[str, Any], hbase_root: str | None = None) -> str:
-    """Check the audit's arguments before anything starts; returns the durability mode."""
-    if kind not in KINDS:
-        raise BadOptionError(f"audit kind {kind!r} is not one of {', '.join(KINDS)}")
-    cls = backend_class(backend)  # UnknownBackendError names the known ones
-    if rounds < 1 or threads < 1:
-        raise BadOptionError("--rounds and --threads must be at least 1")
-    if cls.kind == "memory":
-        raise BadOptionError(f"backend {backend!r} keeps no data on a file system; audit a file, "
-                             f"embedded or server backend")
-    mode = durability or DEFAULT_DURABILITY.get(backend, cls.durability_modes[0])
-    allowed = REDIS_POLICIES if backend == "redis" else cls.durability_modes
-    if mode not in allowed:
-        raise BadOptionError(f"--durability {mode!r} is not a mode of {backend}; choose one of "
-                             f"{', '.join(allowed)}")
-    for bad in ("path", "durability") if cls.kind != "server" else ():
-        if bad in options and not (bad == "path" and kind == "sigkill"):
-            raise BadOptionError(f"--opt {bad}= is set by the audit (use --durability for the "
-                                 f"mode); leave it out")
-    if "hbase_root" in options:
-        raise BadOptionError("--opt hbase_root= is not a backend option; give --hbase-root "
-                             "hdfs|local")
-    cls.parse_options(options)  # an unknown option or a bad value: one line, before any start
-    hbase_root_of(backend, mode, hbase_root)
-    return mode
-
-
-def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
-          durability: str | None = None, options: dict[str, Any] | None = None,
-          seed: int | None = None, run_seconds: float | None = None,
-          keys_per_thread: int = 15, fs_model: str | None = None, torn: bool = False,
-          hbase_root: str | None = None, workdir: str | os.PathLike | None = None, use_hazards: bool = True,
+def audit(spec: AuditSpec, *, workdir: str | os.PathLike | None = None,
           after_cut: Callable[[int, str], None] | None = None,
           inspect: Callable[[Any, int], None] | None = None,
           progress: Callable[[str], None] | None = None) -> AuditResult:
-    """Run ``rounds`` writer/cut/check rounds of ``kind`` on ``backend``; see the module doc.
+    """Run ``spec.rounds`` writer/cut/check rounds; see the module doc.
 
-    ``options`` are backend options (``path`` may be given for ``sigkill``, e.g. an ``nfs://``
-    URL); ``hbase_root`` (hbase) is ``hdfs`` or ``local``, by default
-    :data:`DEFAULT_HBASE_ROOT`; ``after_cut(round, path)`` runs after each cut, before the check (a test deletes
-    snapshots there); ``inspect(store, round)`` sees the reopened store (a test reads stats)."""
-    options = dict(options or {})
-    mode = validate(kind, backend, durability, rounds, threads, options, hbase_root)
-    hbase_root = hbase_root_of(backend, mode, hbase_root)
-    key = _key(backend, hbase_root)
-    seed = random.randrange(1 << 30) if seed is None else seed
-    rnd = random.Random(seed)
+    ``after_cut(round, path)`` runs after each cut, before the check (a test deletes snapshots
+    there); ``inspect(store, round)`` sees the reopened store (a test reads stats)."""
+    cls, backend, mode, kind = spec.backend, spec.name, spec.durability, spec.kind
+    root = spec.medium
+    rnd = random.Random(spec.seed)
     say = progress or (lambda _msg: None)
     started = time.monotonic()
-    claims = (key, mode) in (DURABLE if kind == "power-loss" else DURABLE_SIGKILL)
-    fs_model = fs_model or DEFAULT_FS_MODEL.get(key, "posix")
-    run_seconds = DEFAULT_RUN_SECONDS.get(backend, 0.6) if run_seconds is None else run_seconds
-    if not 0 < run_seconds < 3600:
-        raise BadOptionError(f"--run-seconds {run_seconds} is not a number of seconds in "
-                             f"(0, 3600)")
-    if fs_model not in FS_MODELS:
-        raise BadOptionError(f"--fs-model {fs_model!r} is not one of {', '.join(FS_MODELS)}")
-    result = AuditResult(kind, backend, mode, claim_of(backend, mode, hbase_root), rounds,
-                         threads, fs_model=fs_model, torn=torn, hbase_root=hbase_root,
-                         claims_durability=claims, seed=seed)
-    hazards = hazard_points(backend) if use_hazards else []
+    claim = spec.claim
+    result = AuditResult(kind, backend, mode, claim.text, spec.rounds, spec.threads,
+                         fs_model=spec.fs_model, torn=spec.torn, hbase_root=root,
+                         claims_durability=spec.claims_durability, seed=spec.seed)
+    hazards = hazard_points(cls) if spec.use_hazards else []
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
     work.mkdir(parents=True, exist_ok=True)
+    options = dict(spec.options)
     medium = server = writer = None
     model = Model()
     try:
-        medium = Medium(work, lossy=kind == "power-loss", fs_model=fs_model)
-        if backend_class(backend).kind == "server":
+        medium = Medium(work, lossy=kind == "power-loss", fs_model=spec.fs_model)
+        if cls.kind == "server":
             server = PrivateServer(backend, medium.root / "state", mode,
-                                   hbase_root=hbase_root or "local",
+                                   hbase_root=root or "local",
                                    sync_gate=medium.fs.backing if medium.fs else None)
             server.start()
             # a server's first start lays out its data directory (Redis' appendonlydir, MinIO's
@@ -360,37 +209,37 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
             medium.sync()
             namespace = f"audit{uuid.uuid4().hex[:8]}"
             base = server.options(namespace)
-            if backend in ("hbase", "minio"):  # (Redis' mode is the server's policy)
+            if mode in cls.durability_modes:  # (a mode of the server's is set where it starts)
                 base["durability"] = mode
-                if hbase_root == "hdfs":  # a restart on HDFS recovers the WAL's lease first
+                if root == "hdfs":  # a restart on HDFS recovers the WAL's lease first
                     base["timeout"] = HDFS_CALL_TIMEOUT_MS
             base.update(options)
             path = str(medium.root / "state" / backend / "data")
-            if hbase_root == "hdfs":
+            if root == "hdfs":
                 # the table exists, durably, before the first round: HBase writes hbase:meta
                 # with its default durability, an hflush while hbase.wal.hsync is false, so a
                 # table created just before a cut can lose its region; the audit measures puts
-                open_backend(backend, **base).close()
+                cls(**base).close()
                 medium.sync()
         else:
             path = str(options.pop("path", None) or medium.root / "store")
             base = {"path": path, "durability": mode, **options}
-        for round_no in range(rounds):
+        for round_no in range(spec.rounds):
             hazard = hazards[(round_no // 2) % len(hazards)] if hazards and round_no % 2 else None
-            store_opts = {**_round_options(backend, rnd, hazard is not None), **base}
-            config = {"backend": backend, "options": store_opts, "threads": threads,
-                      "keys_per_thread": keys_per_thread, "seed": f"{seed}-r{round_no}"}
-            spec = f"{hazard}@{rnd.randint(1, 3)}" if hazard else None
-            writer = Writer(config, spec)
+            store_opts = {**cls.hazard_options(rnd, hazard is not None), **base}
+            config = {"backend": backend, "options": store_opts, "threads": spec.threads,
+                      "keys_per_thread": spec.keys_per_thread, "seed": f"{spec.seed}-r{round_no}"}
+            armed = f"{hazard}@{rnd.randint(1, 3)}" if hazard else None
+            writer = Writer(config, armed)
             writer.wait_ready(120)
             syncs_before, global_before = medium.file_syncs(), medium.global_syncs()
-            cut = _run_until_cut(writer, hazard, rnd, run_seconds)
+            cut = _run_until_cut(writer, hazard, rnd, spec.run_seconds)
             if server is not None:  # the server dies first: nothing it does after the cut
                 server.kill()       # (its page cache is still volatile) can outlive the cut
             if syncs_before is not None:
                 cut.file_syncs = medium.file_syncs() - syncs_before
                 cut.global_syncs = medium.global_syncs() - global_before
-            cut.dropped = medium.power_off(rnd.randrange(1 << 30), torn)
+            cut.dropped = medium.power_off(rnd.randrange(1 << 30), spec.torn)
             writer.kill()
             if writer.proc.returncode not in (-signal.SIGKILL, failpoints.EXIT_CODE):
                 raise AuditError(f"round {round_no}: the writer exited with "
@@ -403,7 +252,7 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
                 server.start()
 
             def open_store() -> Any:
-                return open_backend(backend, **base)
+                return cls(**base)
 
             try:
                 if inspect is not None:
@@ -417,11 +266,11 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
                 result.notes.append(f"round {round_no}: the store did not open after the cut: "
                                     f"{exc}")
                 found = {}
-            lost, wrong = model.check(found, round_no)
-            result.cuts.append({**asdict(cut), "round": round_no, "acknowledged": acked,
-                                "lost": lost, "wrong": wrong})
-            say(f"round {round_no + 1}/{rounds}: cut at {cut.at} after {cut.seconds:.2f} s, "
-                f"{acked} acknowledged, {lost} lost, {wrong} wrong")
+            cut.round, cut.acknowledged = round_no, acked
+            cut.lost, cut.wrong = model.check(found, round_no)
+            result.cuts.append(cut)
+            say(f"round {round_no + 1}/{spec.rounds}: cut at {cut.at} after {cut.seconds:.2f} s, "
+                f"{acked} acknowledged, {cut.lost} lost, {cut.wrong} wrong")
     except OSError as exc:  # the audit's own I/O (its directory, the mount): one clear line
         raise AuditError(f"the audit stopped after {len(result.cuts)} rounds: {exc}") from exc
     finally:
@@ -437,22 +286,13 @@ def audit(kind: str, backend: str, *, rounds: int = 20, threads: int = 3,
     result.lost, result.wrong = model.lost, model.wrong
     result.failures = model.failures
     result.seconds = round(time.monotonic() - started, 2)
-    if backend == "indexed_fs":
+    if model.compactions is not None:
         result.notes.append(f"compactions seen by the writers: {model.compactions}")
-    if kind == "power-loss" and backend == "hbase" and hbase_root == "local":
-        result.notes.append("HBase runs on Hadoop's LocalFileSystem here; its WAL sync is no "
-                            "fsync, so this measures what a power cut costs it")
-    syncs = [c["file_syncs"] for c in result.cuts if c.get("file_syncs") is not None]
-    if backend == "hbase" and hbase_root == "hdfs" and syncs:
-        result.notes.append(f"HBase on a private HDFS on the lossy mount: the lossy file system "
-                            f"saw {sum(syncs)} file fsyncs while the writers ran "
-                            f"({result.acknowledged} writes acknowledged); hsync reaches it as "
-                            f"the DataNode's fsync of the block file, hflush does not")
-    gated = [c["global_syncs"] for c in result.cuts if c.get("global_syncs") is not None]
-    if backend == "minio" and kind == "power-loss" and gated:
-        result.notes.append(f"MinIO's sync(2) calls reached the lossy file system through the "
-                            f"sync gate: {sum(gated)} while the writers ran "
-                            f"({result.acknowledged} writes acknowledged)")
+    if kind == "power-loss" and claim.note and result.cuts:
+        result.notes.append(claim.note.format(
+            acknowledged=result.acknowledged,
+            file_syncs=sum(c.file_syncs or 0 for c in result.cuts),
+            global_syncs=sum(c.global_syncs or 0 for c in result.cuts)))
     return result
 
 
@@ -480,37 +320,52 @@ def _run_until_cut(writer: Writer, hazard: str | None, rnd: random.Random,
 
 
 # --------------------------------------------------------------------- the reproduce table
+def _results(runs: dict[str, dict[str, Any]]) -> list[AuditResult]:
+    return [AuditResult.from_json(doc) for doc in runs.values()]
+
+
 def table(runs: dict[str, dict[str, Any]]) -> list[str]:
     """``bench reproduce audit``'s table: one row per audit document (by step label)."""
     lines = ["| backend | mode | cut | file system | rounds | acknowledged | lost | wrong | "
              "verdict | claim |",
              "|---|---|---|---|--:|--:|--:|--:|---|---|"]
-    for doc in runs.values():
-        fs = "page cache kept" if doc["kind"] == "sigkill" else f"lossy, {doc['fs_model']}"
-        fs += ", HBase on HDFS" if doc.get("hbase_root") == "hdfs" else ""
-        lines.append(f"| {doc['backend']} | {doc['durability']} | {doc['kind']} | {fs} | "
-                     f"{doc['rounds']} | {doc['acknowledged']} | {doc['lost']} | "
-                     f"{doc['wrong']} | {doc['verdict']} | {doc['claim']} |")
+    for r in _results(runs):
+        fs = "page cache kept" if r.kind == "sigkill" else f"lossy, {r.fs_model}"
+        fs += ", HBase on HDFS" if r.hbase_root == "hdfs" else ""
+        lines.append(f"| {r.backend} | {r.durability} | {r.kind} | {fs} | {r.rounds} | "
+                     f"{r.acknowledged} | {r.lost} | {r.wrong} | {r.verdict()} | {r.claim} |")
     return lines
 
 
-def _label(doc: dict[str, Any]) -> str:
-    extra = " sigkill" if doc["kind"] == "sigkill" else (
-        f" ({doc['fs_model']})" if doc["fs_model"] != "posix" or doc["backend"] == "minio" else "")
-    on = " on HDFS" if doc.get("hbase_root") == "hdfs" else ""
-    return f"{doc['backend']} {doc['durability']}{on}{extra}"
+def _labeller(results: list[AuditResult]) -> Callable[[AuditResult], str]:
+    """Names for the headline: backend, mode and what sets a result apart from the others (a
+    SIGKILL, HDFS, a metadata model other than posix, or one beside a run on another model)."""
+    models: dict[tuple[str, str], set[str]] = {}
+    for r in results:
+        if r.kind == "power-loss":
+            models.setdefault((r.backend, r.hbase_root), set()).add(r.fs_model)
+
+    def label(r: AuditResult) -> str:
+        shown = r.fs_model != "posix" or len(models.get((r.backend, r.hbase_root), ())) > 1
+        extra = " sigkill" if r.kind == "sigkill" else (f" ({r.fs_model})" if shown else "")
+        on = " on HDFS" if r.hbase_root == "hdfs" else ""
+        return f"{r.backend} {r.durability}{on}{extra}"
+
+    return label
 
 
 def headline(runs: dict[str, dict[str, Any]]) -> str:
-    held = [d for d in runs.values() if d["claims_durability"] and d["ok"]]
-    broken = [d for d in runs.values() if not d["ok"]]
-    measured = [d for d in runs.values() if not d["claims_durability"] and d["lost"]]
-    parts = [f"lost 0 of {sum(d['acknowledged'] for d in held)} acknowledged writes: "
-             + ", ".join(_label(d) for d in held)]
+    results = _results(runs)
+    _label = _labeller(results)
+    held = [r for r in results if r.claims_durability and r.ok]
+    broken = [r for r in results if not r.ok]
+    measured = [r for r in results if not r.claims_durability and r.lost]
+    parts = [f"lost 0 of {sum(r.acknowledged for r in held)} acknowledged writes: "
+             + ", ".join(_label(r) for r in held)]
     if broken:
-        parts.append("violated: " + ", ".join(f"{_label(d)} {d['lost']} lost, {d['wrong']} "
-                                                f"wrong" for d in broken))
+        parts.append("violated: " + ", ".join(f"{_label(r)} {r.lost} lost, {r.wrong} wrong"
+                                                for r in broken))
     if measured:
         parts.append("measured loss: " + ", ".join(
-            f"{_label(d)} {d['lost']}/{d['acknowledged']}" for d in measured))
+            f"{_label(r)} {r.lost}/{r.acknowledged}" for r in measured))
     return "; ".join(parts)

@@ -52,6 +52,8 @@ def writer_main(config: dict[str, Any]) -> None:
         sys.stderr.write(f"{exc}\n")
         sys.exit(2)
     counts_compactions = "compactions" in store.stats()
+    if counts_compactions:  # the store compacts: the model reports its count, 0 included
+        sys.stdout.write(f"C {store.stats()['compactions']}\n")
     out_lock = threading.Lock()
     failed = threading.Event()
 
@@ -101,7 +103,8 @@ class Model:
         self.pending: dict[str, bytes | None] = {}
         self.history: dict[str, set[bytes | None]] = {}
         self.total_acked = 0
-        self.compactions = 0
+        #: the most compactions a writer reported (None: the store does not compact)
+        self.compactions: int | None = None
         self.lost = 0
         self.wrong = 0
         self.failures: list[str] = []
@@ -115,7 +118,7 @@ class Model:
             if not line.endswith("\n"):
                 continue  # a line cut by the kill: its op is still pending
             if parts[:1] == ["C"]:
-                self.compactions = max(self.compactions, int(parts[1]))
+                self.compactions = max(self.compactions or 0, int(parts[1]))
                 continue
             if len(parts) < 3 or parts[0] not in ("S", "A"):
                 continue

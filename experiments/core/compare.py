@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from backends import BackendUnavailableError, CkptError, backend_class, open_backend
+from backends import BackendUnavailableError, CkptError, backend_class
 from workloads import core, runner
 from workloads.core import WorkloadSpec
 from workloads.runner import ClientSettings, PhaseResult
@@ -89,8 +89,9 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
     cannot open.  ``options`` is copied, so one dict serves many backends."""
     options = dict(options)
     try:
-        with data_dir(backend, options):
-            store = open_backend(backend, **options)
+        cls = backend_class(backend)
+        with data_dir(cls, options):
+            store = cls(**options)
             try:
                 workload = core.CoreWorkload(spec, seed=clients.seed)
                 phases = {"load": runner.load(store, workload, batch=clients.load_batch)}

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import replace
 from typing import Any, Callable, Iterator
 
-from backends import backend_class, open_backend
+from backends import Backend
 from workloads import core, runner
 from workloads.runner import PhaseResult
 from workloads.status import HdrLogs
@@ -38,17 +38,17 @@ PhaseObserver = Callable[[str, PhaseResult], None]
 
 
 @contextlib.contextmanager
-def data_dir(backend: str, options: dict[str, Any]) -> Iterator[str | None]:
+def data_dir(backend: type[Backend], options: dict[str, Any]) -> Iterator[str | None]:
     """A fresh temporary ``path`` for file backends unless one was given; removed afterwards.
     Yields the store's path (``None`` for backends without one)."""
-    if not backend_class(backend).keeps_a_directory():
+    if not backend.keeps_a_directory():
         yield None
         return
     if options.get("path"):
         given = str(options["path"])
         yield given if "://" in given else os.path.abspath(os.path.expanduser(given))
         return
-    tmp = tempfile.mkdtemp(prefix=f"ckptbench-{backend}-")
+    tmp = tempfile.mkdtemp(prefix=f"ckptbench-{backend.name}-")
     options["path"] = os.path.join(tmp, "store")
     try:
         yield options["path"]
@@ -75,7 +75,7 @@ def check(spec: RunSpec) -> None:
                         "--processes and --spark-master")
     if spec.processes < 1:
         raise SpecError(f"--processes must be >= 1 (got {spec.processes})")
-    if spec.skip_load and backend_class(spec.backend).keeps_a_directory() \
+    if spec.skip_load and spec.backend_class.keeps_a_directory() \
             and not spec.options.get("path"):
         raise SpecError("--skip-load needs the existing store's --opt path=DIR")
     if spec.spark_master is not None and spec.processes != 1:
@@ -126,9 +126,9 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
     status: dict[str, Any] = {"status_interval": spec.status_interval, "status_out": sys.stderr}
     phases: dict[str, PhaseResult] = {}
     baseline = None
-    with data_dir(spec.backend, options) as path:
+    with data_dir(spec.backend_class, options) as path:
         workload = core.CoreWorkload(spec.workload, seed=spec.clients.seed)
-        store = open_backend(spec.backend, **options)
+        store = spec.backend_class(**options)
         try:
             if not spec.skip_load:
                 logs = _hdr_logs(spec) if spec.skip_run else None
@@ -180,10 +180,10 @@ def _in_processes(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserv
     """``--processes N > 1``: load once (shared stores) or per process (memory), run, merge."""
     from workloads import parallel
 
-    mode = parallel.check_backend(spec.backend)
+    mode = parallel.check_backend(spec.backend_class)
     phases: dict[str, PhaseResult] = {}
     if mode == "shared" and not spec.skip_load:
-        store = open_backend(spec.backend, **spec.options)
+        store = spec.backend_class(**spec.options)
         try:
             phases["load"] = runner.load(store, core.CoreWorkload(spec.workload,
                                                                   seed=spec.clients.seed),
@@ -194,7 +194,7 @@ def _in_processes(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserv
     bar = progress("run", clients.operations)
     try:
         own_load, phases["run"] = parallel.run_processes(
-            spec.backend, spec.options, spec.workload, clients, processes=spec.processes,
+            spec.backend_class, spec.options, spec.workload, clients, processes=spec.processes,
             progress=bar.update, status_interval=spec.status_interval, status_out=sys.stderr)
     finally:
         bar.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from backends import Backend, backend_class
 from workloads.core import WorkloadSpec
 from workloads.runner import ClientSettings, PhaseResult
 
@@ -81,6 +82,20 @@ class RunSpec:
     status_interval: float | None = None
     #: the settings as the user gave them, recorded verbatim in the result's ``config``
     config: dict[str, Any] = field(default_factory=dict)
+    #: the class behind ``backend``: the CLI, which looked the name up to check the options,
+    #: passes it on; otherwise the registry is asked here, once, and the run asks the class
+    store: type[Backend] | None = None
+
+    def __post_init__(self) -> None:
+        if self.store is None:
+            object.__setattr__(self, "store", backend_class(self.backend))
+        elif self.store.name != self.backend:
+            raise SpecError(f"RunSpec: backend {self.backend!r} but class {self.store.name!r}")
+
+    @property
+    def backend_class(self) -> type[Backend]:
+        assert self.store is not None  # __post_init__ set it
+        return self.store
 
 
 @dataclass

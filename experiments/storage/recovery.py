@@ -117,7 +117,7 @@ def recovery(backend: str, options: dict[str, Any], *, records: int, value_size:
     options = dict(options)
     phases: dict[str, PhaseResult] = {}
     loaded = None
-    with data_dir(backend, options):
+    with data_dir(backend_class(backend), options):
         if crash_load:
             loaded = crash.load_then_kill(backend, options, records, value_size, seed=seed,
                                           batch=load_batch, flush=False)
@@ -209,7 +209,7 @@ def checkpoint(backend: str, options: dict[str, Any], spec: ck.CheckpointSpec, *
     if crash_recover:
         _require_persistent(backend, "--crash-recover")
     options = dict(options)
-    with data_dir(backend, options):
+    with data_dir(backend_class(backend), options):
         if crash_recover:
             result = checkpoint_then_crash(backend, options, spec)
             return CheckpointRun(result, reopen_and_verify(backend, options, result,
