@@ -109,10 +109,9 @@ class MinioBackend(Backend):
                       "xl.meta are fdatasync'ed, renamed into place and sync(2) is called; each "
                       "delete is followed by a barrier PUT; no acknowledged write may be lost",
                       crash_safe=True, power_safe=True, note=_SYNC_GATE_NOTE),
-        "server": Claim("server", "a PUT is answered after its data and xl.meta are fdatasync'ed "
-                        "and renamed into place; MinIO fsyncs no directory, so the renames are "
-                        "durable with the file system's next journal commit (ext4, XFS), not by "
-                        "POSIX alone", crash_safe=False, power_safe=False, note=_SYNC_GATE_NOTE),
+        "server": Claim("server", "a PUT is answered once its data and xl.meta are fdatasync'ed "
+                        "and renamed into place; MinIO fsyncs no directory, so a rename is "
+                        "durable only with the file system's next journal commit (ext4, XFS)", crash_safe=False, power_safe=False, note=_SYNC_GATE_NOTE),
     }
     audit_mode = "sync"
     audit_run_seconds = 3.0

@@ -360,12 +360,15 @@ def headline(runs: dict[str, dict[str, Any]]) -> str:
     held = [r for r in results if r.claims_durability and r.ok]
     broken = [r for r in results if not r.ok]
     measured = [r for r in results if not r.claims_durability and r.lost]
-    parts = [f"lost 0 of {sum(r.acknowledged for r in held)} acknowledged writes: "
-             + ", ".join(_label(r) for r in held)]
-    if broken:
+    stores = ", ".join(dict.fromkeys(r.backend for r in held))
+    parts = [f"lost 0 of {sum(r.acknowledged for r in held):,} acknowledged writes in the "
+             f"{len(held)} audits of modes that claim no loss ({stores})"]
+    if broken:  # a broken claim is never summarised away
         parts.append("violated: " + ", ".join(f"{_label(r)} {r.lost} lost, {r.wrong} wrong"
                                                 for r in broken))
     if measured:
-        parts.append("measured loss: " + ", ".join(
-            f"{_label(r)} {r.lost}/{r.acknowledged}" for r in measured))
+        worst = max(measured, key=lambda r: r.lost / r.acknowledged if r.acknowledged else 0)
+        modes = f"{len(measured)} modes that allow" if len(measured) > 1 else "1 mode that allows"
+        parts.append(f"loss measured in {modes} it (the most: "
+                     f"{_label(worst)} {worst.lost:,} of {worst.acknowledged:,})")
     return "; ".join(parts)
