@@ -303,7 +303,7 @@ def test_writers_wait_for_a_lagging_delta_so_a_crash_walks_a_bounded_tail(tmp_pa
         worst = 0
         for i in range(1500):
             s.put(f"k{i % 300}", b"x" * 20)
-            worst = max(worst, s._nwrites - s._delta.mark)
+            worst = max(worst, s._nwrites - s._deltas.state.mark)
         assert s.stats()["deltas_written"] >= 10
         assert worst <= every + every // 4
 
