@@ -58,10 +58,7 @@ def fill(path: Path, **opts) -> dict[str, list[bytes]]:
             for k in range(KEYS // 2):  # past the snapshot: some of the log is walked
                 store.put(f"key{k}", value(k, ROUNDS))
                 hist[f"key{k}"].append(value(k, ROUNDS))
-        store._stop.set()  # no background snapshot, hint or delta while the files are copied
-        store._delta_wake.set()
-        for t in store._threads:
-            t.join()
+        store._stop_threads()  # no background snapshot, hint or delta while the files are copied
         if hints:
             store._write_hints()
         shutil.copytree(src, path, ignore=shutil.ignore_patterns(
@@ -443,10 +440,7 @@ def test_a_tombstone_newer_than_the_snapshot_is_not_dropped_by_compaction(tmp_pa
         store._gc()
         store.compact()
         store._gc()
-        store._stop.set()
-        store._delta_wake.set()
-        for t in store._threads:
-            t.join()
+        store._stop_threads()
         shutil.copytree(src, path, ignore=shutil.ignore_patterns("LOCK"))
     finally:
         store.close()

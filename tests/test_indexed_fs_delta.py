@@ -303,9 +303,37 @@ def test_writers_wait_for_a_lagging_delta_so_a_crash_walks_a_bounded_tail(tmp_pa
         worst = 0
         for i in range(1500):
             s.put(f"k{i % 300}", b"x" * 20)
-            worst = max(worst, s._nwrites - s._delta.mark)
+            worst = max(worst, s._nwrites - s._deltas.state.mark)
         assert s.stats()["deltas_written"] >= 10
         assert worst <= every + every // 4
+
+
+def test_the_delta_thread_starts_with_the_first_due_write_and_ends_with_close(tmp_path):
+    """An open, even one whose deltas go on from what it read, starts no delta thread; the
+    first write a delta is due at starts it (and it writes the delta); close() ends it."""
+    import threading
+    from backends.indexed_fs.delta_scheduler import THREAD_NAME
+
+    def delta_threads() -> int:
+        return sum(t.name == THREAD_NAME for t in threading.enumerate())
+
+    path, every = str(tmp_path / "s"), 64
+    opts = dict(durability="none", index_flush_interval=1000, delta_records=every)
+    before = delta_threads()
+    with open_backend("indexed_fs", path=path, **opts) as s:
+        s.write_snapshot()
+        s.put_many([(f"k{i}", b"v") for i in range(every - 1)])
+        assert delta_threads() == before
+        s.put("last", b"v")  # the write the delta is due at
+        assert delta_threads() == before + 1
+        deadline = time.monotonic() + 10
+        while s.stats()["deltas_written"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.stats()["deltas_written"] == 1
+    assert delta_threads() == before
+    with open_backend("indexed_fs", path=path, **opts) as s:
+        assert s._deltas.state is not None
+        assert delta_threads() == before
 
 
 @pytest.mark.timeout(60)  # a writer waiting out every bounded wait would take minutes

@@ -80,9 +80,7 @@ class IndexedFSMachine(RuleBasedStateMachine):
         self.store.write_snapshot()
         self.store.put("zz", b"after-snapshot")
         self.model["zz"] = b"after-snapshot"
-        self.store._stop.set()
-        for t in self.store._threads:
-            t.join()
+        self.store._stop_threads()
         self.store._close_files()
         self.store._closed = True
         self.store = open_backend("indexed_fs", path=str(self.dir), **OPTS)

@@ -41,7 +41,7 @@ When: the store writes a delta once ``delta_records`` records were appended past
 (a thread woken by the write that reaches the count, so that little piles up while it waits).
 The default, 8192, weighs the two costs it trades: a crash open walks about that many records
 past the newest delta (plus those appended while it was being written: writers wait for the
-delta thread once they are 1.25 times as far past it, see the store's ``_wait_for_delta``), a
+delta thread once they are 1.25 times as far past it, see :mod:`.delta_scheduler`), a
 small part of a segment's, and joins them with the index layers below, a cache miss or more
 per record and layer, which is most of what a crash open costs beyond a clean one; and every
 delta rewrites all changes since the snapshot, so a smaller value means more rewrites between

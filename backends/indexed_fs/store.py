@@ -2,7 +2,8 @@
 
 Writes are appended to the active segment (see :mod:`.segment`) and located by an in-memory
 keydir (:mod:`.index`), flushed now and then as a snapshot (:mod:`.snapshot`) with index deltas
-in between (:mod:`.delta`) and rebuilt on open (:mod:`.recovery`); dead space is reclaimed by GC
+in between (:mod:`.delta`, written when :mod:`.delta_scheduler` says: its thread, due mark and
+writers' backpressure) and rebuilt on open (:mod:`.recovery`); dead space is reclaimed by GC
 and compaction (:mod:`.compaction`, which reaches the store only through the interface it
 declares, :class:`.compaction.CompactionTarget`); damaged bytes are copied into the quarantine
 (:mod:`.quarantine`) before either may delete them.  This module ties them together: the write
@@ -18,6 +19,8 @@ Locking: ``_lock`` guards the index, the segment table and appends (held only fo
 (:mod:`.group_commit`): a writer whose bytes are not yet durable either leads the next sync or
 queues for one that covers its bytes, so concurrent writers share one ``fdatasync``.
 ``_maint_lock`` admits one deleter of segments at a time (GC or a compaction pass).
+``_snap_lock`` admits one writer of snapshots and deltas, and is taken before ``_lock``; the
+delta scheduler's condition is a leaf below both (see :mod:`.delta_scheduler`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from ..owner import claim
 from ..media import open_data_dir, storage_errors
 from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
+from .delta_scheduler import DeltaScheduler
 from .group_commit import committer
 from .index import Entry, Index
 from .quarantine import Quarantine
@@ -60,10 +64,6 @@ from .segment import (
 )
 
 MiB = 1 << 20
-_NEVER = 1 << 62  # a count of appended records never reached
-#: the longest a writer waits for a lagging index delta (see _wait_for_delta): a bound, in case
-#: the delta thread is stuck or failing, not a delay anyone should meet
-_DELTA_STALL_MAX_S = 2.0
 _unpack_header = HEADER.unpack_from
 _dict_get = dict.get
 
@@ -181,19 +181,12 @@ class IndexedFSBackend(Backend):
         #: ``_written`` as of the newest snapshot (None: no snapshot describes the index)
         self._snap_written: int | None = None
         self._keep_snapshot = False  # see _open
-        #: the delta being built on the newest snapshot; None: no deltas until the next snapshot
-        self._delta: delta.State | None = None
-        #: the count of appended records at which the next delta is due (see _set_delta); the
-        #: delta thread is started the first time a write reaches it
-        self._delta_due = _NEVER
-        self._delta_wake = threading.Event()
-        #: the count of appended records at which writers wait for the delta thread (see
-        #: _wait_for_delta), and where they wait
-        self._stall_at = _NEVER
-        self._delta_cv = threading.Condition()
-        self._delta_thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._threads: list[threading.Thread] = []  # the periodic ones (see _spawn)
+        #: when index deltas are written (the delta in the making, its thread, the writers' wait)
+        self._deltas = DeltaScheduler(cfg["delta_records"], cfg["index_flush_interval"] > 0,
+                                      self._stop, self._write_delta, self._appended,
+                                      self._background_error)
         self._commit: Any = None  # the group committer, made once the active segment is known
         self._quarantine = Quarantine(self.medium, cfg["quarantine_bytes"])
         #: segments known to hold damage (found by the open, a walk or a read): copied into the
@@ -273,7 +266,7 @@ class IndexedFSBackend(Backend):
         self._gc_due = bool(self._gc_pending)
         st = kd.delta_state  # deltas go on from the open if the log's end is still active
         if st is not None and st.pos[0] == self._active.id and not self._keep_snapshot:
-            self._set_delta(st)
+            self._deltas.reset(st)
         self.counters["open_time_ms"] = round((time.perf_counter() - t0) * 1000, 2)
 
     # ------------------------------------------------------------------------------ writing
@@ -318,14 +311,18 @@ class IndexedFSBackend(Backend):
     def _after_append(self, target: int) -> None:
         """A writer's steps once its records are appended, outside the lock: wait per
         durability for the group commit to reach ``target``, wait for a lagging index delta
-        (:meth:`_wait_for_delta`), and collect dead segments if any are due."""
+        (:meth:`.DeltaScheduler.wait_if_lagging`), and collect dead segments if any are due."""
         failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
-        if self._nwrites >= self._stall_at:
-            self._wait_for_delta()
+        if self._nwrites >= self._deltas.stall_at:
+            self._deltas.wait_if_lagging()
         if self._gc_due:
             self._gc()
+
+    def _appended(self) -> int:
+        """The count of records appended since the open (what the delta scheduler counts in)."""
+        return self._nwrites
 
     def _append_locked(self, data: bytes, metas: Sequence[RecordMeta]) -> int:
         """Append ``data`` (the records described by ``metas``: key, size, seq, flags) and point
@@ -352,8 +349,8 @@ class IndexedFSBackend(Backend):
             off += size
         self._written = written = self._written + n
         self._nwrites = nwrites = self._nwrites + len(metas)
-        if nwrites >= self._delta_due:
-            self._wake_delta()
+        if nwrites >= self._deltas.due_at:
+            self._deltas.wake()
         self._commit.appended(self._handle_of(seg), written, nwrites)
         return written
 
@@ -672,78 +669,13 @@ class IndexedFSBackend(Backend):
         self._snap_number += 1
         self._snap_written = written
         self._snap_seq = next_seq
-        self._set_delta(delta.State(self._snap_number, covered, len(keys) + len(frozen.tombs),
-                                    covered, delta.empty(), 1 << 64, nwrites, False,
-                                    base_keys=keys, base_cols=cols))
+        self._deltas.reset(delta.State(self._snap_number, covered,
+                                       len(keys) + len(frozen.tombs), covered, delta.empty(),
+                                       1 << 64, nwrites, False, base_keys=keys, base_cols=cols))
         with storage_errors(self.name, self.path):
             delta.delete_other(self.medium, keep=None)
         self.counters["snapshots_written"] += 1
         return name
-
-    def _set_delta(self, st: delta.State | None) -> None:
-        """Make ``st`` the delta in the making and set when the next one is due (and when
-        writers wait for it); wake writers waiting for the delta thread."""
-        self._delta = st
-        every = self.config["delta_records"]
-        on = st is not None and every and self.config["index_flush_interval"] > 0
-        self._delta_due = st.mark + every if on else _NEVER  # type: ignore[union-attr]
-        self._stall_at = st.mark + every + every // 4 if on else _NEVER  # type: ignore[union-attr]
-        with self._delta_cv:
-            self._delta_cv.notify_all()
-
-    def _wait_for_delta(self) -> None:
-        """Backpressure: a writer whose records reach 1.25 × ``delta_records`` past the newest
-        delta waits until the delta thread has written the next one, so that a crash leaves at
-        most about that many records for the open to walk.  Why it is needed: a writer thread that
-        keeps the interpreter busy (``durability=none``, no sync to wait in) lets the delta
-        thread take the GIL back only once per switch interval after each of its calls into C
-        or the kernel, and the delta then falls behind without bound; waiting here hands it the
-        GIL.  Writers that sync rarely meet it.  Bounded by ``_DELTA_STALL_MAX_S``."""
-        deadline = time.monotonic() + _DELTA_STALL_MAX_S
-        with self._delta_cv:
-            while self._nwrites >= self._stall_at and not self._stop.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._delta_cv.wait(left)
-
-    def _wake_delta(self) -> None:
-        """A write reached ``_delta_due`` (caller holds ``_lock``): wake the delta thread, made
-        on first use so that an open starts no thread for it.  It writes the delta at once
-        rather than at the next maintenance round, so that a crash finds few records past it."""
-        self._delta_due = _NEVER  # until the delta (or a snapshot) resets it
-        if self._delta_thread is None and not self._stop.is_set():
-            t = threading.Thread(target=self._delta_loop, name="indexed_fs-delta", daemon=True)
-            self._delta_thread = t
-            t.start()
-            self._threads.append(t)  # started first: close() joins only started threads
-        self._delta_wake.set()
-
-    def _delta_loop(self) -> None:
-        while True:
-            self._delta_wake.wait()
-            self._delta_wake.clear()
-            if self._stop.is_set():
-                return
-            try:
-                self._delta_if_due()
-            except Exception as exc:  # reported in stats; the next write past due retries
-                self.counters["background_errors"] += 1
-                self.counters["last_background_error"] = f"delta: {exc}"
-                st = self._delta
-                if st is not None:
-                    self._set_delta(st)
-                    # no writer waits for deltas that fail; the next one that succeeds re-arms
-                    self._stall_at = _NEVER
-                    with self._delta_cv:
-                        self._delta_cv.notify_all()
-
-    def _delta_if_due(self) -> None:
-        """An index delta (or a snapshot, see :meth:`write_delta`) once ``delta_records``
-        records were appended past the newest one."""
-        st, every = self._delta, self.config["delta_records"]
-        if st is not None and every and self._nwrites - st.mark >= every:
-            self._write_delta()
 
     def write_delta(self) -> str | None:
         """Write the index delta now (also done in the background every ``delta_records``
@@ -758,11 +690,11 @@ class IndexedFSBackend(Backend):
         snapshot's, or the records cannot be resolved in C)."""
         with self._snap_lock:
             with self._lock:
-                st, seg = self._delta, self._active
+                st, seg = self._deltas.state, self._active
                 if st is None:
                     return None
                 if seg.id != st.pos[0]:
-                    self._set_delta(None)  # rotated: the snapshot after the seal takes over
+                    self._deltas.reset(None)  # rotated: the snapshot after the seal takes over
                     return None
                 start, end = st.pos[1], seg.size
                 nwrites, next_seq = self._nwrites, self._next_seq
@@ -783,7 +715,7 @@ class IndexedFSBackend(Backend):
             tail = resolve_sorted([recs]) if not (res.corrupt or res.tail_at is not None
                                                   or res.reserved_at is not None) else None
             if tail is None:  # damage (the next open's walk reports it) or keys C cannot hold
-                self._set_delta(None)
+                self._deltas.reset(None)
                 return None
             # the base rows superseded are recorded, so that an open need not join (see delta);
             # with those of the records before known, only the new records are joined
@@ -797,7 +729,7 @@ class IndexedFSBackend(Backend):
             merged = delta.merge(st.res, part) if known else part
             if delta.entries(merged) > max(st.base_entries // 4, self.config["delta_records"]):
                 if self._keep_snapshot:  # snapshots held back (see _open): no more deltas
-                    self._set_delta(None)
+                    self._deltas.reset(None)
                     return None
                 return self._write_snapshot_locked()
             min_seq = min(st.min_seq, res.min_seq) if res.records else st.min_seq
@@ -805,9 +737,9 @@ class IndexedFSBackend(Backend):
                 name = delta.write(self.medium, st.base, st.base_covered, (seg.id, end),
                                    next_seq, min_seq, nwrites - st.mark, merged, dead,
                                    dead_live)
-            self._set_delta(dataclasses.replace(st, pos=(seg.id, end), res=merged,
-                                                min_seq=min_seq, mark=nwrites, unwritten=False,
-                                                dead=dead))
+            self._deltas.reset(dataclasses.replace(st, pos=(seg.id, end), res=merged,
+                                                   min_seq=min_seq, mark=nwrites,
+                                                   unwritten=False, dead=dead))
             self.counters["deltas_written"] += 1
             return name
 
@@ -878,8 +810,8 @@ class IndexedFSBackend(Backend):
         if self._gc_pending:
             self._gc()
         self._after_seal()
-        if self.config["index_flush_interval"] > 0:
-            self._delta_if_due()
+        if self.config["index_flush_interval"] > 0 and self._deltas.is_due(self._nwrites):
+            self._write_delta()
 
     def _spawn(self, what: str, every: float, job) -> None:
         def loop() -> None:
@@ -887,12 +819,25 @@ class IndexedFSBackend(Backend):
                 try:
                     job()
                 except Exception as exc:  # reported in stats; the next round retries
-                    self.counters["background_errors"] += 1
-                    self.counters["last_background_error"] = f"{what}: {exc}"
+                    self._background_error(what, exc)
 
         t = threading.Thread(target=loop, name=f"indexed_fs-{what}", daemon=True)
         t.start()
         self._threads.append(t)
+
+    def _background_error(self, what: str, exc: Exception) -> None:
+        """Count an exception a background thread met (``what`` names its job) in the stats;
+        the thread carries on, and its next round (or the next write past due) retries."""
+        self.counters["background_errors"] += 1
+        self.counters["last_background_error"] = f"{what}: {exc}"
+
+    def _stop_threads(self) -> None:
+        """Stop every background thread and wait for each to end: the periodic ones and the
+        delta thread; writers waiting for a delta are released."""
+        self._stop.set()
+        self._deltas.stop()
+        for t in self._threads:
+            t.join()
 
     # ------------------------------------------------------------------------------- closing
     def _close(self) -> None:
@@ -900,12 +845,7 @@ class IndexedFSBackend(Backend):
         a walk, and release the files and the lock.  No operation is in flight (see
         :meth:`Backend.close`); whatever fails, the files and the lock are released."""
         try:
-            self._stop.set()
-            self._delta_wake.set()
-            with self._delta_cv:  # no writer waits for a delta that will not come
-                self._delta_cv.notify_all()
-            for t in self._threads:
-                t.join()
+            self._stop_threads()
             self._flush()
             self._gc()
             try:
