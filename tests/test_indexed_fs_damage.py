@@ -153,7 +153,10 @@ def test_one_flipped_byte_costs_one_record(tmp_path, field, config, where):
     flip(path / name, off + FIELDS[field])
     rep = verify_path(str(path))  # read-only, before the open: exactly the damaged key
     assert rep.damaged_keys == [key], [r.line() for r in rep.damaged]
-    assert (rep.lost, rep.rolled_back) == (([], [key]) if len(hist[key]) > 1 else ([key], []))
+    # an older version survives only where GC has not yet deleted its segment: when GC ran
+    # before the copy depends on the machine's load, so the files say which outcome is right
+    older = any(r[3] == key and (r[0], r[1]) != (name, off) for r in recs)
+    assert (rep.lost, rep.rolled_back) == (([], [key]) if older else ([key], []))
     st = check(path, hist, key, **store_opts)
     assert any(f"segment {int(name.split('.')[0])}" in w for w in st["warnings"]), st["warnings"]
     assert (path / QDIR / name).exists() or any(
