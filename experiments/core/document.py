@@ -16,6 +16,11 @@ made, the time and the command line.  Two results can then be compared knowing w
 Reading is strict where a mistake would mislead: a document of another schema, or of a newer
 version of this one, is refused with :class:`DocumentError` naming both.  Keys a type does not
 know are ignored, so an older reader still reads a document that grew optional fields.
+
+A field declared with :func:`optional` is left out of the JSON while it is ``None``: a section
+only some runs have (a skipped entry has no phases, a single round no ratios) is absent rather
+than ``null``, as readers of the written files expect.  :func:`parse` reads any document whose
+type has been imported, choosing the type by its ``schema``.
 """
 
 from __future__ import annotations
@@ -37,6 +42,12 @@ D = TypeVar("D", bound="Document")
 
 #: the checkout this package runs from (for the commit a result was made with)
 _ROOT = Path(__file__).resolve().parents[2]
+
+
+def optional(default: Any = None) -> Any:
+    """A dataclass field left out of the JSON while its value is ``None`` (a section only some
+    documents have)."""
+    return dataclasses.field(default=default, metadata={"omit_none": True})
 
 
 class DocumentError(ValueError):
@@ -109,6 +120,13 @@ class Document:
     """Base of every result document; subclasses are dataclasses that set ``SCHEMA``."""
 
     SCHEMA: ClassVar[str] = ""
+    #: schema name (without the version) -> its document type, for :func:`parse`
+    TYPES: ClassVar[dict[str, type[Document]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.SCHEMA:
+            Document.TYPES[cls.SCHEMA.partition("/")[0]] = cls
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.SCHEMA, **dump(self)}
@@ -117,6 +135,18 @@ class Document:
     def from_json(cls: type[D], doc: dict[str, Any]) -> D:
         check_schema(doc, cls.SCHEMA)
         return load(cls, {k: v for k, v in doc.items() if k != "schema"})
+
+
+def parse(doc: Any) -> Document:
+    """``doc`` as the document type its ``schema`` names (that type's module must be imported);
+    :class:`DocumentError` for an object that is no known document."""
+    name = str(doc.get("schema")).partition("/")[0] if isinstance(doc, dict) else None
+    tp = Document.TYPES.get(name or "")
+    if tp is None:
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        raise DocumentError(f"not a ckptbench result (schema {schema!r}); give a JSON file a "
+                            "ckptbench command wrote")
+    return tp.from_json(doc)
 
 
 def check_schema(doc: Any, schema: str) -> None:
@@ -135,7 +165,8 @@ def check_schema(doc: Any, schema: str) -> None:
 def dump(value: Any) -> Any:
     """The JSON form of a dataclass, list, tuple or dict of them (other values as they are)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)}
     if isinstance(value, (list, tuple)):
         return [dump(v) for v in value]
     if isinstance(value, dict):

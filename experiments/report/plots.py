@@ -10,7 +10,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from experiments.core.results import COMPARE_SCHEMA, SCHEMA, SWEEP_SCHEMA, ensure_parent, run_operations
+from experiments.core.results import Compare, Entry, OpStats, Result, Sweep, ensure_parent
+
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend (imported on first use: it is slow to import)."""
@@ -34,51 +35,51 @@ def _save(fig, path: str, dpi: int = 110, grid_y: bool = False) -> None:
     pyplot().close(fig)
 
 
-def plot_compare(doc: dict[str, Any], path: str) -> None:
+def plot_compare(doc: Compare, path: str) -> None:
     """Bar chart: throughput per backend (left), p50/p99 of every op per backend (right)."""
     plt = pyplot()
-    ran = [e for e in doc["results"] if not e["skipped"]]
+    ran = [e for e in doc.results if not e.skipped]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = [e["backend"] for e in ran]
-    ax1.bar(names, [e["throughput_ops_sec"] for e in ran], color="tab:blue")
+    names = [e.backend for e in ran]
+    ax1.bar(names, [e.throughput_ops_sec for e in ran], color="tab:blue")
     ax1.set_yscale("log")
     ax1.set_ylabel("throughput (ops/s, log)")
-    ax1.set_title(f"{doc.get('workload', '')}: throughput")
-    ops = sorted({n for e in ran for n in run_operations(e)})
+    ax1.set_title(f"{doc.workload}: throughput")
+    ops = sorted({n for e in ran for n in e.ran()})
     width = 0.8 / max(1, 2 * len(ops))
     for i, op in enumerate(ops):
         for j, (pct, hatch) in enumerate((("p50_us", ""), ("p99_us", "//"))):
             xs = [k + (2 * i + j) * width - 0.4 + width / 2 for k in range(len(ran))]
-            ys = [(run_operations(e).get(op) or {}).get(pct) or 0 for e in ran]
+            ys = [getattr(e.ran().get(op) or OpStats(), pct) or 0 for e in ran]
             ax2.bar(xs, ys, width, hatch=hatch, label=f"{op} {pct[:3]}")
     ax2.set_xticks(range(len(ran)), names)
     ax2.set_yscale("log")
     ax2.set_ylabel("latency (us, log)")
     ax2.set_title("latency per op")
     ax2.legend(fontsize=7)
-    skipped = [f"{e['backend']}: skipped" for e in doc["results"] if e["skipped"]]
+    skipped = [f"{e.backend}: skipped" for e in doc.results if e.skipped]
     if skipped:
         fig.text(0.01, 0.01, "; ".join(skipped), fontsize=7)
     _save(fig, path)
 
 
-def plot_sweep(doc: dict[str, Any], path: str) -> None:
+def plot_sweep(doc: Sweep, path: str) -> None:
     """Latency vs throughput, one curve per backend (the thesis' Fig 4.1 shape).  Target-rate
     sweeps plot the intended latency (queueing included), thread sweeps the service latency."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    by_backend: dict[str, list[dict[str, Any]]] = {}
-    for e in doc["results"]:
-        by_backend.setdefault(e["backend"], []).append(e)
+    by_backend: dict[str, list[Entry]] = {}
+    for e in doc.results:
+        by_backend.setdefault(e.backend, []).append(e)
     for backend, entries in by_backend.items():
-        cells: dict[str, list[tuple[float, float]]] = {}  # one point per params (--rounds: medians)
+        cells: dict[tuple, list[tuple[float, float]]] = {}  # one point per params (--rounds: medians)
         for e in entries:
-            if e["skipped"]:
+            if e.skipped:
                 continue
-            lat = e.get("intended") if (e.get("intended") or {}).get("count") else e["overall"]
-            if lat["mean_us"] is not None:
-                cells.setdefault(repr(sorted(e["params"].items())), []).append(
-                    (e["throughput_ops_sec"], lat["mean_us"] / 1000.0))
+            lat = e.intended if e.intended and e.intended.count else e.overall
+            if lat is not None and lat.mean_us is not None:
+                cells.setdefault((e.params.target, e.params.threads), []).append(
+                    (e.throughput_ops_sec, lat.mean_us / 1000.0))
         pts = [(statistics.median(x for x, _ in c), statistics.median(y for _, y in c))
                for c in cells.values()]
         if pts:
@@ -87,31 +88,26 @@ def plot_sweep(doc: dict[str, Any], path: str) -> None:
             ax.plot([], [], label=f"{backend} (skipped)")
     ax.set_xlabel("throughput (ops/s)")
     ax.set_ylabel("average latency (ms)")
-    ax.set_title(f"{doc.get('workload', '')}: latency vs throughput")
+    ax.set_title(f"{doc.workload}: latency vs throughput")
     ax.grid(True, alpha=0.3)
     ax.legend()
     _save(fig, path)
 
 
-def plot_results(docs: list[dict[str, Any]], path: str) -> None:
+def plot_results(docs: list[Result | Compare | Sweep], path: str) -> None:
     """Re-plot saved results: sweeps as curves, compares as bars, single runs as one compare."""
-    if all(d.get("schema") == SWEEP_SCHEMA for d in docs):
-        plot_sweep({"workload": docs[0].get("workload"),
-                    "results": [e for d in docs for e in d["results"]]}, path)
+    if all(isinstance(d, Sweep) for d in docs):
+        plot_sweep(Sweep(workload=docs[0].workload,
+                         results=[e for d in docs for e in d.results]), path)
         return
-    results = []
+    entries: list[Entry] = []
     for d in docs:
-        if d.get("schema") in (COMPARE_SCHEMA, SWEEP_SCHEMA):
-            results += d["results"]
-        elif d.get("schema") == SCHEMA:
-            run = d["phases"]["run"]
-            ops = run["operations"]
-            results.append({"backend": d["backend"], "params": {}, "skipped": None,
-                            "throughput_ops_sec": run["throughput_ops_sec"],
-                            "phases": {"run": {"operations": ops}}})
+        if isinstance(d, (Compare, Sweep)):
+            entries += d.results
         else:
-            raise ValueError(f"not a ckptbench result (schema {d.get('schema')!r})")
-    plot_compare({"workload": docs[0].get("workload"), "results": results}, path)
+            entries.append(Entry(d.backend, throughput_ops_sec=d.run.throughput_ops_sec,
+                                 phases={"run": d.run}))
+    plot_compare(Compare(workload=docs[0].workload, results=entries), path)
 
 
 def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments.core.results import Sweep
 from experiments.report.format import md_table, num, times
 
 Runs = dict[str, dict[str, Any]]
@@ -19,21 +20,23 @@ Runs = dict[str, dict[str, Any]]
 
 # ------------------------------------------------------------------------------------- thesis
 def fig41(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
+    (doc,) = (Sweep.from_json(d) for d in runs.values())
     rows = []
-    for e in doc["results"]:
-        if e["skipped"]:
-            rows.append([e["backend"], str(e["params"].get("threads", "-")), f"skipped: {e['skipped']}", "-"])
+    for e in doc.results:
+        threads = e.params.threads
+        if e.skipped:
+            rows.append([e.backend, str("-" if threads is None else threads),
+                         f"skipped: {e.skipped}", "-"])
             continue
-        mean = e["overall"].get("mean_us")
-        rows.append([e["backend"], str(e["params"].get("threads")), num(e["throughput_ops_sec"]),
+        mean = e.overall.mean_us if e.overall else None
+        rows.append([e.backend, str(threads), num(e.throughput_ops_sec),
                      num(mean / 1000.0 if mean is not None else None)])
     return md_table(["backend", "threads", "ops/s", "mean latency ms"], rows)
 
 
 def fig41_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    best = doc["summary"]["max_throughput_ops_sec"]
+    (doc,) = (Sweep.from_json(d) for d in runs.values())
+    best = (doc.summary or {})["max_throughput_ops_sec"]
     return "most write-heavy ops/s: " + ", ".join(f"{b} {num(t)}" for b, t in best.items())
 
 

@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends import backend_names
 from backends.base import BadOptionError
+from experiments.core.document import dump, load
 from experiments.storage import crash
 from experiments.storage.media import Medium, cleanup, scratch
 
@@ -211,7 +212,7 @@ def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], secon
                         run = out.run
                         row.update({"throughput_ops_sec": run.throughput,
                                     "operations_done": run.operations,
-                                    "overall": overall(run.measurements),
+                                    "overall": dump(overall(run.measurements)),
                                     "errors": dict(run.errors),
                                     "phases": {k: phase_json(p) for k, p in out.phases.items()}})
                         say(f"write-heavy: {m.name} {backend} x{threads}: "
@@ -343,22 +344,22 @@ def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[d
 
 
 # ------------------------------------------------------------------------------- Fig 4.1 charts
-def fig41_sweeps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def fig41_sweeps(doc: dict[str, Any]) -> dict[str, Any]:
     """The write-heavy rows of each medium as a thread sweep document (the thesis' Fig 4.1:
     latency against throughput, default_fs vs indexed_fs), for :func:`plots.plot_sweep`."""
     from experiments.core import results
 
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, results.Sweep] = {}
     for r in doc["rows"]:
         if r["section"] != "write-heavy":
             continue
-        sweep = out.setdefault(r["medium"], {
-            "schema": results.SWEEP_SCHEMA, "experiment": f"storage-compare fig4.1 {r['medium']}",
-            "workload": f"write-heavy on {r['medium']} ({r['kind']})", "results": []})
-        sweep["results"].append({
-            "backend": r["backend"], "params": {"threads": r["threads"]},
-            "skipped": r["skipped"], "throughput_ops_sec": r.get("throughput_ops_sec"),
-            "overall": r.get("overall") or {"mean_us": None}})
+        sweep = out.setdefault(r["medium"], results.Sweep(
+            experiment=f"storage-compare fig4.1 {r['medium']}",
+            workload=f"write-heavy on {r['medium']} ({r['kind']})"))
+        sweep.results.append(results.Entry(
+            r["backend"], results.Point(threads=r["threads"]), r["skipped"],
+            throughput_ops_sec=r.get("throughput_ops_sec"),
+            overall=load(results.OpStats, r.get("overall") or {})))
     return out
 
 
@@ -370,7 +371,7 @@ def plot_fig41(doc: dict[str, Any], plot_path: str) -> list[str]:
     stem, ext = os.path.splitext(plot_path)
     written = []
     for medium, sweep in fig41_sweeps(doc).items():
-        if all(e["skipped"] for e in sweep["results"]):
+        if all(e.skipped for e in sweep.results):
             continue
         path = f"{stem}-fig4.1-{medium}{ext or '.png'}"
         plots.plot_sweep(sweep, path)

@@ -89,16 +89,15 @@ def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
                               point_seconds=1.0 if quick else 3.0,
                               on_point=lambda o: _say(f"fig4.1: {o.backend} {o.params}: " + (
                                   o.skipped or f"{o.run.throughput:.0f} ops/s")))
-        entries += [results.outcome_json(o) for o in points]
-    doc = {"schema": results.SWEEP_SCHEMA, "experiment": "fig4.1", "workload": "write-heavy",
-           "quick": quick, "environment": results.environment(), "results": entries}
+        entries += [results.entry(o) for o in points]
+    doc = results.Sweep(experiment="fig4.1", workload="write-heavy", quick=quick, results=entries)
     plots.plot_sweep(doc, os.path.join(out_dir, "fig4.1.png"))
     print("\n".join(tables.sweep_table(doc)))
-    best = {}
+    best: dict[str, float] = {}
     for e in entries:
-        if not e["skipped"]:
-            best[e["backend"]] = max(best.get(e["backend"], 0.0), e["throughput_ops_sec"])
-    doc["summary"] = {"max_throughput_ops_sec": best}
+        if not e.skipped:
+            best[e.backend] = max(best.get(e.backend, 0.0), e.throughput_ops_sec)
+    doc.summary = {"max_throughput_ops_sec": best}
     print("ours: max throughput " + ", ".join(f"{b} {t:.0f} ops/s" for b, t in best.items()))
     return doc
 

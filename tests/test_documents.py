@@ -1,0 +1,96 @@
+"""Every ``ckptbench.*`` result document as a type: each round-trips through its JSON
+(``from_json(to_json(x)) == x``, through real JSON text), and its JSON has the keys the readers
+of written files (the tables, ``bench report``, earlier results) expect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.core import compare, results
+from experiments.core.document import Document, DocumentError, Environment, parse
+from workloads import core
+from workloads.runner import ClientSettings
+
+#: the environment's keys: the machine, the CPUs, the command line, version, commit and load
+ENVIRONMENT = {"python", "implementation", "platform", "cpu_count", "cpus_allowed", "hostname",
+               "time", "argv", "version", "commit", "loadavg"}
+PHASE = {"runtime_ms", "throughput_ops_sec", "operations_done", "operations", "errors"}
+OP = {"count", "ok", "errors", "statuses", "mean_us", "min_us", "max_us", "p50_us", "p95_us",
+      "p99_us", "p999_us"}
+ENTRY = {"backend", "params", "skipped", "throughput_ops_sec", "overall", "intended", "phases"}
+
+
+def round_trip(doc: Document) -> dict:
+    """``doc``'s JSON, after checking it reads back, through JSON text, as an equal document."""
+    data = doc.to_json()
+    again = type(doc).from_json(json.loads(json.dumps(data)))
+    assert again == doc
+    assert parse(json.loads(json.dumps(data))) == doc
+    assert list(data)[0] == "schema" and data["schema"] == doc.SCHEMA
+    assert set(data["environment"]) == ENVIRONMENT
+    return data
+
+
+SPEC = core.preset("write-heavy", records=50, operations=100)
+
+
+def test_result_round_trips_with_the_keys_bench_run_wrote():
+    from experiments.core.run import run
+    from experiments.core.spec import RunSpec
+
+    result = run(RunSpec("memory", {}, SPEC, ClientSettings(seed=7), config={"threads": 1}))
+    data = round_trip(result.document())
+    assert set(data) == {"schema", "workload", "backend", "config", "environment", "phases",
+                         "backend_stats", "seed"}
+    assert set(data["phases"]) == {"load", "run"}
+    assert set(data["phases"]["run"]) == PHASE
+    assert all(set(s) == OP for s in data["phases"]["run"]["operations"].values())
+    assert data["seed"] == 7 and data["config"]["workload_spec"]["records"] == 50
+
+
+def test_a_recovery_result_round_trips_with_its_section():
+    doc = results.Result(workload="recovery", backend="indexed_fs", config={"records": 10},
+                         recovery=results.Reopen(True, False, 12.5, 0, 0, [12.5, 13.0]))
+    data = round_trip(doc)
+    assert set(data["recovery"]) == {"crash", "eager", "open_ms", "missing", "corrupt",
+                                     "open_ms_rounds"}
+    assert "open_ms_rounds" not in results.Result(
+        workload="recovery", backend="memory",
+        recovery=results.Reopen(False, False, 1.0, 0, 0)).to_json()["recovery"]
+
+
+def test_compare_round_trips_with_skipped_entries_and_ratios():
+    doc = compare.compare(["memory", "redis"],  # redis on port 1: refused, so skipped
+                          {"port": 1}, SPEC, ClientSettings(), config={"threads": 1}, rounds=2)
+    data = round_trip(doc)
+    assert set(data) == {"schema", "workload", "config", "environment", "results", "ratios"}
+    ran, skipped = data["results"]
+    assert set(ran) == ENTRY | {"rounds_ops_sec"}
+    assert set(skipped) == {"backend", "params", "skipped"} and skipped["skipped"]
+    assert ran["params"] == {} and set(ran["overall"]) == OP
+    one = compare.compare(["memory"], {}, SPEC, ClientSettings(), config={})
+    assert "ratios" not in one.to_json() and "rounds_ops_sec" not in one.to_json()["results"][0]
+
+
+def test_sweep_round_trips_with_points_rounds_and_ratios():
+    doc = compare.sweep(["memory"], {}, SPEC, config={}, threads_list=[1, 2],
+                        point_seconds=0.05, rounds=2)
+    data = round_trip(doc)
+    assert set(data) == {"schema", "workload", "config", "environment", "results", "ratios"}
+    assert [e["params"] for e in data["results"]] == [{"threads": 1}, {"threads": 2}] * 2
+    assert [e["round"] for e in data["results"]] == [1, 1, 2, 2]
+    assert [r["what"] for r in data["ratios"]] == ["memory threads 2/1"]
+    assert set(data["ratios"][0]) == {"what", "median", "rounds"}
+
+
+def test_a_document_of_another_schema_or_a_newer_version_is_refused():
+    doc = results.Compare(workload="w").to_json()
+    with pytest.raises(DocumentError, match="not a ckptbench.sweep document"):
+        results.Sweep.from_json(doc)
+    with pytest.raises(DocumentError, match="newer"):
+        results.Compare.from_json({**doc, "schema": "ckptbench.compare/2"})
+    with pytest.raises(DocumentError):
+        parse({"schema": "something/1"})
+    assert isinstance(results.Compare.from_json(doc).environment, Environment)
