@@ -94,3 +94,37 @@ def test_a_document_of_another_schema_or_a_newer_version_is_refused():
     with pytest.raises(DocumentError):
         parse({"schema": "something/1"})
     assert isinstance(results.Compare.from_json(doc).environment, Environment)
+
+
+def test_verify_round_trips_with_the_keys_bench_verify_wrote(tmp_path):
+    from backends import open_backend
+    from backends.indexed_fs import verify as checker
+    from experiments.storage.verify import Verify
+
+    store = open_backend("indexed_fs", path=str(tmp_path / "s"))
+    for i in range(20):
+        store.put(f"k{i}", b"v" * 100)
+    store.close()
+    seg = sorted(p for p in (tmp_path / "s").rglob("*") if p.is_file() and p.stat().st_size > 1000)
+    data = bytearray(seg[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one damaged byte: a damaged range with keys
+    seg[0].write_bytes(bytes(data))
+    doc = Verify.of("indexed_fs", str(tmp_path / "s"), checker.verify_path(str(tmp_path / "s")))
+    data = round_trip(doc)
+    assert set(data) == {"schema", "backend", "path", "ok", "segments", "records", "snapshots",
+                         "damaged_keys", "lost_keys", "rolled_back_keys", "damaged",
+                         "bad_snapshots", "hints", "bad_hints", "notes", "environment"}
+    assert not doc.ok and data["damaged"] and set(data["damaged"][0]) == {
+        "segment", "start", "end", "what", "keys"}
+
+
+def test_peer_round_trips_with_the_keys_bench_peer_wrote():
+    from experiments.storage.peers import PeerResult
+
+    res = PeerResult(peer_throughput=[100.0, 110.0, 90.0], ours_rounds=[80.0, 85.0], ops=1000,
+                     clients=4, pipeline=1, value_size=64, placement="cross")
+    data = round_trip(res.document("redis"))
+    assert set(data) == {"schema", "server", "clients", "pipeline", "ops", "value_size",
+                         "placement", "peer_throughput", "ours_throughput", "round_ratios",
+                         "ratio", "environment"}
+    assert data["round_ratios"] == res.ratios and data["ratio"] == res.ratio

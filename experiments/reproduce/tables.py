@@ -21,6 +21,7 @@ from experiments.core.document import Document
 from experiments.core.results import (CheckpointSummary, Compare, OpStats, Reopen, Result, Sweep,
                                       read_run, sweep_ratios)
 from experiments.report.format import md_table, num, target, times
+from experiments.storage.peers import Peer
 
 Runs = dict[str, dict[str, Any]]
 D = TypeVar("D", bound=Document)
@@ -233,18 +234,18 @@ def backends_headline(runs: Runs) -> str:
 
 # -------------------------------------------------------------------------------------- peers
 def peer_redis(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
+    (doc,) = _as(Peer, runs)
     return md_table(["clients", "pipeline", "placement", "redis-benchmark SET/s (each run)",
                      "ckptbench puts/s (each round)", "ratio (median round)"],
-                    [[str(doc["clients"]), str(doc["pipeline"]), doc["placement"],
-                      " ".join(num(v) for v in doc["peer_throughput"]),
-                      " ".join(num(v) for v in doc["ours_throughput"]), times(doc["ratio"])]])
+                    [[str(doc.clients), str(doc.pipeline), doc.placement,
+                      " ".join(num(v) for v in doc.peer_throughput),
+                      " ".join(num(v) for v in doc.ours_throughput), times(doc.ratio)]])
 
 
 def peer_redis_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    return (f"the redis backend at {times(doc['ratio'])} redis-benchmark's SET rate "
-            f"({doc['clients']} clients, pipeline {doc['pipeline']})")
+    (doc,) = _as(Peer, runs)
+    return (f"the redis backend at {times(doc.ratio)} redis-benchmark's SET rate "
+            f"({doc.clients} clients, pipeline {doc.pipeline})")
 
 
 
