@@ -128,3 +128,24 @@ def test_peer_round_trips_with_the_keys_bench_peer_wrote():
                          "placement", "peer_throughput", "ours_throughput", "round_ratios",
                          "ratio", "environment"}
     assert data["round_ratios"] == res.ratios and data["ratio"] == res.ratio
+
+
+def test_reproduce_round_trips_with_its_commands_documents():
+    from experiments.reproduce.result import Reproduce, StepRun
+
+    inner = results.Result(workload="write-heavy", backend="memory", config={"threads": 1},
+                           phases={"run": results.Phase(1.0, 100.0, 100)}).to_json()
+    doc = Reproduce(name="harness", shows="the harness", quick=True, commands=["bench x"],
+                    started="2026-01-01T00:00:00+0000", finished="2026-01-01T00:00:01+0000",
+                    seconds=1.0, machine="cpu, Linux", cpus=2, loadavg_before=[0.5, 0.4, 0.3],
+                    loadavg_after=[0.6, 0.4, 0.3],
+                    runs=[StepRun("one", "bench x", 0, 1.0, "out/one.log", "out/one.json",
+                                  document=inner)],
+                    table=["| a |", "| - |"])
+    data = round_trip(doc)
+    assert set(data) == {"schema", "name", "shows", "quick", "servers", "status", "error",
+                         "commands", "started", "finished", "seconds", "environment", "machine",
+                         "cpus", "loadavg_before", "loadavg_after", "runs", "table"}
+    assert set(data["runs"][0]) == {"label", "command", "returncode", "seconds", "log",
+                                    "document_path", "plot", "error", "document"}
+    assert results.Result.from_json(doc.documents()["one"]).run.operations_done == 100
