@@ -149,3 +149,40 @@ def test_reproduce_round_trips_with_its_commands_documents():
     assert set(data["runs"][0]) == {"label", "command", "returncode", "seconds", "log",
                                     "document_path", "plot", "error", "document"}
     assert results.Result.from_json(doc.documents()["one"]).run.operations_done == 100
+
+
+def _stats(mean: float) -> results.OpStats:
+    return results.OpStats(count=10, ok=10, statuses={"OK": 10}, mean_us=mean, min_us=1,
+                           max_us=90, p50_us=40, p95_us=80, p99_us=90, p999_us=90)
+
+
+def test_thesis_documents_round_trip_with_each_experiments_rows():
+    from experiments.storage.thesis_result import Fig42Row, Fig45Row, Fig47Row, Table52Row, Thesis
+    from workloads.checkpoint import CheckpointSpec
+
+    spec = CheckpointSpec(rate=400, events=2000, pes=1000)
+    summary = dict(spec=spec, submitted=2000, written=1990, dropped=10, dropped_serialization=0,
+                   failed=0, event_rate=399.5, write_rate=398.0)
+    fig42 = round_trip(Thesis(experiment="fig4.2", quick=True,
+                              rows=[Fig42Row(1000, 5.0, 2.5, 1.5)]))
+    assert set(fig42) == {"schema", "experiment", "quick", "environment", "rows"}
+    assert set(fig42["rows"][0]) == {"pes", "load_ms", "open_after_crash_ms",
+                                     "open_after_clean_ms"}
+    fig45 = round_trip(Thesis(experiment="fig4.5", quick=True, spec=spec, rows=[
+        Fig45Row("indexed_fs", None, results.CheckpointSummary(**summary), _stats(40.0),
+                 _stats(4.0), 3.0, 0, 0),
+        Fig45Row("redis", "BackendUnavailableError: refused")]))
+    assert set(fig45) == {"schema", "experiment", "quick", "spec", "environment", "rows"}
+    assert set(fig45["rows"][0]) == {"backend", "skipped", "checkpoint", "write", "read",
+                                     "open_ms", "missing", "corrupt"}
+    assert fig45["rows"][1] == {"backend": "redis", "skipped": "BackendUnavailableError: refused"}
+    fig47 = round_trip(Thesis(experiment="fig4.7", quick=True, events=5000, rate=5000.0,
+                              queue=1000, rows=[Fig47Row(backend="default_fs", pes=100,
+                                                         **summary)]))
+    assert set(fig47["rows"][0]) == {"backend", "pes", *summary}
+    table = round_trip(Thesis(experiment="table5.2", rows=[
+        Table52Row("indexed_fs", "none", "append log", 900.0, None, 40.0, 4.0, 3.0,
+                   {"100": 398.0}),
+        Table52Row("redis", "redis-server", "AOF", skipped="refused")]))
+    assert set(table) == {"schema", "experiment", "environment", "rows"}
+    assert set(table["rows"][1]) == {"backend", "dependency", "durability", "skipped"}

@@ -169,15 +169,16 @@ def _line_chart(path: str, draw: Any) -> None:
     _save(fig, path)
 
 
-def plot_fig42(doc: dict[str, Any], path: str) -> None:
+def plot_fig42(doc: Any, path: str) -> None:
     """Thesis Fig 4.2: indexed_fs open (index rebuild) time against the number of PEs, after a
-    crash and after a clean close, with the thesis' bound for a million PEs as a line."""
-    rows = doc["rows"]
+    crash and after a clean close, with the thesis' bound for a million PEs as a line.  ``doc``
+    is an :class:`experiments.storage.thesis_result.Thesis` (a floor above: not imported)."""
+    rows = doc.rows
 
     def draw(ax: Any) -> None:
-        xs = [r["pes"] for r in rows]
-        ax.plot(xs, [r["open_after_crash_ms"] for r in rows], marker="o", label="after crash")
-        ax.plot(xs, [r["open_after_clean_ms"] for r in rows], marker="s", label="after clean close")
+        xs = [r.pes for r in rows]
+        ax.plot(xs, [r.open_after_crash_ms for r in rows], marker="o", label="after crash")
+        ax.plot(xs, [r.open_after_clean_ms for r in rows], marker="s", label="after clean close")
         ax.axhline(250, color="grey", ls="--", label="thesis: 10^6 PEs < 250 ms")
         ax.set_xscale("log")
         ax.set_xlabel("number of PEs (keys, ~40-byte values)")
@@ -188,42 +189,42 @@ def plot_fig42(doc: dict[str, Any], path: str) -> None:
     _line_chart(path, draw)
 
 
-def plot_fig45(doc: dict[str, Any], path: str) -> None:
+def plot_fig45(doc: Any, path: str) -> None:
     """Thesis Figs 4.5/4.6: mean checkpoint write and lazy recovery read latency per backend
     that ran (log scale: file and server backends differ by orders of magnitude)."""
-    ran = [r for r in doc["rows"] if not r["skipped"]]
-    spec = doc["spec"]
+    ran = [r for r in doc.rows if not r.skipped]
+    spec = doc.spec
 
     def draw(ax: Any) -> None:
         xs = range(len(ran))
-        ax.bar([x - 0.2 for x in xs], [r["write"]["mean_us"] / 1000 for r in ran], 0.4,
+        ax.bar([x - 0.2 for x in xs], [r.write.mean_us / 1000 for r in ran], 0.4,
                label="write (Fig 4.5)")
-        ax.bar([x + 0.2 for x in xs], [r["read"]["mean_us"] / 1000 for r in ran], 0.4,
+        ax.bar([x + 0.2 for x in xs], [r.read.mean_us / 1000 for r in ran], 0.4,
                label="lazy recovery read (Fig 4.6)")
-        ax.set_xticks(list(xs), [r["backend"] for r in ran])
+        ax.set_xticks(list(xs), [r.backend for r in ran])
         ax.set_yscale("log")
         ax.set_ylabel("mean latency (ms, log)")
-        ax.set_title(f"Figs 4.5/4.6: word count, {spec['rate']:.0f} ev/s, {spec['events']} events")
+        ax.set_title(f"Figs 4.5/4.6: word count, {spec.rate:.0f} ev/s, {spec.events} events")
         ax.legend()
 
     _line_chart(path, draw)
 
 
-def plot_fig47(doc: dict[str, Any], path: str) -> None:
+def plot_fig47(doc: Any, path: str) -> None:
     """Thesis Fig 4.7: storage-queue throughput (checkpoints/s) against the number of PEs, one
     curve per backend."""
-    rows = doc["rows"]
+    rows = doc.rows
 
     def draw(ax: Any) -> None:
-        for backend in dict.fromkeys(r["backend"] for r in rows):
-            pts = [r for r in rows if r["backend"] == backend]
-            ax.plot([r["pes"] for r in pts], [r["write_rate"] for r in pts], marker="o",
+        for backend in dict.fromkeys(r.backend for r in rows):
+            pts = [r for r in rows if r.backend == backend]
+            ax.plot([r.pes for r in pts], [r.write_rate for r in pts], marker="o",
                     label=backend)
         ax.set_xscale("log")
         ax.set_xlabel("number of PEs")
         ax.set_ylabel("storage-queue throughput (checkpoints/s)")
-        ax.set_title(f"Fig 4.7: {doc['events']} events at {doc['rate']:.0f}/s, "
-                     f"storage queue {doc['queue']}")
+        ax.set_title(f"Fig 4.7: {doc.events} events at {doc.rate:.0f}/s, "
+                     f"storage queue {doc.queue}")
         ax.legend()
 
     _line_chart(path, draw)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.core.results import Sweep
+from experiments.storage.thesis_result import Thesis
 from experiments.report.format import md_table, num, times
 
 Runs = dict[str, dict[str, Any]]
@@ -40,81 +41,77 @@ def fig41_headline(runs: Runs) -> str:
     return "most write-heavy ops/s: " + ", ".join(f"{b} {num(t)}" for b, t in best.items())
 
 
+def _thesis(runs: Runs) -> Thesis:
+    (doc,) = (Thesis.from_json(d) for d in runs.values())
+    return doc
+
+
 def fig42(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
     return md_table(["PEs", "load ms", "open after crash ms", "open after clean close ms"],
-                    [[num(r["pes"]), num(r["load_ms"]), num(r["open_after_crash_ms"]),
-                      num(r["open_after_clean_ms"])] for r in doc["rows"]])
+                    [[num(r.pes), num(r.load_ms), num(r.open_after_crash_ms),
+                      num(r.open_after_clean_ms)] for r in _thesis(runs).rows])
 
 
 def fig42_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    r = doc["rows"][-1]
-    return (f"{num(r['pes'])} PEs: index rebuilt in {num(r['open_after_crash_ms'])} ms after a "
-            f"crash, {num(r['open_after_clean_ms'])} ms after a clean close")
+    r = _thesis(runs).rows[-1]
+    return (f"{num(r.pes)} PEs: index rebuilt in {num(r.open_after_crash_ms)} ms after a "
+            f"crash, {num(r.open_after_clean_ms)} ms after a clean close")
 
 
 def fig45(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
     rows = []
-    for r in doc["rows"]:
-        if r["skipped"]:
-            rows.append([r["backend"], f"skipped: {r['skipped']}"] + ["-"] * 5)
+    for r in _thesis(runs).rows:
+        if r.skipped:
+            rows.append([r.backend, f"skipped: {r.skipped}"] + ["-"] * 5)
             continue
-        rows.append([r["backend"], num(r["write"]["mean_us"]), num(r["write"]["p99_us"]),
-                     num(r["read"]["mean_us"]), num(r["read"]["p99_us"]),
-                     num(r["checkpoint"]["dropped"]), num(r["open_ms"])])
+        rows.append([r.backend, num(r.write.mean_us), num(r.write.p99_us), num(r.read.mean_us),
+                     num(r.read.p99_us), num(r.checkpoint.dropped), num(r.open_ms)])
     return md_table(["backend", "write mean µs", "write p99 µs", "lazy read mean µs",
                      "lazy read p99 µs", "dropped", "reopen ms"], rows)
 
 
 def fig45_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    by = {r["backend"]: r for r in doc["rows"] if not r["skipped"]}
+    doc = _thesis(runs)
+    by = {r.backend: r for r in doc.rows if not r.skipped}
     d, i = by["default_fs"], by["indexed_fs"]
-    parts = [f"indexed_fs writes {times(d['write']['mean_us'] / i['write']['mean_us'])}, lazy "
-             f"recovery reads {times(d['read']['mean_us'] / max(i['read']['mean_us'], 1e-9))} "
+    parts = [f"indexed_fs writes {times(d.write.mean_us / i.write.mean_us)}, lazy "
+             f"recovery reads {times(d.read.mean_us / max(i.read.mean_us, 1e-9))} "
              f"faster than default_fs"]
-    parts += [f"{r['backend']} skipped" for r in doc["rows"] if r["skipped"]]
+    parts += [f"{r.backend} skipped" for r in doc.rows if r.skipped]
     return "; ".join(parts)
 
 
 def fig47(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
     return md_table(["backend", "PEs", "checkpoints/s", "written", "dropped"],
-                    [[r["backend"], num(r["pes"]), num(r["write_rate"]), num(r["written"]),
-                      num(r["dropped"])] for r in doc["rows"]])
+                    [[r.backend, num(r.pes), num(r.write_rate), num(r.written), num(r.dropped)]
+                     for r in _thesis(runs).rows])
 
 
 def fig47_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
+    doc = _thesis(runs)
     by: dict[str, list[float]] = {}
-    for r in doc["rows"]:
-        by.setdefault(r["backend"], []).append(r["write_rate"])
-    pes = [r["pes"] for r in doc["rows"]]
+    for r in doc.rows:
+        by.setdefault(r.backend, []).append(r.write_rate)
+    pes = [r.pes for r in doc.rows]
     return (f"checkpoints/s over {num(min(pes))}-{num(max(pes))} PEs: "
             + ", ".join(f"{b} {num(min(v))}-{num(max(v))}" for b, v in by.items()))
 
 
 def table52(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
     rows = []
-    for r in doc["rows"]:
-        q = r.get("queue_ckpt_sec_by_pes") or {}
-        rows.append([r["backend"], r.get("dependency", "-"), r.get("durability", "-"),
-                     num(r.get("max_write_heavy_ops_sec")), num(r.get("write_mean_us")),
-                     num(r.get("read_mean_us")),
+    for r in _thesis(runs).rows:
+        q = r.queue_ckpt_sec_by_pes or {}
+        rows.append([r.backend, r.dependency, r.durability, num(r.max_write_heavy_ops_sec),
+                     num(r.write_mean_us), num(r.read_mean_us),
                      " ".join(f"{num(v)} ({num(int(k))})" for k, v in q.items()) or "-",
-                     f"skipped: {r['skipped']}" if r.get("skipped") and "write_mean_us" not in r
-                     else ""])
+                     f"skipped: {r.skipped}" if r.skipped and r.write_mean_us is None else ""])
     return md_table(["backend", "dependency", "durability", "most write-heavy ops/s",
                      "checkpoint write µs", "lazy read µs", "queue checkpoints/s (PEs)", "note"],
                     rows)
 
 
 def table52_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    return ("the stores side by side: " + ", ".join(r["backend"] for r in doc["rows"])
+    return ("the stores side by side: " + ", ".join(r.backend for r in _thesis(runs).rows)
             + " (dependency, durability, figures from fig4.1, fig4.5, fig4.7)")
 
 
