@@ -186,3 +186,39 @@ def test_thesis_documents_round_trip_with_each_experiments_rows():
         Table52Row("redis", "redis-server", "AOF", skipped="refused")]))
     assert set(table) == {"schema", "experiment", "environment", "rows"}
     assert set(table["rows"][1]) == {"backend", "dependency", "durability", "skipped"}
+
+
+def stragglers_doc():
+    """A ``logio-stragglers`` document as a quick run makes it (figures invented)."""
+    from experiments.spark.stragglers import PAPER, QUICK, Row, Stragglers
+
+    rows = []
+    for i, (protocol, failure) in enumerate([(p, f) for f in (False, True)
+                                             for p in ("none", "coordinated", "logio")]):
+        metrics = {"WallTime(s)": 12.0 + i, "Throughput(events/sec)": 1000.0 - i,
+                   "LatencyP50(ms)": 40.0 + i, "ReplayedEvents": 100 * i, "Failures": int(failure)}
+        rows.append(Row(protocol, failure, 12.0 + i, 1000.0 - i, 40.0 + i, 90.0 + i, 1.5,
+                        300.0 * failure, 20.0 * failure, 100 * i,
+                        None if protocol == "none" else True, metrics, 8.3 * i, 1.0 + i / 10))
+    return Stragglers(quick=True, backend="indexed_fs", parallelism=2, straggler=1,
+                      straggler_share=0.95, sizes=QUICK, seconds=61.5, rows=rows, paper=PAPER)
+
+
+def test_stragglers_round_trip_with_the_keys_the_experiment_wrote(tmp_path):
+    from experiments.report import plots
+    from experiments.spark import stragglers
+
+    doc = stragglers_doc()
+    data = round_trip(doc)
+    assert set(data) == {"schema", "quick", "backend", "parallelism", "straggler",
+                         "straggler_share", "sizes", "seconds", "rows", "paper", "environment"}
+    assert set(data["rows"][0]) == {"protocol", "failure", "wall_s", "throughput",
+                                    "latency_p50_ms", "latency_p99_ms", "checkpoint_ms",
+                                    "recovery_ms", "restart_ms", "replayed", "exactly_once",
+                                    "metrics", "overhead_pct", "latency_vs_none"}
+    assert data["sizes"] == {"events": 12_000, "rate": 1_000, "keys": 1_000, "batch": 6_000,
+                             "hot": 0.9, "interval": 2}
+    assert stragglers.markdown(data) == stragglers.markdown(doc)
+    assert "logio +41.5 %" in stragglers.headline(data)
+    plots.plot_stragglers(doc, str(tmp_path / "s.png"))  # the chart reads the type too
+    assert (tmp_path / "s.png").stat().st_size > 0

@@ -353,24 +353,25 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
     _save(fig, path, dpi=100, grid_y=True)
 
 
-def plot_stragglers(doc: dict[str, Any], path: str) -> None:
+def plot_stragglers(doc: Any, path: str) -> None:
     """Two panels of a ``ckptbench.logio-stragglers/1`` document: wall-time overhead against
-    ``none`` without and with the straggler's failure, and p50 latency / recovery time."""
+    ``none`` without and with the straggler's failure, and p50 latency / recovery time.  ``doc``
+    is an :class:`experiments.spark.stragglers.Stragglers` (a floor above: not imported)."""
     plt = pyplot()
-    rows = doc["rows"]
-    protocols = [p for p in ("none", "coordinated", "logio") if any(r["protocol"] == p for r in rows)]
+    rows = doc.rows
+    protocols = [p for p in ("none", "coordinated", "logio") if any(r.protocol == p for r in rows)]
     groups = ["no failure", "1 failure"]
 
     def cell(p: str, g: str, key: str) -> float:
-        r = next((r for r in rows if r["protocol"] == p and r["failure"] == (g == "1 failure")), None)
-        return float(r[key] or 0) if r else 0.0
+        r = next((r for r in rows if r.protocol == p and r.failure == (g == "1 failure")), None)
+        return float(getattr(r, key) or 0) if r else 0.0
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     ax = axes[0]
     _grouped_bars(ax, protocols, groups, lambda p, g: cell(p, g, "overhead_pct"))
     ax.set_xticklabels(groups)
     ax.set_ylabel("wall time over none's failure-free run (%)")
-    ax.set_title(f"straggler instance at {doc['sizes']['rate']:,.0f} events/s (LOG.io Figs 5-9)")
+    ax.set_title(f"straggler instance at {doc.sizes.rate:,.0f} events/s (LOG.io Figs 5-9)")
     ax.legend(fontsize=8)
     ax = axes[1]
     _grouped_bars(ax, ["p50 latency, no failure", "recovery time"], protocols,
