@@ -222,3 +222,47 @@ def test_stragglers_round_trip_with_the_keys_the_experiment_wrote(tmp_path):
     assert "logio +41.5 %" in stragglers.headline(data)
     plots.plot_stragglers(doc, str(tmp_path / "s.png"))  # the chart reads the type too
     assert (tmp_path / "s.png").stat().st_size > 0
+
+
+def checkmate_doc():
+    """A ``checkmate`` document as a quick run makes it (grid figures invented, the cyclic
+    emulation real but small)."""
+    from experiments.spark.checkmate import PAPER, QUICK, Checkmate, CyclicMeans, Row
+    from experiments.core.document import dump, load
+    from spark_integration import cyclic
+
+    rows = []
+    for query, skew in (("q1", "uniform"), ("q12", "uniform"), ("q12", "skewed")):
+        for i, protocol in enumerate(("none", "coordinated", "uncoordinated", "cic")):
+            rows.append(Row(query, skew, protocol, "-" if protocol == "none" else "indexed_fs",
+                            5000.0 - 100 * i, 30.0 + i, 80.0 + i, 1.5 * i, 200.0 + i, 50.0, 3 * i,
+                            2 * i, i, i // 2, 1000, 12_000 * (protocol in ("uncoordinated", "cic")),
+                            48 * i, 1.0 + i / 10, 1, None if protocol == "none" else True,
+                            {"Checkpoints": 3 * i}, 1.0 - i / 20))
+    cyc = {str(n): load(dict[str, CyclicMeans], cyclic.compare(n, 2, batches=20, fail_batch=16))
+           for n in (5, 10)}
+    return Checkmate(quick=True, backend="indexed_fs", parallelism=2, sizes=QUICK,
+                     skews={"uniform": "0.0", "skewed": "hot:0.3:1"}, piggyback_bytes_per_row=48,
+                     seconds=300.0, rows=rows, cyclic=cyc, paper=dump(PAPER))
+
+
+def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
+    from experiments.report import plots
+    from experiments.spark import checkmate
+
+    doc = checkmate_doc()
+    data = round_trip(doc)
+    assert set(data) == {"schema", "quick", "backend", "parallelism", "sizes", "skews",
+                         "piggyback_bytes_per_row", "seconds", "rows", "cyclic", "paper",
+                         "environment"}
+    assert set(data["rows"][0]) == {
+        "query", "skew", "protocol", "backend", "throughput", "latency_p50_ms", "latency_p99_ms",
+        "checkpoint_ms", "recovery_ms", "restart_ms", "checkpoints", "basic", "forced", "useless",
+        "replayed", "logged_messages", "piggybacked_bytes", "message_bytes_ratio", "failures",
+        "exactly_once", "metrics", "throughput_vs_none"}
+    assert set(data["cyclic"]["5"]) == {"uncoordinated", "cic"}
+    assert data["sizes"]["skewed"] == ["q12"]
+    assert checkmate.markdown(data) == checkmate.markdown(doc)
+    assert checkmate.headline(data).startswith("uniform input, throughput × none: coordinated 0.95")
+    plots.plot_checkmate(doc, str(tmp_path / "c.png"))
+    assert (tmp_path / "c.png").stat().st_size > 0

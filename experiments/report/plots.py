@@ -302,18 +302,19 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     _save(fig, path, dpi=100, grid_y=True)
 
 
-def plot_checkmate(doc: dict[str, Any], path: str) -> None:
+def plot_checkmate(doc: Any, path: str) -> None:
     """Four panels of a ``ckptbench.checkmate/1`` document: throughput relative to no checkpoints
     and recovery time per query (uniform input), p50 latency uniform against skewed, and the cyclic
-    query's useless checkpoints and undone micro-batches (uncoordinated against cic)."""
+    query's useless checkpoints and undone micro-batches (uncoordinated against cic).  ``doc`` is
+    an :class:`experiments.spark.checkmate.Checkmate` (a floor above: not imported)."""
     plt = pyplot()
-    rows = doc["rows"]
-    protocols = [p for p in ("none", "coordinated", "uncoordinated", "cic") if any(r["protocol"] == p for r in rows)]
-    queries = [q for q in ("q1", "q3", "q8", "q12") if any(r["query"] == q for r in rows)]
+    rows = doc.rows
+    protocols = [p for p in ("none", "coordinated", "uncoordinated", "cic") if any(r.protocol == p for r in rows)]
+    queries = [q for q in ("q1", "q3", "q8", "q12") if any(r.query == q for r in rows)]
 
     def cell(q: str, skew: str, p: str, key: str) -> float:
-        r = next((r for r in rows if (r["query"], r["skew"], r["protocol"]) == (q, skew, p)), None)
-        return float(r[key] or 0) if r else 0.0
+        r = next((r for r in rows if (r.query, r.skew, r.protocol) == (q, skew, p)), None)
+        return float(getattr(r, key) or 0) if r else 0.0
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     ax = axes[0][0]
@@ -331,21 +332,21 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[1][0]
-    skewed = [q for q in queries if any(r["query"] == q and r["skew"] == "skewed" for r in rows)]
+    skewed = [q for q in queries if any(r.query == q and r.skew == "skewed" for r in rows)]
     groups = [(q, s) for q in skewed for s in ("uniform", "skewed")]
     _grouped_bars(ax, protocols, groups, lambda p, g: cell(g[0], g[1], p, "latency_p50_ms"))
     ax.set_xticklabels([f"{q}\n{s}" for q, s in groups], fontsize=8)
     ax.set_ylabel("p50 latency (ms)")
-    ax.set_title(f"uniform against skewed ({doc['skews'].get('skewed', '')}) input (CheckMate Fig 12)")
+    ax.set_title(f"uniform against skewed ({doc.skews.get('skewed', '')}) input (CheckMate Fig 12)")
     ax.legend(fontsize=8)
 
     ax = axes[1][1]
-    cyc = doc["cyclic"]
+    cyc = doc.cyclic
     sizes = list(cyc)
     names = ["uncoordinated", "cic"]
     _grouped_bars(ax, [f"{p} useless %" for p in names] + [f"{p} batches undone" for p in names],
-                  sizes, lambda label, n: cyc[n][label.split()[0]]["useless_pct" if "useless" in label
-                                                                   else "rollback_batches"])
+                  sizes, lambda label, n: getattr(cyc[n][label.split()[0]], "useless_pct" if "useless" in label
+                                                                   else "rollback_batches"))
     ax.set_xticklabels([f"{n} instances" for n in sizes])
     ax.set_title("cyclic query, emulated: rollback after a failure (Table IV)")
     ax.legend(fontsize=8)
