@@ -266,3 +266,34 @@ def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
     assert checkmate.headline(data).startswith("uniform input, throughput × none: coordinated 0.95")
     plots.plot_checkmate(doc, str(tmp_path / "c.png"))
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_storage_compare_round_trips_with_each_sections_rows(tmp_path):
+    from experiments.storage import compare as sc
+    from experiments.storage.compare_table import table_lines
+    from experiments.storage.media import Medium
+
+    media = [Medium("local", "local", str(tmp_path)),
+             Medium("nfs", "nfs", "", skipped="NFS server not running")]
+    doc = sc.run(media, ops=40, sync_ops=10, sizes=[100], threads_list=[1], wh_seconds=1.0,
+                 recovery_keys=100, rpc_ops=2)
+    data = round_trip(doc)
+    assert set(data) == {"schema", "experiment", "config", "environment", "media", "thesis",
+                         "rows", "summary"}
+    assert data["media"][1] == {"name": "nfs", "kind": "nfs", "location": "",
+                                "skipped": "NFS server not running"}
+    keys = {(r["section"], r["medium"]): set(r) for r in data["rows"]}
+    common = {"section", "medium", "kind", "skipped"}
+    assert keys[("table5.1", "local")] == common | {
+        "pattern", "sync_per_op", "record_bytes", "ops_requested", "ops", "file_bytes", "capped",
+        "elapsed_s", "ops_per_sec", "us_per_op"}
+    assert keys[("write-heavy", "local")] == common | {
+        "backend", "threads", "durability", "workload", "max_seconds", "throughput_ops_sec",
+        "operations_done", "overall", "errors", "phases"}
+    assert keys[("recovery", "local")] == common | {
+        "backend", "keys", "value_bytes", "index_flush_interval", "crash", "load_ms",
+        "open_after_crash_ms", "after_crash", "open_after_clean_ms", "after_clean"}
+    assert keys[("rpc", "nfs")] == common | {"operation", "case", "ops", "unit", "value_bytes"}
+    assert set(data["summary"]) == {"indexed_over_default/local/x1"}
+    read = type(doc).from_json(data)
+    assert table_lines(read) == table_lines(doc)

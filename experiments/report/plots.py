@@ -240,25 +240,26 @@ def _grouped_bars(ax: Any, names: list[str], groups: list[Any], value: Any) -> N
     ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(groups))])
 
 
-def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
+def plot_storage_compare(doc: Any, path: str) -> None:
     """Four panels of a ``ckptbench.storage-compare/1`` document: Table 5.1 (log ops/s),
-    write-heavy ops/s, indexed_fs recovery ms, and RPCs per operation over NFS."""
+    write-heavy ops/s, indexed_fs recovery ms, and RPCs per operation over NFS.  ``doc`` is an
+    :class:`experiments.storage.compare_result.StorageCompare` (a floor above: not imported)."""
     plt = pyplot()
-    rows = doc["rows"]
-    names = [m["name"] for m in doc["media"]]
+    rows = doc.rows
+    names = [m.name for m in doc.media]
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
 
-    def find(section: str, medium: str, **match: Any) -> dict[str, Any] | None:
-        return next((r for r in rows if r["section"] == section and r["medium"] == medium
-                     and all(r.get(k) == v for k, v in match.items())), None)
+    def find(section: str, medium: str, **match: Any) -> Any:
+        return next((r for r in rows if r.section == section and r.medium == medium
+                     and all(getattr(r, k) == v for k, v in match.items())), None)
 
     ax = axes[0][0]
-    cases = list(dict.fromkeys((r["ops_requested"], r["pattern"], r["sync_per_op"])
-                               for r in rows if r["section"] == "table5.1"))
+    cases = list(dict.fromkeys((r.ops_requested, r.pattern, r.sync_per_op)
+                               for r in rows if r.section == "table5.1"))
 
     def t51(n: str, c: tuple[int, str, bool]) -> float:
         r = find("table5.1", n, ops_requested=c[0], pattern=c[1], sync_per_op=c[2])
-        return r["ops_per_sec"] if r and not r["skipped"] else 0
+        return r.ops_per_sec if r and not r.skipped else 0
 
     _grouped_bars(ax, names, cases, t51)
     ax.set_xticklabels([f"{s:.0e}\n{p[:3]}{' sync' if y else ''}" for s, p, y in cases], fontsize=7)
@@ -268,12 +269,12 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[0][1]
-    backends = list(dict.fromkeys(r["backend"] for r in rows if r["section"] == "write-heavy"))
-    groups = [(b, t) for t in doc["config"]["threads"] for b in backends]
+    backends = list(dict.fromkeys(r.backend for r in rows if r.section == "write-heavy"))
+    groups = [(b, t) for t in doc.config.threads for b in backends]
 
     def wh(n: str, g: tuple[str, int]) -> float:
         r = find("write-heavy", n, backend=g[0], threads=g[1])
-        return r["throughput_ops_sec"] if r and not r["skipped"] else 0
+        return r.throughput_ops_sec if r and not r.skipped else 0
 
     _grouped_bars(ax, names, groups, wh)
     ax.set_xticklabels([f"{b}\nx{t}" for b, t in groups], fontsize=8)
@@ -282,20 +283,20 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[1][0]
-    rec = [r for r in rows if r["section"] == "recovery" and not r["skipped"]]
+    rec = [r for r in rows if r.section == "recovery" and not r.skipped]
     xs = range(len(rec))
-    ax.bar([x - 0.2 for x in xs], [r["open_after_clean_ms"] for r in rec], 0.4,
+    ax.bar([x - 0.2 for x in xs], [r.open_after_clean_ms for r in rec], 0.4,
            label="after clean close")
-    ax.bar([x + 0.2 for x in xs], [r["open_after_crash_ms"] for r in rec], 0.4, label="after crash")
+    ax.bar([x + 0.2 for x in xs], [r.open_after_crash_ms for r in rec], 0.4, label="after crash")
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([r["medium"] for r in rec])
+    ax.set_xticklabels([r.medium for r in rec])
     ax.set_ylabel("indexed_fs open (ms)")
-    ax.set_title(f"recovery ({rec[0]['keys']:,} keys)" if rec else "recovery (no medium ran)")
+    ax.set_title(f"recovery ({rec[0].keys:,} keys)" if rec else "recovery (no medium ran)")
     ax.legend(fontsize=8)
 
     ax = axes[1][1]
-    rpc = [r for r in rows if r["section"] == "rpc" and not r["skipped"]]
-    ax.bar([f"{r['medium']}\n{r['case']}" for r in rpc], [r["rpcs_per_op"] for r in rpc])
+    rpc = [r for r in rows if r.section == "rpc" and not r.skipped]
+    ax.bar([f"{r.medium}\n{r.case}" for r in rpc], [r.rpcs_per_op for r in rpc])
     ax.set_ylabel("RPC calls per operation")
     ax.set_title("RPC cost over NFS" if rpc else "RPC cost over NFS (no NFS medium ran)")
 
