@@ -197,9 +197,12 @@ def stragglers_doc():
                                              for p in ("none", "coordinated", "logio")]):
         metrics = {"WallTime(s)": 12.0 + i, "Throughput(events/sec)": 1000.0 - i,
                    "LatencyP50(ms)": 40.0 + i, "ReplayedEvents": 100 * i, "Failures": int(failure)}
-        rows.append(Row(protocol, failure, 12.0 + i, 1000.0 - i, 40.0 + i, 90.0 + i, 1.5,
-                        300.0 * failure, 20.0 * failure, 100 * i,
-                        None if protocol == "none" else True, metrics, 8.3 * i, 1.0 + i / 10))
+        rows.append(Row(protocol=protocol, failure=failure, wall_s=12.0 + i,
+                        throughput=1000.0 - i, latency_p50_ms=40.0 + i, latency_p99_ms=90.0 + i,
+                        checkpoint_ms=1.5, recovery_ms=300.0 * failure,
+                        restart_ms=20.0 * failure, replayed=100 * i,
+                        exactly_once=None if protocol == "none" else True, metrics=metrics,
+                        overhead_pct=8.3 * i, latency_vs_none=1.0 + i / 10))
     return Stragglers(quick=True, backend="indexed_fs", parallelism=2, straggler=1,
                       straggler_share=0.95, sizes=QUICK, seconds=61.5, rows=rows, paper=PAPER)
 
@@ -234,11 +237,16 @@ def checkmate_doc():
     rows = []
     for query, skew in (("q1", "uniform"), ("q12", "uniform"), ("q12", "skewed")):
         for i, protocol in enumerate(("none", "coordinated", "uncoordinated", "cic")):
-            rows.append(Row(query, skew, protocol, "-" if protocol == "none" else "indexed_fs",
-                            5000.0 - 100 * i, 30.0 + i, 80.0 + i, 1.5 * i, 200.0 + i, 50.0, 3 * i,
-                            2 * i, i, i // 2, 1000, 12_000 * (protocol in ("uncoordinated", "cic")),
-                            48 * i, 1.0 + i / 10, 1, None if protocol == "none" else True,
-                            {"Checkpoints": 3 * i}, 1.0 - i / 20))
+            rows.append(Row(
+                query=query, skew=skew, protocol=protocol,
+                backend="-" if protocol == "none" else "indexed_fs", throughput=5000.0 - 100 * i,
+                latency_p50_ms=30.0 + i, latency_p99_ms=80.0 + i, checkpoint_ms=1.5 * i,
+                recovery_ms=200.0 + i, restart_ms=50.0, checkpoints=3 * i, basic=2 * i,
+                forced=i, useless=i // 2, replayed=1000,
+                logged_messages=12_000 * (protocol in ("uncoordinated", "cic")),
+                piggybacked_bytes=48 * i, message_bytes_ratio=1.0 + i / 10, failures=1,
+                exactly_once=None if protocol == "none" else True,
+                metrics={"Checkpoints": 3 * i}, throughput_vs_none=1.0 - i / 20))
     cyc = {str(n): load(dict[str, CyclicMeans], cyclic.compare(n, 2, batches=20, fail_batch=16))
            for n in (5, 10)}
     return Checkmate(quick=True, backend="indexed_fs", parallelism=2, sizes=QUICK,
@@ -297,3 +305,54 @@ def test_storage_compare_round_trips_with_each_sections_rows(tmp_path):
     assert set(data["summary"]) == {"indexed_over_default/local/x1"}
     read = type(doc).from_json(data)
     assert table_lines(read) == table_lines(doc)
+
+
+def matrix_doc():
+    """A ``spark-matrix`` document summarized from given runs (as test_spark_matrix's), with a
+    skipped row, recovery phases and warm-up runs."""
+    from experiments.spark.matrix import summarize
+    from experiments.spark.matrix_result import Matrix, WarmupRun
+    from spark_integration.job import JobSpec
+
+    def run(round_, protocol, backend, tput, ckpts):
+        work = {"events": 750000, "measured_events": 700000, "batches": 4, "checkpoints": ckpts,
+                "checkpoint_bytes": 150000 * ckpts, "logged_bytes": 0, "backend_ops": 3 * ckpts}
+        metrics = {"Throughput(events/sec)": tput, "RecoveryTime(ms)": 300.0 + round_,
+                   "Recovery.Detect(ms)": 100.0 * round_, "Checkpoints": ckpts}
+        return {"round": round_, "position": round_ % 2, "protocol": protocol, "backend": backend,
+                "throughput": tput, "checkpoint_ms": 10.0 * round_, "recovery_ms": 300.0 + round_,
+                "restart_ms": 50.0, "failures": 1, "exactly_once": protocol != "none" or None,
+                "work": work, "metrics": metrics, "seconds": 3.0, "jvm_cpu_s": 2.5}
+
+    plan = [("none", None), ("coordinated", "indexed_fs"), ("logio", "redis")]
+    runs = [run(r, p, b or "-", t * r, c) for r in (1, 2, 3)
+            for p, b, t, c in (("none", None, 100.0, 0), ("coordinated", "indexed_fs", 90.0, 4))]
+    rows = summarize(plan, runs, {"logio/redis": "BackendUnavailableError: redis is down"})
+    return Matrix(job=JobSpec(events=750000), state_bytes="0", fail_at=[400000], interval=1,
+                  rounds=3, warmup_rounds=1, order="rotated by one place per round",
+                  warmup=[WarmupRun(1, "none", "-", 95.0, 3.0)], rows=rows)
+
+
+def test_spark_matrix_round_trips_with_the_keys_the_matrix_wrote(tmp_path):
+    from experiments.report import plots
+    from experiments.spark.matrix import format_table, summary_lines
+
+    doc = matrix_doc()
+    data = round_trip(doc)
+    assert set(data) == {"schema", "job", "state_bytes", "fail_at", "interval", "rounds",
+                         "warmup_rounds", "order", "warmup", "rows", "environment"}
+    none, coord, skipped = data["rows"]
+    figures = {"throughput", "checkpoint_ms", "recovery_ms", "restart_ms"}
+    assert set(coord) == {"protocol", "backend", "skipped", "exactly_once", "failures", "work",
+                          "metrics", "recovery_phases", "rounds", "ratio_none", "ratio_spark_state",
+                          "ratio_none_spread", *figures, *(f + "_spread" for f in figures)}
+    assert set(skipped) == {"protocol", "backend", "skipped", "exactly_once", "work", "rounds",
+                            "ratio_none", "ratio_spark_state", *figures}
+    assert coord["ratio_none"] == 0.9 and set(coord["rounds"][0]) == {
+        "round", "position", "throughput", "checkpoint_ms", "recovery_ms", "exactly_once", "work",
+        "seconds", "jvm_cpu_s", "recovery_phases"}
+    read = type(doc).from_json(data)
+    assert format_table(read.rows) == format_table(doc.rows)
+    assert summary_lines(read) == summary_lines(doc)
+    plots.plot_spark_matrix(read.rows, str(tmp_path / "m.png"))
+    plots.plot_recovery_phases(read.rows, str(tmp_path / "r.png"))

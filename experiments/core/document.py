@@ -44,6 +44,14 @@ D = TypeVar("D", bound="Document")
 _ROOT = Path(__file__).resolve().parents[2]
 
 
+def flattened(prefix: str, suffix: str = "") -> Any:
+    """A ``dict[str, X]`` field written as one key per entry, ``<prefix><key><suffix>``, beside
+    the other fields (a row with one ratio per reference: ``ratio_none``, ``ratio_spark_state``).
+    Reading collects the keys that match; where two flattened fields' patterns both match a key,
+    the one with the longer suffix takes it."""
+    return dataclasses.field(default_factory=dict, metadata={"flatten": (prefix, suffix)})
+
+
 def optional(default: Any = None) -> Any:
     """A dataclass field left out of the JSON while its value is ``None`` (a section only some
     documents have)."""
@@ -165,8 +173,15 @@ def check_schema(doc: Any, schema: str) -> None:
 def dump(value: Any) -> Any:
     """The JSON form of a dataclass, list, tuple or dict of them (other values as they are)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)}
+        out = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if "flatten" in f.metadata:
+                prefix, suffix = f.metadata["flatten"]
+                out.update({f"{prefix}{k}{suffix}": dump(x) for k, x in v.items()})
+            elif not (f.metadata.get("omit_none") and v is None):
+                out[f.name] = dump(v)
+        return out
     if isinstance(value, (list, tuple)):
         return [dump(v) for v in value]
     if isinstance(value, dict):
@@ -181,8 +196,21 @@ def load(tp: Any, value: Any) -> Any:
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
-        known = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: load(hints[k], v) for k, v in value.items() if k in known})
+        fields = [f for f in dataclasses.fields(tp) if f.init]
+        known = {f.name for f in fields if "flatten" not in f.metadata}
+        args = {k: load(hints[k], v) for k, v in value.items() if k in known}
+        flat = sorted((f for f in fields if "flatten" in f.metadata),
+                      key=lambda f: -len(f.metadata["flatten"][1]))
+        for f in flat:
+            args[f.name] = {}
+        for k, v in value.items():
+            for f in flat if k not in known else ():
+                prefix, suffix = f.metadata["flatten"]
+                if k.startswith(prefix) and k.endswith(suffix) and len(k) > len(prefix + suffix):
+                    key = k[len(prefix):len(k) - len(suffix)]
+                    args[f.name][key] = load(typing.get_args(hints[f.name])[1], v)
+                    break
+        return tp(**args)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]

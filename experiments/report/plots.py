@@ -110,21 +110,22 @@ def plot_results(docs: list[Result | Compare | Sweep], path: str) -> None:
     plot_compare(Compare(workload=docs[0].workload, results=entries), path)
 
 
-def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
+def plot_spark_matrix(rows: list[Any], path: str) -> None:
     """Three panels: throughput, checkpoint time, recovery time — one bar per combination that
-    ran (its median), with the range over its rounds as a whisker when it ran more than once."""
+    ran (its median), with the range over its rounds as a whisker when it ran more than once.
+    ``rows`` are :class:`experiments.spark.matrix_result.Row` (a floor above: not imported)."""
     plt = pyplot()
-    rows = [r for r in rows if r.get("throughput") is not None]  # skipped rows have no figures
-    labels = [r["protocol"] if r["backend"] == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
+    rows = [r for r in rows if r.throughput is not None]  # skipped rows have no figures
+    labels = [r.protocol if r.backend == "-" else f"{r.protocol}\n{r.backend}" for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(max(10, 1.4 * len(rows) * 1.5), 4.5))
     for ax, key, title in zip(axes, ("throughput", "checkpoint_ms", "recovery_ms"),
                               ("Throughput (events/s)", "Checkpoint time (ms)", "Recovery time (ms)")):
-        values = [r[key] for r in rows]
-        spreads = [r.get(key + "_spread") for r in rows]
+        values = [getattr(r, key) for r in rows]
+        spreads = [r.spread(key) for r in rows]
         err = None
-        if any(s and len(s["rounds"]) > 1 for s in spreads):
-            err = [[v - (s["min"] if s else v) for v, s in zip(values, spreads)],
-                   [(s["max"] if s else v) - v for v, s in zip(values, spreads)]]
+        if any(s and len(s.rounds) > 1 for s in spreads):
+            err = [[v - (s.min if s else v) for v, s in zip(values, spreads)],
+                   [(s.max if s else v) - v for v, s in zip(values, spreads)]]
         ax.bar(range(len(rows)), values, yerr=err, capsize=3, color="tab:blue")
         ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
         ax.set_title(title)
@@ -137,18 +138,18 @@ RECOVERY_PHASES = (("Recovery.Detect(ms)", "detect", "tab:gray"), ("Recovery.Loa
                    ("Recovery.CatchUp(ms)", "catch-up", "tab:red"))
 
 
-def plot_recovery_phases(rows: list[dict[str, Any]], path: str) -> None:
-    """Recovery time by phase: one stacked bar per protocol x backend (rows of ``bench
-    spark-matrix`` or ``bench spark`` documents: each with ``metrics`` holding the ``Recovery.*``
-    means), detect at the bottom, catch-up on top; the bar's height is ``RecoveryTime(ms)``."""
+def plot_recovery_phases(rows: list[Any], path: str) -> None:
+    """Recovery time by phase: one stacked bar per protocol x backend (rows of a ``bench
+    spark-matrix`` document, :class:`experiments.spark.matrix_result.Row`: each with
+    ``metrics`` holding the ``Recovery.*`` means), detect at the bottom, catch-up on top; the
+    bar's height is ``RecoveryTime(ms)``."""
     plt = pyplot()
-    rows = [r for r in rows if (r.get("metrics") or {}).get("RecoveryTime(ms)")]  # recovered at least once
-    named = [r.get("settings", r) for r in rows]  # a bench spark document names them in its settings
-    labels = [n["protocol"] if (n.get("backend") or "-") == "-" else f"{n['protocol']}\n{n['backend']}" for n in named]
+    rows = [r for r in rows if (r.metrics or {}).get("RecoveryTime(ms)")]  # recovered at least once
+    labels = [r.protocol if (r.backend or "-") == "-" else f"{r.protocol}\n{r.backend}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
     bottom = [0.0] * len(rows)
     for key, name, colour in RECOVERY_PHASES:
-        values = [float(r["metrics"].get(key) or 0) for r in rows]
+        values = [float(r.metrics.get(key) or 0) for r in rows]
         ax.bar(range(len(rows)), values, bottom=bottom, color=colour, label=name)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right", fontsize=8)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.core.results import Sweep
+from experiments.spark.matrix_result import Matrix
 from experiments.storage.compare_result import StorageCompare
 from experiments.storage.thesis_result import Thesis
 from experiments.report.format import md_table, num, times
@@ -162,25 +163,25 @@ def storage_compare_headline(runs: Runs) -> str:
 # ------------------------------------------------------------------------------- spark-matrix
 def spark_matrix(runs: Runs) -> list[str]:
     """Medians of the rounds with their range; a skipped row shows its reason and no figures."""
-    (doc,) = runs.values()
+    (doc,) = (Matrix.from_json(d) for d in runs.values())
     rows = []
-    for r in doc["rows"]:
-        eo = "-" if r["exactly_once"] is None else str(r["exactly_once"]).lower()
-        spread = r.get("throughput_spread")
-        rng = f"{num(spread['min'])}–{num(spread['max'])}" if spread and len(spread["rounds"]) > 1 else "-"
-        work = r.get("work") or {}
+    for r in doc.rows:
+        eo = "-" if r.exactly_once is None else str(r.exactly_once).lower()
+        spread = r.throughput_spread
+        rng = f"{num(spread.min)}–{num(spread.max)}" if spread and len(spread.rounds) > 1 else "-"
+        work = r.work or {}
         mb = (lambda k: num(round(work[k] / 1e6, 2)) if k in work else "-")  # noqa: E731
-        rows.append([r["protocol"], r["backend"], num(r["throughput"]), rng, times(r.get("ratio_none")),
-                     times(r.get("ratio_spark_state")), num(r["checkpoint_ms"]), num(r["recovery_ms"]),
+        rows.append([r.protocol, r.backend, num(r.throughput), rng, times(r.ratio.get("none")),
+                     times(r.ratio.get("spark_state")), num(r.checkpoint_ms), num(r.recovery_ms),
                      num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
-                     eo if not r.get("skipped") else f"skipped: {r['skipped']}"])
+                     eo if not r.skipped else f"skipped: {r.skipped}"])
     return md_table(["protocol", "backend", "events/s (median)", "range over rounds", "x none",
                      "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
                      "logged MB", "exactly once"], rows)
 
 
 def spark_matrix_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
+    (doc,) = (Matrix.from_json(d) for d in runs.values())
     return "events/s relative to no checkpointing: " + ", ".join(
-        f"{r['protocol']}{'' if r['backend'] == '-' else ' on ' + r['backend']} "
-        f"{times(r.get('ratio_none'))}" for r in doc["rows"] if r["protocol"] != "none")
+        f"{r.protocol}{'' if r.backend == '-' else ' on ' + r.backend} "
+        f"{times(r.ratio.get('none'))}" for r in doc.rows if r.protocol != "none")

@@ -34,6 +34,7 @@ from spark_integration.source import SCHEMAS
 
 from experiments.core.document import Document, Environment, dump, load
 from experiments.spark.matrix import run_one
+from experiments.spark.matrix_result import JobFigures
 from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.checkmate/1"
@@ -83,34 +84,24 @@ def row_bytes(kind: str) -> int:
     return 8 * len(SCHEMAS[query(kind).source].split(","))
 
 
-@dataclass
-class Row:
+@dataclass(kw_only=True)
+class Row(JobFigures):
     """One query on one input under one protocol, with one failure: its figures, the
-    checkpoints it took (forced by CIC, useless after the failure), what its messages carried,
-    and the job's own ``[SPARK]`` metrics."""
+    checkpoints it took (forced by CIC, useless after the failure) and what its messages
+    carried."""
 
     query: str
     skew: str
     protocol: str
     backend: str
-    throughput: float
-    latency_p50_ms: float
-    latency_p99_ms: float
-    checkpoint_ms: float
-    recovery_ms: float
-    restart_ms: float
     checkpoints: int
     basic: int
     forced: int
     useless: int
-    replayed: int
     logged_messages: int
     piggybacked_bytes: int
     message_bytes_ratio: float
     failures: int
-    exactly_once: bool | None
-    #: the job's ``[SPARK]`` lines, named as it prints them
-    metrics: dict[str, Any] = field(default_factory=dict)
     throughput_vs_none: float | None = None
 
 
@@ -164,14 +155,10 @@ def _row(kind: str, skew: str, raw: dict[str, Any], parallelism: int) -> Row:
     pb_msgs = m.get("PiggybackedMessages", 0)
     ratio = 1.0 + pb / (pb_msgs * row_bytes(kind)) if pb_msgs else 1.0
     return Row(query=kind, skew=skew, protocol=protocol, backend=raw["backend"],
-               throughput=m["Throughput(events/sec)"], latency_p50_ms=m["LatencyP50(ms)"],
-               latency_p99_ms=m["LatencyP99(ms)"], checkpoint_ms=m["CheckpointTime(ms)"],
-               recovery_ms=m["RecoveryTime(ms)"], restart_ms=m["RestartTime(ms)"],
                checkpoints=ckpts, basic=m.get("BasicCheckpoints", ckpts),
                forced=m.get("ForcedCheckpoints", 0), useless=m["UselessCheckpoints"],
-               replayed=m["ReplayedEvents"], logged_messages=logged, piggybacked_bytes=pb,
-               message_bytes_ratio=round(ratio, 3), failures=m["Failures"],
-               exactly_once=raw["exactly_once"], metrics=m)
+               logged_messages=logged, piggybacked_bytes=pb, message_bytes_ratio=round(ratio, 3),
+               failures=m["Failures"], **JobFigures.of(raw))
 
 
 def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",

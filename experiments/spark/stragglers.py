@@ -33,6 +33,7 @@ from spark_integration.protocols.registry import registration
 
 from experiments.core.document import Document, Environment
 from experiments.spark.matrix import run_one
+from experiments.spark.matrix_result import JobFigures
 from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.logio-stragglers/1"
@@ -77,24 +78,14 @@ def straggler(spark: Any, parallelism: int) -> int:
     return int(spark.sql(f"SELECT pmod(hash(CAST(0 AS BIGINT)), {parallelism}) AS d").first()["d"])
 
 
-@dataclass
-class Row:
-    """One protocol's run, with the straggler killed (``failure``) or not: its figures, the
-    overheads against ``none``'s failure-free run, and the job's own ``[SPARK]`` metrics."""
+@dataclass(kw_only=True)
+class Row(JobFigures):
+    """One protocol's run, with the straggler killed (``failure``) or not: its figures and the
+    overheads against ``none``'s failure-free run."""
 
     protocol: str
     failure: bool
     wall_s: float
-    throughput: float
-    latency_p50_ms: float
-    latency_p99_ms: float
-    checkpoint_ms: float
-    recovery_ms: float
-    restart_ms: float
-    replayed: int
-    exactly_once: bool | None
-    #: the job's ``[SPARK]`` lines, named as it prints them
-    metrics: dict[str, Any] = field(default_factory=dict)
     overhead_pct: float | None = None
     latency_vs_none: float | None = None
 
@@ -120,11 +111,8 @@ class Stragglers(Document):
 
 
 def _row(raw: dict[str, Any], failure: bool) -> Row:
-    s = raw["metrics"]
-    return Row(raw["protocol"], failure, s["WallTime(s)"], s["Throughput(events/sec)"],
-               s["LatencyP50(ms)"], s["LatencyP99(ms)"], s["CheckpointTime(ms)"],
-               s["RecoveryTime(ms)"], s["RestartTime(ms)"], s["ReplayedEvents"],
-               raw["exactly_once"], s)
+    return Row(protocol=raw["protocol"], failure=failure, wall_s=raw["metrics"]["WallTime(s)"],
+               **JobFigures.of(raw))
 
 
 def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",
