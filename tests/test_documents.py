@@ -356,3 +356,27 @@ def test_spark_matrix_round_trips_with_the_keys_the_matrix_wrote(tmp_path):
     assert summary_lines(read) == summary_lines(doc)
     plots.plot_spark_matrix(read.rows, str(tmp_path / "m.png"))
     plots.plot_recovery_phases(read.rows, str(tmp_path / "r.png"))
+
+
+def test_advise_round_trips_with_the_keys_bench_advise_wrote(tmp_path):
+    from experiments.report import plots
+    from experiments.spark.advise import Advise, advise, advise_lines, format_table
+
+    matrix = matrix_doc().to_json()
+    matrix["job"]["rate"] = 0
+    doc = advise(matrix, 3600.0, rto_s=30.0, source="m.json")
+    data = round_trip(doc)
+    assert set(data) == {"schema", "source", "mtbf_s", "rto_s", "rate", "rate_note", "matrix",
+                         "recommended", "ranking", "environment"}
+    assert set(data["matrix"]) == {"job", "rounds", "interval", "fail_at"}
+    assert set(data["recommended"]) == {"name", "feasible", "interval_s", "overhead",
+                                        "expected_recovery_s"}
+    assert set(data["ranking"][0]) == {
+        "name", "feasible", "protocol", "backend", "cost_ms", "restart_ms", "recovery_measured",
+        "throughput", "rate", "optimal_interval_s", "interval_s", "overhead", "per_event",
+        "per_event_measured", "expected_recovery_s", "sustains_rate", "meets_rto",
+        "events_per_interval", "rank"}
+    read = Advise.from_json(data)
+    assert format_table(read) == format_table(doc) and advise_lines(read) == advise_lines(doc)
+    assert read.ranking[0].name == "coordinated/indexed_fs"
+    plots.plot_advise(read, str(tmp_path / "a.png"))

@@ -387,24 +387,24 @@ def plot_stragglers(doc: Any, path: str) -> None:
     _save(fig, path, dpi=100, grid_y=True)
 
 
-def plot_advise(doc: dict[str, Any], path: str) -> None:
+def plot_advise(doc: Any, path: str) -> None:
     """``bench advise``: expected overhead against checkpoint interval, one curve per protocol x
     backend of the ranking (Young/Daly, :mod:`experiments.spark.advise`), the advised interval marked."""
     from experiments.spark.advise import curve, overhead
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for a in doc["ranking"]:
-        xs, ys = curve(a, doc["mtbf_s"])
-        line, = ax.plot(xs, [y * 100 for y in ys], label=f"{a['rank']}. {a['name']}")
-        if a["interval_s"] is not None:
-            at = overhead(a["interval_s"], a["cost_ms"] / 1e3, doc["mtbf_s"], a["restart_ms"] / 1e3) + a["per_event"]
-            ax.plot([a["interval_s"]], [at * 100], "o", color=line.get_color())
+    for a in doc.ranking:
+        xs, ys = curve(a, doc.mtbf_s)
+        line, = ax.plot(xs, [y * 100 for y in ys], label=f"{a.rank}. {a.name}")
+        if a.interval_s is not None:
+            at = overhead(a.interval_s, a.cost_ms / 1e3, doc.mtbf_s, a.restart_ms / 1e3) + a.per_event
+            ax.plot([a.interval_s], [at * 100], "o", color=line.get_color())
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("checkpoint interval (s)")
     ax.set_ylabel("expected overhead (% of run time)")
-    ax.set_title(f"MTBF {doc['mtbf_s']:g} s: P + C/T + T/(2 MTBF) + R/MTBF (dots: advised interval)")
+    ax.set_title(f"MTBF {doc.mtbf_s:g} s: P + C/T + T/(2 MTBF) + R/MTBF (dots: advised interval)")
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
     _save(fig, path)
