@@ -19,8 +19,10 @@ know are ignored, so an older reader still reads a document that grew optional f
 
 A field declared with :func:`optional` is left out of the JSON while it is ``None``: a section
 only some runs have (a skipped entry has no phases, a single round no ratios) is absent rather
-than ``null``, as readers of the written files expect.  :func:`parse` reads any document whose
-type has been imported, choosing the type by its ``schema``.
+than ``null``, as readers of the written files expect.  A field declared with
+:func:`flattened` is a mapping written as one key per entry (``ratio_<reference>``), for rows
+whose keys come from a registry.  :func:`parse` reads any document whose type has been imported,
+choosing the type by its ``schema``.
 """
 
 from __future__ import annotations

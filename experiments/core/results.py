@@ -288,11 +288,6 @@ def phase_json(phase: PhaseResult) -> dict[str, Any]:
     return dump(Phase.of(phase))
 
 
-def environment() -> dict[str, Any]:
-    """The :class:`~experiments.core.document.Environment` of a result made here, as JSON."""
-    return dump(Environment.here())
-
-
 def result(*, workload: str, backend: str, config: dict[str, Any],
            phases: dict[str, PhaseResult], backend_stats: dict[str, Any] | None,
            **sections: Any) -> Result:
