@@ -42,12 +42,21 @@ class Config:
 
 
 @dataclass(kw_only=True)
-class Table51Row:
+class SectionRow:
+    """What every row says: its section, the medium (and its kind) it ran on, and why it was
+    skipped, if it was."""
+
+    section: str
+    medium: str
+    kind: str
+    skipped: str | None = None
+
+
+@dataclass(kw_only=True)
+class Table51Row(SectionRow):
     """``ops`` 10-byte writes into one file (``ops_requested``, capped where each is durable)."""
 
     section: str = "table5.1"
-    medium: str
-    kind: str
     pattern: str
     sync_per_op: bool
     record_bytes: int
@@ -55,7 +64,6 @@ class Table51Row:
     ops: int
     file_bytes: int
     capped: bool
-    skipped: str | None = None
     elapsed_s: float | None = optional()
     ops_per_sec: float | None = optional()
     us_per_op: float | None = optional()
@@ -74,18 +82,15 @@ class Workload:
 
 
 @dataclass(kw_only=True)
-class WriteHeavyRow:
+class WriteHeavyRow(SectionRow):
     """One file backend at ``threads`` client threads on the medium (durability sync)."""
 
     section: str = "write-heavy"
-    medium: str
-    kind: str
     backend: str
     threads: int
     durability: str
     workload: Workload
     max_seconds: float
-    skipped: str | None = None
     throughput_ops_sec: float | None = optional()
     operations_done: int | None = optional()
     overall: OpStats | None = optional()
@@ -94,18 +99,15 @@ class WriteHeavyRow:
 
 
 @dataclass(kw_only=True)
-class RecoveryRow:
+class RecoveryRow(SectionRow):
     """indexed_fs reopened on the medium after a crash and after a clean close."""
 
     section: str = "recovery"
-    medium: str
-    kind: str
     backend: str
     keys: int
     value_bytes: int
     index_flush_interval: float
     crash: str
-    skipped: str | None = None
     load_ms: float | None = optional()
     open_after_crash_ms: float | None = optional()
     #: what the store's statistics said of each open (snapshot used, records scanned, ...)
@@ -115,18 +117,15 @@ class RecoveryRow:
 
 
 @dataclass(kw_only=True)
-class RpcRow:
+class RpcRow(SectionRow):
     """Round trips to the medium's server per operation of one case."""
 
     section: str = "rpc"
-    medium: str
-    kind: str
     operation: str
     case: str
     ops: int
     unit: str
     value_bytes: int
-    skipped: str | None = None
     rpc_calls: int | None = optional()
     rpcs_per_op: float | None = optional()
     ops_per_sec: float | None = optional()
