@@ -91,7 +91,8 @@ def load_matrix(path: str) -> dict[str, Any]:
 
 
 def quick_matrix() -> dict[str, Any]:
-    """A fresh quick matrix: every checkpointing protocol on indexed_fs, one failure injected."""
+    """A fresh quick matrix: every checkpointing protocol on indexed_fs, one failure injected
+    (in its JSON form: advise reads a matrix as its file holds it)."""
     from experiments.spark import matrix as spark_matrix
     from spark_integration.job import JobSpec
     from spark_integration.protocols.registry import protocol_names
@@ -100,7 +101,7 @@ def quick_matrix() -> dict[str, Any]:
     print(f"{PROG}: no --from: running a quick spark matrix (indexed_fs, {spec.events} events, one "
           f"failure) ...", file=sys.stderr)
     return spark_matrix.run(protocol_names(baseline=False), ["indexed_fs"], spec, [spec.events * 6 // 10],
-                            baselines=False, rounds=1, warmup=1, echo=lambda *a, **k: None)
+                            baselines=False, rounds=1, warmup=1, echo=lambda *a, **k: None).to_json()
 
 
 def run(args: argparse.Namespace) -> int:

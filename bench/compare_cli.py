@@ -105,7 +105,8 @@ def _said(what: str, outcome: Outcome) -> None:
              else f"{outcome.run.throughput:.1f} ops/s"), file=sys.stderr)
 
 
-def _finish(args: argparse.Namespace, kind: str, doc: dict[str, Any], table: list[str]) -> int:
+def _finish(args: argparse.Namespace, kind: str, doc: results.Compare | results.Sweep,
+            table: list[str]) -> int:
     print("\n".join(table))
     if args.json:
         results.write_json(args.json, doc)
@@ -127,7 +128,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         on_result=lambda r, o: _said("compare" + (f" round {r}" if args.rounds > 1 else ""), o))
     return _finish(args, "compare", doc,
-                   tables.compare_table(doc) + tables.ratio_lines(doc.get("ratios", [])))
+                   tables.compare_table(doc) + tables.ratio_lines(doc.ratios or []))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -141,7 +142,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         threads_list=args.threads_sweep, point_seconds=args.point_seconds, rounds=args.rounds,
         clients=client_settings(args),
         on_point=lambda r, o: _said("sweep" + (f" round {r}" if args.rounds > 1 else ""), o))
-    return _finish(args, "sweep", doc, tables.sweep_table(doc) + tables.ratio_lines(doc["ratios"]))
+    return _finish(args, "sweep", doc, tables.sweep_table(doc) + tables.ratio_lines(doc.ratios or []))
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -155,14 +156,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not isinstance(docs[-1], dict):
             raise UsageError(f"{path} is not a ckptbench result (a JSON {type(docs[-1]).__name__}, "
                              f"not an object); give a file that --json wrote")
+        try:
+            docs[-1] = results.read_run(docs[-1])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"cannot plot these results: {path}: {exc}")
     try:
         plots.plot_results(docs, args.plot)
     except (ValueError, KeyError) as exc:
         raise UsageError(f"cannot plot these results: {exc}")
     for doc in docs:
-        if doc.get("schema") == results.SWEEP_SCHEMA:
+        if isinstance(doc, results.Sweep):
             print("\n".join(tables.sweep_table(doc)))
-        elif doc.get("schema") == results.COMPARE_SCHEMA:
+        elif isinstance(doc, results.Compare):
             print("\n".join(tables.compare_table(doc)))
     if args.csv:
         results.write_csv(args.csv, docs[0])

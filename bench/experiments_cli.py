@@ -70,13 +70,7 @@ def cmd_peer(args: argparse.Namespace) -> int:
     lines.append(f"[PEER], Ratio, {res.ratio!r}")
     report.print_lines(lines)
     if args.json:
-        results.write_json(args.json, {"schema": "ckptbench.peer/1", "server": args.server,
-                                       "clients": res.clients, "pipeline": res.pipeline,
-                                       "ops": res.ops, "value_size": res.value_size,
-                                       "placement": res.placement,
-                                       "peer_throughput": res.peer_throughput,
-                                       "ours_throughput": res.ours_rounds,
-                                       "round_ratios": res.ratios, "ratio": res.ratio})
+        results.write_json(args.json, res.document(args.server))
     return 0
 
 

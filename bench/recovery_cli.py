@@ -101,10 +101,9 @@ def cmd_recovery(args: argparse.Namespace) -> int:
     report.print_lines(report.recovery_lines(out.recovery) + _rebuild_lines(out.backend_stats)
                        + report.phase_lines(verified.phase))
     if args.json:
-        results.write_json(args.json, results.result_json(
+        results.write_json(args.json, results.result(
             workload="recovery", backend=args.backend, config=config(args, options),
-            phases=out.phases, backend_stats=out.backend_stats,
-            extra={"recovery": out.recovery.to_json()}))
+            phases=out.phases, backend_stats=out.backend_stats, recovery=out.recovery.reopen()))
     return 0 if out.recovery.intact else EXIT_RUNTIME
 
 
@@ -135,7 +134,7 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     result = out.result
     report.print_errors(result.phase)
     lines = report.checkpoint_lines(result)
-    extra: dict[str, Any] = {"checkpoint": result.summary()}
+    extra: dict[str, Any] = {"checkpoint": results.CheckpointSummary.of(result)}
     phases = {"run": result.phase}
     if out.recovery is not None:
         verified = out.recovery.verified
@@ -143,10 +142,10 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         lines += report.recovery_lines(out.recovery)
         lines += report.measurement_lines(verified.phase.measurements)
         phases["recovery"] = verified.phase
-        extra["recovery"] = out.recovery.to_json()
+        extra["recovery"] = out.recovery.reopen()
     report.print_lines(lines)
     if args.json:
-        results.write_json(args.json, results.result_json(
+        results.write_json(args.json, results.result(
             workload="checkpoint", backend=args.backend, config=config(args, options),
-            phases=phases, backend_stats=None, extra=extra))
+            phases=phases, backend_stats=None, **extra))
     return EXIT_RUNTIME if out.recovery is not None and not out.recovery.intact else 0

@@ -144,7 +144,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
     result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec, show))
     if on_spark:
         report.print_lines(report.clients_lines(report.phase_lines(result.phases["run"]),
-                                                result.extra["spark"]["clients"]))
+                                                result.extra["spark"].clients))
     if result.baseline is not None:
         report.print_lines(report.baseline_lines(result.baseline))
     report.print_warnings(result.backend_stats)
@@ -172,6 +172,4 @@ def write_results(args: argparse.Namespace, result: RunResult) -> None:
     if args.json:
         results.write_json(args.json, result.document(args.workload))
     if getattr(args, "csv", None):
-        results.write_csv(args.csv, {"schema": results.SCHEMA, "backend": result.spec.backend,
-                                     "phases": {n: results.phase_json(p)
-                                                for n, p in result.phases.items()}})
+        results.write_csv(args.csv, result.document(args.workload))

@@ -102,14 +102,14 @@ def run(args: argparse.Namespace) -> int:
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(spark_matrix.format_table(doc["rows"]))
+    print(spark_matrix.format_table(doc.rows))
     for line in spark_matrix.summary_lines(doc):
         print(line)
     spark_matrix.write_json(doc, args.json)
-    plot_spark_matrix(doc["rows"], args.png)
+    plot_spark_matrix(doc.rows, args.png)
     print(f"wrote {args.json} and {args.png}")
     if args.fail_at:  # recovery time by phase: one stacked bar per protocol x backend
         phases_png = (args.png[:-4] if args.png.endswith(".png") else args.png) + "-recovery.png"
-        plot_recovery_phases(doc["rows"], phases_png)
+        plot_recovery_phases(doc.rows, phases_png)
         print(f"wrote {phases_png}")
     return 0

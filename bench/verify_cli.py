@@ -17,6 +17,7 @@ from typing import Any
 from backends import parse_kv
 from backends.base import CkptError
 from experiments.core import results
+from experiments.storage.verify import Verify
 
 from . import report
 from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError
@@ -74,13 +75,5 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lines += [f"[NOTE], {n}" for n in rep.notes]
     report.print_lines(lines)
     if args.json:
-        results.write_json(args.json, {
-            "schema": "ckptbench.verify/1", "backend": args.backend, "path": options["path"],
-            "ok": rep.ok, "segments": rep.segments, "records": rep.records,
-            "snapshots": rep.snapshots, "damaged_keys": rep.damaged_keys, "lost_keys": rep.lost,
-            "rolled_back_keys": rep.rolled_back,
-            "damaged": [{"segment": r.segment, "start": r.start, "end": r.end, "what": r.what,
-                         "keys": r.keys} for r in rep.damaged],
-            "bad_snapshots": rep.bad_snapshots, "hints": rep.hints, "bad_hints": rep.bad_hints,
-            "notes": rep.notes})
+        results.write_json(args.json, Verify.of(args.backend, options["path"], rep))
     return 0 if rep.ok else EXIT_RUNTIME

@@ -69,14 +69,14 @@ def test_a_row_under_an_rto_and_a_rate():
 
 def test_ranking_prefers_feasible_then_low_overhead():
     doc = advise(MATRIX, 3600.0)
-    names = [a["name"] for a in doc["ranking"]]
+    names = [a.name for a in doc.ranking]
     assert names == ["logio/indexed_fs", "coordinated/indexed_fs"]  # none and the skipped row are no candidates
-    assert doc["recommended"]["name"] == "logio/indexed_fs"
-    assert doc["ranking"][0]["interval_s"] == pytest.approx(math.sqrt(2 * 0.02 * 3600))
+    assert doc.recommended.name == "logio/indexed_fs"
+    assert doc.ranking[0].interval_s == pytest.approx(math.sqrt(2 * 0.02 * 3600))
     # at 500k events/s logio cannot keep up: coordinated comes first although it costs more
     doc = advise(MATRIX, 3600.0, rate=500000.0)
-    assert [a["name"] for a in doc["ranking"]] == ["coordinated/indexed_fs", "logio/indexed_fs"]
-    assert not doc["ranking"][1]["sustains_rate"]
+    assert [a.name for a in doc.ranking] == ["coordinated/indexed_fs", "logio/indexed_fs"]
+    assert not doc.ranking[1].sustains_rate
     with pytest.raises(AdviseError, match="no row that took checkpoints"):
         advise({"rows": [MATRIX["rows"][0]]}, 3600.0)
 
@@ -121,9 +121,9 @@ def test_per_event_cost_is_the_slowdown_left_after_the_checkpoints():
         r["work"].update(events=1_000_000, measured_events=750_000)
     doc = advise({"job": {}, "rows": rows}, 3600.0)
     # logio's checkpoints are cheaper, but its logging costs every event: coordinated wins
-    assert [a["name"] for a in doc["ranking"]] == ["coordinated/indexed_fs", "logio/indexed_fs"]
-    assert doc["ranking"][1]["per_event"] == pytest.approx(1.0 - 3 * 0.005 * 1e6 / 750_000)
-    assert doc["ranking"][0]["per_event_measured"]
+    assert [a.name for a in doc.ranking] == ["coordinated/indexed_fs", "logio/indexed_fs"]
+    assert doc.ranking[1].per_event == pytest.approx(1.0 - 3 * 0.005 * 1e6 / 750_000)
+    assert doc.ranking[0].per_event_measured
 
 
 def test_per_event_cost_takes_the_injected_failures_recovery_out():

@@ -116,17 +116,21 @@ def test_embedded_peers_runs_the_issues_commands_after_backends_and_they_parse()
 
 
 def _compare(workload: str, threads: int, records: int, tput: dict[str, float]) -> dict:
+    from experiments.core.results import Compare, Entry, OpStats, Phase
+
     op = "UPDATE" if workload == "write-heavy" else "READ"
-    return {"workload": workload, "config": {"threads": threads, "workload_spec": {"records": records}},
-            "results": [{"backend": b, "skipped": None, "throughput_ops_sec": t,
-                         "phases": {"run": {"operations": {op: {"count": 10, "p50_us": 5.0,
-                                                                "p99_us": 50.0}}}}}
-                        for b, t in tput.items()]}
+    return Compare(workload=workload,
+                   config={"threads": threads, "workload_spec": {"records": records}},
+                   results=[Entry(b, throughput_ops_sec=t, phases={"run": Phase(operations={
+                       op: OpStats(count=10, p50_us=5, p99_us=50)})})
+                       for b, t in tput.items()]).to_json()
 
 
 def _reopen(backend: str, crash: bool, ms: float, records: int = 1_000_000) -> dict:
-    return {"backend": backend, "config": {"records": records},
-            "recovery": {"crash": crash, "open_ms": ms, "missing": 0, "corrupt": 0}}
+    from experiments.core.results import Reopen, Result
+
+    return Result(workload="recovery", backend=backend, config={"records": records},
+                  recovery=Reopen(crash, False, ms, 0, 0)).to_json()
 
 
 def test_embedded_peers_table_holds_indexed_fs_to_the_issues_targets():

@@ -10,6 +10,7 @@ from bench.spark_matrix_cli import add_parser, run
 from experiments.report.plots import plot_spark_matrix as plot
 from experiments.spark.matrix import (MISSING, format_table, plan_for, round_order, summarize,
                                       summary_lines, write_json)
+from experiments.spark.matrix_result import Matrix, Spread, WarmupRun
 from spark_integration.job import JobSpec
 
 PLAN = [("none", None), ("coordinated", "indexed_fs"), ("logio", "redis")]
@@ -45,26 +46,26 @@ def test_plan_lists_a_backendless_protocol_once_and_adds_the_baselines():
 def test_rows_are_medians_with_per_round_ratios_work_and_skips():
     rows = summarize(PLAN, RUNS, {"logio/redis": "BackendUnavailableError: redis is down"})
     none, coord, logio = rows
-    assert none["throughput"] == 150.0 and none["throughput_spread"]["rounds"] == [100.0, 200.0, 150.0]
-    assert coord["throughput"] == 120.0 and coord["checkpoint_ms"] == 20.0
+    assert none.throughput == 150.0 and none.throughput_spread.rounds == [100.0, 200.0, 150.0]
+    assert coord.throughput == 120.0 and coord.checkpoint_ms == 20.0
     # ratio per round (0.9, 0.95, 0.8), then the median — not the ratio of the medians (0.8)
-    assert coord["ratio_none"] == 0.9 and coord["ratio_none_spread"]["min"] == 0.8
-    assert coord["work"]["checkpoints"] == 4 and coord["work"]["checkpoint_bytes"] == 600000
-    assert coord["exactly_once"] is True and none["exactly_once"] is None
-    assert coord["ratio_spark_state"] is None  # no baseline ran
-    assert logio["skipped"].startswith("BackendUnavailableError") and logio["throughput"] is None
+    assert coord.ratio["none"] == 0.9 and coord.ratio_spread["none"].min == 0.8
+    assert coord.work["checkpoints"] == 4 and coord.work["checkpoint_bytes"] == 600000
+    assert coord.exactly_once is True and none.exactly_once is None
+    assert coord.ratio["spark_state"] is None  # no baseline ran
+    assert logio.skipped.startswith("BackendUnavailableError") and logio.throughput is None
     table = format_table(rows)
     logio_line = next(line for line in table.splitlines() if line.startswith("logio"))
     assert MISSING in logio_line and "0.00" not in logio_line
     assert "logio/redis skipped: BackendUnavailableError" in table
     assert "100–200" in table  # the range over the rounds
-    doc = {"rounds": 3, "warmup_rounds": 1, "rows": rows}
+    doc = Matrix(job=JobSpec(), rounds=3, warmup_rounds=1, rows=rows)
     assert "[MATRIX], coordinated/indexed_fs / none (median of rounds), 0.900" in summary_lines(doc)
     assert "[MATRIX], none / fastest other row (medians), 1.250" in summary_lines(doc)
-    doc["warmup"] = [{"warmup": 1, "jvm_cpu_s": 4.0}, {"warmup": 1, "jvm_cpu_s": 3.0}]
+    doc.warmup = [WarmupRun(1, "none", "-", 1.0, 4.0), WarmupRun(1, "none", "-", 1.0, 3.0)]
     for row in rows:
-        for i, r in enumerate(row["rounds"]):
-            r["jvm_cpu_s"] = 2.0 - 0.5 * i
+        for i, r in enumerate(row.rounds):
+            r.jvm_cpu_s = 2.0 - 0.5 * i
     assert "[MATRIX], JVM CPU per run (s; warm-up, then each round), warm-up 1 3.50, round 1 2.00, " \
            "round 2 1.50, round 3 1.00" in summary_lines(doc)
 
@@ -80,17 +81,16 @@ def test_recovery_phases_are_medians_over_the_rounds_not_the_last_round():
     phases = {1: (300.0, 10.0, 900), 2: (100.0, 30.0, 1000), 3: (200.0, 20.0, 800)}
     runs = [with_phases(r, *phases[r["round"]]) if r["protocol"] == "coordinated" else r for r in RUNS]
     coord = summarize(PLAN, runs, {})[1]
-    assert coord["metrics"]["Recovery.Detect(ms)"] == 200.0 and coord["metrics"]["Recovery.Replay(ms)"] == 20.0
-    assert coord["metrics"]["Recovery.ReplayEvents"] == 900 and coord["metrics"]["Checkpoints"] == 4
-    assert coord["recovery_phases"]["Recovery.Detect(ms)"] == {"median": 200.0, "min": 100.0, "max": 300.0,
-                                                               "rounds": [300.0, 100.0, 200.0]}
-    assert [r["recovery_phases"]["Recovery.Replay(ms)"] for r in coord["rounds"]] == [10.0, 30.0, 20.0]
-    assert "RecoveryTime(ms)" not in coord["rounds"][0]["recovery_phases"]
+    assert coord.metrics["Recovery.Detect(ms)"] == 200.0 and coord.metrics["Recovery.Replay(ms)"] == 20.0
+    assert coord.metrics["Recovery.ReplayEvents"] == 900 and coord.metrics["Checkpoints"] == 4
+    assert coord.recovery_phases["Recovery.Detect(ms)"] == Spread(200.0, 100.0, 300.0, [300.0, 100.0, 200.0])
+    assert [r.recovery_phases["Recovery.Replay(ms)"] for r in coord.rounds] == [10.0, 30.0, 20.0]
+    assert "RecoveryTime(ms)" not in coord.rounds[0].recovery_phases
 
 
 def test_json_and_png_with_a_skipped_row(tmp_path):
     rows = summarize(PLAN, RUNS, {})
-    doc = {"job": {}, "rows": rows}
+    doc = Matrix(job=JobSpec(), rows=rows)
     write_json(doc, str(tmp_path / "out" / "m.json"))
     assert json.loads((tmp_path / "out" / "m.json").read_text())["rows"][1]["ratio_none"] == 0.9
     plot(rows, str(tmp_path / "m.png"))

@@ -92,20 +92,20 @@ def test_hdfs_rows_small_writes_recovery_and_round_trips():
     assert [(m.name, m.kind, m.skipped) for m in media] == [("hdfs", "hdfs", None)]
     try:
         rows = sc.table51(media, sizes=[50], sync_ops=4)
-        by = {(r["pattern"], r["sync_per_op"]): r for r in rows}
-        assert by[("sequential", False)]["ops"] == 50 and by[("sequential", False)]["ops_per_sec"] > 0
-        assert by[("sequential", True)]["ops"] == 4 and by[("sequential", True)]["capped"]
-        assert "append-only" in by[("random", False)]["skipped"]
-        assert "append-only" in by[("random", True)]["skipped"]
+        by = {(r.pattern, r.sync_per_op): r for r in rows}
+        assert by[("sequential", False)].ops == 50 and by[("sequential", False)].ops_per_sec > 0
+        assert by[("sequential", True)].ops == 4 and by[("sequential", True)].capped
+        assert "append-only" in by[("random", False)].skipped
+        assert "append-only" in by[("random", True)].skipped
         (rec,) = sc.recovery(media, keys=200)
-        assert not rec["skipped"], rec["skipped"]
-        assert rec["after_crash"]["keys"] == rec["after_clean"]["keys"] == 200
-        rpc = {r["case"]: r for r in sc.rpc_cost(media, ops=3)}
-        assert all(not r["skipped"] for r in rpc.values()), rpc
-        assert rpc["append"]["rpcs_per_op"] == 2  # APPEND at the NameNode, then the DataNode
-        assert rpc["indexed_fs"]["rpcs_per_op"] >= 2  # at least one APPEND per durable put
-        assert rpc["default_fs"]["rpcs_per_op"] >= 3  # CREATE (2 requests) + RENAME
-        assert "WebHDFS" in rpc["append"]["unit"]
+        assert not rec.skipped, rec.skipped
+        assert rec.after_crash["keys"] == rec.after_clean["keys"] == 200
+        rpc = {r.case: r for r in sc.rpc_cost(media, ops=3)}
+        assert all(not r.skipped for r in rpc.values()), rpc
+        assert rpc["append"].rpcs_per_op == 2  # APPEND at the NameNode, then the DataNode
+        assert rpc["indexed_fs"].rpcs_per_op >= 2  # at least one APPEND per durable put
+        assert rpc["default_fs"].rpcs_per_op >= 3  # CREATE (2 requests) + RENAME
+        assert "WebHDFS" in rpc["append"].unit
     finally:
         storage_media.remove_tree(url)
 

@@ -190,18 +190,18 @@ def test_sweep_rounds_interleave_and_print_median_ratios(tmp_path):
 
 def test_sweep_ratios_from_known_throughputs():
     from experiments.core import results
+    from experiments.core.results import Entry, Point
 
     def entry(rnd, backend, threads, tput):
-        return {"round": rnd, "backend": backend, "params": {"threads": threads},
-                "skipped": None, "throughput_ops_sec": tput}
+        return Entry(backend, Point(threads=threads), None, throughput_ops_sec=tput, round=rnd)
 
-    doc = {"results": [entry(1, "a", 1, 100.0), entry(1, "a", 16, 500.0),
-                       entry(1, "b", 1, 10.0), entry(1, "b", 16, 50.0),
-                       entry(2, "a", 1, 100.0), entry(2, "a", 16, 700.0),
-                       entry(2, "b", 1, 20.0), entry(2, "b", 16, 35.0)]}
-    got = {r["what"]: (r["median"], r["rounds"]) for r in results.sweep_ratios(doc)}
+    entries = [entry(1, "a", 1, 100.0), entry(1, "a", 16, 500.0),
+               entry(1, "b", 1, 10.0), entry(1, "b", 16, 50.0),
+               entry(2, "a", 1, 100.0), entry(2, "a", 16, 700.0),
+               entry(2, "b", 1, 20.0), entry(2, "b", 16, 35.0)]
+    got = {r.what: (r.median, r.rounds) for r in results.sweep_ratios(entries)}
     assert got == {"a threads 16/1": (6.0, [5.0, 7.0]), "b threads 16/1": (3.375, [5.0, 1.75]),
                    "a/b threads 1": (7.5, [10.0, 5.0]), "a/b threads 16": (15.0, [10.0, 20.0])}
     # a target-rate sweep has no thread ratios
-    assert results.sweep_ratios({"results": [{"backend": "a", "params": {"target": 100.0},
-                                             "skipped": None, "throughput_ops_sec": 99.0}]}) == []
+    assert results.sweep_ratios([Entry("a", Point(target=100.0), None,
+                                       throughput_ops_sec=99.0)]) == []

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Callable
 
 from backends.indexed_fs import group_commit
 from workloads.core import ValueSource
@@ -171,13 +171,15 @@ class Baseline:
         return cls(Floor.of("baseline", [before.python, after.python], run), native,
                    parent or tempfile.gettempdir())
 
-    def to_json(self) -> dict[str, Any]:
+    def floor(self) -> results.BaselineFloor:
+        """The ``baseline`` section of the run's result document."""
         native = None
         if self.native is not None:
-            native = {"throughput": self.native.phase.throughput,
-                      "runtime_ms": self.native.phase.runtime_ms,
-                      "operations": self.native.phase.operations, "ratio": self.native.ratio,
-                      "legs_throughput": self.native.legs_throughput}
-        return {"directory_parent": self.directory_parent, "ratio": self.python.ratio,
-                "legs_throughput": self.python.legs_throughput, "native": native,
-                **results.phase_json(self.python.phase)}
+            native = results.NativeFloor(self.native.phase.throughput,
+                                         self.native.phase.runtime_ms,
+                                         self.native.phase.operations, self.native.ratio,
+                                         self.native.legs_throughput)
+        return results.BaselineFloor(**vars(results.Phase.of(self.python.phase)),
+                                     directory_parent=self.directory_parent,
+                                     ratio=self.python.ratio,
+                                     legs_throughput=self.python.legs_throughput, native=native)

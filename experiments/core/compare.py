@@ -109,7 +109,7 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
 
 def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
             clients: ClientSettings, *, config: dict[str, Any], rounds: int = 1,
-            on_result: Callable[[int, Outcome], None] | None = None) -> dict[str, Any]:
+            on_result: Callable[[int, Outcome], None] | None = None) -> results.Compare:
     """Each backend with identical settings; the ``ckptbench.compare/1`` document.  With
     ``rounds`` > 1 every backend runs that many times, interleaved, the order reversed every
     other round (no backend always runs first); each entry is the backend's run of median
@@ -125,29 +125,26 @@ def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
             if on_result is not None:
                 on_result(r, outcome)
             runs[backend].append(outcome)
-    doc = {"schema": results.COMPARE_SCHEMA, "workload": spec.name,
-           "config": {**config, "workload_spec": spec.to_dict(), "rounds": rounds},
-           "environment": results.environment(),
-           "results": [_median_run(runs[b]) for b in backends]}
-    if rounds > 1:
-        doc["ratios"] = compare_ratios(backends, runs)
-    return doc
+    return results.Compare(
+        workload=spec.name, config={**config, "workload_spec": spec.to_dict(), "rounds": rounds},
+        results=[_median_run(runs[b]) for b in backends],
+        ratios=compare_ratios(backends, runs) if rounds > 1 else None)
 
 
-def _median_run(outcomes: list[Outcome]) -> dict[str, Any]:
+def _median_run(outcomes: list[Outcome]) -> results.Entry:
     """A backend's entry over its rounds: skipped if any round was, else its run of median
     throughput (the lower of the middle two for an even count) with every round's."""
     skipped = [o for o in outcomes if o.skipped]
     if skipped:
-        return results.outcome_json(skipped[0])
+        return results.entry(skipped[0])
     ranked = sorted(outcomes, key=lambda o: o.run.throughput)
-    entry = results.outcome_json(ranked[(len(ranked) - 1) // 2])
+    entry = results.entry(ranked[(len(ranked) - 1) // 2])
     if len(outcomes) > 1:
-        entry["rounds_ops_sec"] = [o.run.throughput for o in outcomes]
+        entry.rounds_ops_sec = [o.run.throughput for o in outcomes]
     return entry
 
 
-def compare_ratios(backends: list[str], runs: dict[str, list[Outcome]]) -> list[dict[str, Any]]:
+def compare_ratios(backends: list[str], runs: dict[str, list[Outcome]]) -> list[results.Ratio]:
     """The first backend's throughput over each other backend's (``over``), per round, as their
     median (:func:`median_spread`), for backends that ran in every round."""
     first = runs[backends[0]]
@@ -158,7 +155,7 @@ def compare_ratios(backends: list[str], runs: dict[str, list[Outcome]]) -> list[
         if any(o.skipped or not o.run.throughput for o in runs[b]):
             continue
         per_round = [a.run.throughput / o.run.throughput for a, o in zip(first, runs[b])]
-        out.append({"what": f"{backends[0]} / {b}", "over": b, **median_spread(per_round)})
+        out.append(results.Ratio(f"{backends[0]} / {b}", over=b, **median_spread(per_round)))
     return out
 
 
@@ -212,7 +209,7 @@ def sweep(backends: list[str], options: dict[str, Any], spec: WorkloadSpec, *,
           config: dict[str, Any], targets: list[float] | None = None,
           threads_list: list[int] | None = None, point_seconds: float = 3.0, rounds: int = 1,
           clients: ClientSettings = ClientSettings(),
-          on_point: Callable[[int, Outcome], None] | None = None) -> dict[str, Any]:
+          on_point: Callable[[int, Outcome], None] | None = None) -> results.Sweep:
     """Every backend's sweep, ``rounds`` times with the backends interleaved; the
     ``ckptbench.sweep/1`` document with the per-round ratios and their medians."""
     if rounds < 1:
@@ -228,12 +225,9 @@ def sweep(backends: list[str], options: dict[str, Any], spec: WorkloadSpec, *,
                                   on_point=None if on_point is None else
                                   (lambda o, r=r: on_point(r + 1, o)))
             for o in points:
-                entry = results.outcome_json(o)
+                entry = results.entry(o)
                 if rounds > 1:
-                    entry["round"] = r + 1
+                    entry.round = r + 1
                 entries.append(entry)
-    doc = {"schema": results.SWEEP_SCHEMA, "workload": spec.name,
-           "config": {**config, "workload_spec": spec.to_dict()},
-           "environment": results.environment(), "results": entries}
-    doc["ratios"] = results.sweep_ratios(doc)
-    return doc
+    return results.Sweep(workload=spec.name, config={**config, "workload_spec": spec.to_dict()},
+                         results=entries, ratios=results.sweep_ratios(entries))

@@ -16,6 +16,13 @@ made, the time and the command line.  Two results can then be compared knowing w
 Reading is strict where a mistake would mislead: a document of another schema, or of a newer
 version of this one, is refused with :class:`DocumentError` naming both.  Keys a type does not
 know are ignored, so an older reader still reads a document that grew optional fields.
+
+A field declared with :func:`optional` is left out of the JSON while it is ``None``: a section
+only some runs have (a skipped entry has no phases, a single round no ratios) is absent rather
+than ``null``, as readers of the written files expect.  A field declared with
+:func:`flattened` is a mapping written as one key per entry (``ratio_<reference>``), for rows
+whose keys come from a registry.  :func:`parse` reads any document whose type has been imported,
+choosing the type by its ``schema``.
 """
 
 from __future__ import annotations
@@ -37,6 +44,20 @@ D = TypeVar("D", bound="Document")
 
 #: the checkout this package runs from (for the commit a result was made with)
 _ROOT = Path(__file__).resolve().parents[2]
+
+
+def flattened(prefix: str, suffix: str = "") -> Any:
+    """A ``dict[str, X]`` field written as one key per entry, ``<prefix><key><suffix>``, beside
+    the other fields (a row with one ratio per reference: ``ratio_none``, ``ratio_spark_state``).
+    Reading collects the keys that match; where two flattened fields' patterns both match a key,
+    the one with the longer suffix takes it."""
+    return dataclasses.field(default_factory=dict, metadata={"flatten": (prefix, suffix)})
+
+
+def optional(default: Any = None) -> Any:
+    """A dataclass field left out of the JSON while its value is ``None`` (a section only some
+    documents have)."""
+    return dataclasses.field(default=default, metadata={"omit_none": True})
 
 
 class DocumentError(ValueError):
@@ -109,6 +130,13 @@ class Document:
     """Base of every result document; subclasses are dataclasses that set ``SCHEMA``."""
 
     SCHEMA: ClassVar[str] = ""
+    #: schema name (without the version) -> its document type, for :func:`parse`
+    TYPES: ClassVar[dict[str, type[Document]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.SCHEMA:
+            Document.TYPES[cls.SCHEMA.partition("/")[0]] = cls
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": self.SCHEMA, **dump(self)}
@@ -117,6 +145,18 @@ class Document:
     def from_json(cls: type[D], doc: dict[str, Any]) -> D:
         check_schema(doc, cls.SCHEMA)
         return load(cls, {k: v for k, v in doc.items() if k != "schema"})
+
+
+def parse(doc: Any) -> Document:
+    """``doc`` as the document type its ``schema`` names (that type's module must be imported);
+    :class:`DocumentError` for an object that is no known document."""
+    name = str(doc.get("schema")).partition("/")[0] if isinstance(doc, dict) else None
+    tp = Document.TYPES.get(name or "")
+    if tp is None:
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        raise DocumentError(f"not a ckptbench result (schema {schema!r}); give a JSON file a "
+                            "ckptbench command wrote")
+    return tp.from_json(doc)
 
 
 def check_schema(doc: Any, schema: str) -> None:
@@ -135,7 +175,15 @@ def check_schema(doc: Any, schema: str) -> None:
 def dump(value: Any) -> Any:
     """The JSON form of a dataclass, list, tuple or dict of them (other values as they are)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {}
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if "flatten" in f.metadata:
+                prefix, suffix = f.metadata["flatten"]
+                out.update({f"{prefix}{k}{suffix}": dump(x) for k, x in v.items()})
+            elif not (f.metadata.get("omit_none") and v is None):
+                out[f.name] = dump(v)
+        return out
     if isinstance(value, (list, tuple)):
         return [dump(v) for v in value]
     if isinstance(value, dict):
@@ -150,8 +198,21 @@ def load(tp: Any, value: Any) -> Any:
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
-        known = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: load(hints[k], v) for k, v in value.items() if k in known})
+        fields = [f for f in dataclasses.fields(tp) if f.init]
+        known = {f.name for f in fields if "flatten" not in f.metadata}
+        args = {k: load(hints[k], v) for k, v in value.items() if k in known}
+        flat = sorted((f for f in fields if "flatten" in f.metadata),
+                      key=lambda f: -len(f.metadata["flatten"][1]))
+        for f in flat:
+            args[f.name] = {}
+        for k, v in value.items():
+            for f in flat if k not in known else ():
+                prefix, suffix = f.metadata["flatten"]
+                if k.startswith(prefix) and k.endswith(suffix) and len(k) > len(prefix + suffix):
+                    key = k[len(prefix):len(k) - len(suffix)]
+                    args[f.name][key] = load(typing.get_args(hints[f.name])[1], v)
+                    break
+        return tp(**args)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in args if a is not type(None)]

@@ -32,6 +32,7 @@ from workloads.runner import PhaseResult
 from workloads.status import HdrLogs
 
 from experiments.core import results
+from experiments.core.document import load
 from experiments.core.spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
 
 PhaseObserver = Callable[[str, PhaseResult], None]
@@ -216,8 +217,8 @@ def _on_spark(spec: RunSpec, observe: PhaseObserver) -> RunResult:
         observe(name, phase)
     n = len(result.clients)
     extra = {
-        "spark": {"master": spec.spark_master, "clients": n,
-                  "start_skew_ms": {name: result.start_skew_ms(name) for name in result.phases}},
-        "clients": result.clients_json(results.phase_json),
+        "spark": results.SparkClients(spec.spark_master, n, {
+            name: result.start_skew_ms(name) for name in result.phases}),
+        "clients": load(list[results.SparkClient], result.clients_json(results.phase_json)),
     }
     return RunResult(spec, result.phases, None, extra)

@@ -21,6 +21,7 @@ from workloads.core import WorkloadSpec
 from workloads.runner import ClientSettings, PhaseResult
 
 from experiments.core import results
+from experiments.core.document import Environment
 
 
 class SpecError(ValueError):
@@ -105,23 +106,22 @@ class RunResult:
     spec: RunSpec
     phases: dict[str, PhaseResult]
     backend_stats: dict[str, Any] | None = None
-    #: JSON sections an experiment adds to the document (``spark``, ``clients``, ...)
+    #: sections an experiment adds to the document (``spark``, ``clients``: fields of
+    #: :class:`experiments.core.results.Result`)
     extra: dict[str, Any] = field(default_factory=dict)
     #: the bare-loop floors around the run, with ``spec.baseline``
     #: (:class:`experiments.core.baselines.Baseline`)
     baseline: Any = None
-    environment: dict[str, Any] = field(default_factory=results.environment)
+    environment: Environment = field(default_factory=Environment.here)
 
-    def document(self, workload: str | None = None) -> dict[str, Any]:
-        """The ``ckptbench.result/1`` JSON document of this run."""
+    def document(self, workload: str | None = None) -> results.Result:
+        """The ``ckptbench.result/1`` document of this run."""
         config = dict(self.spec.config)
         config.setdefault("backend_options", dict(self.spec.options))
         config.setdefault("workload_spec", self.spec.workload.to_dict())
-        doc = results.result_json(workload=workload or self.spec.workload.name,
-                                  backend=self.spec.backend, config=config, phases=self.phases,
-                                  backend_stats=self.backend_stats, extra=self.extra)
-        doc["environment"] = self.environment
-        doc["seed"] = self.spec.clients.seed
-        if self.baseline is not None:
-            doc["baseline"] = self.baseline.to_json()
-        return doc
+        return results.result(workload=workload or self.spec.workload.name,
+                              backend=self.spec.backend, config=config, phases=self.phases,
+                              backend_stats=self.backend_stats, environment=self.environment,
+                              seed=self.spec.clients.seed,
+                              baseline=None if self.baseline is None else self.baseline.floor(),
+                              **self.extra)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from experiments.core.results import COMPARE_SCHEMA, SCHEMA, SWEEP_SCHEMA, ensure_parent, run_operations
+from experiments.core.results import Compare, Entry, OpStats, Result, Sweep, ensure_parent
+
 
 def pyplot():
     """matplotlib.pyplot on the Agg backend (imported on first use: it is slow to import)."""
@@ -34,51 +35,51 @@ def _save(fig, path: str, dpi: int = 110, grid_y: bool = False) -> None:
     pyplot().close(fig)
 
 
-def plot_compare(doc: dict[str, Any], path: str) -> None:
+def plot_compare(doc: Compare, path: str) -> None:
     """Bar chart: throughput per backend (left), p50/p99 of every op per backend (right)."""
     plt = pyplot()
-    ran = [e for e in doc["results"] if not e["skipped"]]
+    ran = [e for e in doc.results if not e.skipped]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = [e["backend"] for e in ran]
-    ax1.bar(names, [e["throughput_ops_sec"] for e in ran], color="tab:blue")
+    names = [e.backend for e in ran]
+    ax1.bar(names, [e.throughput_ops_sec for e in ran], color="tab:blue")
     ax1.set_yscale("log")
     ax1.set_ylabel("throughput (ops/s, log)")
-    ax1.set_title(f"{doc.get('workload', '')}: throughput")
-    ops = sorted({n for e in ran for n in run_operations(e)})
+    ax1.set_title(f"{doc.workload}: throughput")
+    ops = sorted({n for e in ran for n in e.ran()})
     width = 0.8 / max(1, 2 * len(ops))
     for i, op in enumerate(ops):
         for j, (pct, hatch) in enumerate((("p50_us", ""), ("p99_us", "//"))):
             xs = [k + (2 * i + j) * width - 0.4 + width / 2 for k in range(len(ran))]
-            ys = [(run_operations(e).get(op) or {}).get(pct) or 0 for e in ran]
+            ys = [getattr(e.ran().get(op) or OpStats(), pct) or 0 for e in ran]
             ax2.bar(xs, ys, width, hatch=hatch, label=f"{op} {pct[:3]}")
     ax2.set_xticks(range(len(ran)), names)
     ax2.set_yscale("log")
     ax2.set_ylabel("latency (us, log)")
     ax2.set_title("latency per op")
     ax2.legend(fontsize=7)
-    skipped = [f"{e['backend']}: skipped" for e in doc["results"] if e["skipped"]]
+    skipped = [f"{e.backend}: skipped" for e in doc.results if e.skipped]
     if skipped:
         fig.text(0.01, 0.01, "; ".join(skipped), fontsize=7)
     _save(fig, path)
 
 
-def plot_sweep(doc: dict[str, Any], path: str) -> None:
+def plot_sweep(doc: Sweep, path: str) -> None:
     """Latency vs throughput, one curve per backend (the thesis' Fig 4.1 shape).  Target-rate
     sweeps plot the intended latency (queueing included), thread sweeps the service latency."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    by_backend: dict[str, list[dict[str, Any]]] = {}
-    for e in doc["results"]:
-        by_backend.setdefault(e["backend"], []).append(e)
+    by_backend: dict[str, list[Entry]] = {}
+    for e in doc.results:
+        by_backend.setdefault(e.backend, []).append(e)
     for backend, entries in by_backend.items():
-        cells: dict[str, list[tuple[float, float]]] = {}  # one point per params (--rounds: medians)
+        cells: dict[tuple, list[tuple[float, float]]] = {}  # one point per params (--rounds: medians)
         for e in entries:
-            if e["skipped"]:
+            if e.skipped:
                 continue
-            lat = e.get("intended") if (e.get("intended") or {}).get("count") else e["overall"]
-            if lat["mean_us"] is not None:
-                cells.setdefault(repr(sorted(e["params"].items())), []).append(
-                    (e["throughput_ops_sec"], lat["mean_us"] / 1000.0))
+            lat = e.intended if e.intended and e.intended.count else e.overall
+            if lat is not None and lat.mean_us is not None:
+                cells.setdefault((e.params.target, e.params.threads), []).append(
+                    (e.throughput_ops_sec, lat.mean_us / 1000.0))
         pts = [(statistics.median(x for x, _ in c), statistics.median(y for _, y in c))
                for c in cells.values()]
         if pts:
@@ -87,48 +88,44 @@ def plot_sweep(doc: dict[str, Any], path: str) -> None:
             ax.plot([], [], label=f"{backend} (skipped)")
     ax.set_xlabel("throughput (ops/s)")
     ax.set_ylabel("average latency (ms)")
-    ax.set_title(f"{doc.get('workload', '')}: latency vs throughput")
+    ax.set_title(f"{doc.workload}: latency vs throughput")
     ax.grid(True, alpha=0.3)
     ax.legend()
     _save(fig, path)
 
 
-def plot_results(docs: list[dict[str, Any]], path: str) -> None:
+def plot_results(docs: list[Result | Compare | Sweep], path: str) -> None:
     """Re-plot saved results: sweeps as curves, compares as bars, single runs as one compare."""
-    if all(d.get("schema") == SWEEP_SCHEMA for d in docs):
-        plot_sweep({"workload": docs[0].get("workload"),
-                    "results": [e for d in docs for e in d["results"]]}, path)
+    if all(isinstance(d, Sweep) for d in docs):
+        plot_sweep(Sweep(workload=docs[0].workload,
+                         results=[e for d in docs for e in d.results]), path)
         return
-    results = []
+    entries: list[Entry] = []
     for d in docs:
-        if d.get("schema") in (COMPARE_SCHEMA, SWEEP_SCHEMA):
-            results += d["results"]
-        elif d.get("schema") == SCHEMA:
-            run = d["phases"]["run"]
-            ops = run["operations"]
-            results.append({"backend": d["backend"], "params": {}, "skipped": None,
-                            "throughput_ops_sec": run["throughput_ops_sec"],
-                            "phases": {"run": {"operations": ops}}})
+        if isinstance(d, (Compare, Sweep)):
+            entries += d.results
         else:
-            raise ValueError(f"not a ckptbench result (schema {d.get('schema')!r})")
-    plot_compare({"workload": docs[0].get("workload"), "results": results}, path)
+            entries.append(Entry(d.backend, throughput_ops_sec=d.run.throughput_ops_sec,
+                                 phases={"run": d.run}))
+    plot_compare(Compare(workload=docs[0].workload, results=entries), path)
 
 
-def plot_spark_matrix(rows: list[dict[str, Any]], path: str) -> None:
+def plot_spark_matrix(rows: list[Any], path: str) -> None:
     """Three panels: throughput, checkpoint time, recovery time — one bar per combination that
-    ran (its median), with the range over its rounds as a whisker when it ran more than once."""
+    ran (its median), with the range over its rounds as a whisker when it ran more than once.
+    ``rows`` are :class:`experiments.spark.matrix_result.Row` (a floor above: not imported)."""
     plt = pyplot()
-    rows = [r for r in rows if r.get("throughput") is not None]  # skipped rows have no figures
-    labels = [r["protocol"] if r["backend"] == "-" else f"{r['protocol']}\n{r['backend']}" for r in rows]
+    rows = [r for r in rows if r.throughput is not None]  # skipped rows have no figures
+    labels = [r.protocol if r.backend == "-" else f"{r.protocol}\n{r.backend}" for r in rows]
     fig, axes = plt.subplots(1, 3, figsize=(max(10, 1.4 * len(rows) * 1.5), 4.5))
     for ax, key, title in zip(axes, ("throughput", "checkpoint_ms", "recovery_ms"),
                               ("Throughput (events/s)", "Checkpoint time (ms)", "Recovery time (ms)")):
-        values = [r[key] for r in rows]
-        spreads = [r.get(key + "_spread") for r in rows]
+        values = [getattr(r, key) for r in rows]
+        spreads = [r.spread(key) for r in rows]
         err = None
-        if any(s and len(s["rounds"]) > 1 for s in spreads):
-            err = [[v - (s["min"] if s else v) for v, s in zip(values, spreads)],
-                   [(s["max"] if s else v) - v for v, s in zip(values, spreads)]]
+        if any(s and len(s.rounds) > 1 for s in spreads):
+            err = [[v - (s.min if s else v) for v, s in zip(values, spreads)],
+                   [(s.max if s else v) - v for v, s in zip(values, spreads)]]
         ax.bar(range(len(rows)), values, yerr=err, capsize=3, color="tab:blue")
         ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
         ax.set_title(title)
@@ -141,18 +138,18 @@ RECOVERY_PHASES = (("Recovery.Detect(ms)", "detect", "tab:gray"), ("Recovery.Loa
                    ("Recovery.CatchUp(ms)", "catch-up", "tab:red"))
 
 
-def plot_recovery_phases(rows: list[dict[str, Any]], path: str) -> None:
-    """Recovery time by phase: one stacked bar per protocol x backend (rows of ``bench
-    spark-matrix`` or ``bench spark`` documents: each with ``metrics`` holding the ``Recovery.*``
-    means), detect at the bottom, catch-up on top; the bar's height is ``RecoveryTime(ms)``."""
+def plot_recovery_phases(rows: list[Any], path: str) -> None:
+    """Recovery time by phase: one stacked bar per protocol x backend (rows of a ``bench
+    spark-matrix`` document, :class:`experiments.spark.matrix_result.Row`: each with
+    ``metrics`` holding the ``Recovery.*`` means), detect at the bottom, catch-up on top; the
+    bar's height is ``RecoveryTime(ms)``."""
     plt = pyplot()
-    rows = [r for r in rows if (r.get("metrics") or {}).get("RecoveryTime(ms)")]  # recovered at least once
-    named = [r.get("settings", r) for r in rows]  # a bench spark document names them in its settings
-    labels = [n["protocol"] if (n.get("backend") or "-") == "-" else f"{n['protocol']}\n{n['backend']}" for n in named]
+    rows = [r for r in rows if (r.metrics or {}).get("RecoveryTime(ms)")]  # recovered at least once
+    labels = [r.protocol if (r.backend or "-") == "-" else f"{r.protocol}\n{r.backend}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows) + 2), 4.5))
     bottom = [0.0] * len(rows)
     for key, name, colour in RECOVERY_PHASES:
-        values = [float(r["metrics"].get(key) or 0) for r in rows]
+        values = [float(r.metrics.get(key) or 0) for r in rows]
         ax.bar(range(len(rows)), values, bottom=bottom, color=colour, label=name)
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right", fontsize=8)
@@ -173,15 +170,16 @@ def _line_chart(path: str, draw: Any) -> None:
     _save(fig, path)
 
 
-def plot_fig42(doc: dict[str, Any], path: str) -> None:
+def plot_fig42(doc: Any, path: str) -> None:
     """Thesis Fig 4.2: indexed_fs open (index rebuild) time against the number of PEs, after a
-    crash and after a clean close, with the thesis' bound for a million PEs as a line."""
-    rows = doc["rows"]
+    crash and after a clean close, with the thesis' bound for a million PEs as a line.  ``doc``
+    is an :class:`experiments.storage.thesis_result.Thesis` (a floor above: not imported)."""
+    rows = doc.rows
 
     def draw(ax: Any) -> None:
-        xs = [r["pes"] for r in rows]
-        ax.plot(xs, [r["open_after_crash_ms"] for r in rows], marker="o", label="after crash")
-        ax.plot(xs, [r["open_after_clean_ms"] for r in rows], marker="s", label="after clean close")
+        xs = [r.pes for r in rows]
+        ax.plot(xs, [r.open_after_crash_ms for r in rows], marker="o", label="after crash")
+        ax.plot(xs, [r.open_after_clean_ms for r in rows], marker="s", label="after clean close")
         ax.axhline(250, color="grey", ls="--", label="thesis: 10^6 PEs < 250 ms")
         ax.set_xscale("log")
         ax.set_xlabel("number of PEs (keys, ~40-byte values)")
@@ -192,42 +190,42 @@ def plot_fig42(doc: dict[str, Any], path: str) -> None:
     _line_chart(path, draw)
 
 
-def plot_fig45(doc: dict[str, Any], path: str) -> None:
+def plot_fig45(doc: Any, path: str) -> None:
     """Thesis Figs 4.5/4.6: mean checkpoint write and lazy recovery read latency per backend
     that ran (log scale: file and server backends differ by orders of magnitude)."""
-    ran = [r for r in doc["rows"] if not r["skipped"]]
-    spec = doc["spec"]
+    ran = [r for r in doc.rows if not r.skipped]
+    spec = doc.spec
 
     def draw(ax: Any) -> None:
         xs = range(len(ran))
-        ax.bar([x - 0.2 for x in xs], [r["write"]["mean_us"] / 1000 for r in ran], 0.4,
+        ax.bar([x - 0.2 for x in xs], [r.write.mean_us / 1000 for r in ran], 0.4,
                label="write (Fig 4.5)")
-        ax.bar([x + 0.2 for x in xs], [r["read"]["mean_us"] / 1000 for r in ran], 0.4,
+        ax.bar([x + 0.2 for x in xs], [r.read.mean_us / 1000 for r in ran], 0.4,
                label="lazy recovery read (Fig 4.6)")
-        ax.set_xticks(list(xs), [r["backend"] for r in ran])
+        ax.set_xticks(list(xs), [r.backend for r in ran])
         ax.set_yscale("log")
         ax.set_ylabel("mean latency (ms, log)")
-        ax.set_title(f"Figs 4.5/4.6: word count, {spec['rate']:.0f} ev/s, {spec['events']} events")
+        ax.set_title(f"Figs 4.5/4.6: word count, {spec.rate:.0f} ev/s, {spec.events} events")
         ax.legend()
 
     _line_chart(path, draw)
 
 
-def plot_fig47(doc: dict[str, Any], path: str) -> None:
+def plot_fig47(doc: Any, path: str) -> None:
     """Thesis Fig 4.7: storage-queue throughput (checkpoints/s) against the number of PEs, one
     curve per backend."""
-    rows = doc["rows"]
+    rows = doc.rows
 
     def draw(ax: Any) -> None:
-        for backend in dict.fromkeys(r["backend"] for r in rows):
-            pts = [r for r in rows if r["backend"] == backend]
-            ax.plot([r["pes"] for r in pts], [r["write_rate"] for r in pts], marker="o",
+        for backend in dict.fromkeys(r.backend for r in rows):
+            pts = [r for r in rows if r.backend == backend]
+            ax.plot([r.pes for r in pts], [r.write_rate for r in pts], marker="o",
                     label=backend)
         ax.set_xscale("log")
         ax.set_xlabel("number of PEs")
         ax.set_ylabel("storage-queue throughput (checkpoints/s)")
-        ax.set_title(f"Fig 4.7: {doc['events']} events at {doc['rate']:.0f}/s, "
-                     f"storage queue {doc['queue']}")
+        ax.set_title(f"Fig 4.7: {doc.events} events at {doc.rate:.0f}/s, "
+                     f"storage queue {doc.queue}")
         ax.legend()
 
     _line_chart(path, draw)
@@ -243,25 +241,26 @@ def _grouped_bars(ax: Any, names: list[str], groups: list[Any], value: Any) -> N
     ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(groups))])
 
 
-def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
+def plot_storage_compare(doc: Any, path: str) -> None:
     """Four panels of a ``ckptbench.storage-compare/1`` document: Table 5.1 (log ops/s),
-    write-heavy ops/s, indexed_fs recovery ms, and RPCs per operation over NFS."""
+    write-heavy ops/s, indexed_fs recovery ms, and RPCs per operation over NFS.  ``doc`` is an
+    :class:`experiments.storage.compare_result.StorageCompare` (a floor above: not imported)."""
     plt = pyplot()
-    rows = doc["rows"]
-    names = [m["name"] for m in doc["media"]]
+    rows = doc.rows
+    names = [m.name for m in doc.media]
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
 
-    def find(section: str, medium: str, **match: Any) -> dict[str, Any] | None:
-        return next((r for r in rows if r["section"] == section and r["medium"] == medium
-                     and all(r.get(k) == v for k, v in match.items())), None)
+    def find(section: str, medium: str, **match: Any) -> Any:
+        return next((r for r in rows if r.section == section and r.medium == medium
+                     and all(getattr(r, k) == v for k, v in match.items())), None)
 
     ax = axes[0][0]
-    cases = list(dict.fromkeys((r["ops_requested"], r["pattern"], r["sync_per_op"])
-                               for r in rows if r["section"] == "table5.1"))
+    cases = list(dict.fromkeys((r.ops_requested, r.pattern, r.sync_per_op)
+                               for r in rows if r.section == "table5.1"))
 
     def t51(n: str, c: tuple[int, str, bool]) -> float:
         r = find("table5.1", n, ops_requested=c[0], pattern=c[1], sync_per_op=c[2])
-        return r["ops_per_sec"] if r and not r["skipped"] else 0
+        return r.ops_per_sec if r and not r.skipped else 0
 
     _grouped_bars(ax, names, cases, t51)
     ax.set_xticklabels([f"{s:.0e}\n{p[:3]}{' sync' if y else ''}" for s, p, y in cases], fontsize=7)
@@ -271,12 +270,12 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[0][1]
-    backends = list(dict.fromkeys(r["backend"] for r in rows if r["section"] == "write-heavy"))
-    groups = [(b, t) for t in doc["config"]["threads"] for b in backends]
+    backends = list(dict.fromkeys(r.backend for r in rows if r.section == "write-heavy"))
+    groups = [(b, t) for t in doc.config.threads for b in backends]
 
     def wh(n: str, g: tuple[str, int]) -> float:
         r = find("write-heavy", n, backend=g[0], threads=g[1])
-        return r["throughput_ops_sec"] if r and not r["skipped"] else 0
+        return r.throughput_ops_sec if r and not r.skipped else 0
 
     _grouped_bars(ax, names, groups, wh)
     ax.set_xticklabels([f"{b}\nx{t}" for b, t in groups], fontsize=8)
@@ -285,38 +284,39 @@ def plot_storage_compare(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[1][0]
-    rec = [r for r in rows if r["section"] == "recovery" and not r["skipped"]]
+    rec = [r for r in rows if r.section == "recovery" and not r.skipped]
     xs = range(len(rec))
-    ax.bar([x - 0.2 for x in xs], [r["open_after_clean_ms"] for r in rec], 0.4,
+    ax.bar([x - 0.2 for x in xs], [r.open_after_clean_ms for r in rec], 0.4,
            label="after clean close")
-    ax.bar([x + 0.2 for x in xs], [r["open_after_crash_ms"] for r in rec], 0.4, label="after crash")
+    ax.bar([x + 0.2 for x in xs], [r.open_after_crash_ms for r in rec], 0.4, label="after crash")
     ax.set_xticks(list(xs))
-    ax.set_xticklabels([r["medium"] for r in rec])
+    ax.set_xticklabels([r.medium for r in rec])
     ax.set_ylabel("indexed_fs open (ms)")
-    ax.set_title(f"recovery ({rec[0]['keys']:,} keys)" if rec else "recovery (no medium ran)")
+    ax.set_title(f"recovery ({rec[0].keys:,} keys)" if rec else "recovery (no medium ran)")
     ax.legend(fontsize=8)
 
     ax = axes[1][1]
-    rpc = [r for r in rows if r["section"] == "rpc" and not r["skipped"]]
-    ax.bar([f"{r['medium']}\n{r['case']}" for r in rpc], [r["rpcs_per_op"] for r in rpc])
+    rpc = [r for r in rows if r.section == "rpc" and not r.skipped]
+    ax.bar([f"{r.medium}\n{r.case}" for r in rpc], [r.rpcs_per_op for r in rpc])
     ax.set_ylabel("RPC calls per operation")
     ax.set_title("RPC cost over NFS" if rpc else "RPC cost over NFS (no NFS medium ran)")
 
     _save(fig, path, dpi=100, grid_y=True)
 
 
-def plot_checkmate(doc: dict[str, Any], path: str) -> None:
+def plot_checkmate(doc: Any, path: str) -> None:
     """Four panels of a ``ckptbench.checkmate/1`` document: throughput relative to no checkpoints
     and recovery time per query (uniform input), p50 latency uniform against skewed, and the cyclic
-    query's useless checkpoints and undone micro-batches (uncoordinated against cic)."""
+    query's useless checkpoints and undone micro-batches (uncoordinated against cic).  ``doc`` is
+    an :class:`experiments.spark.checkmate.Checkmate` (a floor above: not imported)."""
     plt = pyplot()
-    rows = doc["rows"]
-    protocols = [p for p in ("none", "coordinated", "uncoordinated", "cic") if any(r["protocol"] == p for r in rows)]
-    queries = [q for q in ("q1", "q3", "q8", "q12") if any(r["query"] == q for r in rows)]
+    rows = doc.rows
+    protocols = [p for p in ("none", "coordinated", "uncoordinated", "cic") if any(r.protocol == p for r in rows)]
+    queries = [q for q in ("q1", "q3", "q8", "q12") if any(r.query == q for r in rows)]
 
     def cell(q: str, skew: str, p: str, key: str) -> float:
-        r = next((r for r in rows if (r["query"], r["skew"], r["protocol"]) == (q, skew, p)), None)
-        return float(r[key] or 0) if r else 0.0
+        r = next((r for r in rows if (r.query, r.skew, r.protocol) == (q, skew, p)), None)
+        return float(getattr(r, key) or 0) if r else 0.0
 
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     ax = axes[0][0]
@@ -334,21 +334,21 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
     ax.legend(fontsize=8)
 
     ax = axes[1][0]
-    skewed = [q for q in queries if any(r["query"] == q and r["skew"] == "skewed" for r in rows)]
+    skewed = [q for q in queries if any(r.query == q and r.skew == "skewed" for r in rows)]
     groups = [(q, s) for q in skewed for s in ("uniform", "skewed")]
     _grouped_bars(ax, protocols, groups, lambda p, g: cell(g[0], g[1], p, "latency_p50_ms"))
     ax.set_xticklabels([f"{q}\n{s}" for q, s in groups], fontsize=8)
     ax.set_ylabel("p50 latency (ms)")
-    ax.set_title(f"uniform against skewed ({doc['skews'].get('skewed', '')}) input (CheckMate Fig 12)")
+    ax.set_title(f"uniform against skewed ({doc.skews.get('skewed', '')}) input (CheckMate Fig 12)")
     ax.legend(fontsize=8)
 
     ax = axes[1][1]
-    cyc = doc["cyclic"]
+    cyc = doc.cyclic
     sizes = list(cyc)
     names = ["uncoordinated", "cic"]
     _grouped_bars(ax, [f"{p} useless %" for p in names] + [f"{p} batches undone" for p in names],
-                  sizes, lambda label, n: cyc[n][label.split()[0]]["useless_pct" if "useless" in label
-                                                                   else "rollback_batches"])
+                  sizes, lambda label, n: getattr(cyc[n][label.split()[0]], "useless_pct" if "useless" in label
+                                                                   else "rollback_batches"))
     ax.set_xticklabels([f"{n} instances" for n in sizes])
     ax.set_title("cyclic query, emulated: rollback after a failure (Table IV)")
     ax.legend(fontsize=8)
@@ -356,24 +356,25 @@ def plot_checkmate(doc: dict[str, Any], path: str) -> None:
     _save(fig, path, dpi=100, grid_y=True)
 
 
-def plot_stragglers(doc: dict[str, Any], path: str) -> None:
+def plot_stragglers(doc: Any, path: str) -> None:
     """Two panels of a ``ckptbench.logio-stragglers/1`` document: wall-time overhead against
-    ``none`` without and with the straggler's failure, and p50 latency / recovery time."""
+    ``none`` without and with the straggler's failure, and p50 latency / recovery time.  ``doc``
+    is an :class:`experiments.spark.stragglers.Stragglers` (a floor above: not imported)."""
     plt = pyplot()
-    rows = doc["rows"]
-    protocols = [p for p in ("none", "coordinated", "logio") if any(r["protocol"] == p for r in rows)]
+    rows = doc.rows
+    protocols = [p for p in ("none", "coordinated", "logio") if any(r.protocol == p for r in rows)]
     groups = ["no failure", "1 failure"]
 
     def cell(p: str, g: str, key: str) -> float:
-        r = next((r for r in rows if r["protocol"] == p and r["failure"] == (g == "1 failure")), None)
-        return float(r[key] or 0) if r else 0.0
+        r = next((r for r in rows if r.protocol == p and r.failure == (g == "1 failure")), None)
+        return float(getattr(r, key) or 0) if r else 0.0
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     ax = axes[0]
     _grouped_bars(ax, protocols, groups, lambda p, g: cell(p, g, "overhead_pct"))
     ax.set_xticklabels(groups)
     ax.set_ylabel("wall time over none's failure-free run (%)")
-    ax.set_title(f"straggler instance at {doc['sizes']['rate']:,.0f} events/s (LOG.io Figs 5-9)")
+    ax.set_title(f"straggler instance at {doc.sizes.rate:,.0f} events/s (LOG.io Figs 5-9)")
     ax.legend(fontsize=8)
     ax = axes[1]
     _grouped_bars(ax, ["p50 latency, no failure", "recovery time"], protocols,
@@ -386,24 +387,24 @@ def plot_stragglers(doc: dict[str, Any], path: str) -> None:
     _save(fig, path, dpi=100, grid_y=True)
 
 
-def plot_advise(doc: dict[str, Any], path: str) -> None:
+def plot_advise(doc: Any, path: str) -> None:
     """``bench advise``: expected overhead against checkpoint interval, one curve per protocol x
     backend of the ranking (Young/Daly, :mod:`experiments.spark.advise`), the advised interval marked."""
     from experiments.spark.advise import curve, overhead
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    for a in doc["ranking"]:
-        xs, ys = curve(a, doc["mtbf_s"])
-        line, = ax.plot(xs, [y * 100 for y in ys], label=f"{a['rank']}. {a['name']}")
-        if a["interval_s"] is not None:
-            at = overhead(a["interval_s"], a["cost_ms"] / 1e3, doc["mtbf_s"], a["restart_ms"] / 1e3) + a["per_event"]
-            ax.plot([a["interval_s"]], [at * 100], "o", color=line.get_color())
+    for a in doc.ranking:
+        xs, ys = curve(a, doc.mtbf_s)
+        line, = ax.plot(xs, [y * 100 for y in ys], label=f"{a.rank}. {a.name}")
+        if a.interval_s is not None:
+            at = overhead(a.interval_s, a.cost_ms / 1e3, doc.mtbf_s, a.restart_ms / 1e3) + a.per_event
+            ax.plot([a.interval_s], [at * 100], "o", color=line.get_color())
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("checkpoint interval (s)")
     ax.set_ylabel("expected overhead (% of run time)")
-    ax.set_title(f"MTBF {doc['mtbf_s']:g} s: P + C/T + T/(2 MTBF) + R/MTBF (dots: advised interval)")
+    ax.set_title(f"MTBF {doc.mtbf_s:g} s: P + C/T + T/(2 MTBF) + R/MTBF (dots: advised interval)")
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
     _save(fig, path)

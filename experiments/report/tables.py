@@ -6,64 +6,61 @@ Each table is built from the same JSON document that is written beside it
 
 from __future__ import annotations
 
-from typing import Any
-
-from experiments.core.results import run_operations
+from experiments.core.results import Compare, Ratio, Sweep
 
 
-def compare_table(doc: dict[str, Any]) -> list[str]:
+def compare_table(doc: Compare) -> list[str]:
     """Throughput, p50/p99 per op and ratios to the first backend that ran."""
-    entries = doc["results"]
-    ran = [e for e in entries if not e["skipped"]]
-    op_names = sorted({n for e in ran for n in run_operations(e)})
+    ran = [e for e in doc.results if not e.skipped]
+    op_names = sorted({n for e in ran for n in e.ran()})
     head = f"{'backend':<12} {'ops/s':>10} {'x first':>8}"
     for n in op_names:
         head += f" {n + ' p50':>14} {n + ' p99':>14}"
     lines = [head]
-    base = ran[0] if ran else None
-    for e in entries:
-        if e["skipped"]:
-            lines.append(f"{e['backend']:<12} skipped: {e['skipped']}")
+    base = ran[0].throughput_ops_sec if ran else None
+    for e in doc.results:
+        if e.skipped:
+            lines.append(f"{e.backend:<12} skipped: {e.skipped}")
             continue
-        ratio = e["throughput_ops_sec"] / base["throughput_ops_sec"] if base["throughput_ops_sec"] else 0
-        row = f"{e['backend']:<12} {e['throughput_ops_sec']:>10.1f} {ratio:>7.3g}x"
+        ratio = e.throughput_ops_sec / base if base else 0
+        row = f"{e.backend:<12} {e.throughput_ops_sec:>10.1f} {ratio:>7.3g}x"
         for n in op_names:
-            s = run_operations(e).get(n)
-            row += (f" {s['p50_us']:>11}us {s['p99_us']:>11}us" if s else f" {'-':>14} {'-':>14}")
+            s = e.ran().get(n)
+            row += (f" {s.p50_us:>11}us {s.p99_us:>11}us" if s else f" {'-':>14} {'-':>14}")
         lines.append(row)
     return lines
 
 
-def sweep_table(doc: dict[str, Any]) -> list[str]:
+def sweep_table(doc: Sweep) -> list[str]:
     """One row per sweep point: backend, target/threads, throughput, mean/p50/p99 latency
     (and the round, for ``--rounds``)."""
-    rounds = any("round" in e for e in doc["results"])
+    rounds = any(e.round is not None for e in doc.results)
     lines = [("round " if rounds else "")
              + f"{'backend':<12} {'target':>8} {'threads':>7} {'ops/s':>10} {'mean us':>10} "
              f"{'p50 us':>8} {'p99 us':>8} {'int.mean us':>12} {'int.p99 us':>11}"]
-    for e in doc["results"]:
-        p = e["params"]
-        target = f"{p['target']:.0f}" if p.get("target") else "-"
-        head = f"{e.get('round', ''):>5} " if rounds else ""
-        if e["skipped"]:
-            lines.append(f"{head}{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
-                         f"skipped: {e['skipped']}")
+    for e in doc.results:
+        p = e.params
+        target = f"{p.target:.0f}" if p.target else "-"
+        threads = p.threads if p.threads is not None else 1
+        head = f"{e.round if e.round is not None else '':>5} " if rounds else ""
+        if e.skipped:
+            lines.append(f"{head}{e.backend:<12} {target:>8} {threads:>7} skipped: {e.skipped}")
             continue
-        o, i = e["overall"], e.get("intended") or {}
-        lines.append(f"{head}{e['backend']:<12} {target:>8} {p.get('threads', 1):>7} "
-                     f"{e['throughput_ops_sec']:>10.1f} {o['mean_us'] or 0:>10.1f} "
-                     f"{o['p50_us'] or 0:>8} {o['p99_us'] or 0:>8}"
-                     + (f" {i['mean_us']:>12.1f} {i['p99_us']:>11}" if i.get("count") else ""))
+        o, i = e.overall, e.intended
+        lines.append(f"{head}{e.backend:<12} {target:>8} {threads:>7} "
+                     f"{e.throughput_ops_sec:>10.1f} {o.mean_us or 0:>10.1f} "
+                     f"{o.p50_us or 0:>8} {o.p99_us or 0:>8}"
+                     + (f" {i.mean_us:>12.1f} {i.p99_us:>11}" if i and i.count else ""))
     return lines
 
 
-def ratio_lines(ratios: list[dict[str, Any]]) -> list[str]:
+def ratio_lines(ratios: list[Ratio]) -> list[str]:
     """``[RATIO], <what>, <median>`` (and each round's ratio when there were several)."""
     lines = []
     for r in ratios:
-        line = f"[RATIO], {r['what']}, {r['median']:.2f}"
-        if len(r["rounds"]) > 1:
-            line += f", median of {len(r['rounds'])} rounds: " + " ".join(
-                f"{x:.2f}" for x in r["rounds"])
+        line = f"[RATIO], {r.what}, {r.median:.2f}"
+        if len(r.rounds) > 1:
+            line += f", median of {len(r.rounds)} rounds: " + " ".join(
+                f"{x:.2f}" for x in r.rounds)
         lines.append(line)
     return lines

@@ -20,34 +20,35 @@ from typing import Any, Callable
 
 from experiments.report import markdown_blocks
 from experiments.report.format import md_table
+from experiments.reproduce.result import Reproduce
 
 SUMMARY = "summary"
 
 
-def note(doc: dict[str, Any], commands: bool = True) -> str:
+def note(doc: Reproduce, commands: bool = True) -> str:
     """The line under a table: how to regenerate it, when, with which commands (or, where the
     table is quoted in the README, where to find them), under which conditions."""
-    flag = " --quick" if doc["quick"] else ""
-    load = (f"load average {doc['loadavg_before'][0]:.2f} before, "
-            f"{doc['loadavg_after'][0]:.2f} after")
-    run = ("commands: " + "; ".join(f"`{c}`" for c in doc["commands"]) if commands
-           else f"its commands in [docs/results.md](docs/results.md#{markdown_blocks.anchor(doc['name'])})")
-    return (f"`bench reproduce {doc['name']}{flag}` on {doc['started'][:10]}; {run}; "
-            f"conditions: {doc['machine']}, {doc['cpus']} CPUs, {load}")
+    flag = " --quick" if doc.quick else ""
+    load = (f"load average {doc.loadavg_before[0]:.2f} before, "
+            f"{doc.loadavg_after[0]:.2f} after")
+    run = ("commands: " + "; ".join(f"`{c}`" for c in doc.commands) if commands
+           else f"its commands in [docs/results.md](docs/results.md#{markdown_blocks.anchor(doc.name)})")
+    return (f"`bench reproduce {doc.name}{flag}` on {doc.started[:10]}; {run}; "
+            f"conditions: {doc.machine}, {doc.cpus} CPUs, {load}")
 
 
-def block(doc: dict[str, Any], commands: bool = True) -> str:
-    return "\n".join(doc["table"]) + "\n\n" + note(doc, commands)
+def block(doc: Reproduce, commands: bool = True) -> str:
+    return "\n".join(doc.table or []) + "\n\n" + note(doc, commands)
 
 
-def publish(exp: Any, doc: dict[str, Any], docs: str, say: Callable[[str], None],
+def publish(exp: Any, doc: Reproduce, docs: str, say: Callable[[str], None],
             readme: str | None = None) -> None:
     """Print the experiment's block, copy its charts beside the docs (``img/``) and regenerate
     its block in ``docs``, and in ``readme`` too where it has one (the audit's durability table,
     which the README quotes beside the backends' claims)."""
     text = block(doc)
     print(f"## {exp.name}\n\n{text}\n", flush=True)
-    plots = [r["plot"] for r in doc["runs"] if r.get("plot") and os.path.exists(r["plot"])]
+    plots = [r.plot for r in doc.runs if r.plot and os.path.exists(r.plot)]
     if plots and os.path.exists(docs):
         img = os.path.join(os.path.dirname(os.path.abspath(docs)), "img")
         os.makedirs(img, exist_ok=True)
@@ -93,18 +94,22 @@ def summary(registry: dict[str, Any], out: str, docs: str, readme: str,
         doc = None
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        if doc is None or doc.get("status") != "ok":
+                data = json.load(fh)
+            try:
+                doc = Reproduce.from_json(data)
+            except (ValueError, TypeError) as exc:  # another schema, or fields missing
+                say(f"reproduce: {path}: not a reproduce document ({exc}); row left as it was")
+        if doc is None or doc.status != "ok":
             if name in earlier:
                 rows.append(earlier[name])
             continue
         try:
-            headline = exp.headline({r["label"]: r["document"] for r in doc["runs"]})
+            headline = exp.headline(doc.documents())
         except Exception as exc:  # noqa: BLE001 - one unreadable document must not hide the rest
             say(f"reproduce: {path}: no headline ({type(exc).__name__}: {exc}); row left out")
             continue
         rows.append([_link(name, docs, readme, docs_text), headline,
-                     doc["started"][:10] + (" (`--quick`)" if doc["quick"] else "")])
+                     doc.started[:10] + (" (`--quick`)" if doc.quick else "")])
     if not rows:
         return "Not generated yet: run `bench reproduce --all`."
     table = md_table(["experiment", "result", "measured"], [r for r in rows if isinstance(r, list)])

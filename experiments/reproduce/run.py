@@ -32,9 +32,10 @@ from typing import Any, Callable
 from experiments.audit import runner as audit
 from experiments.reproduce import paper_tables as paper
 from experiments.reproduce import tables
-from experiments.core.results import ensure_parent, environment, write_json
+from experiments.core.results import ensure_parent, write_json
+from experiments.reproduce.result import Reproduce, StepRun
 
-SCHEMA = "ckptbench.reproduce/1"
+SCHEMA = Reproduce.SCHEMA
 #: seconds one command may take before it is stopped and its experiment marked failed
 QUICK_TIMEOUT = 20 * 60
 FULL_TIMEOUT = 4 * 60 * 60
@@ -300,7 +301,7 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float) -> dict[str, Any]:
+def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float) -> StepRun:
     """Run one command, its stdout and stderr into ``out/NAME/LABEL.log``; the run's record
     (``error`` is its last stderr line when it failed)."""
     argv = step.argv(out, exp.name, quick)
@@ -324,56 +325,48 @@ def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float)
             _stop(proc)
             raise
         fh.write(err)
-    record: dict[str, Any] = {"label": step.label, "command": command(argv),
-                              "returncode": proc.returncode,
-                              "seconds": round(time.monotonic() - t0, 3), "log": log,
-                              "document_path": paths["document"], "plot": paths["shown_as"] or None,
-                              "error": None, "document": None}
+    record = StepRun(step.label, command(argv), proc.returncode,
+                     round(time.monotonic() - t0, 3), log, paths["document"],
+                     paths["shown_as"] or None)
     if proc.returncode != 0:
-        record["error"] = _last_line(err) or f"exit status {proc.returncode}"
+        record.error = _last_line(err) or f"exit status {proc.returncode}"
     elif not os.path.exists(paths["document"]):
-        record["error"] = f"it wrote no {paths['document']}"
+        record.error = f"it wrote no {paths['document']}"
     else:
         with open(paths["document"], encoding="utf-8") as f:
-            record["document"] = json.load(f)
+            record.document = json.load(f)
         if paths["plot"] and paths["shown_as"] != paths["plot"] and os.path.exists(paths["plot"]):
             shutil.copyfile(paths["plot"], paths["shown_as"])
     return record
 
 
 def run_experiment(exp: Experiment, out: str, quick: bool,
-                   say: Callable[[str], None]) -> dict[str, Any]:
+                   say: Callable[[str], None]) -> Reproduce:
     """Every step in order (the first failure ends the experiment); the reproduce document."""
     load_before, started, t0 = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.monotonic()
     runs = []
     for i, step in enumerate(exp.steps, 1):
         record = run_step(step, exp, out, quick, QUICK_TIMEOUT if quick else FULL_TIMEOUT)
         runs.append(record)
-        state = "failed" if record["error"] else "ok"
-        say(f"reproduce: {exp.name} [{i}/{len(exp.steps)}] {state} in {record['seconds']:.1f} s: "
-            f"{record['command']}" + (f": {record['error']}" if record["error"] else ""))
-        if record["error"]:
+        state = "failed" if record.error else "ok"
+        say(f"reproduce: {exp.name} [{i}/{len(exp.steps)}] {state} in {record.seconds:.1f} s: "
+            f"{record.command}" + (f": {record.error}" if record.error else ""))
+        if record.error:
             break
-    error = next((f"{r['command']}: {r['error']}" for r in runs if r["error"]), None)
-    doc: dict[str, Any] = {
-        "schema": SCHEMA, "name": exp.name, "shows": exp.shows, "quick": quick,
-        "servers": list(exp.servers), "status": "failed" if error else "ok", "error": error,
-        "commands": [command(s.argv(out, exp.name, quick)) for s in exp.steps],
-        "started": started, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": round(time.monotonic() - t0, 3), "environment": environment(),
-        "machine": machine(), "cpus": os.cpu_count(), "loadavg_before": list(load_before),
-        "loadavg_after": list(os.getloadavg()), "runs": runs}
+    error = next((f"{r.command}: {r.error}" for r in runs if r.error), None)
+    doc = Reproduce(
+        name=exp.name, shows=exp.shows, quick=quick, servers=list(exp.servers),
+        status="failed" if error else "ok", error=error,
+        commands=[command(s.argv(out, exp.name, quick)) for s in exp.steps],
+        started=started, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        seconds=round(time.monotonic() - t0, 3), machine=machine(), cpus=os.cpu_count(),
+        loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), runs=runs)
     if not error:
         try:
-            doc["table"] = exp.table(documents(doc))
+            doc.table = exp.table(doc.documents())
         except Exception as exc:  # noqa: BLE001 - a document the table cannot read is a failure
-            doc.update(status="failed", error=f"could not tabulate: {type(exc).__name__}: {exc}")
+            doc.status, doc.error = "failed", f"could not tabulate: {type(exc).__name__}: {exc}"
     return doc
-
-
-def documents(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The commands' own documents of a reproduce document, by step label."""
-    return {r["label"]: r["document"] for r in doc["runs"]}
 
 
 def machine() -> str:
@@ -409,9 +402,9 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
         doc = run_experiment(exp, out, quick, say)
         path = os.path.join(out, f"{name}.json")
         write_json(path, doc)
-        if doc["status"] != "ok":
+        if doc.status != "ok":
             failed.append(name)
-            say(f"reproduce: {name} failed ({doc['error']}); wrote {path}, {docs} left as it is")
+            say(f"reproduce: {name} failed ({doc.error}); wrote {path}, {docs} left as it is")
             continue
         reproduce_docs.publish(exp, doc, docs, say, readme)
     reproduce_docs.update_summary(registry, out, docs, readme, say)

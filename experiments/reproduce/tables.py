@@ -15,12 +15,21 @@ half-empty table.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, TypeVar
 
+from experiments.core.document import Document
+from experiments.core.results import (CheckpointSummary, Compare, OpStats, Reopen, Result, Sweep,
+                                      read_run, sweep_ratios)
 from experiments.report.format import md_table, num, target, times
-from experiments.core.results import run_operations, sweep_ratios
+from experiments.storage.peers import Peer
 
 Runs = dict[str, dict[str, Any]]
+D = TypeVar("D", bound=Document)
+
+
+def _as(tp: type[D], runs: Runs) -> list[D]:
+    """The commands' documents as ``tp`` (which refuses a document of another schema)."""
+    return [tp.from_json(doc) for doc in runs.values()]
 
 
 # The project's targets (docs/results.md, "Targets"): goals stated in advance, not measurements.
@@ -35,31 +44,22 @@ GETS_KEYS, GETS_OVER = 100_000, {"rocksdb": 1.2, "lmdb": 0.6}  # indexed_fs over
 PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN = 300.0, 3.0  # indexed_fs reopen after SIGKILL
 
 
-def _main_op(doc: dict[str, Any]) -> dict[str, Any]:
-    """The run phase's busiest operation (what a write-only or read-only run did)."""
-    ops = run_operations({"phases": doc["phases"]})
-    return max(ops.values(), key=lambda s: s["count"]) if ops else {}
-
-
-def _run(doc: dict[str, Any]) -> dict[str, Any]:
-    return doc["phases"]["run"]
-
-
 # -------------------------------------------------------------------------------- store-write
 def store_write(runs: Runs) -> list[str]:
     rows = []
-    for doc in runs.values():
-        op, base = _main_op(doc), doc.get("baseline") or {}
-        native = base.get("native") or {}
+    for doc in _as(Result, runs):
+        op, base = doc.run.busiest(), doc.baseline
+        native = base.native if base else None
         goal = ""
-        if doc["backend"] == "indexed_fs" and doc["config"]["threads"] == 1 and base.get("ratio"):
-            goal = target(base["ratio"] >= PUT_OVER_PYTHON_LOOP,
+        if doc.backend == "indexed_fs" and doc.config["threads"] == 1 and base and base.ratio:
+            goal = target(base.ratio >= PUT_OVER_PYTHON_LOOP,
                           f"≥ {PUT_OVER_PYTHON_LOOP}x Python loop")
-        rows.append([doc["backend"], str(doc["config"]["threads"]), num(_run(doc)["operations_done"]),
-                     num(_run(doc)["throughput_ops_sec"]), num(op.get("p50_us")),
-                     num(op.get("p99_us")), num(base.get("throughput_ops_sec")),
-                     times(base.get("ratio")), num(native.get("throughput")),
-                     times(native.get("ratio")), goal])
+        rows.append([doc.backend, str(doc.config["threads"]), num(doc.run.operations_done),
+                     num(doc.run.throughput_ops_sec), num(op.p50_us),
+                     num(op.p99_us), num(base.throughput_ops_sec if base else None),
+                     times(base.ratio if base else None),
+                     num(native.throughput if native else None),
+                     times(native.ratio if native else None), goal])
     return md_table(["backend", "threads", "puts", "puts/s", "p50 µs", "p99 µs",
                      "fdatasync loop (Python) puts/s", "x Python loop",
                      "fdatasync loop (C) puts/s", "x C loop", "target"], rows)
@@ -67,44 +67,43 @@ def store_write(runs: Runs) -> list[str]:
 
 def store_write_headline(runs: Runs) -> str:
     parts = []
-    for doc in runs.values():
-        native = (doc.get("baseline") or {}).get("native") or {}
-        parts.append(f"{doc['backend']} x{doc['config']['threads']} "
-                     f"{num(_run(doc)['throughput_ops_sec'])} ({times(native.get('ratio'))})")
+    for doc in _as(Result, runs):
+        native = doc.baseline.native if doc.baseline else None
+        parts.append(f"{doc.backend} x{doc.config['threads']} "
+                     f"{num(doc.run.throughput_ops_sec)} ({times(native.ratio if native else None)})")
     return "durable puts/s (x the C fdatasync loop): " + ", ".join(parts)
 
 
 # ------------------------------------------------------------------------------ store-scaling
-def _cpus(doc: dict[str, Any]) -> str:
-    asked = doc.get("config", {}).get("cpus")
-    allowed = doc.get("environment", {}).get("cpus_allowed") or []
+def _cpus(doc: Sweep) -> str:
+    asked = (doc.config or {}).get("cpus")
+    allowed = doc.environment.cpus_allowed
     if not asked:
         return "unpinned"
     return f"{asked} (CPU {' '.join(map(str, allowed))})"
 
 
-def _medians(doc: dict[str, Any]) -> dict[tuple[str, int], list[float]]:
+def _medians(doc: Sweep) -> dict[tuple[str, int], list[float]]:
     out: dict[tuple[str, int], list[float]] = {}
-    for e in doc["results"]:
-        if not e["skipped"] and e["params"].get("threads") is not None:
-            out.setdefault((e["backend"], e["params"]["threads"]), []).append(e["throughput_ops_sec"])
+    for e in doc.results:
+        if not e.skipped and e.params.threads is not None:
+            out.setdefault((e.backend, e.params.threads), []).append(e.throughput_ops_sec)
     return out
 
 
 def store_scaling(runs: Runs) -> list[str]:
     rows = []
-    for doc in runs.values():
+    for doc in _as(Sweep, runs):
         cpus = _cpus(doc)
         for (backend, threads), values in _medians(doc).items():
             rows.append([cpus, f"{backend} puts/s, {threads} thread{'s' * (threads > 1)}",
                          num(statistics.median(values)), " ".join(num(v) for v in values), ""])
         goals = {"indexed_fs threads 16/1": GROUP_COMMIT_SCALING,
                  "indexed_fs/default_fs threads 16": INDEXED_OVER_DEFAULT}
-        for r in doc.get("ratios") or sweep_ratios(doc):
-            goal = goals.get(r["what"])
-            rows.append([cpus, r["what"], times(r["median"]),
-                         " ".join(f"{v:.2f}" for v in r["rounds"]),
-                         target(r["median"] >= goal, f"≥ {goal:g}x") if goal else ""])
+        for r in doc.ratios or sweep_ratios(doc.results):
+            goal = goals.get(r.what)
+            rows.append([cpus, r.what, times(r.median), " ".join(f"{v:.2f}" for v in r.rounds),
+                         target(r.median >= goal, f"≥ {goal:g}x") if goal else ""])
     return md_table(["CPUs", "measure", "median", "each round", "target"], rows)
 
 
@@ -112,100 +111,114 @@ def store_scaling_headline(runs: Runs) -> str:
     """The first backend's scaling and the backends' ratio at the most threads, per placement
     (:func:`experiments.core.results.sweep_ratios` lists them first and last)."""
     parts = []
-    for doc in runs.values():
-        ratios = doc.get("ratios") or sweep_ratios(doc)
+    for doc in _as(Sweep, runs):
+        ratios = doc.ratios or sweep_ratios(doc.results)
         if ratios:
-            parts.append(f"{_cpus(doc)}: {ratios[0]['what']} {times(ratios[0]['median'])}, "
-                         f"{ratios[-1]['what']} {times(ratios[-1]['median'])}")
+            parts.append(f"{_cpus(doc)}: {ratios[0].what} {times(ratios[0].median)}, "
+                         f"{ratios[-1].what} {times(ratios[-1].median)}")
     return "medians of interleaved rounds, " + "; ".join(parts)
 
 
 # ------------------------------------------------------------------------------- store-reopen
 def store_reopen(runs: Runs) -> list[str]:
     rows = []
-    for doc in runs.values():
-        rec, stats = doc["recovery"], doc.get("backend_stats") or {}
+    for doc in _as(Result, runs):
+        rec, stats = _reopen(doc), doc.backend_stats or {}
         scanned = stats.get("records_scanned")
         index = (f"snapshot {stats['snapshot_used']}" if stats.get("snapshot_used")
                  else f"scan of {num(scanned)} records" if scanned is not None else "-")
-        bound = REOPEN_CRASH_MS if rec["crash"] else REOPEN_CLEAN_MS
-        goal = (target(rec["open_ms"] <= bound, f"≤ {num(bound)} ms")
-                if doc["config"]["records"] == REOPEN_KEYS else f"set for {num(REOPEN_KEYS)} keys")
-        rows.append(["SIGKILL" if rec["crash"] else "clean close", num(doc["config"]["records"]),
-                     num(rec["open_ms"]), index, num(_run(doc)["operations_done"]),
-                     str(rec["missing"]), str(rec["corrupt"]), goal])
+        bound = REOPEN_CRASH_MS if rec.crash else REOPEN_CLEAN_MS
+        goal = (target(rec.open_ms <= bound, f"≤ {num(bound)} ms")
+                if doc.config["records"] == REOPEN_KEYS else f"set for {num(REOPEN_KEYS)} keys")
+        rows.append(["SIGKILL" if rec.crash else "clean close", num(doc.config["records"]),
+                     num(rec.open_ms), index, num(doc.run.operations_done),
+                     str(rec.missing), str(rec.corrupt), goal])
     return md_table(["reopen after", "keys", "open ms", "index from", "keys read back",
                      "missing", "corrupt", "target"], rows)
 
 
 def store_reopen_headline(runs: Runs) -> str:
-    by = {("crash" if d["recovery"]["crash"] else "clean"): d for d in runs.values()}
-    keys = num(next(iter(runs.values()))["config"]["records"])
-    return (f"{keys} keys: reopen in {num(by['clean']['recovery']['open_ms'])} ms after a clean "
-            f"close, {num(by['crash']['recovery']['open_ms'])} ms after SIGKILL")
+    by = {("crash" if _reopen(d).crash else "clean"): _reopen(d) for d in _as(Result, runs)}
+    keys = num(_as(Result, runs)[0].config["records"])
+    return (f"{keys} keys: reopen in {num(by['clean'].open_ms)} ms after a clean "
+            f"close, {num(by['crash'].open_ms)} ms after SIGKILL")
+
+
+def _reopen(doc: Result) -> Reopen:
+    """A ``bench recovery`` document's reopen (a KeyError for any other run, as a table of the
+    wrong documents should fail)."""
+    if doc.recovery is None:
+        raise KeyError("recovery")
+    return doc.recovery
 
 
 # ------------------------------------------------------------------------------------ harness
 def harness(runs: Runs) -> list[str]:
     rows, first = [], None
-    for doc in runs.values():
-        op, tput = _main_op(doc), _run(doc)["throughput_ops_sec"]
-        processes = doc["config"].get("processes") or 1
+    for doc in _as(Result, runs):
+        op, tput = doc.run.busiest(), doc.run.throughput_ops_sec
+        processes = doc.config.get("processes") or 1
         if first is None:
             first = tput
             goal = target(tput >= HARNESS_OPS, f"≥ {num(HARNESS_OPS)} ops/s")
         else:
             goal = target(tput >= HARNESS_TWO_PROCESSES * first, f"≥ {HARNESS_TWO_PROCESSES}x")
-        rows.append([str(processes), str(doc["config"]["threads"]),
-                     num(_run(doc)["operations_done"]), num(tput), times(tput / first),
-                     num(op.get("p50_us")), num(op.get("p99_us")), goal])
+        rows.append([str(processes), str(doc.config["threads"]),
+                     num(doc.run.operations_done), num(tput), times(tput / first),
+                     num(op.p50_us), num(op.p99_us), goal])
     return md_table(["processes", "threads", "ops", "ops/s", "x 1 process", "p50 µs", "p99 µs",
                      "target"], rows)
 
 
 def harness_headline(runs: Runs) -> str:
     return "memory backend: " + ", ".join(
-        f"{num(_run(d)['throughput_ops_sec'])} ops/s with {d['config'].get('processes') or 1} "
-        f"process{'es' * ((d['config'].get('processes') or 1) > 1)}" for d in runs.values())
+        f"{num(d.run.throughput_ops_sec)} ops/s with {d.config.get('processes') or 1} "
+        f"process{'es' * ((d.config.get('processes') or 1) > 1)}" for d in _as(Result, runs))
 
 
 # --------------------------------------------------------------------------- checkpoint-drops
 def checkpoint_drops(runs: Runs) -> list[str]:
     rows = []
-    for doc in runs.values():
-        ck = doc["checkpoint"]
-        w = _run(doc)["operations"].get("CHECKPOINT-WRITE") or {}
-        rows.append([doc["backend"], num(ck["spec"]["rate"]), num(ck["submitted"]),
-                     num(ck["written"]), num(ck["dropped"]), num(ck["write_rate"]),
-                     num(w.get("p50_us")), num(w.get("p99_us"))])
+    for doc in _as(Result, runs):
+        ck = _checkpoint(doc)
+        w = doc.run.operations.get("CHECKPOINT-WRITE") or OpStats()
+        rows.append([doc.backend, num(ck.spec.rate), num(ck.submitted), num(ck.written),
+                     num(ck.dropped), num(ck.write_rate), num(w.p50_us), num(w.p99_us)])
     return md_table(["backend", "events/s offered", "checkpoints", "written", "dropped",
                      "written/s", "write p50 µs", "write p99 µs"], rows)
 
 
 def checkpoint_drops_headline(runs: Runs) -> str:
-    return ", ".join(f"{d['backend']} dropped {num(d['checkpoint']['dropped'])} of "
-                     f"{num(d['checkpoint']['submitted'])}" for d in runs.values()) + (
-        f" at {num(next(iter(runs.values()))['checkpoint']['spec']['rate'])} events/s")
+    docs = _as(Result, runs)
+    return ", ".join(f"{d.backend} dropped {num(_checkpoint(d).dropped)} of "
+                     f"{num(_checkpoint(d).submitted)}" for d in docs) + (
+        f" at {num(_checkpoint(docs[0]).spec.rate)} events/s")
+
+
+def _checkpoint(doc: Result) -> CheckpointSummary:
+    if doc.checkpoint is None:
+        raise KeyError("checkpoint")
+    return doc.checkpoint
 
 
 # ----------------------------------------------------------------------------------- backends
 def backends(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
-    ran = [e for e in doc["results"] if not e["skipped"]]
-    ops = sorted({n for e in ran for n in run_operations(e)})
-    base = ran[0]["throughput_ops_sec"] if ran else None
+    (doc,) = _as(Compare, runs)
+    ran = [e for e in doc.results if not e.skipped]
+    ops = sorted({n for e in ran for n in e.ran()})
+    base = ran[0].throughput_ops_sec if ran else None
     rows = []
-    for e in doc["results"]:
-        if e["skipped"]:
-            rows.append([e["backend"], f"skipped: {e['skipped']}"] + ["-"] * (1 + 2 * len(ops)))
+    for e in doc.results:
+        if e.skipped:
+            rows.append([e.backend, f"skipped: {e.skipped}"] + ["-"] * (1 + 2 * len(ops)))
             continue
-        cells = [e["backend"], num(e["throughput_ops_sec"]),
-                 times(e["throughput_ops_sec"] / base if base else None)]
+        cells = [e.backend, num(e.throughput_ops_sec),
+                 times(e.throughput_ops_sec / base if base else None)]
         for n in ops:
-            s = run_operations(e).get(n) or {}
-            cells += [num(s.get("p50_us")), num(s.get("p99_us"))]
+            s = e.ran().get(n) or OpStats()
+            cells += [num(s.p50_us), num(s.p99_us)]
         rows.append(cells)
-    first = ran[0]["backend"] if ran else "first"
+    first = ran[0].backend if ran else "first"
     head = ["backend", "ops/s", f"x {first}"]
     for n in ops:
         head += [f"{n} p50 µs", f"{n} p99 µs"]
@@ -213,85 +226,89 @@ def backends(runs: Runs) -> list[str]:
 
 
 def backends_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
+    (doc,) = _as(Compare, runs)
     return "write-heavy ops/s: " + ", ".join(
-        f"{e['backend']} {'skipped' if e['skipped'] else num(e['throughput_ops_sec'])}"
-        for e in doc["results"])
+        f"{e.backend} {'skipped' if e.skipped else num(e.throughput_ops_sec)}"
+        for e in doc.results)
 
 
 # -------------------------------------------------------------------------------------- peers
 def peer_redis(runs: Runs) -> list[str]:
-    (doc,) = runs.values()
+    (doc,) = _as(Peer, runs)
     return md_table(["clients", "pipeline", "placement", "redis-benchmark SET/s (each run)",
                      "ckptbench puts/s (each round)", "ratio (median round)"],
-                    [[str(doc["clients"]), str(doc["pipeline"]), doc["placement"],
-                      " ".join(num(v) for v in doc["peer_throughput"]),
-                      " ".join(num(v) for v in doc["ours_throughput"]), times(doc["ratio"])]])
+                    [[str(doc.clients), str(doc.pipeline), doc.placement,
+                      " ".join(num(v) for v in doc.peer_throughput),
+                      " ".join(num(v) for v in doc.ours_throughput), times(doc.ratio)]])
 
 
 def peer_redis_headline(runs: Runs) -> str:
-    (doc,) = runs.values()
-    return (f"the redis backend at {times(doc['ratio'])} redis-benchmark's SET rate "
-            f"({doc['clients']} clients, pipeline {doc['pipeline']})")
+    (doc,) = _as(Peer, runs)
+    return (f"the redis backend at {times(doc.ratio)} redis-benchmark's SET rate "
+            f"({doc.clients} clients, pipeline {doc.pipeline})")
 
 
 
 
 # ----------------------------------------------------------------------------- embedded-peers
-def _leads(doc: dict[str, Any]) -> dict[str, float]:
+def _leads(doc: Compare) -> dict[str, float]:
     """indexed_fs's throughput over each other backend's: the median of the per-round ratios
     where the compare ran rounds with indexed_fs first, else the ratio of the two runs."""
-    ran = {e["backend"]: e["throughput_ops_sec"] for e in doc["results"] if not e["skipped"]}
+    ran = {e.backend: e.throughput_ops_sec for e in doc.results if not e.skipped}
     ours = ran.get("indexed_fs")
     leads = {b: ours / t for b, t in ran.items() if ours and b != "indexed_fs" and t}
-    if doc["results"] and doc["results"][0]["backend"] == "indexed_fs":  # the ratios' first
-        leads.update({r["over"]: r["median"] for r in doc.get("ratios", [])})
+    if doc.results and doc.results[0].backend == "indexed_fs":  # the ratios' first
+        leads.update({r.over: r.median for r in doc.ratios or []})
     return leads
 
 
-def _compare_rows(doc: dict[str, Any], what: str) -> list[list[str]]:
+def _compare_rows(doc: Compare, what: str) -> list[list[str]]:
     """One row per backend of a ``bench compare``: throughput (the median run's, with
     ``--rounds``), the busiest operation's p50 and p99, and indexed_fs's throughput over this
     backend's (the median of the rounds' ratios), with the target it is held to."""
-    ran = {e["backend"]: e for e in doc["results"] if not e["skipped"]}
+    ran = {e.backend: e for e in doc.results if not e.skipped}
     ours = ran.get("indexed_fs")
-    peers = {b: e["throughput_ops_sec"] for b, e in ran.items() if b != "indexed_fs"}
+    peers = {b: e.throughput_ops_sec for b, e in ran.items() if b != "indexed_fs"}
     leads = _leads(doc)
-    records = doc["config"]["workload_spec"]["records"]
+    records = doc.config["workload_spec"]["records"]
     rows = []
-    for e in doc["results"]:
-        if e["skipped"]:
-            rows.append([what, e["backend"], f"skipped: {e['skipped']}", "-", "-", "-", ""])
+    for e in doc.results:
+        if e.skipped:
+            rows.append([what, e.backend, f"skipped: {e.skipped}", "-", "-", "-", ""])
             continue
-        op = _main_op(e)
-        lead = leads.get(e["backend"]) if ours and e is not ours else None
+        op = e.phases["run"].busiest()
+        lead = leads.get(e.backend) if ours and e is not ours else None
         goal = ""
-        if doc["workload"] == "write-heavy" and e is ours and peers and doc["config"]["threads"] == 16:
+        if doc.workload == "write-heavy" and e is ours and peers and doc.config["threads"] == 16:
             best = max(peers, key=peers.get)
             goal = target(leads.get(best, 0) >= PEER_WRITE_LEAD,
                           f"≥ {PEER_WRITE_LEAD:g}x the best peer ({best})")
-        elif doc["workload"] == "ycsb-c" and e["backend"] in GETS_OVER and lead is not None:
-            need = GETS_OVER[e["backend"]]
+        elif doc.workload == "ycsb-c" and e.backend in GETS_OVER and lead is not None:
+            need = GETS_OVER[e.backend]
             goal = (target(lead >= need, f"indexed_fs ≥ {need:g}x") if records == GETS_KEYS
                     else f"set for {num(GETS_KEYS)} keys")
-        rows.append([what, e["backend"], num(e["throughput_ops_sec"]), num(op.get("p50_us")),
-                     num(op.get("p99_us")), times(lead), goal])
+        rows.append([what, e.backend, num(e.throughput_ops_sec), num(op.p50_us),
+                     num(op.p99_us), times(lead), goal])
     return rows
 
 
-def _reopens(runs: Runs) -> dict[tuple[str, bool], dict[str, Any]]:
+def _compares(runs: Runs) -> list[Compare]:
+    return [d for d in map(read_run, runs.values()) if isinstance(d, Compare)]
+
+
+def _reopens(runs: Runs) -> dict[tuple[str, bool], Result]:
     """The ``bench recovery`` documents by (backend, after SIGKILL)."""
-    return {(d["backend"], d["recovery"]["crash"]): d for d in runs.values() if "recovery" in d}
+    docs = [d for d in map(read_run, runs.values()) if isinstance(d, Result)]
+    return {(d.backend, d.recovery.crash): d for d in docs if d.recovery is not None}
 
 
 def embedded_peers(runs: Runs) -> list[str]:
-    compares = [d for d in runs.values() if "results" in d]
     rows = []
-    for doc in compares:
-        threads = doc["config"]["threads"]
-        what = ("durable puts" if doc["workload"] == "write-heavy" else f"{doc['workload']} gets")
+    for doc in _compares(runs):
+        threads = doc.config["threads"]
+        what = ("durable puts" if doc.workload == "write-heavy" else f"{doc.workload} gets")
         rows += _compare_rows(doc, f"{what}, {threads} thread{'s' * (threads > 1)}, "
-                                   f"{num(doc['config']['workload_spec']['records'])} keys")
+                                   f"{num(doc.config['workload_spec']['records'])} keys")
     table = md_table(["measure", "backend", "ops/s", "p50 µs", "p99 µs", "indexed_fs ÷ this",
                       "target"], rows)
     reopen = _reopens(runs)
@@ -301,23 +318,23 @@ def embedded_peers(runs: Runs) -> list[str]:
         ours = reopen.get(("indexed_fs", crash))
         if ours is None:
             continue
-        keys, ms = ours["config"]["records"], ours["recovery"]["open_ms"]
+        keys, ms = ours.config["records"], _reopen(ours).open_ms
         cells = ["SIGKILL" if crash else "clean close", num(keys), num(ms)]
         for peer in peers:
             other = reopen.get((peer, crash))
-            cells += [num(other["recovery"]["open_ms"]) if other else "-",
-                      times(ms / other["recovery"]["open_ms"]) if other else "-"]
-        lost = sum(d["recovery"]["missing"] + d["recovery"]["corrupt"]
+            cells += [num(_reopen(other).open_ms) if other else "-",
+                      times(ms / _reopen(other).open_ms) if other else "-"]
+        lost = sum(_reopen(d).missing + _reopen(d).corrupt
                    for (_, c), d in reopen.items() if c == crash)
         cells.append("every key" if lost == 0 else f"{num(lost)} missing or corrupt")
         clean = reopen.get(("indexed_fs", False))
         if keys != REOPEN_KEYS:
             goal = f"set for {num(REOPEN_KEYS)} keys"
         elif not crash and ("rocksdb", False) in reopen:
-            goal = target(ms <= reopen[("rocksdb", False)]["recovery"]["open_ms"],
+            goal = target(ms <= _reopen(reopen[("rocksdb", False)]).open_ms,
                           "≤ rocksdb's reopen")
         elif crash and clean:
-            bound = min(PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN * clean["recovery"]["open_ms"])
+            bound = min(PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN * _reopen(clean).open_ms)
             goal = target(ms <= bound, f"≤ {num(PEER_CRASH_MS)} ms and ≤ "
                                        f"{PEER_CRASH_OVER_CLEAN:g}x the clean reopen")
         else:
@@ -332,19 +349,19 @@ def embedded_peers(runs: Runs) -> list[str]:
 def embedded_peers_headline(runs: Runs) -> str:
     """indexed_fs against the best peer of each comparison, and the clean reopen times."""
     parts = []
-    for doc in (d for d in runs.values() if "results" in d):
-        ran = {e["backend"]: e["throughput_ops_sec"] for e in doc["results"] if not e["skipped"]}
+    for doc in _compares(runs):
+        ran = {e.backend: e.throughput_ops_sec for e in doc.results if not e.skipped}
         ours = ran.pop("indexed_fs", None)
         if ours and ran:
             best = max(ran, key=ran.get)
-            threads = doc["config"]["threads"]
-            kind = "durable puts" if doc["workload"] == "write-heavy" else "gets"
+            threads = doc.config["threads"]
+            kind = "durable puts" if doc.workload == "write-heavy" else "gets"
             parts.append(f"{kind} x{threads} {times(_leads(doc).get(best, ours / ran[best]))} "
                          f"({best})")
     reopen = _reopens(runs)
     clean = {b: d for (b, crash), d in reopen.items() if not crash}
     if clean:
-        keys = num(next(iter(clean.values()))["config"]["records"])
+        keys = num(next(iter(clean.values())).config["records"])
         parts.append(f"clean reopen of {keys} keys: "
-                     + ", ".join(f"{b} {num(d['recovery']['open_ms'])} ms" for b, d in clean.items()))
+                     + ", ".join(f"{b} {num(_reopen(d).open_ms)} ms" for b, d in clean.items()))
     return "indexed_fs ÷ the best peer: " + "; ".join(parts)

@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from experiments.core.document import Document, Environment
 
 SCHEMA = "ckptbench.advise/1"
 DEFAULT_JSON = "results/advise.json"
@@ -164,14 +166,52 @@ class Advice:
     meets_rto: bool | None  # None: no RTO given
     events_per_interval: float
     rank: int = 0
+    #: ``protocol/backend`` (the protocol alone without a backend), and whether it keeps up
+    #: with the rate and meets the RTO: derived, written for the reader of the document
+    name: str = field(init=False)
+    feasible: bool = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.protocol if self.backend in ("-", None) else f"{self.protocol}/{self.backend}"
+    def __post_init__(self) -> None:
+        self.name = self.protocol if self.backend in ("-", None) else f"{self.protocol}/{self.backend}"
+        self.feasible = self.sustains_rate and self.meets_rto is not False
 
-    @property
-    def feasible(self) -> bool:
-        return self.sustains_rate and self.meets_rto is not False
+
+@dataclass
+class MatrixRef:
+    """The matrix the advice was computed from: its job and method."""
+
+    job: dict[str, Any] | None
+    rounds: int | None
+    interval: int | None
+    fail_at: list[int] | None
+
+
+@dataclass
+class Recommended:
+    """The first of the ranking: what to run, at which interval, at what expected cost."""
+
+    name: str
+    feasible: bool
+    interval_s: float | None
+    overhead: float
+    expected_recovery_s: float
+
+
+@dataclass(kw_only=True)
+class Advise(Document):
+    """``ckptbench.advise/1``: the user's numbers, every candidate ranked, the recommendation."""
+
+    SCHEMA = SCHEMA
+
+    source: str
+    mtbf_s: float
+    rto_s: float | None
+    rate: float | None
+    rate_note: str
+    matrix: MatrixRef
+    recommended: Recommended
+    ranking: list[Advice] = field(default_factory=list)
+    environment: Environment = field(default_factory=Environment.here)
 
 
 def _recovery_total_s(row: dict[str, Any] | None) -> float:
@@ -290,7 +330,7 @@ def default_rate(doc: dict[str, Any]) -> float | None:
 
 
 def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s: float | None = None,
-           source: str = "") -> dict[str, Any]:
+           source: str = "") -> Advise:
     """The advice document: the inputs, every candidate ranked, the recommendation; a
     malformed ``doc`` is an :class:`AdviseError` (:func:`check_matrix`)."""
     check_matrix(doc, source)
@@ -303,61 +343,61 @@ def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s:
     none = next((r for r in doc.get("rows", []) if r.get("protocol") == "none" and r.get("throughput")), None)
     ranked = rank([advise_row(r, mtbf_s, lam, rto_s, none) for r in rows])
     best = ranked[0]
-    return {"schema": SCHEMA, "source": source, "mtbf_s": mtbf_s, "rto_s": rto_s,
-            "rate": lam, "rate_note": "given" if rate else ("the matrix job's rate" if lam else
-                                                           "flat out: each row's measured throughput"),
-            "matrix": {"job": doc.get("job"), "rounds": doc.get("rounds"), "interval": doc.get("interval"),
-                       "fail_at": doc.get("fail_at")},
-            "recommended": {"name": best.name, "feasible": best.feasible, "interval_s": best.interval_s,
-                            "overhead": best.overhead, "expected_recovery_s": best.expected_recovery_s},
-            "ranking": [{"name": a.name, "feasible": a.feasible, **asdict(a)} for a in ranked]}
+    return Advise(source=source, mtbf_s=mtbf_s, rto_s=rto_s, rate=lam,
+                  rate_note="given" if rate else ("the matrix job's rate" if lam else
+                                                  "flat out: each row's measured throughput"),
+                  matrix=MatrixRef(doc.get("job"), doc.get("rounds"), doc.get("interval"),
+                                   doc.get("fail_at")),
+                  recommended=Recommended(best.name, best.feasible, best.interval_s, best.overhead,
+                                          best.expected_recovery_s),
+                  ranking=ranked)
 
 
-def curve(entry: dict[str, Any], mtbf_s: float, points: int = 60) -> tuple[list[float], list[float]]:
+def curve(entry: Advice, mtbf_s: float, points: int = 60) -> tuple[list[float], list[float]]:
     """Overhead against interval around the advised one (log-spaced), for the plot."""
-    cost_s, restart_s = entry["cost_ms"] / 1e3, entry["restart_ms"] / 1e3
-    centre = entry["optimal_interval_s"]
+    cost_s, restart_s = entry.cost_ms / 1e3, entry.restart_ms / 1e3
+    centre = entry.optimal_interval_s
     lo, hi = math.log10(max(centre / 30, cost_s * 1.01)), math.log10(centre * 30)
     xs = [10 ** (lo + (hi - lo) * i / (points - 1)) for i in range(points)]
-    return xs, [overhead(x, cost_s, mtbf_s, restart_s) + entry.get("per_event", 0.0) for x in xs]
+    return xs, [overhead(x, cost_s, mtbf_s, restart_s) + entry.per_event for x in xs]
 
 
 # ----------------------------------------------------------------------------------- output
-def format_table(doc: dict[str, Any]) -> str:
+def format_table(doc: Advise) -> str:
     head = ("rank", "protocol/backend", "C ms", "R ms", "events/s", "per-event %", "T_opt", "interval",
             "overhead %", "recovery", "keeps up", "meets RTO")
     lines = [head]
-    for a in doc["ranking"]:
-        lines.append((str(a["rank"]), a["name"], f"{a['cost_ms']:.1f}",
-                      f"{a['restart_ms']:.0f}" if a["recovery_measured"] else "–",
-                      f"{a['throughput']:,.0f}", f"{a['per_event'] * 100:.2f}" if a["per_event_measured"] else "–",
-                      format_duration(a["optimal_interval_s"]),
-                      format_duration(a["interval_s"]), f"{a['overhead'] * 100:.3f}",
-                      format_duration(a["expected_recovery_s"]), "yes" if a["sustains_rate"] else "no",
-                      "–" if a["meets_rto"] is None else ("yes" if a["meets_rto"] else "no")))
+    for a in doc.ranking:
+        lines.append((str(a.rank), a.name, f"{a.cost_ms:.1f}",
+                      f"{a.restart_ms:.0f}" if a.recovery_measured else "–",
+                      f"{a.throughput:,.0f}", f"{a.per_event * 100:.2f}" if a.per_event_measured else "–",
+                      format_duration(a.optimal_interval_s),
+                      format_duration(a.interval_s), f"{a.overhead * 100:.3f}",
+                      format_duration(a.expected_recovery_s), "yes" if a.sustains_rate else "no",
+                      "–" if a.meets_rto is None else ("yes" if a.meets_rto else "no")))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
 
 
-def advise_lines(doc: dict[str, Any]) -> list[str]:
+def advise_lines(doc: Advise) -> list[str]:
     """The ``[ADVISE]`` lines: the inputs and the recommendation."""
-    rec = doc["recommended"]
-    best = doc["ranking"][0]
-    interval = rec["interval_s"]
-    out = [f"[ADVISE], MTBF(s), {doc['mtbf_s']:g}",
-           f"[ADVISE], Rate(events/s), {doc['rate']:g}" if doc["rate"] else
+    rec = doc.recommended
+    best = doc.ranking[0]
+    interval = rec.interval_s
+    out = [f"[ADVISE], MTBF(s), {doc.mtbf_s:g}",
+           f"[ADVISE], Rate(events/s), {doc.rate:g}" if doc.rate else
            "[ADVISE], Rate(events/s), flat out (each row's measured throughput)"]
-    if doc["rto_s"] is not None:
-        out.append(f"[ADVISE], RTO(s), {doc['rto_s']:g}")
-    out += [f"[ADVISE], Recommended, {rec['name']}",
+    if doc.rto_s is not None:
+        out.append(f"[ADVISE], RTO(s), {doc.rto_s:g}")
+    out += [f"[ADVISE], Recommended, {rec.name}",
             f"[ADVISE], Interval(s), {interval:.3f}" if interval is not None else
             "[ADVISE], Interval(s), none meets the RTO",
-            f"[ADVISE], EventsPerInterval, {best['events_per_interval']:.0f}",
-            f"[ADVISE], Overhead(%), {rec['overhead'] * 100:.4f}",
-            f"[ADVISE], ExpectedRecovery(s), {rec['expected_recovery_s']:.3f}",
-            f"[ADVISE], RecoveryMeasured, {str(best['recovery_measured']).lower()}",
-            f"[ADVISE], PerEventCostMeasured, {str(best['per_event_measured']).lower()}"]
-    if not rec["feasible"]:
+            f"[ADVISE], EventsPerInterval, {best.events_per_interval:.0f}",
+            f"[ADVISE], Overhead(%), {rec.overhead * 100:.4f}",
+            f"[ADVISE], ExpectedRecovery(s), {rec.expected_recovery_s:.3f}",
+            f"[ADVISE], RecoveryMeasured, {str(best.recovery_measured).lower()}",
+            f"[ADVISE], PerEventCostMeasured, {str(best.per_event_measured).lower()}"]
+    if not rec.feasible:
         out.append("[ADVISE], Warning, no combination keeps up with the rate and meets the RTO; "
                    "the least bad one is shown")
     return out

@@ -22,7 +22,7 @@ noisy (the machine is shared), so ratios, not absolute rates, are what to compar
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from spark_integration import cyclic
@@ -32,7 +32,9 @@ from spark_integration.protocols.registry import registration
 from spark_integration.queries import query
 from spark_integration.source import SCHEMAS
 
+from experiments.core.document import Document, Environment, dump, load
 from experiments.spark.matrix import run_one
+from experiments.spark.matrix_result import JobFigures
 from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.checkmate/1"
@@ -82,7 +84,69 @@ def row_bytes(kind: str) -> int:
     return 8 * len(SCHEMAS[query(kind).source].split(","))
 
 
-def _row(kind: str, skew: str, raw: dict[str, Any], parallelism: int) -> dict[str, Any]:
+@dataclass(kw_only=True)
+class Row(JobFigures):
+    """One query on one input under one protocol, with one failure: its figures, the
+    checkpoints it took (forced by CIC, useless after the failure) and what its messages
+    carried."""
+
+    query: str
+    skew: str
+    protocol: str
+    backend: str
+    checkpoints: int
+    basic: int
+    forced: int
+    useless: int
+    logged_messages: int
+    piggybacked_bytes: int
+    message_bytes_ratio: float
+    failures: int
+    throughput_vs_none: float | None = None
+
+
+@dataclass
+class CyclicMeans:
+    """One protocol on the emulated cyclic query: means over the seeds
+    (:func:`spark_integration.cyclic.compare`)."""
+
+    checkpoints: float
+    basic: float
+    forced: float
+    useless: float
+    useless_pct: float
+    rolled_back: float
+    rollback_batches: float
+    replayed_messages: float
+    messages: float
+    piggybacked_bytes: float
+    message_bytes_ratio: float
+    domino_runs: int
+
+
+@dataclass(kw_only=True)
+class Checkmate(Document):
+    """``ckptbench.checkmate/1``: the grid of queries x inputs x protocols, the cyclic query
+    emulated by instance count, and the paper's figures they stand beside."""
+
+    SCHEMA = SCHEMA
+
+    quick: bool
+    backend: str
+    parallelism: int
+    sizes: Sizes
+    skews: dict[str, str] = field(default_factory=dict)
+    piggyback_bytes_per_row: int = 0
+    seconds: float = 0.0
+    rows: list[Row] = field(default_factory=list)
+    #: instance count (as text: a JSON key) -> protocol -> means
+    cyclic: dict[str, dict[str, CyclicMeans]] = field(default_factory=dict)
+    #: the paper's figures, quoted (:data:`PAPER`, in its JSON form)
+    paper: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment.here)
+
+
+def _row(kind: str, skew: str, raw: dict[str, Any], parallelism: int) -> Row:
     m = raw["metrics"]
     protocol = raw["protocol"]
     ckpts = m.get("Checkpoints", 0)
@@ -90,23 +154,20 @@ def _row(kind: str, skew: str, raw: dict[str, Any], parallelism: int) -> dict[st
     pb = m.get("PiggybackedBytes", 0)
     pb_msgs = m.get("PiggybackedMessages", 0)
     ratio = 1.0 + pb / (pb_msgs * row_bytes(kind)) if pb_msgs else 1.0
-    return {"query": kind, "skew": skew, "protocol": protocol, "backend": raw["backend"],
-            "throughput": m["Throughput(events/sec)"], "latency_p50_ms": m["LatencyP50(ms)"],
-            "latency_p99_ms": m["LatencyP99(ms)"], "checkpoint_ms": m["CheckpointTime(ms)"],
-            "recovery_ms": m["RecoveryTime(ms)"], "restart_ms": m["RestartTime(ms)"],
-            "checkpoints": ckpts, "basic": m.get("BasicCheckpoints", ckpts), "forced": m.get("ForcedCheckpoints", 0),
-            "useless": m["UselessCheckpoints"], "replayed": m["ReplayedEvents"], "logged_messages": logged,
-            "piggybacked_bytes": pb, "message_bytes_ratio": round(ratio, 3), "failures": m["Failures"],
-            "exactly_once": raw["exactly_once"], "metrics": m}
+    return Row(query=kind, skew=skew, protocol=protocol, backend=raw["backend"],
+               checkpoints=ckpts, basic=m.get("BasicCheckpoints", ckpts),
+               forced=m.get("ForcedCheckpoints", 0), useless=m["UselessCheckpoints"],
+               logged_messages=logged, piggybacked_bytes=pb, message_bytes_ratio=round(ratio, 3),
+               failures=m["Failures"], **JobFigures.of(raw))
 
 
 def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",
         queries: tuple[str, ...] = QUERIES, protocols: tuple[str, ...] = PROTOCOLS,
-        skews: dict[str, Any] | None = None, say: Callable[[str], None] = print) -> dict[str, Any]:
+        skews: dict[str, Any] | None = None, say: Callable[[str], None] = print) -> Checkmate:
     """The whole grid on one session, then the cyclic emulation; the ``ckptbench.checkmate/1`` document."""
     sizes = QUICK if quick else FULL
     skews = SKEWS if skews is None else skews
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     with spark_run(master, protocols, "ckptbench-checkmate-") as session:
         spark, tmp = session.spark, session.tmp
         base = JobSpec(kind="q1", events=sizes.events, keys=sizes.keys, parallelism=parallelism,
@@ -128,21 +189,21 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                     raw = run_one(spark, protocol, backend, spec, [sizes.fail_at], sizes.interval, tmp)
                     row = _row(kind, skew_name, raw, parallelism)
                     rows.append(row)
-                    say(f"checkmate: {kind} {skew_name} {protocol}: {row['throughput']:,.0f} events/s, "
-                        f"recovery {row['recovery_ms']:.0f} ms, exactly-once {row['exactly_once']}")
+                    say(f"checkmate: {kind} {skew_name} {protocol}: {row.throughput:,.0f} events/s, "
+                        f"recovery {row.recovery_ms:.0f} ms, exactly-once {row.exactly_once}")
     order_of = {p: i for i, p in enumerate(protocols)}
-    rows.sort(key=lambda r: (list(skews).index(r["skew"]), queries.index(r["query"]), order_of[r["protocol"]]))
-    none = {(r["query"], r["skew"]): r["throughput"] for r in rows if r["protocol"] == "none"}
+    rows.sort(key=lambda r: (list(skews).index(r.skew), queries.index(r.query), order_of[r.protocol]))
+    none = {(r.query, r.skew): r.throughput for r in rows if r.protocol == "none"}
     for r in rows:
-        ref = none.get((r["query"], r["skew"]))
-        r["throughput_vs_none"] = round(r["throughput"] / ref, 3) if ref else None
-    cyc = {str(n): cyclic.compare(n, sizes.cyclic_runs, batches=sizes.cyclic_batches,
-                                  fail_batch=int(sizes.cyclic_batches * 0.8))
-           for n in (5, 10)}
-    return {"schema": SCHEMA, "quick": quick, "backend": backend, "parallelism": parallelism,
-            "sizes": asdict(sizes), "skews": {k: str(v) for k, v in skews.items()},
-            "piggyback_bytes_per_row": piggyback_size(2 * parallelism),
-            "seconds": session.seconds(), "rows": rows, "cyclic": cyc, "paper": PAPER}
+        ref = none.get((r.query, r.skew))
+        r.throughput_vs_none = round(r.throughput / ref, 3) if ref else None
+    cyc = {str(n): load(dict[str, CyclicMeans], cyclic.compare(
+        n, sizes.cyclic_runs, batches=sizes.cyclic_batches,
+        fail_batch=int(sizes.cyclic_batches * 0.8))) for n in (5, 10)}
+    return Checkmate(quick=quick, backend=backend, parallelism=parallelism, sizes=sizes,
+                     skews={k: str(v) for k, v in skews.items()},
+                     piggyback_bytes_per_row=piggyback_size(2 * parallelism),
+                     seconds=session.seconds(), rows=rows, cyclic=cyc, paper=dump(PAPER))
 
 
 # ------------------------------------------------------------------------------ tables
@@ -150,20 +211,26 @@ def _fmt(v: Any, spec: str = ",.0f") -> str:
     return "–" if v is None else format(v, spec)
 
 
-def _cell(rows: list[dict[str, Any]], kind: str, skew: str, protocol: str) -> dict[str, Any] | None:
-    return next((r for r in rows if (r["query"], r["skew"], r["protocol"]) == (kind, skew, protocol)), None)
+def _cell(rows: list[Row], kind: str, skew: str, protocol: str) -> Row | None:
+    return next((r for r in rows if (r.query, r.skew, r.protocol) == (kind, skew, protocol)), None)
 
 
-def markdown(doc: dict[str, Any]) -> list[str]:
+def _doc(doc: Checkmate | dict[str, Any]) -> Checkmate:
+    """``doc`` as read from its JSON file (a reproduce run's) or as :func:`run` made it."""
+    return doc if isinstance(doc, Checkmate) else Checkmate.from_json(doc)
+
+
+def markdown(doc: Checkmate | dict[str, Any]) -> list[str]:
     """The document's tables: the grid per skew, message overhead and checkpoints beside the
     paper's Tables II and III, the cyclic query beside Table IV."""
-    rows = doc["rows"]
-    queries = [q for q in QUERIES if any(r["query"] == q for r in rows)]
-    protocols = [p for p in PROTOCOLS if any(r["protocol"] == p for r in rows)]
+    doc = _doc(doc)
+    rows = doc.rows
+    queries = [q for q in QUERIES if any(r.query == q for r in rows)]
+    protocols = [p for p in PROTOCOLS if any(r.protocol == p for r in rows)]
     out: list[str] = []
-    for skew in doc["skews"]:
-        out += [f"**{skew} input** ({doc['skews'][skew]}), {doc['sizes']['events']:,} events, one failure at "
-                f"event {doc['sizes']['fail_at']:,}, backend {doc['backend']}, {doc['parallelism']} instances:", "",
+    for skew in doc.skews:
+        out += [f"**{skew} input** ({doc.skews[skew]}), {doc.sizes.events:,} events, one failure at "
+                f"event {doc.sizes.fail_at:,}, backend {doc.backend}, {doc.parallelism} instances:", "",
                 "| query | protocol | events/s | × none | p50 ms | p99 ms | ckpt ms | recovery ms | checkpoints "
                 "(forced) | useless | logged msgs | piggybacked B | exactly-once |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -172,13 +239,13 @@ def markdown(doc: dict[str, Any]) -> list[str]:
                 r = _cell(rows, kind, skew, p)
                 if r is None:
                     continue
-                eo = "–" if not registration(p).exactly_once else str(r["exactly_once"]).lower()
-                out.append(f"| {kind} | {p} | {_fmt(r['throughput'])} | {_fmt(r['throughput_vs_none'], '.2f')} | "
-                           f"{r['latency_p50_ms']:.0f} | {r['latency_p99_ms']:.0f} | {r['checkpoint_ms']:.1f} | "
-                           f"{r['recovery_ms']:.0f} | {r['checkpoints']} ({r['forced']}) | {r['useless']} | "
-                           f"{r['logged_messages']:,} | {r['piggybacked_bytes']:,} | {eo} |")
+                eo = "–" if not registration(p).exactly_once else str(r.exactly_once).lower()
+                out.append(f"| {kind} | {p} | {_fmt(r.throughput)} | {_fmt(r.throughput_vs_none, '.2f')} | "
+                           f"{r.latency_p50_ms:.0f} | {r.latency_p99_ms:.0f} | {r.checkpoint_ms:.1f} | "
+                           f"{r.recovery_ms:.0f} | {r.checkpoints} ({r.forced}) | {r.useless} | "
+                           f"{r.logged_messages:,} | {r.piggybacked_bytes:,} | {eo} |")
         out.append("")
-    paper = doc["paper"]
+    paper = doc.paper
     out += ["Message bytes relative to no checkpoints (paper: Table II, 10 workers):", "",
             "| protocol | " + " | ".join(f"{q} ours | {q} paper" for q in queries) + " |",
             "|---|" + "---|---|" * len(queries)]
@@ -186,7 +253,7 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         cells = []
         for q in queries:
             r = _cell(rows, q, "uniform", p)
-            cells.append(f"{_fmt(r and r['message_bytes_ratio'], '.2f')}× | "
+            cells.append(f"{_fmt(r and r.message_bytes_ratio, '.2f')}× | "
                          f"{paper['message_ratio']['10'][p][QUERIES.index(q)]:.2f}×")
         out.append(f"| {p} | " + " | ".join(cells) + " |")
     out += ["", "Checkpoints and useless (invalid) ones, uniform input (paper: Table III, 10 workers, total (invalid %)):",
@@ -197,31 +264,32 @@ def markdown(doc: dict[str, Any]) -> list[str]:
         for q in queries:
             r = _cell(rows, q, "uniform", p)
             total, pct = paper["checkpoints_10"][p][QUERIES.index(q)]
-            ours = "–" if r is None else f"{r['checkpoints']} ({r['useless']})"
+            ours = "–" if r is None else f"{r.checkpoints} ({r.useless})"
             cells.append(f"{ours} | {total} ({pct} %)")
         out.append(f"| {p} | " + " | ".join(cells) + " |")
     out += ["", "Cyclic query (reachability through the message log, emulated; means over "
-            f"{doc['sizes']['cyclic_runs']} seeds, failure at 80 % of {doc['sizes']['cyclic_batches']} micro-batches) "
+            f"{doc.sizes.cyclic_runs} seeds, failure at 80 % of {doc.sizes.cyclic_batches} micro-batches) "
             "beside the paper's Table IV:", "",
             "| instances | protocol | checkpoints | forced | useless % (paper invalid %) | instances rolled back | "
             "batches undone | messages replayed | message bytes × | paper restart ms |",
             "|---|---|---|---|---|---|---|---|---|---|"]
-    for n, by in doc["cyclic"].items():
+    for n, by in doc.cyclic.items():
         for p, c in by.items():
             ct, rt, ic = paper["cyclic"][n][p]
-            out.append(f"| {n} | {p} | {c['checkpoints']:.1f} | {c['forced']:.1f} | {c['useless_pct']:.1f} ({ic}) | "
-                       f"{c['rolled_back']:.2f} | {c['rollback_batches']:.1f} | {c['replayed_messages']:.1f} | "
-                       f"{c['message_bytes_ratio']:.2f} | {rt} |")
+            out.append(f"| {n} | {p} | {c.checkpoints:.1f} | {c.forced:.1f} | {c.useless_pct:.1f} ({ic}) | "
+                       f"{c.rolled_back:.2f} | {c.rollback_batches:.1f} | {c.replayed_messages:.1f} | "
+                       f"{c.message_bytes_ratio:.2f} | {rt} |")
     return out
 
 
-def headline(doc: dict[str, Any]) -> str:
-    rows = [r for r in doc["rows"] if r["skew"] == "uniform" and r["throughput_vs_none"]]
+def headline(doc: Checkmate | dict[str, Any]) -> str:
+    all_rows = _doc(doc).rows
+    rows = [r for r in all_rows if r.skew == "uniform" and r.throughput_vs_none]
 
     def mean(p: str) -> float:
-        xs = [r["throughput_vs_none"] for r in rows if r["protocol"] == p]
+        xs = [r.throughput_vs_none for r in rows if r.protocol == p]
         return sum(xs) / len(xs) if xs else 0.0
-    eo = all(r["exactly_once"] for r in doc["rows"] if registration(r["protocol"]).exactly_once)
+    eo = all(r.exactly_once for r in all_rows if registration(r.protocol).exactly_once)
     return (f"uniform input, throughput × none: coordinated {mean('coordinated'):.2f}, uncoordinated "
             f"{mean('uncoordinated'):.2f}, cic {mean('cic'):.2f}; exactly-once after a failure: "
             f"{'every run' if eo else 'NOT every run'}")

@@ -45,7 +45,6 @@ import statistics
 import tempfile
 import time
 import uuid
-from dataclasses import asdict
 from typing import Any, Callable
 
 from spark_integration.conf import build
@@ -57,9 +56,10 @@ from spark_integration.state_size import parse_state_size
 
 from experiments.core import results
 from experiments.core.compare import median_spread
+from experiments.spark.matrix_result import Matrix, RoundRun, Row, Spread, WarmupRun
 from experiments.spark.session import spark_session
 
-SCHEMA = "ckptbench.spark-matrix/2"
+SCHEMA = Matrix.SCHEMA
 #: the protocol every run is compared with: no checkpoints at all
 NO_CHECKPOINTS = "none"
 #: warm-up rounds by default: after one, the JVM still spends about a fifth more CPU per run in
@@ -89,7 +89,8 @@ def references() -> list[str]:
 
 
 def ratio_key(reference: str) -> str:
-    return "ratio_" + reference.replace("-", "_")
+    """The key of ``reference`` in :attr:`Row.ratio` (written as ``ratio_<key>``)."""
+    return reference.replace("-", "_")
 
 
 def baselines_for(spec: JobSpec) -> list[str]:
@@ -235,7 +236,7 @@ def median_metrics(per_round: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -> list[dict[str, Any]]:
+def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -> list[Row]:
     """One row per combination: medians and spread over its rounds (the recovery phases each on
     their own), per-round ratios to every reference that ran in the same round, the work done,
     exactly-once over all rounds."""
@@ -246,43 +247,43 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
     for protocol, backend in plan:
         name = label(protocol, backend)
         mine = [r for r in runs if r["protocol"] == protocol and r["backend"] == (backend or "-")]
-        row: dict[str, Any] = {"protocol": protocol, "backend": backend or "-"}
+        row = Row(protocol=protocol, backend=backend or "-")
         if not mine:
-            row.update({k: None for k in FIGURES}, skipped=skipped.get(name, "did not run"),
-                       exactly_once=None, work=None, rounds=[],
-                       **{ratio_key(ref): None for ref in references()})
+            row.skipped = skipped.get(name, "did not run")
+            row.ratio = {ratio_key(ref): None for ref in references()}
             rows.append(row)
             continue
-        row["skipped"] = None
         for key in FIGURES:
-            spread = median_spread([r[key] for r in mine])
-            row[key] = spread["median"]
-            row[key + "_spread"] = spread
+            spread = Spread(**median_spread([r[key] for r in mine]))
+            setattr(row, key, spread.median)
+            setattr(row, key + "_spread", spread)
         for ref in references():
             per_round = [r["throughput"] / by_round[(r["round"], ref)] for r in mine
                          if ref in refs and by_round.get((r["round"], ref))]
-            row[ratio_key(ref)] = round(statistics.median(per_round), 3) if per_round else None
+            row.ratio[ratio_key(ref)] = round(statistics.median(per_round), 3) if per_round else None
             if per_round:
-                row[ratio_key(ref) + "_spread"] = {k: [round(x, 3) for x in v] if isinstance(v, list) else round(v, 3)
-                                                   for k, v in median_spread(per_round).items()}
+                row.ratio_spread[ratio_key(ref)] = Spread(**{
+                    k: [round(x, 3) for x in v] if isinstance(v, list) else round(v, 3)
+                    for k, v in median_spread(per_round).items()})
         verdicts = [r["exactly_once"] for r in mine if r["exactly_once"] is not None]
-        row["exactly_once"] = all(verdicts) if verdicts else None
-        row["failures"] = statistics.median(r["failures"] for r in mine)
-        row["work"] = {k: statistics.median(r["work"][k] for r in mine) for k in mine[0]["work"]}
-        row["metrics"] = median_metrics([r["metrics"] for r in mine])
+        row.exactly_once = all(verdicts) if verdicts else None
+        row.failures = statistics.median(r["failures"] for r in mine)
+        row.work = {k: statistics.median(r["work"][k] for r in mine) for k in mine[0]["work"]}
+        row.metrics = median_metrics([r["metrics"] for r in mine])
         phases = [recovery_phases(r["metrics"]) for r in mine]
-        row["recovery_phases"] = {k: median_spread([p[k] for p in phases if k in p])
-                                  for k in recovery_phases(row["metrics"])}
-        row["rounds"] = [{**{k: r.get(k) for k in ("round", "position", "throughput", "checkpoint_ms", "recovery_ms",
-                                                   "exactly_once", "work", "seconds", "jvm_cpu_s")},
-                          "recovery_phases": p} for r, p in zip(mine, phases)]
+        row.recovery_phases = {k: Spread(**median_spread([p[k] for p in phases if k in p]))
+                               for k in recovery_phases(row.metrics)}
+        row.rounds = [RoundRun(r.get("round"), r.get("position"), r.get("throughput"),
+                               r.get("checkpoint_ms"), r.get("recovery_ms"), r.get("exactly_once"),
+                               r.get("work"), r.get("seconds"), r.get("jvm_cpu_s"), p)
+                      for r, p in zip(mine, phases)]
         rows.append(row)
     return rows
 
 
 def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
                interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = WARMUP_ROUNDS,
-               echo: Callable[..., None] = print, state_bytes: str = "0") -> dict[str, Any]:
+               echo: Callable[..., None] = print, state_bytes: str = "0") -> Matrix:
     """The whole method on ``spark``: the matrix document (rows, warm-up, settings).  With state
     of a size (``state_bytes``) the baselines are left out: Spark's own store keeps counts only,
     so its row would not carry the same state."""
@@ -291,15 +292,14 @@ def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobS
     state_bytes = str(parse_state_size(state_bytes))
     plan = plan_for(protocols, backends, spec, baselines and not parse_state_size(state_bytes).sized)
     runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo, state_bytes)
-    return {"schema": SCHEMA, "job": asdict(spec), "state_bytes": state_bytes, "fail_at": fail_at, "interval": interval,
-            "rounds": rounds, "warmup_rounds": warmup,
-            "order": "rotated by one place per round", "warmup": warm,
-            "rows": summarize(plan, runs, skipped), "environment": results.environment()}
+    return Matrix(job=spec, state_bytes=state_bytes, fail_at=fail_at, interval=interval, rounds=rounds,
+                  warmup_rounds=warmup, order="rotated by one place per round",
+                  warmup=[WarmupRun(**w) for w in warm], rows=summarize(plan, runs, skipped))
 
 
 def run(protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int], interval: int = 1,
         baselines: bool = True, master: str = "local[2]", rounds: int = 3, warmup: int = WARMUP_ROUNDS,
-        echo: Callable[..., None] = print, state_bytes: str = "0") -> dict[str, Any]:
+        echo: Callable[..., None] = print, state_bytes: str = "0") -> Matrix:
     """:func:`run_matrix` on a session of its own (started and stopped here)."""
     wanted = protocols + (baselines_for(spec) if baselines else [])
     with spark_session(master, wanted) as spark:
@@ -312,14 +312,14 @@ def _num(value: Any, fmt: str) -> str:
     return MISSING if value is None else format(value, fmt)
 
 
-def _spread(row: dict[str, Any], key: str, fmt: str) -> str:
-    s = row.get(key + "_spread")
-    if not s or len(s["rounds"]) < 2:
-        return MISSING if row.get(key) is None else ""
-    return f"{format(s['min'], fmt)}–{format(s['max'], fmt)}"
+def _spread(row: Row, key: str, fmt: str) -> str:
+    s = row.spread(key)
+    if not s or len(s.rounds) < 2:
+        return MISSING if getattr(row, key) is None else ""
+    return f"{format(s.min, fmt)}–{format(s.max, fmt)}"
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
+def format_table(rows: list[Row]) -> str:
     """Medians, their range over the rounds, ratios (median of per-round ratios), the work done;
     ``–`` where a row has no figure."""
     refs = references()
@@ -327,54 +327,54 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             "recovery ms", "ckpts", "ckpt MB", "logged MB", "ExactlyOnce")
     lines = [head]
     for r in rows:
-        eo = MISSING if r.get("exactly_once") is None else str(r["exactly_once"]).lower()
-        work = r.get("work") or {}
+        eo = MISSING if r.exactly_once is None else str(r.exactly_once).lower()
+        work = r.work or {}
         mb = lambda k: _num(work[k] / 1e6 if k in work else None, ".2f")  # noqa: E731
-        lines.append((r["protocol"], r["backend"], _num(r.get("throughput"), ",.0f"),
+        lines.append((r.protocol, r.backend, _num(r.throughput, ",.0f"),
                       _spread(r, "throughput", ",.0f"),
-                      *(_num(r.get(ratio_key(ref)), ".2f") for ref in refs),
-                      _num(r.get("checkpoint_ms"), ".1f"), _num(r.get("recovery_ms"), ".0f"),
+                      *(_num(r.ratio.get(ratio_key(ref)), ".2f") for ref in refs),
+                      _num(r.checkpoint_ms, ".1f"), _num(r.recovery_ms, ".0f"),
                       _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo))
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
     out = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
-    skips = [f"{label(r['protocol'], r['backend'])} skipped: {r['skipped']}" for r in rows if r.get("skipped")]
+    skips = [f"{label(r.protocol, r.backend)} skipped: {r.skipped}" for r in rows if r.skipped]
     return "\n".join([out, *skips])
 
 
-def summary_lines(doc: dict[str, Any]) -> list[str]:
+def summary_lines(doc: Matrix) -> list[str]:
     """``[MATRIX]`` lines: the method, and each row's median throughput over ``none``'s."""
-    out = [f"[MATRIX], Rounds, {doc['rounds']}", f"[MATRIX], WarmupRounds, {doc['warmup_rounds']}"]
+    out = [f"[MATRIX], Rounds, {doc.rounds}", f"[MATRIX], WarmupRounds, {doc.warmup_rounds}"]
     key = ratio_key(NO_CHECKPOINTS)
-    ratios = [(label(r["protocol"], r["backend"]), r.get(key)) for r in doc["rows"]
-              if r["protocol"] != NO_CHECKPOINTS and r.get(key) is not None]
+    ratios = [(label(r.protocol, r.backend), r.ratio.get(key)) for r in doc.rows
+              if r.protocol != NO_CHECKPOINTS and r.ratio.get(key) is not None]
     for name, ratio in ratios:
         out.append(f"[MATRIX], {name} / none (median of rounds), {ratio:.3f}")
     cpu = jvm_cpu_by_round(doc)
     if cpu:
         out.append("[MATRIX], JVM CPU per run (s; warm-up, then each round), "
                    + ", ".join(f"{name} {value:.2f}" for name, value in cpu))
-    none = next((r for r in doc["rows"] if r["protocol"] == NO_CHECKPOINTS and r.get("throughput")), None)
-    others = [r["throughput"] for r in doc["rows"] if r["protocol"] != NO_CHECKPOINTS and r.get("throughput")]
+    none = next((r for r in doc.rows if r.protocol == NO_CHECKPOINTS and r.throughput), None)
+    others = [r.throughput for r in doc.rows if r.protocol != NO_CHECKPOINTS and r.throughput]
     if none and others:
-        out.append(f"[MATRIX], none / fastest other row (medians), {none['throughput'] / max(others):.3f}")
+        out.append(f"[MATRIX], none / fastest other row (medians), {none.throughput / max(others):.3f}")
     return out
 
 
-def jvm_cpu_by_round(doc: dict[str, Any]) -> list[tuple[str, float]]:
+def jvm_cpu_by_round(doc: Matrix) -> list[tuple[str, float]]:
     """The JVM's mean CPU time per run, in the warm-up and in each round (every round runs the same
     combinations, so a warm JVM shows as flat figures)."""
     groups: dict[str, list[float]] = {}
-    for w in doc.get("warmup", []):
-        if w.get("jvm_cpu_s") is not None:
-            groups.setdefault(f"warm-up {w['warmup']}", []).append(w["jvm_cpu_s"])
-    for row in doc.get("rows", []):
-        for r in row.get("rounds") or []:
-            if r.get("jvm_cpu_s") is not None:
-                groups.setdefault(f"round {r['round']}", []).append(r["jvm_cpu_s"])
+    for w in doc.warmup:
+        if w.jvm_cpu_s is not None:
+            groups.setdefault(f"warm-up {w.warmup}", []).append(w.jvm_cpu_s)
+    for row in doc.rows:
+        for r in row.rounds:
+            if r.jvm_cpu_s is not None:
+                groups.setdefault(f"round {r.round}", []).append(r.jvm_cpu_s)
     order = sorted(groups, key=lambda k: (not k.startswith("warm"), int(k.split()[-1])))
     return [(k, statistics.mean(groups[k])) for k in order]
 
 
-def write_json(doc: dict[str, Any], path: str) -> None:
+def write_json(doc: Matrix, path: str) -> None:
     results.ensure_parent(path)
     results.write_json(path, doc)

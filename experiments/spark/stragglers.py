@@ -25,13 +25,15 @@ rolling every instance back.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from spark_integration.job import JobSpec
 from spark_integration.protocols.registry import registration
 
+from experiments.core.document import Document, Environment
 from experiments.spark.matrix import run_one
+from experiments.spark.matrix_result import JobFigures
 from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.logio-stragglers/1"
@@ -76,19 +78,47 @@ def straggler(spark: Any, parallelism: int) -> int:
     return int(spark.sql(f"SELECT pmod(hash(CAST(0 AS BIGINT)), {parallelism}) AS d").first()["d"])
 
 
-def _row(raw: dict[str, Any], failure: bool) -> dict[str, Any]:
-    s = raw["metrics"]
-    return {"protocol": raw["protocol"], "failure": failure, "wall_s": s["WallTime(s)"],
-            "throughput": s["Throughput(events/sec)"], "latency_p50_ms": s["LatencyP50(ms)"],
-            "latency_p99_ms": s["LatencyP99(ms)"], "checkpoint_ms": s["CheckpointTime(ms)"],
-            "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],
-            "replayed": s["ReplayedEvents"], "exactly_once": raw["exactly_once"], "metrics": s}
+@dataclass(kw_only=True)
+class Row(JobFigures):
+    """One protocol's run, with the straggler killed (``failure``) or not: its figures and the
+    overheads against ``none``'s failure-free run."""
+
+    protocol: str
+    failure: bool
+    wall_s: float
+    overhead_pct: float | None = None
+    latency_vs_none: float | None = None
+
+
+@dataclass(kw_only=True)
+class Stragglers(Document):
+    """``ckptbench.logio-stragglers/1``: the runs, the straggling instance, and the paper's
+    figures they stand beside."""
+
+    SCHEMA = SCHEMA
+
+    quick: bool
+    backend: str
+    parallelism: int
+    straggler: int
+    straggler_share: float
+    sizes: Sizes
+    seconds: float
+    rows: list[Row] = field(default_factory=list)
+    #: the paper's overheads, quoted (:data:`PAPER`)
+    paper: dict[str, Any] = field(default_factory=dict)
+    environment: Environment = field(default_factory=Environment.here)
+
+
+def _row(raw: dict[str, Any], failure: bool) -> Row:
+    return Row(protocol=raw["protocol"], failure=failure, wall_s=raw["metrics"]["WallTime(s)"],
+               **JobFigures.of(raw))
 
 
 def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, master: str = "local[2]",
-        say: Callable[[str], None] = print) -> dict[str, Any]:
+        say: Callable[[str], None] = print) -> Stragglers:
     sizes = QUICK if quick else FULL
-    rows: list[dict[str, Any]] = []
+    rows: list[Row] = []
     with spark_run(master, PROTOCOLS, "ckptbench-stragglers-") as session:
         spark, tmp = session.spark, session.tmp
         victim = straggler(spark, parallelism)
@@ -104,31 +134,37 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                                    [fail_at] if failure else [], sizes.interval, tmp, victim), failure)
                 rows.append(row)
                 say(f"logio-stragglers: {protocol} {'1 failure' if failure else 'no failure'}: wall "
-                    f"{row['wall_s']:.1f} s, p50 {row['latency_p50_ms']:.0f} ms, recovery {row['recovery_ms']:.0f} ms")
-    base = next(r for r in rows if r["protocol"] == "none" and not r["failure"])
+                    f"{row.wall_s:.1f} s, p50 {row.latency_p50_ms:.0f} ms, recovery {row.recovery_ms:.0f} ms")
+    base = next(r for r in rows if r.protocol == "none" and not r.failure)
     for r in rows:
-        r["overhead_pct"] = round(100.0 * (r["wall_s"] / base["wall_s"] - 1), 1) if base["wall_s"] else None
-        r["latency_vs_none"] = (round(r["latency_p50_ms"] / base["latency_p50_ms"], 2)
-                                if base["latency_p50_ms"] else None)
-    return {"schema": SCHEMA, "quick": quick, "backend": backend, "parallelism": parallelism,
-            "straggler": victim, "straggler_share": sizes.hot + (1 - sizes.hot) / parallelism,
-            "sizes": asdict(sizes), "seconds": session.seconds(), "rows": rows, "paper": PAPER}
+        r.overhead_pct = round(100.0 * (r.wall_s / base.wall_s - 1), 1) if base.wall_s else None
+        r.latency_vs_none = (round(r.latency_p50_ms / base.latency_p50_ms, 2)
+                             if base.latency_p50_ms else None)
+    return Stragglers(quick=quick, backend=backend, parallelism=parallelism, straggler=victim,
+                      straggler_share=sizes.hot + (1 - sizes.hot) / parallelism, sizes=sizes,
+                      seconds=session.seconds(), rows=rows, paper=PAPER)
 
 
-def markdown(doc: dict[str, Any]) -> list[str]:
-    s = doc["sizes"]
-    out = [f"Word count, {s['events']:,} events at {s['rate']:,.0f} events/s, {doc['parallelism']} instances; "
-           f"instance {doc['straggler']} straggles with {100 * doc['straggler_share']:.0f} % of the events "
-           f"(hot key share {s['hot']}); the failure kills it at event {s['events'] // 2:,}; backend "
-           f"{doc['backend']}:", "",
+def _doc(doc: Stragglers | dict[str, Any]) -> Stragglers:
+    """``doc`` as read from its JSON file (a reproduce run's) or as :func:`run` made it."""
+    return doc if isinstance(doc, Stragglers) else Stragglers.from_json(doc)
+
+
+def markdown(doc: Stragglers | dict[str, Any]) -> list[str]:
+    doc = _doc(doc)
+    s = doc.sizes
+    out = [f"Word count, {s.events:,} events at {s.rate:,.0f} events/s, {doc.parallelism} instances; "
+           f"instance {doc.straggler} straggles with {100 * doc.straggler_share:.0f} % of the events "
+           f"(hot key share {s.hot}); the failure kills it at event {s.events // 2:,}; backend "
+           f"{doc.backend}:", "",
            "| protocol | failure | wall s | overhead % vs none | p50 ms | p99 ms | ckpt ms | recovery ms | "
            "replayed events | exactly-once |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in doc["rows"]:
-        eo = "–" if not registration(r["protocol"]).exactly_once else str(r["exactly_once"]).lower()
-        out.append(f"| {r['protocol']} | {'1' if r['failure'] else '0'} | {r['wall_s']:.1f} | "
-                   f"{r['overhead_pct']:+.1f} | {r['latency_p50_ms']:.0f} | {r['latency_p99_ms']:.0f} | "
-                   f"{r['checkpoint_ms']:.1f} | {r['recovery_ms']:.0f} | {r['replayed']:,} | {eo} |")
-    p = doc["paper"]
+    for r in doc.rows:
+        eo = "–" if not registration(r.protocol).exactly_once else str(r.exactly_once).lower()
+        out.append(f"| {r.protocol} | {'1' if r.failure else '0'} | {r.wall_s:.1f} | "
+                   f"{r.overhead_pct:+.1f} | {r.latency_p50_ms:.0f} | {r.latency_p99_ms:.0f} | "
+                   f"{r.checkpoint_ms:.1f} | {r.recovery_ms:.0f} | {r.replayed:,} | {eo} |")
+    p = doc.paper
     out += ["", "The paper's overheads (% of the failure-free run without recovery; LOG.io vs ABS):", "",
             "| setting | LOG.io normal | LOG.io 1/2/3 failures | ABS normal | ABS 1/2/3 failures |",
             "|---|---|---|---|---|"]
@@ -142,11 +178,13 @@ def markdown(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def headline(doc: dict[str, Any]) -> str:
-    def row(p: str, failure: bool) -> dict[str, Any]:
-        return next(r for r in doc["rows"] if r["protocol"] == p and r["failure"] == failure)
+def headline(doc: Stragglers | dict[str, Any]) -> str:
+    rows = _doc(doc).rows
+
+    def row(p: str, failure: bool) -> Row:
+        return next(r for r in rows if r.protocol == p and r.failure == failure)
     lg, co = row("logio", False), row("coordinated", False)
     lgf, cof = row("logio", True), row("coordinated", True)
-    return (f"normal processing: logio {lg['overhead_pct']:+.1f} %, coordinated {co['overhead_pct']:+.1f} % vs "
-            f"none; with the straggler killed: logio {lgf['overhead_pct']:+.1f} % (recovery {lgf['recovery_ms']:.0f} "
-            f"ms), coordinated {cof['overhead_pct']:+.1f} % (recovery {cof['recovery_ms']:.0f} ms)")
+    return (f"normal processing: logio {lg.overhead_pct:+.1f} %, coordinated {co.overhead_pct:+.1f} % vs "
+            f"none; with the straggler killed: logio {lgf.overhead_pct:+.1f} % (recovery {lgf.recovery_ms:.0f} "
+            f"ms), coordinated {cof.overhead_pct:+.1f} % (recovery {cof.recovery_ms:.0f} ms)")

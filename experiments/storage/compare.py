@@ -38,10 +38,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from backends import backend_names
 from backends.base import BadOptionError
+from experiments.storage.compare_result import (Config, MediumInfo, RecoveryRow, RpcRow,
+                                                 StorageCompare, Table51Row, Workload,
+                                                 WriteHeavyRow)
 from experiments.storage import crash
 from experiments.storage.media import Medium, cleanup, scratch
 
-SCHEMA = "ckptbench.storage-compare/1"
+SCHEMA = StorageCompare.SCHEMA
 RECORD = 10  # bytes per Table 5.1 write
 SIZES = [10**5, 10**6]
 BIG_SIZES = [10**7, 10**8]
@@ -151,7 +154,7 @@ def small_writes(location: str, *, pattern: str, sync: bool, ops: int, file_ops:
 
 
 def table51(media: list[Medium], *, sizes: list[int], sync_ops: int,
-            say: Progress = _quiet) -> list[dict[str, Any]]:
+            say: Progress = _quiet) -> list[Table51Row]:
     rows = []
     for size in sizes:
         for pattern in ("sequential", "random"):
@@ -163,29 +166,30 @@ def table51(media: list[Medium], *, sizes: list[int], sync_ops: int,
                     if not skipped and m.kind == "hdfs" and pattern == "random":
                         skipped = NO_RANDOM_WRITES
                     ops = min(size, sync_ops) if per_op_durable else size
-                    row: dict[str, Any] = {
-                        "section": "table5.1", "medium": m.name, "kind": m.kind,
-                        "pattern": pattern, "sync_per_op": sync, "record_bytes": RECORD,
-                        "ops_requested": size, "ops": ops, "file_bytes": size * RECORD,
-                        "capped": ops < size, "skipped": skipped}
+                    row = Table51Row(
+                        medium=m.name, kind=m.kind, pattern=pattern, sync_per_op=sync,
+                        record_bytes=RECORD, ops_requested=size, ops=ops,
+                        file_bytes=size * RECORD, capped=ops < size, skipped=skipped)
                     if not skipped:
                         try:
                             with scratch(m, "t51") as loc:
-                                row.update(small_writes(loc, pattern=pattern, sync=sync, ops=ops,
-                                                        file_ops=size))
+                                took = small_writes(loc, pattern=pattern, sync=sync, ops=ops,
+                                                    file_ops=size)
+                            row.elapsed_s, row.ops_per_sec, row.us_per_op = (
+                                took["elapsed_s"], took["ops_per_sec"], took["us_per_op"])
                             say(f"table5.1: {m.name} {pattern} sync={sync} {ops}/{size}: "
-                                f"{row['ops_per_sec']:,.0f} ops/s")
+                                f"{row.ops_per_sec:,.0f} ops/s")
                         except Exception as exc:  # noqa: BLE001 - reported in the row
-                            row["skipped"] = f"{type(exc).__name__}: {exc}"
+                            row.skipped = f"{type(exc).__name__}: {exc}"
                     rows.append(row)
     return rows
 
 
 # --------------------------------------------------------------------------- write-heavy rows
 def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], seconds: float,
-                say: Progress = _quiet) -> list[dict[str, Any]]:
+                say: Progress = _quiet) -> list[WriteHeavyRow]:
     from experiments.core.compare import run_workload
-    from experiments.core.results import overall, phase_json
+    from experiments.core.results import Phase, overall
     from workloads import core
     from workloads.runner import ClientSettings
 
@@ -194,26 +198,22 @@ def write_heavy(media: list[Medium], *, ops: int, threads_list: list[int], secon
     for m in media:
         for threads in threads_list:
             for backend in backend_names(kind="file"):
-                row: dict[str, Any] = {
-                    "section": "write-heavy", "medium": m.name, "kind": m.kind,
-                    "backend": backend, "threads": threads, "durability": "sync",
-                    "workload": {"name": spec.name, "records": spec.records,
-                                 "operations": spec.operations, "read": spec.read,
-                                 "update": spec.update, "value_size": spec.value_size},
-                    "max_seconds": seconds, "skipped": m.skipped}
+                row = WriteHeavyRow(
+                    medium=m.name, kind=m.kind, backend=backend, threads=threads,
+                    durability="sync", workload=Workload(spec.name, spec.records, spec.operations,
+                                                         spec.read, spec.update, spec.value_size),
+                    max_seconds=seconds, skipped=m.skipped)
                 if not m.skipped:
                     with scratch(m, f"wh-{backend}") as loc:
                         out = run_workload(backend, {"path": loc}, spec, ClientSettings(
                             threads=threads, operations=ops, duration=seconds))
                     if out.skipped:
-                        row["skipped"] = out.skipped
+                        row.skipped = out.skipped
                     else:
                         run = out.run
-                        row.update({"throughput_ops_sec": run.throughput,
-                                    "operations_done": run.operations,
-                                    "overall": overall(run.measurements),
-                                    "errors": dict(run.errors),
-                                    "phases": {k: phase_json(p) for k, p in out.phases.items()}})
+                        row.throughput_ops_sec, row.operations_done = run.throughput, run.operations
+                        row.overall, row.errors = overall(run.measurements), dict(run.errors)
+                        row.phases = {k: Phase.of(p) for k, p in out.phases.items()}
                         say(f"write-heavy: {m.name} {backend} x{threads}: "
                             f"{run.throughput:,.0f} ops/s")
                 rows.append(row)
@@ -242,21 +242,21 @@ def recovery_one(location: str, keys: int, value_size: int = 40) -> dict[str, An
     return row
 
 
-def recovery(media: list[Medium], *, keys: int, say: Progress = _quiet) -> list[dict[str, Any]]:
+def recovery(media: list[Medium], *, keys: int, say: Progress = _quiet) -> list[RecoveryRow]:
     rows = []
     for m in media:
-        row: dict[str, Any] = {"section": "recovery", "medium": m.name, "kind": m.kind,
-                               "backend": "indexed_fs", "keys": keys, "value_bytes": 40,
-                               "index_flush_interval": 0.0, "crash": "SIGKILL after flush, "
-                               "no index snapshot", "skipped": m.skipped}
+        row = RecoveryRow(medium=m.name, kind=m.kind, backend="indexed_fs", keys=keys,
+                          value_bytes=40, index_flush_interval=0.0,
+                          crash="SIGKILL after flush, no index snapshot", skipped=m.skipped)
         if not m.skipped:
             try:
                 with scratch(m, "rec") as loc:
-                    row.update(recovery_one(loc, keys))
-                say(f"recovery: {m.name}: crash {row['open_after_crash_ms']:.0f} ms, clean "
-                    f"{row['open_after_clean_ms']:.0f} ms")
+                    for key, value in recovery_one(loc, keys).items():
+                        setattr(row, key, value)
+                say(f"recovery: {m.name}: crash {row.open_after_crash_ms:.0f} ms, clean "
+                    f"{row.open_after_clean_ms:.0f} ms")
             except Exception as exc:  # noqa: BLE001 - reported in the row
-                row["skipped"] = f"{type(exc).__name__}: {exc}"
+                row.skipped = f"{type(exc).__name__}: {exc}"
         rows.append(row)
     return rows
 
@@ -289,7 +289,7 @@ def _count(medium: Any, proxy: Any) -> int:
     return proxy.calls if proxy is not None else medium.requests
 
 
-def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[dict[str, Any]]:
+def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[RpcRow]:
     from backends import open_backend
     from backends.media import open_medium
 
@@ -303,10 +303,8 @@ def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[d
                  ("default_fs put (1 KiB, file per key)", "default_fs")]
         proxy, url = None, m.location
         for label, case in cases:
-            row: dict[str, Any] = {"section": "rpc", "medium": m.name, "kind": m.kind,
-                                   "operation": label, "case": case, "ops": ops,
-                                   "unit": RPC_UNITS[m.kind],
-                                   "value_bytes": len(value), "skipped": m.skipped}
+            row = RpcRow(medium=m.name, kind=m.kind, operation=label, case=case, ops=ops,
+                         unit=RPC_UNITS[m.kind], value_bytes=len(value), skipped=m.skipped)
             rows.append(row)
             if m.skipped:
                 continue
@@ -334,35 +332,34 @@ def rpc_cost(media: list[Medium], *, ops: int, say: Progress = _quiet) -> list[d
                             dt, calls = time.perf_counter() - t0, _count(med, proxy) - c0
                         finally:
                             store.close()
-                row.update({"rpc_calls": calls, "rpcs_per_op": calls / ops,
-                            "ops_per_sec": ops / dt if dt > 0 else 0.0})
+                row.rpc_calls, row.rpcs_per_op = calls, calls / ops
+                row.ops_per_sec = ops / dt if dt > 0 else 0.0
                 say(f"rpc: {m.name} {case}: {calls / ops:.2f} round trips/op")
             except Exception as exc:  # noqa: BLE001 - reported in the row
-                row["skipped"] = f"{type(exc).__name__}: {exc}"
+                row.skipped = f"{type(exc).__name__}: {exc}"
     return rows
 
 
 # ------------------------------------------------------------------------------- Fig 4.1 charts
-def fig41_sweeps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def fig41_sweeps(doc: StorageCompare) -> dict[str, Any]:
     """The write-heavy rows of each medium as a thread sweep document (the thesis' Fig 4.1:
     latency against throughput, default_fs vs indexed_fs), for :func:`plots.plot_sweep`."""
     from experiments.core import results
 
-    out: dict[str, dict[str, Any]] = {}
-    for r in doc["rows"]:
-        if r["section"] != "write-heavy":
+    out: dict[str, results.Sweep] = {}
+    for r in doc.rows:
+        if r.section != "write-heavy":
             continue
-        sweep = out.setdefault(r["medium"], {
-            "schema": results.SWEEP_SCHEMA, "experiment": f"storage-compare fig4.1 {r['medium']}",
-            "workload": f"write-heavy on {r['medium']} ({r['kind']})", "results": []})
-        sweep["results"].append({
-            "backend": r["backend"], "params": {"threads": r["threads"]},
-            "skipped": r["skipped"], "throughput_ops_sec": r.get("throughput_ops_sec"),
-            "overall": r.get("overall") or {"mean_us": None}})
+        sweep = out.setdefault(r.medium, results.Sweep(
+            experiment=f"storage-compare fig4.1 {r.medium}",
+            workload=f"write-heavy on {r.medium} ({r.kind})"))
+        sweep.results.append(results.Entry(
+            r.backend, results.Point(threads=r.threads), r.skipped,
+            throughput_ops_sec=r.throughput_ops_sec, overall=r.overall or results.OpStats()))
     return out
 
 
-def plot_fig41(doc: dict[str, Any], plot_path: str) -> list[str]:
+def plot_fig41(doc: StorageCompare, plot_path: str) -> list[str]:
     """One Fig 4.1 chart per medium that ran, beside ``plot_path`` (``<stem>-fig4.1-<medium>
     .png``); the paths written."""
     from experiments.report import plots
@@ -370,7 +367,7 @@ def plot_fig41(doc: dict[str, Any], plot_path: str) -> list[str]:
     stem, ext = os.path.splitext(plot_path)
     written = []
     for medium, sweep in fig41_sweeps(doc).items():
-        if all(e["skipped"] for e in sweep["results"]):
+        if all(e.skipped for e in sweep.results):
             continue
         path = f"{stem}-fig4.1-{medium}{ext or '.png'}"
         plots.plot_sweep(sweep, path)
@@ -382,15 +379,11 @@ def plot_fig41(doc: dict[str, Any], plot_path: str) -> list[str]:
 def run(media: list[Medium], *, ops: int = 10_000, sync_ops: int = 10_000, big: bool = False,
         sizes: list[int] | None = None, threads_list: list[int] | None = None,
         wh_seconds: float = 20.0, recovery_keys: int = 10**5, rpc_ops: int = 200,
-        say: Progress = _quiet) -> dict[str, Any]:
-    """Every section over every medium; the JSON document (``schema`` :data:`SCHEMA`)."""
-    from experiments.core.results import environment
-
+        say: Progress = _quiet) -> StorageCompare:
+    """Every section over every medium; the ``ckptbench.storage-compare/1`` document."""
     sizes = sizes or (SIZES + BIG_SIZES if big else SIZES)
     threads_list = threads_list or THREADS
-    config = {"ops": ops, "sync_ops": sync_ops, "big": big, "sizes": sizes,
-              "threads": threads_list, "write_heavy_max_seconds": wh_seconds,
-              "recovery_keys": recovery_keys, "rpc_ops": rpc_ops}
+    config = Config(ops, sync_ops, big, sizes, threads_list, wh_seconds, recovery_keys, rpc_ops)
     try:
         rows = table51(media, sizes=sizes, sync_ops=sync_ops, say=say)
         rows += write_heavy(media, ops=ops, threads_list=threads_list, seconds=wh_seconds, say=say)
@@ -398,16 +391,16 @@ def run(media: list[Medium], *, ops: int = 10_000, sync_ops: int = 10_000, big: 
         rows += rpc_cost(media, ops=rpc_ops, say=say)
     finally:
         cleanup(media)
-    return {"schema": SCHEMA, "experiment": "storage-compare", "config": config,
-            "environment": environment(), "media": [m.as_json() for m in media],
-            "thesis": THESIS, "rows": rows, "summary": summary(rows)}
+    return StorageCompare(config=config,
+                          media=[MediumInfo(m.name, m.kind, m.location, m.skipped) for m in media],
+                          thesis=THESIS, rows=rows, summary=summary(rows))
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(rows: list[Any]) -> dict[str, float]:
     """indexed_fs / default_fs write-heavy throughput per (medium, threads)."""
-    out: dict[str, Any] = {}
-    tput = {(r["medium"], r["threads"], r["backend"]): r.get("throughput_ops_sec")
-            for r in rows if r["section"] == "write-heavy" and not r["skipped"]}
+    out: dict[str, float] = {}
+    tput = {(r.medium, r.threads, r.backend): r.throughput_ops_sec
+            for r in rows if r.section == "write-heavy" and not r.skipped}
     for (medium, threads, backend), value in tput.items():
         base = tput.get((medium, threads, "default_fs"))
         if backend == "indexed_fs" and base:

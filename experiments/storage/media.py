@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from backends.base import BadOptionError
@@ -35,10 +35,6 @@ class Medium:
     location: str
     skipped: str | None = None
     _own: str | None = field(default=None, repr=False)  # temp dir we created (removed after)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "location": self.location,
-                "skipped": self.skipped}
 
 
 def _server_default(kind: str) -> Medium:

@@ -30,6 +30,8 @@ from typing import Any, Iterator
 
 from backends import BackendUnavailableError, open_backend
 
+from experiments.core.document import Document, Environment
+
 PLACEMENTS = ("cross", "same", "any")
 
 
@@ -92,6 +94,33 @@ class PeerResult:
     @property
     def ours_throughput(self) -> float:
         return statistics.median_high(self.ours_rounds) if self.ours_rounds else 0.0
+
+    def document(self, server: str) -> Peer:
+        """The ``ckptbench.peer/1`` document of this comparison against ``server``."""
+        return Peer(server=server, clients=self.clients, pipeline=self.pipeline, ops=self.ops,
+                    value_size=self.value_size, placement=self.placement,
+                    peer_throughput=self.peer_throughput, ours_throughput=self.ours_rounds,
+                    round_ratios=self.ratios, ratio=self.ratio)
+
+
+@dataclass(kw_only=True)
+class Peer(Document):
+    """``ckptbench.peer/1``: the backend against the server's own load tool: every peer run
+    (one more than the rounds), each round of ours, each round's ratio and the median's."""
+
+    SCHEMA = "ckptbench.peer/1"
+
+    server: str
+    clients: int
+    pipeline: int
+    ops: int
+    value_size: int
+    placement: str
+    peer_throughput: list[float] = field(default_factory=list)
+    ours_throughput: list[float] = field(default_factory=list)
+    round_ratios: list[float] = field(default_factory=list)
+    ratio: float = 0.0
+    environment: Environment = field(default_factory=Environment.here)
 
 
 def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: int,

@@ -31,6 +31,7 @@ from workloads import core, runner
 from workloads.runner import PhaseResult, VerifyResult
 
 from experiments.storage import crash
+from experiments.core.results import Reopen
 from experiments.core.run import data_dir
 from experiments.core.spec import ProgressFactory, SpecError, no_progress
 
@@ -51,12 +52,10 @@ class Recovery:
     def intact(self) -> bool:
         return self.verified.missing == 0 and self.verified.corrupt == 0
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"crash": self.crash, "eager": self.eager, "open_ms": self.open_ms,
-               "missing": self.verified.missing, "corrupt": self.verified.corrupt}
-        if self.open_ms_rounds:
-            out["open_ms_rounds"] = list(self.open_ms_rounds)
-        return out
+    def reopen(self) -> Reopen:
+        """The ``recovery`` section of the result document."""
+        return Reopen(self.crash, self.eager, self.open_ms, self.verified.missing,
+                      self.verified.corrupt, list(self.open_ms_rounds) or None)
 
 
 @dataclass

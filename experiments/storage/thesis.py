@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from backends import backend_class
 from experiments.storage import crash
@@ -24,6 +24,10 @@ from experiments.report import plots
 from experiments.storage import recovery
 from experiments.core import results
 from experiments.report import tables
+from experiments.core.document import Document, load
+from experiments.storage.thesis_result import Fig42Row, Fig45Row, Fig47Row, Table52Row, Thesis
+
+D = TypeVar("D", bound=Document)
 
 #: the stores the thesis compares (its file stores first); what kind each is, its class says
 THESIS_STORES = ["default_fs", "indexed_fs", "redis", "hbase", "minio"]
@@ -67,7 +71,7 @@ def _skip_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _write(out_dir: str, name: str, doc: dict[str, Any]) -> str:
+def _write(out_dir: str, name: str, doc: Document) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.json")
     results.write_json(path, doc)
@@ -75,7 +79,7 @@ def _write(out_dir: str, name: str, doc: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------- fig 4.1
-def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
+def fig41(out_dir: str, quick: bool) -> results.Sweep:
     """Sweep write-heavy (90 % update, 1 KB, 1,000 PEs) over default_fs, indexed_fs, raising
     client threads 1..32 until throughput stops growing."""
     from experiments.core.compare import sweep_points
@@ -89,22 +93,21 @@ def fig41(out_dir: str, quick: bool) -> dict[str, Any]:
                               point_seconds=1.0 if quick else 3.0,
                               on_point=lambda o: _say(f"fig4.1: {o.backend} {o.params}: " + (
                                   o.skipped or f"{o.run.throughput:.0f} ops/s")))
-        entries += [results.outcome_json(o) for o in points]
-    doc = {"schema": results.SWEEP_SCHEMA, "experiment": "fig4.1", "workload": "write-heavy",
-           "quick": quick, "environment": results.environment(), "results": entries}
+        entries += [results.entry(o) for o in points]
+    doc = results.Sweep(experiment="fig4.1", workload="write-heavy", quick=quick, results=entries)
     plots.plot_sweep(doc, os.path.join(out_dir, "fig4.1.png"))
     print("\n".join(tables.sweep_table(doc)))
-    best = {}
+    best: dict[str, float] = {}
     for e in entries:
-        if not e["skipped"]:
-            best[e["backend"]] = max(best.get(e["backend"], 0.0), e["throughput_ops_sec"])
-    doc["summary"] = {"max_throughput_ops_sec": best}
+        if not e.skipped:
+            best[e.backend] = max(best.get(e.backend, 0.0), e.throughput_ops_sec)
+    doc.summary = {"max_throughput_ops_sec": best}
     print("ours: max throughput " + ", ".join(f"{b} {t:.0f} ops/s" for b, t in best.items()))
     return doc
 
 
 # ------------------------------------------------------------------------------------- fig 4.2
-def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
+def fig42(out_dir: str, quick: bool) -> Thesis:
     """indexed_fs open (index rebuild) time after a crash, for 10^3 .. 10^6 PEs of ~40 bytes."""
     from backends import CkptError, open_backend
 
@@ -118,28 +121,27 @@ def fig42(out_dir: str, quick: bool) -> dict[str, Any]:
                 load_ms = crash.load_then_kill("indexed_fs", options, n, 40).load_ms
             except CkptError as exc:
                 raise CkptError(f"fig4.2 load of {n} PEs failed: {exc}") from exc
-            row = {"pes": n, "load_ms": load_ms}
+            row = Fig42Row(n, load_ms)
             for label in ("crash", "clean"):
                 t0 = time.perf_counter()
                 store = open_backend("indexed_fs", **options)
-                row[f"open_after_{label}_ms"] = (time.perf_counter() - t0) * 1000.0
+                setattr(row, f"open_after_{label}_ms", (time.perf_counter() - t0) * 1000.0)
                 store.close()  # the second open is after this clean close
             rows.append(row)
-            _say(f"fig4.2: {n} PEs: open after crash {row['open_after_crash_ms']:.1f} ms, "
-                 f"after clean close {row['open_after_clean_ms']:.1f} ms")
+            _say(f"fig4.2: {n} PEs: open after crash {row.open_after_crash_ms:.1f} ms, "
+                 f"after clean close {row.open_after_clean_ms:.1f} ms")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.2", "quick": quick,
-           "environment": results.environment(), "rows": rows}
+    doc = Thesis(experiment="fig4.2", quick=quick, rows=rows)
     plots.plot_fig42(doc, os.path.join(out_dir, "fig4.2.png"))
     print(f"{'PEs':>9} {'open after crash ms':>20} {'open after clean ms':>20}")
     for r in rows:
-        print(f"{r['pes']:>9} {r['open_after_crash_ms']:>20.1f} {r['open_after_clean_ms']:>20.1f}")
+        print(f"{r.pes:>9} {r.open_after_crash_ms:>20.1f} {r.open_after_clean_ms:>20.1f}")
     return doc
 
 
 # ---------------------------------------------------------------------------------- fig 4.5/4.6
-def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
+def fig45(out_dir: str, quick: bool) -> Thesis:
     """Checkpoint workload per backend (400 ev/s, 10,000 events, 1,000 PEs), crash, lazy read."""
     from backends import CkptError
     from workloads import checkpoint as ck
@@ -162,40 +164,38 @@ def fig45(out_dir: str, quick: bool) -> dict[str, Any]:
         except (CkptError, ImportError, OSError, RuntimeError) as exc:
             # cannot reach or open the store (server down, client package missing, services
             # cannot tell where it is): skipped, with the reason; a bug still raises
-            rows.append({"backend": backend, "skipped": _skip_reason(exc)})
+            rows.append(Fig45Row(backend, _skip_reason(exc)))
             _say(f"fig4.5: {backend}: skipped: {_skip_reason(exc)}")
             continue
-        w = result.phase.measurements.summary("CHECKPOINT-WRITE")
+        w = results.stats(result.phase.measurements, "CHECKPOINT-WRITE")
         verified = reopened.verified
-        r = verified.phase.measurements.summary("RECOVERY-READ")
-        rows.append({"backend": backend, "skipped": None, "checkpoint": result.summary(),
-                     "write": w, "read": r, "open_ms": reopened.open_ms,
-                     "missing": verified.missing, "corrupt": verified.corrupt})
-        _say(f"fig4.5: {backend}: write mean {w['mean_us']:.0f} us, read mean "
-             f"{r['mean_us']:.0f} us, dropped {result.dropped}")
-    ran = [r for r in rows if not r["skipped"]]
-    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.5", "quick": quick,
-           "spec": vars(spec), "environment": results.environment(), "rows": rows}
+        r = results.stats(verified.phase.measurements, "RECOVERY-READ")
+        rows.append(Fig45Row(backend, None, results.CheckpointSummary.of(result), w, r,
+                             reopened.open_ms, verified.missing, verified.corrupt))
+        _say(f"fig4.5: {backend}: write mean {w.mean_us:.0f} us, read mean "
+             f"{r.mean_us:.0f} us, dropped {result.dropped}")
+    ran = [r for r in rows if not r.skipped]
+    doc = Thesis(experiment="fig4.5", quick=quick, spec=spec, rows=rows)
     plots.plot_fig45(doc, os.path.join(out_dir, "fig4.5.png"))
     print(f"{'backend':<12} {'write mean us':>14} {'write p99 us':>13} {'read mean us':>13} "
           f"{'read p99 us':>12} {'dropped':>8} {'open ms':>8}")
     for r in rows:
-        if r["skipped"]:
-            print(f"{r['backend']:<12} skipped: {r['skipped']}")
+        if r.skipped:
+            print(f"{r.backend:<12} skipped: {r.skipped}")
             continue
-        print(f"{r['backend']:<12} {r['write']['mean_us']:>14.0f} {r['write']['p99_us']:>13} "
-              f"{r['read']['mean_us']:>13.1f} {r['read']['p99_us']:>12} "
-              f"{r['checkpoint']['dropped']:>8} {r['open_ms']:>8.1f}")
-    by = {r["backend"]: r for r in ran}
+        print(f"{r.backend:<12} {r.write.mean_us:>14.0f} {r.write.p99_us:>13} "
+              f"{r.read.mean_us:>13.1f} {r.read.p99_us:>12} "
+              f"{r.checkpoint.dropped:>8} {r.open_ms:>8.1f}")
+    by = {r.backend: r for r in ran}
     if "default_fs" in by and "indexed_fs" in by:
-        wr = by["default_fs"]["write"]["mean_us"] / by["indexed_fs"]["write"]["mean_us"]
-        rr = by["default_fs"]["read"]["mean_us"] / max(by["indexed_fs"]["read"]["mean_us"], 1e-9)
+        wr = by["default_fs"].write.mean_us / by["indexed_fs"].write.mean_us
+        rr = by["default_fs"].read.mean_us / max(by["indexed_fs"].read.mean_us, 1e-9)
         print(f"ours: indexed_fs writes {wr:.2f}x faster, reads {rr:.2f}x faster than default_fs")
     return doc
 
 
 # ------------------------------------------------------------------------------------- fig 4.7
-def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
+def fig47(out_dir: str, quick: bool) -> Thesis:
     """Storage-queue throughput vs number of PEs: events offered faster than a file backend is
     meant to keep up with (so the queue fills and its drain rate is what is measured), storage
     queue 1000 as in S4; checkpoints written/s and drops counted."""
@@ -218,17 +218,15 @@ def fig47(out_dir: str, quick: bool) -> dict[str, Any]:
                     store.close()
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
-            rows.append({"backend": backend, "pes": n, **result.summary()})
+            rows.append(load(Fig47Row, {"backend": backend, "pes": n, **result.summary()}))
             _say(f"fig4.7: {backend} {n} PEs: {result.write_rate:.0f} ckpt/s, "
                  f"dropped {result.dropped} of {events}")
-    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.7", "quick": quick,
-           "events": events, "rate": rate, "queue": queue, "environment": results.environment(),
-           "rows": rows}
+    doc = Thesis(experiment="fig4.7", quick=quick, events=events, rate=rate, queue=queue,
+                 rows=rows)
     plots.plot_fig47(doc, os.path.join(out_dir, "fig4.7.png"))
     print(f"{'backend':<12} {'PEs':>9} {'ckpt/s':>9} {'written':>8} {'dropped':>8}")
     for r in rows:
-        print(f"{r['backend']:<12} {r['pes']:>9} {r['write_rate']:>9.0f} {r['written']:>8} "
-              f"{r['dropped']:>8}")
+        print(f"{r.backend:<12} {r.pes:>9} {r.write_rate:>9.0f} {r.written:>8} {r.dropped:>8}")
     return doc
 
 
@@ -243,52 +241,48 @@ TRADEOFFS = {
 }
 
 
-def table52(out_dir: str, quick: bool) -> dict[str, Any]:
+def table52(out_dir: str, quick: bool) -> Thesis:
     """Trade-off table from the measured results/fig4.1, fig4.5, fig4.7 JSON (run those first)."""
-    def load(name: str) -> dict[str, Any] | None:
+    def read(name: str, tp: type[D]) -> D | None:
         path = os.path.join(out_dir, f"{name}.json")
         if not os.path.exists(path):
             _say(f"table5.2: {path} missing; run `bench thesis {name}` first (column left empty)")
             return None
         with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+            return tp.from_json(json.load(fh))
 
-    f41, f45, f47 = load("fig4.1"), load("fig4.5"), load("fig4.7")
-    rows: dict[str, dict[str, Any]] = {b: {"backend": b} for b in THESIS_STORES}
+    f41, f45, f47 = read("fig4.1", results.Sweep), read("fig4.5", Thesis), read("fig4.7", Thesis)
+    rows = {b: Table52Row(b, *TRADEOFFS[b]) for b in THESIS_STORES}
     if f41:
-        for b, t in f41.get("summary", {}).get("max_throughput_ops_sec", {}).items():
-            rows[b]["max_write_heavy_ops_sec"] = t
+        for b, t in (f41.summary or {}).get("max_throughput_ops_sec", {}).items():
+            rows[b].max_write_heavy_ops_sec = t
     if f45:
-        for r in f45["rows"]:
-            if r["skipped"]:
-                rows[r["backend"]]["skipped"] = r["skipped"]
+        for r in f45.rows:
+            if r.skipped:
+                rows[r.backend].skipped = r.skipped
             else:
-                rows[r["backend"]].update(write_mean_us=r["write"]["mean_us"],
-                                          read_mean_us=r["read"]["mean_us"],
-                                          open_ms=r["open_ms"])
+                rows[r.backend].write_mean_us = r.write.mean_us
+                rows[r.backend].read_mean_us = r.read.mean_us
+                rows[r.backend].open_ms = r.open_ms
     if f47:
-        for r in f47["rows"]:
-            key = "queue_ckpt_sec_by_pes"
-            rows[r["backend"]].setdefault(key, {})[str(r["pes"])] = r["write_rate"]
+        for r in f47.rows:
+            q = rows[r.backend].queue_ckpt_sec_by_pes = rows[r.backend].queue_ckpt_sec_by_pes or {}
+            q[str(r.pes)] = r.write_rate
     print(f"{'backend':<11} {'dependency':<18} {'durability':<40} {'max ops/s':>9} "
           f"{'write us':>9} {'read us':>8} {'queue ckpt/s (PEs)':<24}")
     for b, r in rows.items():
-        dep, dur = TRADEOFFS[b]
-        r.update(dependency=dep, durability=dur)
-        q = r.get("queue_ckpt_sec_by_pes") or {}
-        qtext = " ".join(f"{v:.0f}({k})" for k, v in q.items())
-        if r.get("skipped") and "write_mean_us" not in r:
-            print(f"{b:<11} {dep:<18} {dur:<40} skipped: {r['skipped'][:60]}")
+        dep, dur = r.dependency, r.durability
+        qtext = " ".join(f"{v:.0f}({k})" for k, v in (r.queue_ckpt_sec_by_pes or {}).items())
+        if r.skipped and r.write_mean_us is None:
+            print(f"{b:<11} {dep:<18} {dur:<40} skipped: {r.skipped[:60]}")
             continue
-        mx = r.get("max_write_heavy_ops_sec")
-        wr, rd = r.get("write_mean_us"), r.get("read_mean_us")
+        mx, wr, rd = r.max_write_heavy_ops_sec, r.write_mean_us, r.read_mean_us
         print(f"{b:<11} {dep:<18} {dur:<40} {f'{mx:.0f}' if mx else '-':>9} "
               f"{f'{wr:.0f}' if wr else '-':>9} {f'{rd:.1f}' if rd else '-':>8} {qtext:<24}")
-    return {"schema": "ckptbench.thesis/1", "experiment": "table5.2",
-            "environment": results.environment(), "rows": list(rows.values())}
+    return Thesis(experiment="table5.2", rows=list(rows.values()))
 
 
-EXPERIMENTS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
+EXPERIMENTS: dict[str, Callable[[str, bool], Document]] = {
     "fig4.1": fig41,
     "fig4.2": fig42,
     "fig4.5": fig45,
@@ -298,7 +292,7 @@ EXPERIMENTS: dict[str, Callable[[str, bool], dict[str, Any]]] = {
 }
 
 
-def run(name: str, out_dir: str = "results", quick: bool = False) -> dict[str, Any]:
+def run(name: str, out_dir: str = "results", quick: bool = False) -> Document:
     """Run experiment ``name``, write ``<out_dir>/<name>.json`` (+ PNG), print ours and theirs."""
     os.makedirs(out_dir, exist_ok=True)
     name = "fig4.5" if name == "fig4.6" else name

@@ -1,0 +1,63 @@
+"""``bench reproduce``'s result: one experiment's run as a document (``ckptbench.reproduce/1``).
+
+A :class:`Reproduce` says which commands ran (each a :class:`StepRun`, with its own document
+as that command wrote it), whether they all succeeded, when, under which conditions (machine,
+CPUs, load average before and after, the environment) and the table they made.  The docs'
+block and the README row are written from it alone (:mod:`experiments.reproduce.docs`), so they
+can be rebuilt from ``results/NAME.json`` at any time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from experiments.core.document import Document, Environment, optional
+
+
+@dataclass
+class StepRun:
+    """One command of the experiment: how it ran, its log, and its document (``error``: its
+    last stderr line, or what it failed to write)."""
+
+    label: str
+    command: str
+    returncode: int | None
+    seconds: float
+    log: str
+    document_path: str
+    plot: str | None = None
+    error: str | None = None
+    #: the command's own document verbatim (any schema: the experiment's table reads it with
+    #: its type, as every reader of a written file does)
+    document: dict[str, Any] | None = None
+
+
+@dataclass(kw_only=True)
+class Reproduce(Document):
+    """``ckptbench.reproduce/1``: one experiment, its commands in order and its table."""
+
+    SCHEMA = "ckptbench.reproduce/1"
+
+    name: str
+    shows: str
+    quick: bool
+    servers: list[str] = field(default_factory=list)
+    #: ``ok`` or ``failed`` (``error`` says why)
+    status: str = "ok"
+    error: str | None = None
+    commands: list[str] = field(default_factory=list)
+    started: str = ""
+    finished: str = ""
+    seconds: float = 0.0
+    environment: Environment = field(default_factory=Environment.here)
+    machine: str = ""
+    cpus: int | None = None
+    loadavg_before: list[float] = field(default_factory=list)
+    loadavg_after: list[float] = field(default_factory=list)
+    runs: list[StepRun] = field(default_factory=list)
+    table: list[str] | None = optional()
+
+    def documents(self) -> dict[str, dict[str, Any]]:
+        """The commands' own documents, by step label."""
+        return {r.label: r.document for r in self.runs if r.document is not None}

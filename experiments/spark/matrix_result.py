@@ -1,0 +1,134 @@
+"""``bench spark-matrix``'s result as a document, ``ckptbench.spark-matrix/2``.
+
+One :class:`Row` per protocol x backend (:mod:`experiments.spark.matrix`): the medians over the
+rounds with their :class:`Spread`, the per-round ratios to every reference protocol
+(``ratio_<reference>`` keys, one per reference: the references come from the protocol registry,
+so the row holds them as a mapping written flat), the work done, the job's ``[SPARK]`` metrics
+and each round's own figures (:class:`RoundRun`).  A skipped row has its reason and no figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_integration.job import JobSpec
+
+from experiments.core.document import Document, Environment, flattened, optional
+
+#: the work counters of a run (``events``, ``checkpoints``, ``checkpoint_bytes``, ...), as counted
+Work = dict[str, int | float]
+
+
+@dataclass(kw_only=True)
+class JobFigures:
+    """What one job run measured, from its ``[SPARK]`` lines: the figures the papers' tables
+    compare (CheckMate's grid and LOG.io's straggler runs each add their own), the metrics
+    themselves, and whether the output was exactly once (``None``: not checked)."""
+
+    throughput: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    checkpoint_ms: float
+    recovery_ms: float
+    restart_ms: float
+    replayed: int
+    exactly_once: bool | None
+    #: the job's ``[SPARK]`` lines, named as it prints them
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def of(raw: dict[str, Any]) -> dict[str, Any]:
+        """These fields of a run of :func:`experiments.spark.matrix.run_one`."""
+        m = raw["metrics"]
+        return dict(throughput=m["Throughput(events/sec)"], latency_p50_ms=m["LatencyP50(ms)"],
+                    latency_p99_ms=m["LatencyP99(ms)"], checkpoint_ms=m["CheckpointTime(ms)"],
+                    recovery_ms=m["RecoveryTime(ms)"], restart_ms=m["RestartTime(ms)"],
+                    replayed=m["ReplayedEvents"], exactly_once=raw["exactly_once"], metrics=m)
+
+
+@dataclass
+class Spread:
+    """A figure over the rounds: its median, range, and every round's value."""
+
+    median: float
+    min: float
+    max: float
+    rounds: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RoundRun:
+    """One round's run of a combination: where it ran in the round and what it measured."""
+
+    round: int
+    position: int | None
+    throughput: float | None
+    checkpoint_ms: float | None
+    recovery_ms: float | None
+    exactly_once: bool | None
+    work: Work | None
+    seconds: float | None
+    jvm_cpu_s: float | None
+    #: the ``Recovery.*`` lines of the run's metrics
+    recovery_phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class Row:
+    """One combination over its rounds (or why it was skipped)."""
+
+    protocol: str
+    backend: str
+    skipped: str | None = None
+    throughput: float | None = None
+    throughput_spread: Spread | None = optional()
+    checkpoint_ms: float | None = None
+    checkpoint_ms_spread: Spread | None = optional()
+    recovery_ms: float | None = None
+    recovery_ms_spread: Spread | None = optional()
+    restart_ms: float | None = None
+    restart_ms_spread: Spread | None = optional()
+    #: reference protocol (``-`` as ``_``) -> the median of the per-round throughput ratios
+    ratio: dict[str, float | None] = flattened("ratio_")
+    ratio_spread: dict[str, Spread] = flattened("ratio_", "_spread")
+    exactly_once: bool | None = None
+    failures: float | None = optional()
+    work: Work | None = None
+    #: the medians of the job's ``[SPARK]`` lines, named as it prints them
+    metrics: dict[str, Any] | None = optional()
+    recovery_phases: dict[str, Spread] | None = optional()
+    rounds: list[RoundRun] = field(default_factory=list)
+
+    def spread(self, figure: str) -> Spread | None:
+        """``figure``'s spread (``throughput``, ``checkpoint_ms``, ...)."""
+        return getattr(self, figure + "_spread")
+
+
+@dataclass
+class WarmupRun:
+    """A warm-up run: kept in the document, never in a median."""
+
+    warmup: int
+    protocol: str
+    backend: str
+    throughput: float
+    jvm_cpu_s: float | None = None
+
+
+@dataclass(kw_only=True)
+class Matrix(Document):
+    """``ckptbench.spark-matrix/2``: the method (rounds, warm-up, order) and the rows."""
+
+    SCHEMA = "ckptbench.spark-matrix/2"
+
+    job: JobSpec
+    state_bytes: str = "0"
+    fail_at: list[int] = field(default_factory=list)
+    interval: int = 1
+    rounds: int = 1
+    warmup_rounds: int = 0
+    order: str = ""
+    warmup: list[WarmupRun] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    environment: Environment = field(default_factory=Environment.here)
