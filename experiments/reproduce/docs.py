@@ -19,7 +19,7 @@ import shutil
 from typing import Any, Callable
 
 from experiments.report import markdown_blocks
-from experiments.report.format import md_table
+from experiments.core.format import md_table
 from experiments.reproduce.result import Reproduce
 
 SUMMARY = "summary"

@@ -2,7 +2,8 @@
 
 An experiment is the exact ``bench`` command lines it runs (full and ``--quick`` sizes), the
 servers it needs, and a function turning the JSON those commands wrote into a markdown table
-(:mod:`experiments.reproduce.tables`, :mod:`experiments.reproduce.paper_tables`).  Every command runs as a subprocess of the installed CLI
+(:mod:`experiments.reproduce.tables` for the store experiments; a paper's experiment keeps its
+table beside its result type).  Every command runs as a subprocess of the installed CLI
 with its output options pointing into the results directory, so the command line printed in
 the docs is character for character the one that produced the figures; nothing is typed in by
 hand.  How a finished experiment becomes docs is :mod:`experiments.reproduce.docs`.
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from experiments.audit import runner as audit
-from experiments.reproduce import paper_tables as paper
-from experiments.reproduce import tables
 from experiments.core.results import ensure_parent, write_json
+from experiments.reproduce import tables
 from experiments.reproduce.result import Reproduce, StepRun
+from experiments.spark import matrix_result
+from experiments.storage import compare_table, thesis_result
 
 SCHEMA = Reproduce.SCHEMA
 #: seconds one command may take before it is stopped and its experiment marked failed
@@ -199,17 +201,17 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         tables.embedded_peers, tables.embedded_peers_headline),
     Experiment("fig4.1", "thesis Fig 4.1: write-heavy latency against throughput, file backends, "
                "threads raised until throughput stops growing", (_thesis("fig4.1"),),
-               paper.fig41, paper.fig41_headline),
+               thesis_result.fig41, thesis_result.fig41_headline),
     Experiment("fig4.2", "thesis Fig 4.2: indexed_fs index rebuild time against the number of PEs",
-               (_thesis("fig4.2"),), paper.fig42, paper.fig42_headline),
+               (_thesis("fig4.2"),), thesis_result.fig42, thesis_result.fig42_headline),
     Experiment("fig4.5", "thesis Figs 4.5/4.6: S4 word count's checkpoint writes and lazy recovery "
                "reads per backend (server backends that are down are listed as skipped)",
-               (_thesis("fig4.5"),), paper.fig45, paper.fig45_headline),
+               (_thesis("fig4.5"),), thesis_result.fig45, thesis_result.fig45_headline),
     Experiment("fig4.7", "thesis Fig 4.7: storage-queue throughput against the number of PEs",
-               (_thesis("fig4.7"),), paper.fig47, paper.fig47_headline),
+               (_thesis("fig4.7"),), thesis_result.fig47, thesis_result.fig47_headline),
     Experiment("table5.2", "thesis Table 5.2: the stores' trade-offs, with the figures of fig4.1, "
                "fig4.5 and fig4.7 (run those first)", (_thesis("table5.2", plot=False),),
-               paper.table52, paper.table52_headline),
+               thesis_result.table52, thesis_result.table52_headline),
     Experiment(
         "storage-compare", "local disk, tmpfs, NFS and HDFS (when `bench services up hdfs` "
         "runs): Table 5.1's small writes, write-heavy on both file backends at 1, 4 and 16 "
@@ -219,7 +221,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                      "storage-compare --sizes 1e4 --sync-ops 500 --ops 2000 --seconds 5 "
                      "--recovery-keys 20000 --rpc-ops 50 --threads 1,4,16",
                      "{out}/storage-compare.png"),),
-        paper.storage_compare, paper.storage_compare_headline, servers=("nfs",)),
+        compare_table.storage_compare, compare_table.storage_compare_headline, servers=("nfs",)),
     Experiment(
         "audit", "durability audit: acknowledged writes lost or wrong after power cuts (lossy "
         "FUSE file system) and SIGKILLs, per backend and durability mode", (
@@ -256,7 +258,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _plotted("run", f"{_MATRIX} --events 1000000 --keys 10000 --rounds 3",
                      f"{_MATRIX} --events 200000 --keys 2000 --batch 50000 --rounds 3",
                      "{out}/spark-matrix.png", flag="--png"),),
-        paper.spark_matrix, paper.spark_matrix_headline, servers=("redis",)),
+        matrix_result.spark_matrix, matrix_result.spark_matrix_headline, servers=("redis",)),
     Experiment(
         "checkmate", "CheckMate's grid: NexMark q1/q3/q8/q12 under none, coordinated, uncoordinated "
         "and cic, uniform and skewed input, one failure per run, and the cyclic query (emulated)", (

@@ -3,8 +3,10 @@ headline each.
 
 ``store-write``, ``store-scaling``, ``store-reopen``, ``harness``, ``checkpoint-drops``, the
 backends side by side (``backends``, ``embedded-peers``) and the Redis client beside its peer
-tool (``peer-redis``); the tables of the experiments that reproduce the source papers are
-:mod:`experiments.reproduce.paper_tables`.  Every function here reads only the JSON documents the
+tool (``peer-redis``): experiments that are compositions of ``bench`` runs, so their tables live
+with ``reproduce``; an experiment with a module of its own (the thesis' figures, storage-compare,
+the Spark matrix, CheckMate, LOG.io's stragglers, the audit) keeps its table and headline beside
+its result type.  Every function here reads only the JSON documents the
 experiment's ``bench`` commands wrote (keyed by the step label of :mod:`experiments.reproduce.run`),
 so ``docs/results.md`` and the README summary can be rebuilt from ``results/*.json`` at any time,
 and a figure in the docs is always one a command really printed into its document.  A document
@@ -15,15 +17,14 @@ half-empty table.
 from __future__ import annotations
 
 import statistics
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from experiments.core.document import Document
 from experiments.core.results import (CheckpointSummary, Compare, OpStats, Reopen, Result, Sweep,
                                       read_run, sweep_ratios)
-from experiments.report.format import md_table, num, target, times
+from experiments.core.format import Runs, md_table, num, target, times
 from experiments.storage.peers import Peer
 
-Runs = dict[str, dict[str, Any]]
 D = TypeVar("D", bound=Document)
 
 

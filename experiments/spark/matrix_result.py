@@ -15,6 +15,7 @@ from typing import Any
 from spark_integration.job import JobSpec
 
 from experiments.core.document import Document, Environment, flattened, optional
+from experiments.core.format import Runs, md_table, num, times
 
 #: the work counters of a run (``events``, ``checkpoints``, ``checkpoint_bytes``, ...), as counted
 Work = dict[str, int | float]
@@ -132,3 +133,39 @@ class Matrix(Document):
     warmup: list[WarmupRun] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     environment: Environment = field(default_factory=Environment.here)
+
+
+# ---------------------------------------------------------------------------- table and headline
+def spark_matrix(runs: Runs) -> list[str]:
+    """Medians of the rounds with their range; a skipped row shows its reason and no figures."""
+    (doc,) = (Matrix.from_json(d) for d in runs.values())
+    rows = []
+    for r in doc.rows:
+        eo = "-" if r.exactly_once is None else str(r.exactly_once).lower()
+        spread = r.throughput_spread
+        rng = f"{num(spread.min)}–{num(spread.max)}" if spread and len(spread.rounds) > 1 else "-"
+        work = r.work or {}
+        mb = (lambda k: num(round(work[k] / 1e6, 2)) if k in work else "-")  # noqa: E731
+        rows.append([r.protocol, r.backend, num(r.throughput), rng, times(r.ratio.get("none")),
+                     times(r.ratio.get("spark_state")), num(r.checkpoint_ms), num(r.recovery_ms),
+                     num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
+                     eo if not r.skipped else f"skipped: {r.skipped}"])
+    return md_table(["protocol", "backend", "events/s (median)", "range over rounds", "x none",
+                     "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
+                     "logged MB", "exactly once"], rows)
+
+
+def spark_matrix_headline(runs: Runs) -> str:
+    """Each protocol's events/s over ``none``, as its range over the stores it ran on."""
+    (doc,) = (Matrix.from_json(d) for d in runs.values())
+    by: dict[str, list[float]] = {}
+    stores: dict[str, None] = {}
+    for r in doc.rows:
+        if r.protocol != "none" and not r.skipped and r.ratio.get("none") is not None:
+            by.setdefault(r.protocol, []).append(r.ratio["none"])
+            if r.backend != "-":
+                stores[r.backend] = None
+    span = (lambda v: times(v[0]) if min(v) == max(v)  # noqa: E731
+            else f"{min(v):.2f}–{max(v):.2f}x")
+    return (f"events/s × none: " + ", ".join(f"{p} {span(v)}" for p, v in by.items())
+            + (f" (on {', '.join(stores)})" if stores else ""))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from backends import backend_names
 
+from experiments.core.format import Runs, md_table, num, times
 from experiments.storage.compare_result import StorageCompare
 
 
@@ -113,3 +114,45 @@ def table_lines(doc: StorageCompare) -> list[str]:
     lines += ["", doc.thesis]
     return lines
 
+
+# ------------------------------------------------------------------------------- bench reproduce
+def storage_compare(runs: Runs) -> list[str]:
+    (doc,) = (StorageCompare.from_json(d) for d in runs.values())
+    media = [m.name for m in doc.media]
+    rows_by: dict[str, dict[str, str]] = {}
+
+    def put(measure: str, medium: str, value: str) -> None:
+        rows_by.setdefault(measure, {})[medium] = value
+
+    size = max(doc.config.sizes)
+    for r in doc.rows:
+        m, sec = r.medium, r.section
+        if sec == "table5.1" and r.ops_requested == size:
+            what = (f"Table 5.1 {r.pattern}{', sync each' if r.sync_per_op else ''} "
+                    f"({num(size)} x 10 B), ops/s")
+            put(what, m, "skipped" if r.skipped else
+                num(r.ops_per_sec) + (f" ({num(r.ops)} run)" if r.capped else ""))
+        elif sec == "write-heavy":
+            put(f"write-heavy {r.backend} x{r.threads}, ops/s", m,
+                "skipped" if r.skipped else num(r.throughput_ops_sec))
+        elif sec == "recovery":
+            for label in ("clean", "crash"):
+                put(f"indexed_fs open after {'clean close' if label == 'clean' else 'crash'} "
+                    f"({num(r.keys)} keys), ms", m,
+                    "skipped" if r.skipped else num(getattr(r, f"open_after_{label}_ms")))
+        elif sec == "rpc":
+            put(f"RPCs per {r.operation}", m,
+                "skipped" if r.skipped else f"{r.rpcs_per_op:.2f}")
+    for key, value in doc.summary.items():
+        _, medium, threads = key.split("/")
+        put(f"write-heavy indexed_fs/default_fs {threads}", medium, times(value))
+    return md_table(["measure"] + media,
+                    [[what] + [cells.get(m, "-") for m in media] for what, cells in rows_by.items()])
+
+
+def storage_compare_headline(runs: Runs) -> str:
+    (doc,) = (StorageCompare.from_json(d) for d in runs.values())
+    most = f"x{max(doc.config.threads)}"
+    parts = [f"{k.split('/')[1]} {times(v)}" for k, v in doc.summary.items()
+             if k.split("/")[2] == most]
+    return f"write-heavy indexed_fs/default_fs with {most[1:]} threads: " + ", ".join(parts)

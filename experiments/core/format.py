@@ -1,11 +1,17 @@
-"""How ``bench reproduce`` writes a figure into markdown: numbers, ratios, tables, target cells.
+"""How a figure is written into markdown: numbers, ratios, tables, target cells.
 
-Shared by the table modules (:mod:`experiments.reproduce.tables`,
-:mod:`experiments.reproduce.paper_tables`) and the docs writer, so every generated block rounds
-and lays out its figures the same way.
+Shared by every experiment's table and headline (each beside the experiment's result type) and
+by the docs writer of ``bench reproduce``, so every generated block rounds and lays out its
+figures the same way.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+#: the documents one ``bench reproduce`` experiment's steps wrote, by step label: what a table
+#: or headline function reads
+Runs = dict[str, dict[str, Any]]
 
 
 def num(value: float | None) -> str:
