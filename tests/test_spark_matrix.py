@@ -114,3 +114,18 @@ def test_outputs_default_to_results_and_bad_names_are_one_line(capsys):
     assert run(args) == 2 and "floppy" in capsys.readouterr().err
     args = parser.parse_args(["spark-matrix", "--backends", "indexed_fs", "--rounds", "0"])
     assert run(args) == 2 and "--rounds 0" in capsys.readouterr().err
+
+
+def test_headline_gives_each_protocol_its_range_over_the_stores():
+    from experiments.spark.matrix_result import Row, spark_matrix_headline
+
+    def row(protocol, backend, ratio=None, skipped=None):
+        return Row(protocol=protocol, backend=backend, skipped=skipped,
+                   ratio={} if ratio is None else {"none": ratio})
+
+    rows = [row("none", "-", 1.0), row("coordinated", "indexed_fs", 0.96),
+            row("coordinated", "redis", 0.97), row("logio", "indexed_fs", 0.71),
+            row("logio", "redis", skipped="redis is not running")]
+    doc = Matrix(job=JobSpec(), rows=rows).to_json()
+    assert spark_matrix_headline({"run": doc}) == (
+        "events/s × none: coordinated 0.96–0.97x, logio 0.71x (on indexed_fs, redis)")
