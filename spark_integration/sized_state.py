@@ -116,6 +116,44 @@ class SizedCountState(KeyedState):
             self.arena[self._positions(keys)] = rings
         return at + 8 + 8 * total
 
+    def row_slots(self, keys: np.ndarray) -> np.ndarray:
+        """A key's row is its count, then its ring."""
+        return 1 + self.SIZE.slots(keys)
+
+    def _ring_slots(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        """How the rows of ``keys`` lie in their concatenation: ``(width, counts_at)`` — every
+        row ``width`` slots long (then a row is a line of a matrix), or ``width`` 0 and the
+        position of every row's count (its ring follows it)."""
+        lens = self.row_slots(keys)
+        if len(keys) and lens.min() == lens.max():
+            return int(lens[0]), np.zeros(0, np.int64)
+        return 0, np.cumsum(lens) - lens
+
+    def encode_rows(self, keys: np.ndarray) -> np.ndarray:
+        width, counts_at = self._ring_slots(keys)
+        rings = self.arena[self._positions(keys)]
+        if width:
+            return np.concatenate([self.counts[keys][:, None], rings.reshape(len(keys), -1)], 1).astype(
+                "<i8", copy=False).ravel()
+        rows = np.empty(len(rings) + len(keys), "<i8")
+        is_count = np.zeros(len(rows), bool)
+        is_count[counts_at] = True
+        rows[is_count], rows[~is_count] = self.counts[keys], rings
+        return rows
+
+    def load_rows(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        width, counts_at = self._ring_slots(keys)
+        if width:
+            matrix = rows.reshape(len(keys), width)
+            counts, rings = matrix[:, 0], matrix[:, 1:].ravel()
+        else:
+            is_count = np.zeros(len(rows), bool)
+            is_count[counts_at] = True
+            counts, rings = rows[is_count], rows[~is_count]
+        self.set(keys, counts)
+        self._rings(keys)
+        self.arena[self._positions(keys)] = rings
+
     @classmethod
     def blob_length(cls, blob: bytes | memoryview) -> int:
         at = super().blob_length(blob)
