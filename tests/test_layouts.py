@@ -99,6 +99,8 @@ def test_pieces_without_a_commit_record_are_no_checkpoint(store, name, monkeypat
     monkeypatch.undo()
     assert any(k.startswith(PIECES) for k, _ in store.scan(""))  # the pieces were written
     assert layout.find(store, "c1") is None and layout.list(store, "c") == {}
+    layout.delete(store, "c1")  # what a torn write left is found by its index, and removed
+    assert list(store.scan("")) == []
 
 
 @pytest.mark.parametrize("name", layout_names())

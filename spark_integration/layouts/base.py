@@ -14,7 +14,8 @@ else is here, once, for every layout and every protocol:
   fitting one record (a ``changelog`` blob, the usual case) is carried *inside* its commit record:
   one put, as a single-blob checkpoint always was.
 * **Atomicity.**  The pieces are written first (``put_many``, in batches of the backend's
-  ``max_batch_bytes`` when it declares one) and flushed, and only then the commit record: a
+  ``max_batch_bytes`` when it declares one), with a copy of the commit record beside them
+  (``pieces/<name>/index``, what deleting reads), and flushed, and only then the commit record: a
   crash between pieces leaves pieces without a commit record, which every reader takes for *no
   checkpoint* (:meth:`Layout.find` and :meth:`Layout.list` return only records that decode).  The
   commit record carries the piece ids, their count, the total bytes and a CRC-32 of the data in
@@ -22,8 +23,10 @@ else is here, once, for every layout and every protocol:
   while a piece missing behind an intact one is data the backend lost — :meth:`Layout.load`
   raises :class:`CheckpointDataLost`, and a piece that is there but not the one written (a stale
   one of an earlier torn write of the same name) fails the CRC the same way, never loaded as
-  state.  Deleting removes the commit record first, then the pieces, so a crash in between
-  leaves only unreachable pieces (space, never a wrong checkpoint).
+  state.  Deleting removes the commit record first, then the pieces, then their index, so a
+  crash in between leaves only unreachable pieces (space, never a wrong checkpoint), still
+  listed by their index; it never reads the checkpoint's data (a one-piece checkpoint has no
+  index, and its commit record is all there is).
 * **The protocol's own bytes.**  ``extra`` (CIC's bookkeeping, logio's Input Set record) travels
   in the commit record, beside the piece list, covered by its CRC.
 
@@ -182,47 +185,46 @@ class Layout(abc.ABC):
         return Encoded(self.name, np.asarray(ids, np.int64), data, np.asarray(bounds, np.int64), extra)
 
     def write(self, store: Scoped, name: str, encoded: Encoded) -> int:
-        """Write checkpoint ``name``: pieces, flushed, then its commit record (module doc);
-        returns the bytes put.  Durable once the caller flushes."""
+        """Write checkpoint ``name``: pieces and their index, flushed, then its commit record
+        (module doc); returns the bytes put.  Durable once the caller flushes."""
         max_value, batch_bytes = limits(store)
         data = memoryview(encoded.data)
-        crc, parts, written, batch, size = 0, [], 0, [], 0
-        for j in range(len(encoded.ids)):
-            crc = zlib.crc32(data[encoded.bounds[j]:encoded.bounds[j + 1]], crc)
-        head = {"layout": encoded.layout, "bytes": len(data), "crc": crc, "part": max_value, "parts": parts}
-        if len(encoded.ids) == 1:  # one piece: in the commit record itself when it fits
-            record = encode_manifest({**head, "inline": True}, encoded.ids, encoded.extra, bytes(data))
+        ids, bounds = encoded.ids, encoded.bounds
+        meta = {"layout": encoded.layout, "bytes": len(data), "crc": zlib.crc32(data), "part": max_value}
+        if len(ids) == 1:  # one piece: in the commit record itself when it fits
+            record = encode_manifest({**meta, "parts": [], "inline": True}, ids, encoded.extra, bytes(data))
             if len(record) <= max_value:
                 store.put(name, record)
                 return len(record)
-        for j in range(len(encoded.ids)):
-            piece = data[encoded.bounds[j]:encoded.bounds[j + 1]]
-            key = f"{PIECES}{name}/{int(encoded.ids[j]):012d}"
-            if len(piece) > max_value:
-                n = -(-len(piece) // max_value)
-                parts.append((j, n))
-                chunks = [(f"{key}.{k:04d}", piece[k * max_value:(k + 1) * max_value]) for k in range(n)]
+        parts = [(j, -(-int(bounds[j + 1] - bounds[j]) // max_value)) for j in range(len(ids))
+                 if bounds[j + 1] - bounds[j] > max_value]
+        record = encode_manifest({**meta, "parts": parts, "inline": False}, ids, encoded.extra, b"")
+        if len(record) > max_value:
+            raise SparkIntegrationError(
+                f"layout {self.name}: the commit record of checkpoint {name!r} lists {len(ids)} "
+                f"pieces in {len(record)} bytes, more than the backend's {max_value}-byte values; "
+                f"use fewer, larger pieces (--layout chunks, a larger --chunk-bytes)")
+        split = dict(parts)
+        batch: list[tuple[str, memoryview | bytes]] = []
+        size = 0
+        for j in range(len(ids)):
+            key = f"{PIECES}{name}/{int(ids[j]):012d}"
+            lo, hi = int(bounds[j]), int(bounds[j + 1])
+            if j in split:
+                records = [(f"{key}.{k:04d}", data[at:min(hi, at + max_value)])
+                           for k, at in enumerate(range(lo, hi, max_value))]
             else:
-                chunks = [(key, piece)]
-            for item in chunks:
+                records = [(key, data[lo:hi])]
+            for item in records:
                 if batch and (size + len(item[1]) > batch_bytes or len(batch) >= BATCH_RECORDS):
                     store.put_many(batch)
                     batch, size = [], 0
                 batch.append(item)
                 size += len(item[1])
-                written += len(item[1])
-        if batch:
-            store.put_many(batch)
-        if written:
-            store.flush()  # every piece durable before the record that makes them a checkpoint
-        record = encode_manifest({**head, "inline": False}, encoded.ids, encoded.extra, b"")
-        if len(record) > max_value:
-            raise SparkIntegrationError(
-                f"layout {self.name}: the commit record of checkpoint {name!r} lists {len(encoded.ids)} "
-                f"pieces in {len(record)} bytes, more than the backend's {max_value}-byte values; "
-                f"use fewer, larger pieces (--layout chunks, a larger --chunk-bytes)")
+        store.put_many(batch + [(_index_key(name), record)])
+        store.flush()  # every piece durable before the record that makes them a checkpoint
         store.put(name, record)
-        return written + len(record)
+        return len(data) + 2 * len(record)
 
     def find(self, store: Scoped, name: str) -> Manifest | None:
         """Checkpoint ``name``'s commit record; None when there is none (or only a torn one)."""
@@ -279,13 +281,19 @@ class Layout(abc.ABC):
                 f"commit record says {manifest.total} bytes with CRC {manifest.crc:#010x}; the backend "
                 f"returned damaged or stale pieces")
 
-    def delete(self, store: Scoped, name: str, manifest: Manifest | None = None) -> None:
-        """Forget checkpoint ``name``: its commit record first, then its pieces (module doc)."""
-        manifest = manifest or self.find(store, name)
+    def delete(self, store: Scoped, name: str) -> None:
+        """Forget checkpoint ``name``: its commit record first, then its pieces, then their
+        index (module doc) — found without reading the checkpoint's data."""
         store.delete(name)
-        if manifest is not None and manifest.inline is None:
-            for j in range(len(manifest.ids)):
-                for key in manifest.piece_keys(j):
+        index = decode_manifest(name, store.get(_index_key(name)))
+        if index is not None:
+            for j in range(len(index.ids)):
+                for key in index.piece_keys(j):
                     store.delete(key)
+            store.delete(_index_key(name))
 
 
+def _index_key(name: str) -> str:
+    """A copy of a many-piece checkpoint's commit record beside its pieces: what deleting reads
+    (the commit record of a one-piece checkpoint carries its data; no index is written for it)."""
+    return f"{PIECES}{name}/index"

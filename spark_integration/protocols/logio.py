@@ -107,9 +107,8 @@ def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, s
         on_put()
     store.flush()
     if full:
-        for k, manifest in layout.list(store, "c/").items():
-            if k < _commit_key(b):
-                layout.delete(store, k, manifest)
+        for k in [k for k, _ in store.scan("c/") if k < _commit_key(b)]:
+            layout.delete(store, k)
         for k in [k for k, _ in store.scan("ack/") if k <= _ack_key(b)]:
             store.delete(k)
     state.dirty[:] = False

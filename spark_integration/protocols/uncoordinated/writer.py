@@ -115,13 +115,13 @@ def _write(request: WriteRequest) -> None:
     settings, instance, batch = request.settings, request.instance, request.batch
     layout = layout_for(settings)
     with participant_store(settings, f"i{instance}") as store:
-        older = {k: m for k, m in layout.list(store, "c").items() if k < checkpoint_key(batch)}
+        older = [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
         layout.write(store, checkpoint_key(batch), request.encoded)
         reach(settings, instance, DURING_CHECKPOINT_WRITE, request.fail_point)
         store.flush()
         reach(settings, instance, BEFORE_COMMIT, request.fail_point)
-        for key, manifest in older.items():  # only the latest durable checkpoint is ever restored
-            layout.delete(store, key, manifest)
+        for key in older:  # only the latest durable checkpoint is ever restored
+            layout.delete(store, key)
         ops = store.ops
     # executor-local note of what is durable: read by this instance's next task -> driver
     info = f"{batch} {request.started} {(time.time() - request.started) * 1e3} {request.encoded.nbytes} {ops}"
