@@ -39,7 +39,6 @@ from __future__ import annotations
 import abc
 import json
 import struct
-import sys
 import zlib
 from dataclasses import dataclass
 from typing import ClassVar
@@ -143,8 +142,7 @@ def decode_manifest(name: str, blob: bytes | None) -> Manifest | None:
 def limits(store: Scoped) -> tuple[int, int]:
     """(longest value, bytes per batch call) of the store's backend, as its class declares them."""
     cls = type(store.backend)
-    batch = getattr(cls, "max_batch_bytes", None) or DEFAULT_BATCH_BYTES
-    return cls.max_value_bytes, min(batch, sys.maxsize)
+    return cls.max_value_bytes, getattr(cls, "max_batch_bytes", None) or DEFAULT_BATCH_BYTES
 
 
 def gather_rows(state: KeyedState, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
