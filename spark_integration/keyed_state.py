@@ -81,10 +81,11 @@ class KeyedState:
         """The int64 slots of each key's *row* (its state alone, without the key): the count."""
         return np.ones(len(keys), np.int64)
 
-    def encode_rows(self, keys: np.ndarray) -> np.ndarray:
-        """The rows of ``keys`` one after the other (int64, :meth:`row_slots` each), so a layout
-        can cut the state into records of any key set without a Python object per key."""
-        return self.counts[keys].astype("<i8")
+    def encode_rows(self, keys: np.ndarray, out: np.ndarray) -> None:
+        """Write the rows of ``keys`` one after the other (int64, :meth:`row_slots` each) into
+        ``out``, so a layout can cut the state into records of any key set, in place, without a
+        Python object per key."""
+        out[:] = self.counts[keys]
 
     def load_rows(self, keys: np.ndarray, rows: np.ndarray) -> None:
         """Overwrite ``keys`` with the rows :meth:`encode_rows` gave for them (same order)."""

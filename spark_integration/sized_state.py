@@ -129,17 +129,16 @@ class SizedCountState(KeyedState):
             return int(lens[0]), np.zeros(0, np.int64)
         return 0, np.cumsum(lens) - lens
 
-    def encode_rows(self, keys: np.ndarray) -> np.ndarray:
+    def encode_rows(self, keys: np.ndarray, out: np.ndarray) -> None:
         width, counts_at = self._ring_slots(keys)
-        rings = self.arena[self._positions(keys)]
         if width:
-            return np.concatenate([self.counts[keys][:, None], rings.reshape(len(keys), -1)], 1).astype(
-                "<i8", copy=False).ravel()
-        rows = np.empty(len(rings) + len(keys), "<i8")
-        is_count = np.zeros(len(rows), bool)
+            matrix = out.reshape(len(keys), width)
+            matrix[:, 0] = self.counts[keys]
+            matrix[:, 1:] = self.arena[self._positions(keys)].reshape(len(keys), width - 1)
+            return
+        is_count = np.zeros(len(out), bool)
         is_count[counts_at] = True
-        rows[is_count], rows[~is_count] = self.counts[keys], rings
-        return rows
+        out[is_count], out[~is_count] = self.counts[keys], self.arena[self._positions(keys)]
 
     def load_rows(self, keys: np.ndarray, rows: np.ndarray) -> None:
         width, counts_at = self._ring_slots(keys)

@@ -16,7 +16,7 @@ from backends import backend_class, open_backend
 from spark_integration.conf import PREFIX, from_conf
 from spark_integration.errors import SparkIntegrationError
 from spark_integration.keyed_state import KeyedState
-from spark_integration.layouts.base import PIECES, CheckpointDataLost
+from spark_integration.layouts.base import PIECES, CheckpointDataLost, gather_rows
 from spark_integration.layouts.registry import layout_class, layout_names
 from spark_integration.sized_state import sized_count_state
 from spark_integration.store import Scoped
@@ -54,7 +54,7 @@ def same(a: KeyedState, b: KeyedState) -> bool:
     keys, counts = a.items()
     other, other_counts = b.items()
     return (np.array_equal(keys, other) and np.array_equal(counts, other_counts)
-            and np.array_equal(a.encode_rows(keys), b.encode_rows(keys)))
+            and np.array_equal(gather_rows(a, keys)[0], gather_rows(b, keys)[0]))
 
 
 @pytest.mark.parametrize("size", SIZES)

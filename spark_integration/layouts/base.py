@@ -154,7 +154,7 @@ def gather_rows(state: KeyedState, keys: np.ndarray) -> tuple[np.ndarray, np.nda
     cuts = np.unique(np.concatenate(
         [[0], np.searchsorted(bounds, np.arange(ENCODE_SLOTS, bounds[-1], ENCODE_SLOTS)), [len(keys)]]))
     for lo, hi in zip(cuts[:-1], cuts[1:]):
-        rows[bounds[lo]:bounds[hi]] = state.encode_rows(keys[lo:hi])
+        state.encode_rows(keys[lo:hi], rows[bounds[lo]:bounds[hi]])
     return rows.view(np.uint8), bounds * 8
 
 

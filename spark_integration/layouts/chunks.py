@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..keyed_state import KeyedState
-from .base import Layout, gather_rows
+from .base import Layout
 
 
 class ChunksLayout(Layout):
@@ -42,16 +42,15 @@ class ChunksLayout(Layout):
             keys = live
         ids, starts = np.unique(keys // span, return_index=True)
         ends = np.append(starts[1:], len(keys)).astype(np.int64)
-        rows, row_bounds = gather_rows(state, keys)
-        sizes = 8 + 8 * (ends - starts) + (row_bounds[ends] - row_bounds[starts])
-        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        data = np.empty(int(bounds[-1]), np.uint8)
-        for c, (lo, hi) in enumerate(zip(starts, ends)):
+        row_at = np.concatenate([[0], np.cumsum(state.row_slots(keys))])
+        bounds = np.concatenate([[0], np.cumsum(1 + (ends - starts) + row_at[ends] - row_at[starts])])
+        data = np.empty(int(bounds[-1]), "<i8")
+        for c, (lo, hi) in enumerate(zip(starts, ends)):  # each chunk encoded in its place
             at = int(bounds[c])
-            head = np.concatenate([[hi - lo], keys[lo:hi]]).astype("<i8").view(np.uint8)
-            data[at:at + len(head)] = head
-            data[at + len(head):int(bounds[c + 1])] = rows[row_bounds[lo]:row_bounds[hi]]
-        return ids, data, bounds
+            data[at] = hi - lo
+            data[at + 1:at + 1 + hi - lo] = keys[lo:hi]
+            state.encode_rows(keys[lo:hi], data[at + 1 + hi - lo:int(bounds[c + 1])])
+        return ids, data.view(np.uint8), (bounds * 8).astype(np.int64)
 
     def load_pieces(self, state: KeyedState, ids: np.ndarray, pieces: list[bytes]) -> None:
         for piece in pieces:
