@@ -94,7 +94,6 @@ class Manifest:
     layout: str
     ids: np.ndarray  # piece ids, ascending
     parts: dict  # piece index -> parts it was split into (only pieces that were split)
-    part_bytes: int  # the size of a part (every part but a piece's last)
     total: int  # data bytes
     crc: int  # CRC-32 of the data in piece order
     extra: bytes
@@ -135,7 +134,7 @@ def decode_manifest(name: str, blob: bytes | None) -> Manifest | None:
     at = nbody + nids
     inline = bytes(rest[at + nextra:]) if meta["inline"] else None
     return Manifest(name, meta["layout"], _unpack_ids(bytes(rest[nbody:at])),
-                    {int(j): n for j, n in meta["parts"]}, meta["part"], meta["bytes"], meta["crc"],
+                    {int(j): n for j, n in meta["parts"]}, meta["bytes"], meta["crc"],
                     bytes(rest[at:at + nextra]), inline)
 
 
@@ -188,7 +187,7 @@ class Layout(abc.ABC):
         max_value, batch_bytes = limits(store)
         data = memoryview(encoded.data)
         ids, bounds = encoded.ids, encoded.bounds
-        meta = {"layout": encoded.layout, "bytes": len(data), "crc": zlib.crc32(data), "part": max_value}
+        meta = {"layout": encoded.layout, "bytes": len(data), "crc": zlib.crc32(data)}
         if len(ids) == 1:  # one piece: in the commit record itself when it fits
             record = encode_manifest({**meta, "parts": [], "inline": True}, ids, encoded.extra, bytes(data))
             if len(record) <= max_value:

@@ -5,9 +5,10 @@ processed all of its input, so no marker alignment is needed (the Spark analogue
 aligned barriers at ``interval`` micro-batches).
 
 Write pattern, epoch ``e``:
-  * each instance ``i`` writes ``<job>/i<i>/e<e>``: the keys it changed since epoch ``e-1``
-    (incremental), or all its keys when ``e`` is a full-snapshot epoch (1, 1+F, 1+2F, ... with
-    ``F = fullEvery``); the write is durable when the task ends;
+  * each instance ``i`` writes checkpoint ``<job>/i<i>/e<e>`` in the job's layout
+    (:mod:`spark_integration.layouts`): the keys it changed since epoch ``e-1`` (incremental), or
+    all its keys when ``e`` is a full-snapshot epoch (1, 1+F, 1+2F, ... with ``F = fullEvery``);
+    the write is durable when the task ends;
   * only after **all** instances' tasks succeeded, the driver writes ``<job>/driver/commit/e<e>``
     with the source offset after the epoch — the epoch exists from then on;
   * once a full-snapshot epoch is committed, older epochs (instance blobs and commit records) are
