@@ -129,12 +129,25 @@ class SizedCountState(KeyedState):
             return int(lens[0]), np.zeros(0, np.int64)
         return 0, np.cumsum(lens) - lens
 
+    def _ring_rows(self, keys: np.ndarray, ring: int) -> np.ndarray | None:
+        """When every ring in the arena is ``ring`` slots long and starts at a multiple of it (a
+        fixed state size), the arena is a matrix of rings: the rows of ``keys``' rings in it, so
+        they are copied a ring at a time instead of a slot at a time.  None otherwise."""
+        starts = self.ring_at[keys]
+        if self.used % ring or np.any(starts % ring):
+            return None
+        return starts // ring
+
     def encode_rows(self, keys: np.ndarray, out: np.ndarray) -> None:
         width, counts_at = self._ring_slots(keys)
         if width:
             matrix = out.reshape(len(keys), width)
             matrix[:, 0] = self.counts[keys]
-            matrix[:, 1:] = self.arena[self._positions(keys)].reshape(len(keys), width - 1)
+            rows = self._ring_rows(keys, width - 1)
+            if rows is not None:
+                matrix[:, 1:] = self.arena[:self.used].reshape(-1, width - 1)[rows]
+            else:
+                matrix[:, 1:] = self.arena[self._positions(keys)].reshape(len(keys), width - 1)
             return
         is_count = np.zeros(len(out), bool)
         is_count[counts_at] = True
@@ -144,14 +157,19 @@ class SizedCountState(KeyedState):
         width, counts_at = self._ring_slots(keys)
         if width:
             matrix = rows.reshape(len(keys), width)
-            counts, rings = matrix[:, 0], matrix[:, 1:].ravel()
-        else:
-            is_count = np.zeros(len(rows), bool)
-            is_count[counts_at] = True
-            counts, rings = rows[is_count], rows[~is_count]
-        self.set(keys, counts)
+            self.set(keys, matrix[:, 0])
+            self._rings(keys)
+            at = self._ring_rows(keys, width - 1)
+            if at is not None:
+                self.arena[:self.used].reshape(-1, width - 1)[at] = matrix[:, 1:]
+            else:
+                self.arena[self._positions(keys)] = matrix[:, 1:].ravel()
+            return
+        is_count = np.zeros(len(rows), bool)
+        is_count[counts_at] = True
+        self.set(keys, rows[is_count])
         self._rings(keys)
-        self.arena[self._positions(keys)] = rings
+        self.arena[self._positions(keys)] = rows[~is_count]
 
     @classmethod
     def blob_length(cls, blob: bytes | memoryview) -> int:
