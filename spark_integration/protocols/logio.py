@@ -67,6 +67,7 @@ BEFORE_LOG_COMMIT = failpoints.declare(
     "spark.logio.before_log_commit",
     "a logio instance dies with its Input Set acknowledged and processed, before its atomic commit")
 
+
 def _ack_key(b: int) -> str:
     return f"ack/b{b:010d}"
 
@@ -93,7 +94,8 @@ class LogioRestore(RestoreToken):
 
 def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, senders: int, full: bool,
                      on_put: Callable[[], None] | None = None) -> tuple[int, int]:
-    """The atomic step: outputs + state + high-water marks + done marks in one put.
+    """The atomic step: outputs + state + high-water marks + done marks, committed by one put
+    (the checkpoint's commit record, :mod:`spark_integration.layouts.base`).
 
     Returns (record bytes, number of output pairs).  A full commit also garbage-collects the
     instance's older commit and acknowledgement records (everything they describe is done).
