@@ -19,6 +19,7 @@ from typing import Any
 from backends.base import CkptError, parse_kv
 from spark_integration.conf import PREFIX, from_conf, to_conf
 from spark_integration.job import JobSpec, print_metrics
+from spark_integration.layouts.registry import DEFAULT as DEFAULT_LAYOUT, DEFAULT_CHUNK_BYTES, layout_help, layout_names
 from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
 from spark_integration.settings import Settings
@@ -35,6 +36,8 @@ SKEW = named("skew")(skew_arg)
 STATE_BYTES = named("state size")(state_size_arg)
 #: the ranges of the job options: a count of at least one, an offset or a seed of at least zero
 COUNT, OFFSET = at_least(1), at_least(0)
+#: a chunk holds at least a few rows
+CHUNK_BYTES = at_least(64)
 
 SPARK_DESCRIPTION = """\
 Run a keyed job (count or NexMark Q3 join) on Spark under a checkpointing protocol and a backend,
@@ -67,6 +70,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
     p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
                    help="state per key beside its count (wordcount, nexmark-bids): " + STATE_SYNTAX)
+    p.add_argument("--layout", choices=layout_names(), default=DEFAULT_LAYOUT,
+                   help="how a checkpoint becomes store records; " + layout_help())
+    p.add_argument("--chunk-bytes", type=CHUNK_BYTES, default=DEFAULT_CHUNK_BYTES, metavar="BYTES",
+                   help=f"the chunks layout's object size (default {DEFAULT_CHUNK_BYTES})")
     p.add_argument("--seed", type=OFFSET, default=42)
     p.add_argument("--parallelism", type=COUNT, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
@@ -94,7 +101,7 @@ def settings_conf(args: argparse.Namespace) -> dict[str, str]:
     """The ``spark.ckptbench.*`` entries these arguments stand for."""
     plain = {"protocol": args.protocol, "backend": args.backend, "interval": args.interval,
              "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance,
-             "stateBytes": args.state_bytes}
+             "stateBytes": args.state_bytes, "layout": args.layout, "chunkBytes": args.chunk_bytes}
     if args.fail_at:
         plain["failAt"] = ",".join(map(str, args.fail_at))
     return to_conf(plain, parse_kv(args.opt))
@@ -151,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print_metrics(metrics)
+    if settings.writes_checkpoints:
+        print(f"[SPARK], Layout, {settings.layout}")
     document = spark_job.job_document(metrics, settings, spec)
     if args.disk_baseline:
         document["disk_baseline"] = spark_job.disk_baseline(metrics, settings)

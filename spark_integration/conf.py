@@ -22,6 +22,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.failInstance        the instance to kill (default: 0)
   spark.ckptbench.stateBytes          bytes of state per key beside its count: 0 (default), BYTES,
                                       uniform:LO:HI or lognormal:MEDIAN:SIGMA (:mod:`.state_size`)
+  spark.ckptbench.layout            how a checkpoint becomes records: changelog (default), per-key,
+                                      chunks (:mod:`.layouts`)
+  spark.ckptbench.chunkBytes        the chunks layout's object size in bytes (default 4 MiB)
   spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
                                       spark.<protocol>.*) at which the instance dies instead of
                                       right after applying its events (docs/spark.md)
@@ -37,6 +40,7 @@ from typing import Any, Iterable, Mapping
 from backends import backend_class
 
 from .errors import SparkIntegrationError
+from .layouts.registry import DEFAULT as DEFAULT_LAYOUT, DEFAULT_CHUNK_BYTES, layout_names
 from .protocols.registry import UnknownProtocolError, protocol_names, registration
 from .settings import Settings
 from .state_size import StateSize, parse_state_size
@@ -45,7 +49,7 @@ PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
-         "failInstance", "failPoint", "stateBytes")
+         "failInstance", "failPoint", "stateBytes", "layout", "chunkBytes")
 
 
 def default_state_dir() -> str:
@@ -94,7 +98,8 @@ def _at_least(key: str, value: int, minimum: int) -> int:
 def build(protocol: str = "none", backend: str | None = None,
           backend_options: Mapping[str, Any] | None = None, *, interval: int = 1, jitter: int = 0,
           full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
-          fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0) -> Settings:
+          fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0,
+          layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Settings:
     """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
 
     Launchers in Python (the experiments) call this directly; :func:`from_conf` only parses the
@@ -170,6 +175,11 @@ def build(protocol: str = "none", backend: str | None = None,
     except SparkIntegrationError as exc:
         raise SparkIntegrationError(f"{PREFIX}stateBytes: {exc}") from None
 
+    layout = layout.strip().lower()
+    if layout not in layout_names():
+        raise SparkIntegrationError(f"{PREFIX}layout={layout!r} is not valid; valid layouts: "
+                                    f"{', '.join(layout_names())}")
+
     return Settings(
         backend=backend,
         backend_options=options,
@@ -183,6 +193,8 @@ def build(protocol: str = "none", backend: str | None = None,
         fail_instance=_at_least("failInstance", fail_instance, 0),
         fail_point=fail_point,
         state_bytes=str(size),
+        layout=layout,
+        chunk_bytes=_at_least("chunkBytes", chunk_bytes, 64),
         writes_checkpoints=reg.uses_backend,
     )
 
@@ -214,7 +226,8 @@ def from_conf(conf: Any) -> Settings:
                  full_every=number("fullEvery", "10"), job_id=plain.get("jobId", ""),
                  state_dir=plain.get("stateDir", ""), fail_at=fail_at,
                  fail_instance=number("failInstance", "0"), fail_point=plain.get("failPoint", ""),
-                 state_bytes=plain.get("stateBytes", "0"))
+                 state_bytes=plain.get("stateBytes", "0"), layout=plain.get("layout", DEFAULT_LAYOUT),
+                 chunk_bytes=number("chunkBytes", str(DEFAULT_CHUNK_BYTES)))
 
 
 def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:

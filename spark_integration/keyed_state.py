@@ -76,6 +76,21 @@ class KeyedState:
         self.set(keys, values)
         return 8 + 16 * len(keys)
 
+    # -- rows: one key's state on its own (:mod:`spark_integration.layouts`) -------------------
+    def row_slots(self, keys: np.ndarray) -> np.ndarray:
+        """The int64 slots of each key's *row* (its state alone, without the key): the count."""
+        return np.ones(len(keys), np.int64)
+
+    def encode_rows(self, keys: np.ndarray, out: np.ndarray) -> None:
+        """Write the rows of ``keys`` one after the other (int64, :meth:`row_slots` each) into
+        ``out``, so a layout can cut the state into records of any key set, in place, without a
+        Python object per key."""
+        out[:] = self.counts[keys]
+
+    def load_rows(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Overwrite ``keys`` with the rows :meth:`encode_rows` gave for them (same order)."""
+        self.set(keys, rows)
+
     def encoded_size(self) -> int:
         """Bytes of :meth:`encode` of the full state, without encoding it."""
         return 8 + 16 * int(np.count_nonzero(self.counts))

@@ -31,6 +31,10 @@ class Settings:
     fail_point: str = ""
     #: bytes of state per key beyond its count (:mod:`.state_size`, canonical text; "0": none)
     state_bytes: str = "0"
+    #: how a checkpoint becomes store records (:mod:`.layouts`: changelog, per-key, chunks)
+    layout: str = "changelog"
+    #: the ``chunks`` layout's object size, in bytes
+    chunk_bytes: int = 4 << 20
     #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
     #: not a conf key — the job script decides what it computes
     operator: str = "count"

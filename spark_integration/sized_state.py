@@ -116,6 +116,61 @@ class SizedCountState(KeyedState):
             self.arena[self._positions(keys)] = rings
         return at + 8 + 8 * total
 
+    def row_slots(self, keys: np.ndarray) -> np.ndarray:
+        """A key's row is its count, then its ring."""
+        return 1 + self.SIZE.slots(keys)
+
+    def _ring_slots(self, keys: np.ndarray) -> tuple[int, np.ndarray]:
+        """How the rows of ``keys`` lie in their concatenation: ``(width, counts_at)`` — every
+        row ``width`` slots long (then a row is a line of a matrix), or ``width`` 0 and the
+        position of every row's count (its ring follows it)."""
+        lens = self.row_slots(keys)
+        if len(keys) and lens.min() == lens.max():
+            return int(lens[0]), np.zeros(0, np.int64)
+        return 0, np.cumsum(lens) - lens
+
+    def _ring_rows(self, keys: np.ndarray, ring: int) -> np.ndarray | None:
+        """When every ring in the arena is ``ring`` slots long and starts at a multiple of it (a
+        fixed state size), the arena is a matrix of rings: the rows of ``keys``' rings in it, so
+        they are copied a ring at a time instead of a slot at a time.  None otherwise."""
+        starts = self.ring_at[keys]
+        if self.used % ring or np.any(starts % ring):
+            return None
+        return starts // ring
+
+    def encode_rows(self, keys: np.ndarray, out: np.ndarray) -> None:
+        width, counts_at = self._ring_slots(keys)
+        if width:
+            matrix = out.reshape(len(keys), width)
+            matrix[:, 0] = self.counts[keys]
+            rows = self._ring_rows(keys, width - 1)
+            if rows is not None:
+                matrix[:, 1:] = self.arena[:self.used].reshape(-1, width - 1)[rows]
+            else:
+                matrix[:, 1:] = self.arena[self._positions(keys)].reshape(len(keys), width - 1)
+            return
+        is_count = np.zeros(len(out), bool)
+        is_count[counts_at] = True
+        out[is_count], out[~is_count] = self.counts[keys], self.arena[self._positions(keys)]
+
+    def load_rows(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        width, counts_at = self._ring_slots(keys)
+        if width:
+            matrix = rows.reshape(len(keys), width)
+            self.set(keys, matrix[:, 0])
+            self._rings(keys)
+            at = self._ring_rows(keys, width - 1)
+            if at is not None:
+                self.arena[:self.used].reshape(-1, width - 1)[at] = matrix[:, 1:]
+            else:
+                self.arena[self._positions(keys)] = matrix[:, 1:].ravel()
+            return
+        is_count = np.zeros(len(rows), bool)
+        is_count[counts_at] = True
+        self.set(keys, rows[is_count])
+        self._rings(keys)
+        self.arena[self._positions(keys)] = rows[~is_count]
+
     @classmethod
     def blob_length(cls, blob: bytes | memoryview) -> int:
         at = super().blob_length(blob)

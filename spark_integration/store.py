@@ -51,6 +51,12 @@ class Scoped:
         self.ops += 1
         self.backend.put(self.prefix + key, value)
 
+    def put_many(self, items: list[tuple[str, bytes | memoryview]]) -> None:
+        """Several records in one call: the backend's batch path (pipeline, batch put, one
+        group commit) where it has one."""
+        self.ops += 1
+        self.backend.put_many([(self.prefix + k, v) for k, v in items])
+
     def get(self, key: str) -> bytes | None:
         self.ops += 1
         with phases.reading() as nbytes:

@@ -475,6 +475,8 @@ def test_spark_job_argument_out_of_range_is_one_line_before_spark_starts(command
     (("spark", "--rate", "-1"), "--rate: must be >= 0"),
     (("spark", "--rate", "inf"), "'inf' is not a finite number"),
     (("spark", "--seed", "-1"), "--seed: must be >= 0"),
+    (("spark", "--chunk-bytes", "8"), "--chunk-bytes: must be >= 64"),
+    (("spark", "--layout", "rows"), "--layout: invalid choice: 'rows' (choose from 'changelog', 'per-key', 'chunks')"),
     (("spark-matrix", "--rounds", "0"), "--rounds 0: give 1 or more"),
     (("spark-matrix", "--warmup", "-1"), "--warmup -1: give 0 or more"),
 ])

@@ -9,11 +9,16 @@ checkpoints leave no useless checkpoint where uncoordinated checkpoints of the s
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from spark_integration.protocols.cic.hmnr import Hmnr, Piggyback, piggyback_size
 from spark_integration.sized_state import sized_count_state
-from spark_integration.protocols.cic.protocol import bookkeeping_of, checkpoint_blob, sender_piggyback
-from spark_integration.keyed_state import KeyedState, decode_pairs
+from backends import open_backend
+from spark_integration.conf import PREFIX, from_conf
+from spark_integration.layouts.registry import layout_for, layout_names
+from spark_integration.protocols.cic.protocol import bookkeeping_of, checkpoint_of, sender_piggyback
+from spark_integration.keyed_state import KeyedState
+from spark_integration.store import Scoped
 from spark_integration.recovery_line import Checkpoint, compute
 
 
@@ -94,28 +99,22 @@ def test_piggyback_and_bookkeeping_round_trip():
     assert len(p.to_bytes()) == Hmnr.size(6)
 
 
-def test_checkpoint_blob_carries_state_then_bookkeeping():
-    state = KeyedState()
-    state.apply(np.array([3, 3, 7]))
-    h = Hmnr(4, 1)
-    h.checkpoint()
-    blob = checkpoint_blob(state, h)
-    keys, values = decode_pairs(blob)  # what uncoordinated's restore reads: the trailer is ignored
-    assert keys.tolist() == [3, 7] and values.tolist() == [2, 1]
-    assert bookkeeping_of(blob, KeyedState).lc == 1
-
-
-def test_checkpoint_blob_of_a_sized_state_keeps_its_rings_before_the_bookkeeping():
-    cls = sized_count_state("64")
+@pytest.mark.parametrize("layout", layout_names())
+@pytest.mark.parametrize("size", ["0", "64"])
+def test_checkpoint_carries_state_and_bookkeeping(layout, size):
+    settings = from_conf({PREFIX + "layout": layout})
+    cls = sized_count_state(size) if size != "0" else KeyedState
     state = cls()
-    state.apply_columns([np.array([3, 3, 7]), np.array([10, 11, 12])])
+    state.apply_columns([np.array([3, 3, 7]), np.array([10, 11, 12])][:len(cls.COLUMNS)])
     h = Hmnr(4, 1)
     h.checkpoint()
-    blob = checkpoint_blob(state, h)
+    store = Scoped(open_backend("memory"), "")
+    layout_for(settings).write(store, "c0000000001", checkpoint_of(settings, state, h))
+    manifest = layout_for(settings).find(store, "c0000000001")
     back = cls()
-    assert back.load(blob) == cls.blob_length(blob) == len(blob) - len(h.to_bytes())
-    assert back.encode() == state.encode()
-    assert bookkeeping_of(blob, cls).lc == 1
+    layout_for(settings).load(store, manifest, back)
+    assert back.encode() == state.encode() and back.counts[[3, 7]].tolist() == [2, 1]
+    assert bookkeeping_of(manifest).lc == 1
 
 
 def _play(protocol: str) -> tuple[dict[int, list[Checkpoint]], int]:

@@ -11,14 +11,9 @@ import numpy as np
 import pytest
 
 from spark_integration.conf import PREFIX, from_conf
-from spark_integration.keyed_state import decode_pairs, encode_pairs
+from spark_integration.layouts.registry import layout_for
 from spark_integration.operators import KeyedState, drop_state, load_state, save_state
-from spark_integration.protocols.logio import (
-    LogioProtocol,
-    committed_state,
-    decode_commit,
-    encode_commit,
-)
+from spark_integration.protocols.logio import LogioProtocol, committed_state as _committed_state
 from spark_integration.protocols.sender_log import log_key as _log_key
 from spark_integration.store import participant_store
 
@@ -73,13 +68,24 @@ def same(a: np.ndarray, b: np.ndarray) -> bool:
     return np.array_equal(np.pad(a, (0, n - len(a))), np.pad(b, (0, n - len(b))))
 
 
-def test_commit_record_is_checksummed():
-    blob = encode_commit({"inset": 3, "full": True}, encode_pairs(np.array([1, 2]), np.array([5, 6])))
-    meta, pairs = decode_commit(blob)
-    k, v = decode_pairs(pairs)
-    assert meta["inset"] == 3 and list(k) == [1, 2] and list(v) == [5, 6]
-    assert decode_commit(blob[:-3]) is None  # torn
-    assert decode_commit(blob[:-1] + bytes([blob[-1] ^ 1])) is None  # corrupt
+def committed_state(store):
+    """The committed state in the default layout (the one the ``settings`` fixture uses)."""
+    return _committed_state(store, layout_for(from_conf({})))
+
+
+def test_torn_or_corrupt_commit_record_is_not_a_commit(settings):
+    proto = LogioProtocol(settings)
+    for b in (1, 2):
+        log_senders(settings, b)
+        run_instance(proto, settings, 0, b)
+    with participant_store(settings, "i0") as store:
+        record = store.get("c/b0000000002")
+        store.put("c/b0000000002", record[:-3])  # torn
+        assert committed_state(store)[1] == 1
+        store.put("c/b0000000002", record[:-1] + bytes([record[-1] ^ 1]))  # corrupt
+        assert committed_state(store)[1] == 1
+        store.put("c/b0000000002", record)
+        assert committed_state(store)[1] == 2
 
 
 def test_failed_instance_recovers_alone_while_neighbour_runs(settings):

@@ -76,7 +76,8 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     out = tmp_path / "r.json"
     r = _cli("--protocol", "coordinated", "--backend", "default_fs", "--opt", f"path={tmp_path / 's'}",
              "--events", "200000", "--keys", "1000", "--batch", "50000", "--fail-at", "100000",
-             "--state-bytes", "256", "--disk-baseline", "--verify", "--json", str(out))
+             "--state-bytes", "256", "--layout", "chunks", "--chunk-bytes", "65536", "--disk-baseline",
+             "--verify", "--json", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     lines = [line for line in r.stdout.splitlines() if line.startswith("[SPARK], ")]
     names = {line.split(", ")[1] for line in lines}
@@ -84,6 +85,7 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     assert "[SPARK], ExactlyOnce, true" in lines
     data = json.loads(out.read_text())
     assert data["metrics"]["ExactlyOnce"] is True and data["settings"]["protocol"] == "coordinated"
+    assert "[SPARK], Layout, chunks" in lines and data["settings"]["layout"] == "chunks"
     # the phases are consecutive slices of the recovery: they add up to RecoveryTime
     values = {name: float(value) for _, name, value in (line.split(", ", 2) for line in lines)
               if value.replace(".", "", 1).isdigit()}

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from spark_integration.conf import PREFIX, from_conf
-from spark_integration.operators import KeyedState, encode_pairs
+from spark_integration.layouts.base import Encoded
+from spark_integration.layouts.registry import layout_class, layout_for
+from spark_integration.operators import KeyedState
 from spark_integration.protocols.uncoordinated.fence import fence, new_incarnation
 from spark_integration.protocols.uncoordinated.protocol import LogRestore, UncoordinatedProtocol
 from spark_integration.protocols.uncoordinated.schedule import InstanceSchedule
@@ -41,8 +43,10 @@ def wait_for(stat: str, before: int, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def blob() -> bytes:
-    return encode_pairs(np.array([1, 2]), np.array([10, 20]))
+def blob() -> Encoded:
+    state = KeyedState()
+    state.set(np.array([1, 2]), np.array([10, 20]))
+    return layout_class("changelog")(0).encode(state)
 
 
 def test_live_incarnation_writes(settings):
@@ -93,6 +97,6 @@ def test_discard_fences_the_cancelled_task_and_restore_ignores_it(settings):
     assert state.counts[1] == 2 and state.counts[2] == 1
 
     fenced = WRITER.stats.fenced
-    WRITER.submit(WriteRequest(settings, 0, 5, encode_pairs(*partial.items()), time.time(), zombie_incarnation))
+    WRITER.submit(WriteRequest(settings, 0, 5, layout_for(settings).encode(partial), time.time(), zombie_incarnation))
     wait_for("fenced", fenced)
     assert checkpoints(settings) == ["c0000000004"]  # the GC of older records did not run either

@@ -5,9 +5,10 @@ processed all of its input, so no marker alignment is needed (the Spark analogue
 aligned barriers at ``interval`` micro-batches).
 
 Write pattern, epoch ``e``:
-  * each instance ``i`` writes ``<job>/i<i>/e<e>``: the keys it changed since epoch ``e-1``
-    (incremental), or all its keys when ``e`` is a full-snapshot epoch (1, 1+F, 1+2F, ... with
-    ``F = fullEvery``); the write is durable when the task ends;
+  * each instance ``i`` writes checkpoint ``<job>/i<i>/e<e>`` in the job's layout
+    (:mod:`spark_integration.layouts`): the keys it changed since epoch ``e-1`` (incremental), or
+    all its keys when ``e`` is a full-snapshot epoch (1, 1+F, 1+2F, ... with ``F = fullEvery``);
+    the write is durable when the task ends;
   * only after **all** instances' tasks succeeded, the driver writes ``<job>/driver/commit/e<e>``
     with the source offset after the epoch — the epoch exists from then on;
   * once a full-snapshot epoch is committed, older epochs (instance blobs and commit records) are
@@ -32,6 +33,7 @@ from backends import failpoints
 
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState
+from ..layouts.registry import layout_for
 from ..operators import DURING_CHECKPOINT_WRITE, new_state, reach
 from ..settings import Settings
 from ..store import participant_store
@@ -134,32 +136,34 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
                    batch_seq: int) -> CheckpointReport:
         start = time.time()
         t = time.perf_counter()
-        blob = state.encode(only_dirty=not token.full)
+        layout = layout_for(settings)
+        encoded = layout.encode(state, only_dirty=not token.full)
         with participant_store(settings, f"i{instance}") as store:
-            store.put(_epoch_key(token.epoch), blob)
+            layout.write(store, _epoch_key(token.epoch), encoded)
             reach(settings, instance, DURING_CHECKPOINT_WRITE)
             store.flush()
             for e in range(token.gc_from, token.gc_below):
-                store.delete(_epoch_key(e))
+                layout.delete(store, _epoch_key(e))
             ops = store.ops
         state.dirty[:] = False
         return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3,
-                "ckpt_bytes": len(blob), "backend_ops": ops}
+                "ckpt_bytes": encoded.nbytes, "backend_ops": ops}
 
     def restore(self, settings: Settings, instance: int, token: EpochRestore) -> KeyedState:
         state = new_state(settings)
         if token.epoch == 0:
             return state
         names = [_epoch_key(e) for e in range(token.base, token.epoch + 1)]
+        layout = layout_for(settings)
         with participant_store(settings, f"i{instance}") as store:
-            blobs = store.get_many(names)
-        missing = [n for n in names if n not in blobs]
-        if missing:
-            raise SparkIntegrationError(
-                f"coordinated: instance {instance} of job {settings.job_id} misses checkpoint(s) "
-                f"{', '.join(missing)} of committed epoch {token.epoch}; the backend lost data"
-            )
-        for name in names:  # full snapshot first, then the increments in epoch order
-            state.load(blobs[name])
+            found = layout.find_many(store, names)
+            missing = [n for n in names if n not in found]
+            if missing:
+                raise SparkIntegrationError(
+                    f"coordinated: instance {instance} of job {settings.job_id} misses checkpoint(s) "
+                    f"{', '.join(missing)} of committed epoch {token.epoch}; the backend lost data"
+                )
+            for name in names:  # full snapshot first, then the increments in epoch order
+                layout.load(store, found[name], state)
         state.dirty[:] = False
         return state

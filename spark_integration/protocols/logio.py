@@ -10,17 +10,19 @@ the per-output-port sequence number ``b`` = the micro-batch):
   status *undone, no Input Set*.
 * Acknowledgement: before processing, instance ``i`` durably assigns the events it received
   (``(s, b)`` for every sender ``s``) to its Input Set ``b``: one put of ``i<i>/ack/b<b>``.
-* Commit: after processing, **one atomic commit per Input Set**: a single checksummed record
-  ``i<i>/c/b<b>`` holding the Input Set's output events (the new counts of the keys it touched,
-  output port sequence number ``b``), the operator state (those same pairs are its delta; every
-  ``fullEvery`` Input Sets, and at every recovery commit, the full state instead), the per-input-
-  port high-water marks and the *done* marks (the Input Set's event ids).  It is written with ONE
-  ``put``, which every backend makes atomic on its own terms — an indexed_fs record with its CRC,
-  a Redis ``SET``, an HBase row, a MinIO object — and carries its own CRC-32 so a torn or corrupt
-  record is never taken as committed (its Input Set then stays acknowledged-undone and is
-  re-processed).  One record instead of a per-backend transaction (Redis MULTI, HBase row
-  mutations, ...) keeps the protocol identical on every backend; its cost is rewriting the output
-  pairs as state, which for a keyed count is the same bytes.
+* Commit: after processing, **one atomic commit per Input Set**: a checkpoint ``i<i>/c/b<b>`` in
+  the job's layout (:mod:`spark_integration.layouts`) holding the Input Set's output events (the
+  new counts of the keys it touched, output port sequence number ``b``), the operator state (those
+  same pairs are its delta; every ``fullEvery`` Input Sets, and at every recovery commit, the full
+  state instead), and — in its commit record, as the layout's ``extra`` — the per-input-port
+  high-water marks and the *done* marks (the Input Set's event ids).  The commit is its commit
+  record's ONE ``put``, which every backend makes atomic on its own terms — an indexed_fs record
+  with its CRC, a Redis ``SET``, an HBase row, a MinIO object — written after the state's pieces
+  are durable and carrying its own CRC-32, so a torn or corrupt record, or pieces without one, are
+  never taken as committed (the Input Set then stays acknowledged-undone and is re-processed).
+  One record instead of a per-backend transaction (Redis MULTI, HBase row mutations, ...) keeps
+  the protocol identical on every backend; its cost is rewriting the output pairs as state, which
+  for a keyed count is the same bytes.
 
 Recovery of a failed instance ``i``, **alone** (its neighbours keep their working state; on the
 re-run of the failed micro-batch they drop the events they already processed by high-water mark):
@@ -41,9 +43,7 @@ flushed, older records not collected).
 from __future__ import annotations
 
 import json
-import struct
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -54,6 +54,8 @@ from backends import failpoints
 from .. import phases
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState, replay_log
+from ..layouts.base import Layout
+from ..layouts.registry import layout_for
 from ..operators import DURING_CHECKPOINT_WRITE, load_state, reach, state_class
 from ..settings import Settings
 from ..store import Scoped, participant_store
@@ -65,9 +67,6 @@ BEFORE_LOG_COMMIT = failpoints.declare(
     "spark.logio.before_log_commit",
     "a logio instance dies with its Input Set acknowledged and processed, before its atomic commit")
 
-_MAGIC = b"LGIO"
-_HEADER = struct.Struct("<4sII")  # magic, crc32 of the body, length of the JSON meta
-
 
 def _ack_key(b: int) -> str:
     return f"ack/b{b:010d}"
@@ -75,24 +74,6 @@ def _ack_key(b: int) -> str:
 
 def _commit_key(b: int) -> str:
     return f"c/b{b:010d}"
-
-
-def encode_commit(meta: dict, state_blob: bytes) -> bytes:
-    """One Input Set's commit record: header | JSON meta | the state's checkpoint blob
-    (:meth:`~spark_integration.keyed_state.KeyedState.encode`), checksummed as a whole."""
-    body = json.dumps(meta, separators=(",", ":")).encode()
-    return _HEADER.pack(_MAGIC, zlib.crc32(state_blob, zlib.crc32(body)), len(body)) + body + state_blob
-
-
-def decode_commit(blob: bytes) -> tuple[dict, memoryview] | None:
-    """(meta, state blob), or None for a torn/corrupt record (= not committed)."""
-    if len(blob) < _HEADER.size:
-        return None
-    magic, crc, n = _HEADER.unpack_from(blob)
-    body, state_blob = blob[_HEADER.size:_HEADER.size + n], memoryview(blob)[_HEADER.size + n:]
-    if magic != _MAGIC or len(body) != n or zlib.crc32(state_blob, zlib.crc32(body)) != crc:
-        return None
-    return json.loads(body), state_blob
 
 
 @dataclass(frozen=True)
@@ -111,9 +92,10 @@ class LogioRestore(RestoreToken):
     full_every: int
 
 
-def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, full: bool,
+def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, senders: int, full: bool,
                      on_put: Callable[[], None] | None = None) -> tuple[int, int]:
-    """The atomic step: outputs + state + high-water marks + done marks in one put.
+    """The atomic step: outputs + state + high-water marks + done marks, committed by one put
+    (the checkpoint's commit record, :mod:`spark_integration.layouts.base`).
 
     Returns (record bytes, number of output pairs).  A full commit also garbage-collects the
     instance's older commit and acknowledgement records (everything they describe is done).
@@ -121,34 +103,31 @@ def commit_input_set(store: Scoped, state: KeyedState, b: int, senders: int, ful
     outputs = int(np.count_nonzero(state.dirty))
     meta = {"inset": b, "full": full, "hwm": {str(s): b for s in range(senders)},
             "done": [[s, b] for s in range(senders)], "outputs": outputs}
-    blob = encode_commit(meta, state.encode(only_dirty=not full))
-    store.put(_commit_key(b), blob)
+    encoded = layout.encode(state, only_dirty=not full, extra=json.dumps(meta, separators=(",", ":")).encode())
+    size = layout.write(store, _commit_key(b), encoded)
     if on_put is not None:  # a fail point between the put and the flush
         on_put()
     store.flush()
     if full:
-        old = [k for k, _ in store.scan("c/") if k < _commit_key(b)]
-        old += [k for k, _ in store.scan("ack/") if k <= _ack_key(b)]
-        for k in old:
+        for k in [k for k, _ in store.scan("c/") if k < _commit_key(b)]:
+            layout.delete(store, k)
+        for k in [k for k, _ in store.scan("ack/") if k <= _ack_key(b)]:
             store.delete(k)
     state.dirty[:] = False
-    return len(blob), outputs
+    return size, outputs
 
 
-def committed_state(store: Scoped, state_cls: type[KeyedState] = KeyedState) -> tuple[KeyedState, int]:
+def committed_state(store: Scoped, layout: Layout,
+                    state_cls: type[KeyedState] = KeyedState) -> tuple[KeyedState, int]:
     """The state after the latest valid commit (latest full + later deltas) and its Input Set."""
-    records = []
-    for _key, blob in sorted(store.scan("c/")):
-        decoded = decode_commit(blob)
-        if decoded is not None:
-            records.append(decoded)
+    records = [(json.loads(m.extra), m) for m in layout.list(store, "c/").values()]
     state, head = state_cls(), 0
     fulls = [n for n, (meta, _) in enumerate(records) if meta["full"]]
     start = fulls[-1] if fulls else 0
-    for meta, state_blob in records[start:]:
+    for meta, manifest in records[start:]:
         if meta["inset"] != head + 1 and head and not meta["full"]:
             break  # a gap: a later delta cannot be applied without the missing one
-        state.load(state_blob)
+        layout.load(store, manifest, state)
         head = meta["inset"]
     state.version = head
     state.dirty[:] = False
@@ -208,7 +187,7 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
         """A cancelled task committed Input Set ``batch_seq`` from a partial input: not a commit."""
         with participant_store(settings, f"i{instance}") as store:
-            store.delete(_commit_key(batch_seq))
+            layout_for(settings).delete(store, _commit_key(batch_seq))
             store.flush()
 
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InputSetToken,
@@ -217,7 +196,7 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
         t = time.perf_counter()
         reach(settings, instance, BEFORE_LOG_COMMIT)
         with participant_store(settings, f"i{instance}") as store:
-            size, _ = commit_input_set(store, state, batch_seq, self.senders, token.full,
+            size, _ = commit_input_set(store, layout_for(settings), state, batch_seq, self.senders, token.full,
                                        on_put=lambda: reach(settings, instance, DURING_CHECKPOINT_WRITE))
             ops = store.ops
         return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3, "ckpt_bytes": size,
@@ -226,7 +205,7 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
     def restore(self, settings: Settings, instance: int, token: LogioRestore) -> KeyedState:
         local = load_state(settings, instance)
         with participant_store(settings, f"i{instance}") as store:
-            heads = sorted(k for k, _ in store.scan("c/"))
+            heads = list(layout_for(settings).list(store, "c/"))
             head = int(heads[-1][3:]) if heads else 0
             if local is not None and local.version >= max(head, token.batch_seq - 1):
                 local.replayed = 0
@@ -236,7 +215,8 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
 
 def recover_instance(settings: Settings, store: Scoped, instance: int, token: LogioRestore) -> KeyedState:
     """Bring a failed instance back from the backend alone (see the module docstring)."""
-    state, head = committed_state(store, state_class(settings))
+    layout = layout_for(settings)
+    state, head = committed_state(store, layout, state_class(settings))
     acked = {int(k[5:]) for k, _ in store.scan("ack/")}
     for b in range(head + 1, token.batch_seq + 1):
         names = [log_key(instance, b)]
@@ -258,6 +238,6 @@ def recover_instance(settings: Settings, store: Scoped, instance: int, token: Lo
         # re-process the Input Set
         with phases.replaying():
             state.last_events = sum(replay_log(state, blob) for blob in chunks)
-        commit_input_set(store, state, b, token.senders, full=True)
+        commit_input_set(store, layout, state, b, token.senders, full=True)
         state.version = b
     return state

@@ -18,9 +18,9 @@ CheckMate's ``CICCheckpointing`` extends its uncoordinated protocol:
     checkpoint ``c<b-1>`` holds.  Taking it before the batch's first message rather than between
     two of them only moves it earlier, which breaks every Z-cycle the per-message rule breaks;
   * **bookkeeping with the state**: the instance's HMNR variables live beside its working state
-    (executor-local ``i<i>.hmnr``) and are appended to every checkpoint blob after the state
-    pairs (``decode_pairs`` ignores what follows them), so a restore brings them back with the
-    state of the recovery line.
+    (executor-local ``i<i>.hmnr``) and travel with every checkpoint, in its commit record beside
+    the state (the layout's ``extra``, :mod:`spark_integration.layouts.base`), so a restore brings
+    them back with the state of the recovery line.
 
 In this job the senders are the stateless source partitions: they never checkpoint and receive
 nothing, so their piggybacks stay HMNR's initial values and no message can close a Z-cycle — the
@@ -39,7 +39,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from ...keyed_state import KeyedState
-from ...operators import load_state, state_class
+from ...layouts.base import Encoded, Manifest
+from ...layouts.registry import layout_for
+from ...operators import load_state
 from ...settings import Settings, local_path
 from ...store import participant_store
 from ..base import CommitResult
@@ -97,15 +99,15 @@ def save_hmnr(settings: Settings, instance: int, h: Hmnr) -> None:
     os.replace(f"{path}.{os.getpid()}.tmp", path)
 
 
-def checkpoint_blob(state: KeyedState, h: Hmnr) -> bytes:
-    """The state's checkpoint, then the bookkeeping at the checkpoint (see the module doc)."""
-    return state.encode() + h.to_bytes()
+def checkpoint_of(settings: Settings, state: KeyedState, h: Hmnr) -> Encoded:
+    """The state's checkpoint in the job's layout, carrying the bookkeeping at the checkpoint
+    (see the module doc)."""
+    return layout_for(settings).encode(state, extra=h.to_bytes())
 
 
-def bookkeeping_of(blob: bytes, state_cls: type[KeyedState]) -> Hmnr | None:
-    """The bookkeeping appended to a checkpoint blob of ``state_cls`` (None: a blob without one)."""
-    tail = blob[state_cls.blob_length(blob):]
-    return Hmnr.from_bytes(tail) if tail else None
+def bookkeeping_of(manifest: Manifest) -> Hmnr | None:
+    """The bookkeeping a checkpoint carries (None: a checkpoint without one)."""
+    return Hmnr.from_bytes(manifest.extra) if manifest.extra else None
 
 
 class CicProtocol(UncoordinatedProtocol):
@@ -160,7 +162,7 @@ class CicProtocol(UncoordinatedProtocol):
         if any(trial.receive(m) for m in messages):
             h.checkpoint(forced=True)  # of the state before the batch: c<batch_seq - 1>
             if batch_seq > 1:
-                submit_checkpoint(settings, instance, batch_seq - 1, checkpoint_blob(state, h))
+                submit_checkpoint(settings, instance, batch_seq - 1, checkpoint_of(settings, state, h))
             key = (settings.job_id, instance, batch_seq)
             _FORCED[key] = _FORCED.get(key, 0) + 1
         for m in messages:
@@ -174,7 +176,7 @@ class CicProtocol(UncoordinatedProtocol):
             h = load_hmnr(settings, instance, 2 * max(self.parallelism, instance + 1))
             h.checkpoint()
             save_hmnr(settings, instance, h)
-            submit_checkpoint(settings, instance, batch_seq, checkpoint_blob(state, h))
+            submit_checkpoint(settings, instance, batch_seq, checkpoint_of(settings, state, h))
         report = read_durable(settings, instance)
         report["forced"] = _FORCED.pop((settings.job_id, instance, batch_seq), 0)
         return report
@@ -186,9 +188,9 @@ class CicProtocol(UncoordinatedProtocol):
             return state  # the working state (and its bookkeeping) survived
         # the bookkeeping of the recovery line's checkpoint comes back with its state
         with participant_store(settings, f"i{instance}") as store:
-            found = {int(key[1:]): blob for key, blob in store.scan("c")}
+            found = {int(key[1:]): m for key, m in layout_for(settings).list(store, "c").items()}
         at = line_for(instance, sorted(found), token.senders, token.batch_seq - 1).line[instance]
-        h = bookkeeping_of(found[at], state_class(settings)) if at in found else None
+        h = bookkeeping_of(found[at]) if at in found else None
         if h is None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(_hmnr_path(settings, instance))

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...keyed_state import KeyedState, replay_log
+from ...layouts.base import Encoded
+from ...layouts.registry import layout_for
 from ... import phases
 from ...operators import armed_point, load_state, new_state
 from ...settings import Settings
@@ -54,13 +56,13 @@ class LogRestore(RestoreToken):
     senders: int  # channels into every instance
 
 
-def submit_checkpoint(settings: Settings, instance: int, batch_seq: int, blob: bytes) -> None:
-    """Hand ``blob`` (instance ``instance``'s state after ``batch_seq``) to the writer thread,
+def submit_checkpoint(settings: Settings, instance: int, batch_seq: int, encoded: Encoded) -> None:
+    """Hand ``encoded`` (instance ``instance``'s state after ``batch_seq``) to the writer thread,
     stamped with the instance's current incarnation (so a fenced-off writer cannot land it) and
     the fail point this task is armed for (so the writer can die at it)."""
     with fence(settings, instance) as f:
         incarnation = f.current
-    WRITER.submit(WriteRequest(settings, instance, batch_seq, blob, time.time(), incarnation, armed_point()))
+    WRITER.submit(WriteRequest(settings, instance, batch_seq, encoded, time.time(), incarnation, armed_point()))
 
 
 class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
@@ -101,7 +103,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InstanceSchedule,
                    batch_seq: int) -> CheckpointReport:
         if token.due(instance, batch_seq):  # this instance's own clock
-            submit_checkpoint(settings, instance, batch_seq, state.encode())
+            submit_checkpoint(settings, instance, batch_seq, layout_for(settings).encode(state))
         return read_durable(settings, instance)
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
@@ -109,7 +111,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         incarnation off (its writer can no longer write, nor is it writing), then drop the record."""
         new_incarnation(settings, instance)
         with participant_store(settings, f"i{instance}") as store:
-            store.delete(checkpoint_key(batch_seq))
+            layout_for(settings).delete(store, checkpoint_key(batch_seq))
             store.flush()
 
     def restore(self, settings: Settings, instance: int, token: LogRestore) -> KeyedState:
@@ -118,12 +120,13 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             return local  # intact (applies the batch) or already applied it (skipped as duplicate)
         new_incarnation(settings, instance)  # before reading: the dead one's writes are over
         state = new_state(settings)
+        layout = layout_for(settings)
         with participant_store(settings, f"i{instance}") as store:
-            found = {int(key[1:]): blob for key, blob in store.scan("c")}
-        line = line_for(instance, sorted(found), token.senders, token.batch_seq - 1)
-        at = line.line[instance]
-        if at:
-            state.load(found[at])
+            found = {int(key[1:]): m for key, m in layout.list(store, "c").items()}
+            line = line_for(instance, sorted(found), token.senders, token.batch_seq - 1)
+            at = line.line[instance]
+            if at:
+                layout.load(store, found[at], state)
         state.version = at
         state.useless = line.useless_count
         for sender in range(token.senders):  # replay each channel s -> instance the line names

@@ -2,7 +2,8 @@
 
 A task does not wait for its checkpoint: it hands a :class:`WriteRequest` (a copy of the state,
 encoded) to the writer through a bounded drop-oldest queue (S4's SafeKeeper discipline) and goes
-on.  The writer thread puts the checkpoint ``<job>/i<i>/c<b>``, deletes the instance's older
+on.  The writer thread writes the checkpoint ``<job>/i<i>/c<b>`` (in the job's layout,
+:mod:`spark_integration.layouts`), deletes the instance's older
 checkpoints (only the latest durable one is ever restored) and writes an executor-local *durable
 note*; the instance's next task reads the note and reports it to the driver.
 
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from backends import failpoints
 from backends.safekeeper import DropOldestQueue
 
+from ...layouts.base import Encoded
+from ...layouts.registry import layout_for
 from ...operators import DURING_CHECKPOINT_WRITE, reach
 from ...settings import Settings, local_path
 from ...store import participant_store
@@ -55,7 +58,7 @@ class WriteRequest:
     settings: Settings
     instance: int
     batch: int
-    blob: bytes  # the encoded state pairs
+    encoded: Encoded  # the state, taken in the job's layout
     started: float  # wall-clock time the task handed it over
     incarnation: int  # the instance's incarnation when the state was taken (:mod:`.fence`)
     fail_point: str | None = None  # the fail point the submitting task was armed for
@@ -110,17 +113,18 @@ def _durable_path(settings: Settings, instance: int) -> str:
 
 def _write(request: WriteRequest) -> None:
     settings, instance, batch = request.settings, request.instance, request.batch
+    layout = layout_for(settings)
     with participant_store(settings, f"i{instance}") as store:
         older = [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
-        store.put(checkpoint_key(batch), request.blob)
+        layout.write(store, checkpoint_key(batch), request.encoded)
         reach(settings, instance, DURING_CHECKPOINT_WRITE, request.fail_point)
         store.flush()
         reach(settings, instance, BEFORE_COMMIT, request.fail_point)
         for key in older:  # only the latest durable checkpoint is ever restored
-            store.delete(key)
+            layout.delete(store, key)
         ops = store.ops
     # executor-local note of what is durable: read by this instance's next task -> driver
-    info = f"{batch} {request.started} {(time.time() - request.started) * 1e3} {len(request.blob)} {ops}"
+    info = f"{batch} {request.started} {(time.time() - request.started) * 1e3} {request.encoded.nbytes} {ops}"
     path = _durable_path(settings, instance)
     with open(path + ".tmp", "w") as f:
         f.write(info)

@@ -1,0 +1,296 @@
+"""What every checkpoint layout shares: how one named checkpoint becomes store records, atomically.
+
+A protocol names its checkpoints (``e0000000003``, ``c0000000007``, ``c/b0000000002``) and
+decides what each holds — the full state, or the keys changed since the previous one.  A
+:class:`Layout` decides how that state becomes *pieces* (:meth:`Layout.encode`: one blob, one
+record per key, key-range chunks) and reads them back (:meth:`Layout.load_pieces`).  Everything
+else is here, once, for every layout and every protocol:
+
+* **Records.**  The checkpoint ``name`` is one small *commit record* (the manifest) under
+  ``name`` itself; its pieces live under ``pieces/<name>/<id>`` — apart from the protocols'
+  names, so a protocol that lists its checkpoints by a prefix scan (uncoordinated, cic, logio)
+  still sees one record per checkpoint and reads no piece doing so.  A piece longer than the
+  backend's ``max_value_bytes`` is split into parts ``<id>.<k>``.  A checkpoint that is one piece
+  fitting one record (a ``changelog`` blob, the usual case) is carried *inside* its commit record:
+  one put, as a single-blob checkpoint always was.
+* **Atomicity.**  The pieces are written first (``put_many``, in batches of the backend's
+  ``max_batch_bytes`` when it declares one), with a copy of the commit record beside them
+  (``pieces/<name>/index``, what deleting reads), and flushed, and only then the commit record: a
+  crash between pieces leaves pieces without a commit record, which every reader takes for *no
+  checkpoint* (:meth:`Layout.find` and :meth:`Layout.list` return only records that decode).  The
+  commit record carries the piece ids, their count, the total bytes and a CRC-32 of the data in
+  piece order, and a CRC-32 of itself: a torn or corrupt commit record is no checkpoint either,
+  while a piece missing behind an intact one is data the backend lost — :meth:`Layout.load`
+  raises :class:`CheckpointDataLost`, and a piece that is there but not the one written (a stale
+  one of an earlier torn write of the same name) fails the CRC the same way, never loaded as
+  state.  Deleting removes the commit record first, then the pieces, then their index, so a
+  crash in between leaves only unreachable pieces (space, never a wrong checkpoint), still
+  listed by their index; it never reads the checkpoint's data (a one-piece checkpoint has no
+  index, and its commit record is all there is).
+* **The protocol's own bytes.**  ``extra`` (CIC's bookkeeping, logio's Input Set record) travels
+  in the commit record, beside the piece list, covered by its CRC.
+
+Invariant: a checkpoint is readable iff its commit record decodes, and then either every byte
+it describes is loaded or an error names what is missing — never a partial state.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ..errors import SparkIntegrationError
+from ..keyed_state import KeyedState
+from ..store import Scoped
+from .registry import layout_class
+
+#: where a checkpoint's pieces live (beside, not under, the protocols' names)
+PIECES = "pieces/"
+#: bytes per ``put_many`` / ``get_many`` call when the backend declares no batch limit: bounds the
+#: memory a batch holds, not what a backend may take
+DEFAULT_BATCH_BYTES = 64 << 20
+#: the most records in one batch call
+BATCH_RECORDS = 65536
+#: rows encoded at a time (int64 slots): bounds the temporaries of a state's gather
+ENCODE_SLOTS = 4 << 20
+
+_MAGIC = b"CKL1"
+#: magic, CRC-32 of everything after the header, lengths of: meta JSON, piece ids, extra, inline data
+_HEADER = struct.Struct("<4sIIIIQ")
+
+
+class CheckpointDataLost(SparkIntegrationError):
+    """A committed checkpoint whose pieces are missing or do not match their commit record."""
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A checkpoint taken from a state, ready to write (so a writer thread may write it while the
+    state moves on): piece ``ids[j]`` is ``data[bounds[j]:bounds[j+1]]``."""
+
+    layout: str
+    ids: np.ndarray  # int64, ascending
+    data: np.ndarray  # uint8, the pieces one after the other
+    bounds: np.ndarray  # int64, len(ids) + 1 byte offsets into data
+    extra: bytes = b""  # the protocol's own bytes, carried by the commit record
+
+    @property
+    def nbytes(self) -> int:
+        """The checkpoint's bytes (pieces and the protocol's own), what a report counts."""
+        return len(self.data) + len(self.extra)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A checkpoint's commit record, decoded."""
+
+    name: str
+    layout: str
+    ids: np.ndarray  # piece ids, ascending
+    parts: dict  # piece index -> parts it was split into (only pieces that were split)
+    total: int  # data bytes
+    crc: int  # CRC-32 of the data in piece order
+    extra: bytes
+    inline: bytes | None  # the one piece, when it travels in the commit record
+
+    def piece_keys(self, j: int) -> list[str]:
+        """The record keys of piece ``j`` (its parts when it was split)."""
+        base = f"{PIECES}{self.name}/{int(self.ids[j]):012d}"
+        parts = self.parts.get(j, 0)
+        return [f"{base}.{k:04d}" for k in range(parts)] if parts else [base]
+
+
+def _pack_ids(ids: np.ndarray) -> bytes:
+    """Piece ids, ascending: their deltas compress to about a byte each."""
+    return zlib.compress(np.diff(ids, prepend=0).astype("<i8").tobytes(), 1)
+
+
+def _unpack_ids(blob: bytes) -> np.ndarray:
+    return np.cumsum(np.frombuffer(zlib.decompress(blob), "<i8")) if blob else np.zeros(0, np.int64)
+
+
+def encode_manifest(meta: dict, ids: np.ndarray, extra: bytes, inline: bytes) -> bytes:
+    body = json.dumps(meta, separators=(",", ":")).encode()
+    packed = _pack_ids(ids)
+    rest = b"".join((body, packed, extra, inline))
+    return _HEADER.pack(_MAGIC, zlib.crc32(rest), len(body), len(packed), len(extra), len(inline)) + rest
+
+
+def decode_manifest(name: str, blob: bytes | None) -> Manifest | None:
+    """The commit record ``blob`` of checkpoint ``name``; None when absent, torn or corrupt."""
+    if blob is None or len(blob) < _HEADER.size:
+        return None
+    magic, crc, nbody, nids, nextra, ninline = _HEADER.unpack_from(blob)
+    rest = memoryview(blob)[_HEADER.size:]
+    if magic != _MAGIC or len(rest) != nbody + nids + nextra + ninline or zlib.crc32(rest) != crc:
+        return None
+    meta = json.loads(bytes(rest[:nbody]))
+    at = nbody + nids
+    inline = bytes(rest[at + nextra:]) if meta["inline"] else None
+    return Manifest(name, meta["layout"], _unpack_ids(bytes(rest[nbody:at])),
+                    {int(j): n for j, n in meta["parts"]}, meta["bytes"], meta["crc"],
+                    bytes(rest[at:at + nextra]), inline)
+
+
+def limits(store: Scoped) -> tuple[int, int]:
+    """(longest value, bytes per batch call) of the store's backend, as its class declares them."""
+    cls = type(store.backend)
+    return cls.max_value_bytes, getattr(cls, "max_batch_bytes", None) or DEFAULT_BATCH_BYTES
+
+
+def gather_rows(state: KeyedState, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``keys`` (:meth:`~spark_integration.keyed_state.KeyedState.encode_rows`) as
+    bytes, and each row's byte offset (``len(keys) + 1``), gathered a bounded batch at a time."""
+    slots = state.row_slots(keys)
+    bounds = np.concatenate([[0], np.cumsum(slots)]).astype(np.int64)
+    rows = np.empty(int(bounds[-1]), "<i8")
+    cuts = np.unique(np.concatenate(
+        [[0], np.searchsorted(bounds, np.arange(ENCODE_SLOTS, bounds[-1], ENCODE_SLOTS)), [len(keys)]]))
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        state.encode_rows(keys[lo:hi], rows[bounds[lo]:bounds[hi]])
+    return rows.view(np.uint8), bounds * 8
+
+
+class Layout(abc.ABC):
+    """How a checkpoint's state becomes pieces and comes back; the rest is this class's."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def __init__(self, chunk_bytes: int) -> None:
+        self.chunk_bytes = chunk_bytes
+
+    # -- what a layout defines --------------------------------------------------------------
+    @abc.abstractmethod
+    def pieces(self, state: KeyedState, only_dirty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids ascending, data as uint8, byte bounds) of the state (or of its changed keys)."""
+
+    @abc.abstractmethod
+    def load_pieces(self, state: KeyedState, ids: np.ndarray, pieces: list[bytes]) -> None:
+        """Apply pieces ``ids`` (in id order, as :meth:`pieces` made them) to ``state``; called
+        with the pieces of one checkpoint in batches, in order."""
+
+    # -- the one way protocols write and read checkpoints -------------------------------------
+    def encode(self, state: KeyedState, only_dirty: bool = False, extra: bytes = b"") -> Encoded:
+        ids, data, bounds = self.pieces(state, only_dirty)
+        return Encoded(self.name, np.asarray(ids, np.int64), data, np.asarray(bounds, np.int64), extra)
+
+    def write(self, store: Scoped, name: str, encoded: Encoded) -> int:
+        """Write checkpoint ``name``: pieces and their index, flushed, then its commit record
+        (module doc); returns the bytes put.  Durable once the caller flushes."""
+        max_value, batch_bytes = limits(store)
+        data = memoryview(encoded.data)
+        ids, bounds = encoded.ids, encoded.bounds
+        meta = {"layout": encoded.layout, "bytes": len(data), "crc": zlib.crc32(data)}
+        if len(ids) == 1:  # one piece: in the commit record itself when it fits
+            record = encode_manifest({**meta, "parts": [], "inline": True}, ids, encoded.extra, bytes(data))
+            if len(record) <= max_value:
+                store.put(name, record)
+                return len(record)
+        parts = [(j, -(-int(bounds[j + 1] - bounds[j]) // max_value)) for j in range(len(ids))
+                 if bounds[j + 1] - bounds[j] > max_value]
+        record = encode_manifest({**meta, "parts": parts, "inline": False}, ids, encoded.extra, b"")
+        if len(record) > max_value:
+            raise SparkIntegrationError(
+                f"layout {self.name}: the commit record of checkpoint {name!r} lists {len(ids)} "
+                f"pieces in {len(record)} bytes, more than the backend's {max_value}-byte values; "
+                f"use fewer, larger pieces (--layout chunks, a larger --chunk-bytes)")
+        split = dict(parts)
+        batch: list[tuple[str, memoryview | bytes]] = []
+        size = 0
+        for j in range(len(ids)):
+            key = f"{PIECES}{name}/{int(ids[j]):012d}"
+            lo, hi = int(bounds[j]), int(bounds[j + 1])
+            if j in split:
+                records = [(f"{key}.{k:04d}", data[at:min(hi, at + max_value)])
+                           for k, at in enumerate(range(lo, hi, max_value))]
+            else:
+                records = [(key, data[lo:hi])]
+            for item in records:
+                if batch and (size + len(item[1]) > batch_bytes or len(batch) >= BATCH_RECORDS):
+                    store.put_many(batch)
+                    batch, size = [], 0
+                batch.append(item)
+                size += len(item[1])
+        store.put_many(batch + [(_index_key(name), record)])
+        store.flush()  # every piece durable before the record that makes them a checkpoint
+        store.put(name, record)
+        return len(data) + 2 * len(record)
+
+    def find(self, store: Scoped, name: str) -> Manifest | None:
+        """Checkpoint ``name``'s commit record; None when there is none (or only a torn one)."""
+        return decode_manifest(name, store.get(name))
+
+    def find_many(self, store: Scoped, names: list[str]) -> dict[str, Manifest]:
+        """The commit records of those ``names`` that are checkpoints, in one read."""
+        found = {n: decode_manifest(n, blob) for n, blob in store.get_many(names).items()}
+        return {n: m for n, m in found.items() if m is not None}
+
+    def list(self, store: Scoped, prefix: str) -> dict[str, Manifest]:
+        """Every checkpoint under ``prefix`` whose commit record decodes, by name, in name order."""
+        found = {}
+        for key, blob in store.scan(prefix):
+            if not key.startswith(PIECES):
+                manifest = decode_manifest(key, blob)
+                if manifest is not None:
+                    found[key] = manifest
+        return found
+
+    def load(self, store: Scoped, manifest: Manifest, state: KeyedState) -> None:
+        """Apply checkpoint ``manifest`` to ``state``: every byte it describes, or an error."""
+        layout = layout_class(manifest.layout)(self.chunk_bytes)  # as written, whatever reads it
+        if manifest.inline is not None:
+            self._check(manifest, zlib.crc32(manifest.inline), len(manifest.inline))
+            layout.load_pieces(state, manifest.ids, [manifest.inline])
+            return
+        _, batch_bytes = limits(store)
+        per_batch = max(1, min(BATCH_RECORDS, batch_bytes // max(1, manifest.total // max(1, len(manifest.ids)))))
+        crc = total = 0
+        for lo in range(0, len(manifest.ids), per_batch):
+            hi = min(len(manifest.ids), lo + per_batch)
+            keys = [manifest.piece_keys(j) for j in range(lo, hi)]
+            found = store.get_many([k for ks in keys for k in ks])
+            pieces = []
+            for j, ks in zip(range(lo, hi), keys):
+                lost = [k for k in ks if k not in found]
+                if lost:
+                    raise CheckpointDataLost(
+                        f"checkpoint {manifest.name!r} is committed but its piece {lost[0]!r} is gone "
+                        f"({len(lost)} of piece {j}'s records); the backend lost data")
+                piece = b"".join(found[k] for k in ks) if len(ks) > 1 else found[ks[0]]
+                crc = zlib.crc32(piece, crc)
+                total += len(piece)
+                pieces.append(piece)
+            layout.load_pieces(state, manifest.ids[lo:hi], pieces)
+        self._check(manifest, crc, total)
+
+    @staticmethod
+    def _check(manifest: Manifest, crc: int, total: int) -> None:
+        if crc != manifest.crc or total != manifest.total:
+            raise CheckpointDataLost(
+                f"checkpoint {manifest.name!r}: its pieces hold {total} bytes with CRC {crc:#010x}, its "
+                f"commit record says {manifest.total} bytes with CRC {manifest.crc:#010x}; the backend "
+                f"returned damaged or stale pieces")
+
+    def delete(self, store: Scoped, name: str) -> None:
+        """Forget checkpoint ``name``: its commit record first, then its pieces, then their
+        index (module doc) — found without reading the checkpoint's data."""
+        store.delete(name)
+        index = decode_manifest(name, store.get(_index_key(name)))
+        if index is not None:
+            for j in range(len(index.ids)):
+                for key in index.piece_keys(j):
+                    store.delete(key)
+            store.delete(_index_key(name))
+
+
+def _index_key(name: str) -> str:
+    """A copy of a many-piece checkpoint's commit record beside its pieces: what deleting reads
+    (the commit record of a one-piece checkpoint carries its data; no index is written for it)."""
+    return f"{PIECES}{name}/index"
