@@ -26,7 +26,9 @@ looks at file names, never contents: a directory of unrelated files is claimed.
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from typing import Callable
 
 from .base import ForeignDirectoryError
@@ -66,7 +68,10 @@ def claim(backend: str, medium: Medium) -> None:
     ``backend``'s, durably (see the module docstring)."""
     with storage_errors(backend, medium.path):
         if check(backend, medium):
-            medium.write_atomic(MARKER, f"{backend}\n".encode(), sync=True, tmp=MARKER + ".tmp")
+            # a temporary file of this opener's own: two openers of one kind racing on a new
+            # directory (Spark tasks of one instance) then each rename a whole marker, the same
+            tmp = f"{MARKER}.{os.getpid()}-{threading.get_ident()}.tmp"
+            medium.write_atomic(MARKER, f"{backend}\n".encode(), sync=True, tmp=tmp)
 
 
 def check(backend: str, medium: Medium) -> bool:

@@ -159,3 +159,31 @@ def test_compare_gives_each_backend_its_own_directory_of_a_shared_path():
     assert options_for("default_fs", {"path": "nfs://h/e/d?version=3"}, shared=True)["path"] == \
         "nfs://h/e/d/default_fs?version=3"
     assert options_for("indexed_fs", {"path": "/d"})["path"] == "/d"
+
+
+def test_openers_of_one_kind_racing_on_a_new_directory_all_claim_it(tmp_path):
+    """Spark may start two tasks of one instance at once on a fresh directory: each writes
+    the marker through a temporary file of its own, so no rename finds its file gone."""
+    import threading
+
+    from backends.base import StoreLockedError
+
+    errors: list[str] = []
+    for trial in range(30):
+        path = str(tmp_path / f"d{trial}")
+
+        def open_close() -> None:
+            try:
+                open_backend("indexed_fs", path=path).close()
+            except StoreLockedError:
+                pass  # the other opener holds the store: the lock did its job
+            except Exception as exc:  # noqa: BLE001 - any other error is the bug
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=open_close) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert (tmp_path / f"d{trial}" / ".ckptbench-owner").read_text() == "indexed_fs\n"
+    assert errors == []
