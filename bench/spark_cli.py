@@ -93,6 +93,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--disk-baseline", action="store_true",
                    help="after the job, write and read back as many bytes as its state sequentially "
                         "beside the store (write + fdatasync, cold read) and print the ratios to them")
+    p.add_argument("--cold-restore", action="store_true",
+                   help="evict the store's files from the page cache before each restore, so the "
+                        "recovery reads from the device (local directories; says why where it cannot)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -101,7 +104,8 @@ def settings_conf(args: argparse.Namespace) -> dict[str, str]:
     """The ``spark.ckptbench.*`` entries these arguments stand for."""
     plain = {"protocol": args.protocol, "backend": args.backend, "interval": args.interval,
              "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance,
-             "stateBytes": args.state_bytes, "layout": args.layout, "chunkBytes": args.chunk_bytes}
+             "stateBytes": args.state_bytes, "layout": args.layout, "chunkBytes": args.chunk_bytes,
+             "coldRestore": str(args.cold_restore).lower()}
     if args.fail_at:
         plain["failAt"] = ",".join(map(str, args.fail_at))
     return to_conf(plain, parse_kv(args.opt))

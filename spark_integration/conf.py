@@ -25,6 +25,8 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.layout            how a checkpoint becomes records: changelog (default), per-key,
                                       chunks (:mod:`.layouts`)
   spark.ckptbench.chunkBytes        the chunks layout's object size in bytes (default 4 MiB)
+  spark.ckptbench.coldRestore       true: evict the store's files from the page cache before each
+                                      restore (default false)
   spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
                                       spark.<protocol>.*) at which the instance dies instead of
                                       right after applying its events (docs/spark.md)
@@ -49,7 +51,8 @@ PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
-         "failInstance", "failPoint", "stateBytes", "layout", "chunkBytes")
+         "failInstance", "failPoint", "stateBytes", "layout", "chunkBytes",
+         "coldRestore")
 
 
 def default_state_dir() -> str:
@@ -99,7 +102,8 @@ def build(protocol: str = "none", backend: str | None = None,
           backend_options: Mapping[str, Any] | None = None, *, interval: int = 1, jitter: int = 0,
           full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
           fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0,
-          layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Settings:
+          layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+          cold_restore: bool = False) -> Settings:
     """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
 
     Launchers in Python (the experiments) call this directly; :func:`from_conf` only parses the
@@ -195,8 +199,16 @@ def build(protocol: str = "none", backend: str | None = None,
         state_bytes=str(size),
         layout=layout,
         chunk_bytes=_at_least("chunkBytes", chunk_bytes, 64),
+        cold_restore=bool(cold_restore),
         writes_checkpoints=reg.uses_backend,
     )
+
+
+def _bool(key: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise SparkIntegrationError(f"{PREFIX}{key}={text!r} is not valid; give true or false")
+    return value == "true"
 
 
 def from_conf(conf: Any) -> Settings:
@@ -227,7 +239,8 @@ def from_conf(conf: Any) -> Settings:
                  state_dir=plain.get("stateDir", ""), fail_at=fail_at,
                  fail_instance=number("failInstance", "0"), fail_point=plain.get("failPoint", ""),
                  state_bytes=plain.get("stateBytes", "0"), layout=plain.get("layout", DEFAULT_LAYOUT),
-                 chunk_bytes=number("chunkBytes", str(DEFAULT_CHUNK_BYTES)))
+                 chunk_bytes=number("chunkBytes", str(DEFAULT_CHUNK_BYTES)),
+                 cold_restore=_bool("coldRestore", plain.get("coldRestore", "false")))
 
 
 def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:

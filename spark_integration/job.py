@@ -109,6 +109,8 @@ class Metrics:
     #: store cannot attribute bytes to a job, or the run wrote no checkpoints)
     store_bytes: int | None = None
     store_bytes_after_gc: int | None = None
+    #: with ``coldRestore``: ``cold``, or ``warm: WHY`` (see :func:`.store.evict_job`)
+    restore_cache: str = ""
 
     @property
     def throughput(self) -> float:
@@ -183,6 +185,7 @@ class Metrics:
             "WallTime(s)": round(self.wall_seconds, 2),
             **self.protocol_counters,
             **self.space_lines(),
+            **({"RestoreCache": self.restore_cache} if self.restore_cache else {}),
         }
 
     def space_lines(self) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from .settings import Settings
 from .sized_state import ring_mismatches
 from .source import source_options
 from .state_size import parse_state_size
-from .store import job_footprint
+from .store import evict_job, job_footprint
 from .verify import compare
 
 __all__ = ["JobSpec", "Metrics", "JobRunner", "build_session", "print_metrics", "run_job"]
@@ -172,6 +172,8 @@ class JobRunner:
             self.metrics.failures += 1
             if plan.kill_offset is not None and plan.kill_offset < end and self.pending_failures:
                 self.pending_failures.pop(0)  # the injected failure happened
+            if self.settings.cold_restore:  # before anything of the restore is read
+                self.metrics.restore_cache = evict_job(self.settings)
             with phases.metering() as meter:  # the driver's reads of the protocol's records
                 recovery = self.protocol.recover(start, self.batch_seq, self.spec.parallelism)
             driver.add_read(meter.load_s, meter.load_bytes)

@@ -35,6 +35,9 @@ class Settings:
     layout: str = "changelog"
     #: the ``chunks`` layout's object size, in bytes
     chunk_bytes: int = 4 << 20
+    #: drop the store's files from the page cache before each restore, so that recovery is
+    #: measured from the device (:func:`.store.evict_job`)
+    cold_restore: bool = False
     #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
     #: not a conf key — the job script decides what it computes
     operator: str = "count"

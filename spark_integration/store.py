@@ -149,3 +149,17 @@ def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
             store.backend.reclaim()
             after += store.footprint() or 0
     return before, after
+
+
+def evict_job(settings: Settings) -> str:
+    """Drop job ``settings.job_id``'s files from this machine's page cache before a restore:
+    ``"cold"``, or ``"warm: WHY"`` where the restore cannot be made cold (a server keeps the
+    data in its own memory or cache; a memory file system; a remote medium's server cache)."""
+    if not _is_path_backend(settings):
+        return f"warm: {settings.backend} keeps its data in its server's memory or cache"
+    medium = open_medium(os.path.join(settings.backend_options["path"], settings.job_id))
+    try:
+        why = medium.evict()
+    finally:
+        medium.close()
+    return "cold" if why is None else f"warm: {why}"

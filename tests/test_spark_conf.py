@@ -149,3 +149,31 @@ def test_keyed_state_counts_tracks_dirty_and_round_trips():
 
 def test_settings_is_plain_data():
     assert Settings().writes_checkpoints is False
+
+
+def test_cold_restore_is_a_true_or_false_conf_entry():
+    conf = {PREFIX + "protocol": "coordinated", PREFIX + "backend": "redis"}
+    assert from_conf(conf).cold_restore is False
+    assert from_conf({**conf, PREFIX + "coldRestore": "TRUE"}).cold_restore is True
+    with pytest.raises(SparkIntegrationError, match="coldRestore='yes' is not valid; give true or false"):
+        from_conf({**conf, PREFIX + "coldRestore": "yes"})
+
+
+def test_a_cold_restore_says_why_when_the_cache_cannot_be_dropped(tmp_path):
+    """Local directories are evicted file by file; a memory file system and a server cannot be
+    made cold, and the run says so instead of passing a warm restore off as cold."""
+    from backends.media.local import LocalMedium
+    from spark_integration.store import evict_job
+
+    disk = LocalMedium(str(tmp_path / "d"), "t")
+    disk.write_atomic("f", b"x" * 8192)
+    assert disk.evict() is None
+    shm = LocalMedium(f"/dev/shm/ckptbench-evict-{tmp_path.name}", "t")
+    try:
+        assert "memory file system" in shm.evict()
+    finally:
+        import shutil
+
+        shutil.rmtree(shm.root, ignore_errors=True)
+    server = build("coordinated", "redis")
+    assert evict_job(server).startswith("warm: redis keeps its data")

@@ -123,6 +123,23 @@ class LocalReadFile(ReadFile):
             self.fd = -1
 
 
+def memory_backed(path: str) -> bool:
+    """Whether ``path`` lies on a file system kept in memory (tmpfs, ramfs), whose pages no
+    eviction can make cold: the longest mount point of ``/proc/mounts`` containing it (True
+    when that cannot be read: then nothing may be claimed cold)."""
+    path, best, fstype = os.path.realpath(path), "", ""
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                _dev, mnt, kind = line.split()[:3]
+                mnt = mnt.replace("\\040", " ")
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+                    best, fstype = mnt, kind
+    except OSError:
+        return True
+    return fstype in ("tmpfs", "ramfs")
+
+
 def local_bytes_held(path: str) -> int:
     """The blocks allocated to the files under ``path`` (``du``'s figure, not the logical sizes:
     LMDB's map file, for one, is as long as its map but holds only the pages written)."""
@@ -222,6 +239,25 @@ class LocalMedium(Medium):
 
     def bytes_held(self, rel: str = "") -> int:
         return local_bytes_held(self.full(rel))
+
+    def evict(self, rel: str = "") -> str | None:
+        """``fdatasync`` (dirty pages cannot be dropped) then ``POSIX_FADV_DONTNEED`` every file
+        under ``rel``: no privilege needed, and no other process' cache is touched."""
+        top = self.full(rel)
+        if memory_backed(top):
+            return "the directory is on a memory file system (tmpfs): its pages are its data"
+        for folder, _dirs, files in os.walk(top):
+            for name in files:
+                try:
+                    fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    os.fdatasync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
+        return None
 
     def truncate(self, rel: str, size: int) -> None:
         os.truncate(self.full(rel), size)

@@ -302,6 +302,13 @@ class Medium(abc.ABC):
     @abc.abstractmethod
     def exists(self, rel: str) -> bool: ...
 
+    def evict(self, rel: str = "") -> str | None:
+        """Drop the files under ``rel`` from this machine's page cache, so the next reads come
+        from the device (a restore measured cold); ``None`` when done, else why it cannot be:
+        the base answer, for media whose cache is a server's (NFS, HDFS: their servers' page
+        cache is not this client's to drop)."""
+        return f"{self.kind} keeps its cache in its server"
+
     def bytes_held(self, rel: str = "") -> int:
         """Bytes the files under directory ``rel`` hold, subdirectories included: what a store
         on this medium costs in space (logical sizes; :class:`LocalMedium` counts the blocks

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from backends.media.local import memory_backed
+
 BLOCK = 4 << 20  # bytes per write and read call
 
 
@@ -32,22 +34,6 @@ class Sequential:
     write_mbps: float
     read_mbps: float
     cold: bool  # whether the read came from the device (the file was evicted from the cache)
-
-
-def _memory_backed(directory: str) -> bool:
-    """Whether ``directory`` lies on a file system kept in memory (tmpfs, ramfs), whose pages no
-    eviction can make cold: the longest mount point of ``/proc/mounts`` containing it."""
-    path, best, fstype = os.path.realpath(directory), "", ""
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                _dev, mnt, kind = line.split()[:3]
-                mnt = mnt.replace("\\040", " ")
-                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
-                    best, fstype = mnt, kind
-    except OSError:
-        return True  # cannot tell: do not claim a cold read
-    return fstype in ("tmpfs", "ramfs")
 
 
 def sequential(directory: str, nbytes: int) -> Sequential:
@@ -80,7 +66,7 @@ def sequential(directory: str, nbytes: int) -> Sequential:
     finally:
         os.unlink(path)
     return Sequential(directory, nbytes, nbytes / write_s / 1e6, nbytes / read_s / 1e6,
-                      not _memory_backed(directory))
+                      not memory_backed(directory))
 
 
 def ratios(summary: dict[str, Any], base: Sequential) -> dict[str, Any]:
