@@ -37,6 +37,11 @@ class Medium:
     _own: str | None = field(default=None, repr=False)  # temp dir we created (removed after)
 
 
+#: the media a server provides, and the form of their URLs (for the error a wrong one gets)
+_SERVER_URLS = {"nfs": "nfs://HOST/EXPORT[/DIR]?version=3|4.1 (a kernel mount is local:/mnt/...)",
+                "hdfs": "hdfs://HOST:PORT/DIR[?webhdfs=HTTP_PORT]"}
+
+
 def _server_default(kind: str) -> Medium:
     """The server of ``bench services up nfs|hdfs``; skipped (with the fix) when it is not
     running."""
@@ -83,24 +88,14 @@ def parse_media(text: str | None) -> list[Medium]:
             raise BadOptionError(f"--media {item!r}: unknown kind {kind!r}; valid: "
                                  f"{', '.join(MEDIA_KINDS)} (e.g. local:/mnt/nfs/ckpt)")
         name = kind if all(m.name != kind for m in out) else f"{kind}{len(out) + 1}"
-        if kind == "nfs":
+        if kind in _SERVER_URLS:
             if not value:
-                m = _server_default("nfs")
+                m = _server_default(kind)
                 m.name = name
-            elif not value.startswith("nfs://"):
-                raise BadOptionError(f"--media {item!r}: nfs needs a URL nfs://HOST/EXPORT[/DIR]"
-                                     f"?version=3|4.1 (a kernel mount is local:/mnt/...)")
+            elif not value.startswith(f"{kind}://"):
+                raise BadOptionError(f"--media {item!r}: {kind} needs a URL {_SERVER_URLS[kind]}")
             else:
-                m = Medium(name, "nfs", value)
-        elif kind == "hdfs":
-            if not value:
-                m = _server_default("hdfs")
-                m.name = name
-            elif not value.startswith("hdfs://"):
-                raise BadOptionError(f"--media {item!r}: hdfs needs a URL hdfs://HOST:PORT/DIR"
-                                     f"[?webhdfs=HTTP_PORT]")
-            else:
-                m = Medium(name, "hdfs", value)
+                m = Medium(name, kind, value)
         elif value:
             m = _temp_medium(name, kind, value)
         else:
