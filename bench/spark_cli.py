@@ -12,7 +12,6 @@ takes — a backend, injected failures, which jobs — comes from its registrati
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -149,6 +148,7 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
 
 
 def run(args: argparse.Namespace) -> int:
+    from experiments.core.results import write_json
     from experiments.spark import job as spark_job
 
     try:
@@ -166,11 +166,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"[SPARK], Layout, {settings.layout}")
     document = spark_job.job_document(metrics, settings, spec)
     if args.disk_baseline:
-        document["disk_baseline"] = spark_job.disk_baseline(metrics, settings)
-        for name, value in document["disk_baseline"].items():
+        document.disk_baseline = spark_job.disk_baseline(metrics, settings)
+        for name, value in document.disk_baseline.items():
             print(f"[SPARK], {name}, {value}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(document, f, indent=2)
+        write_json(args.json, document)
     failed = metrics.exactly_once is False and registration(settings.protocol).exactly_once
     return EXIT_RUNTIME if failed else 0

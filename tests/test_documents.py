@@ -380,3 +380,19 @@ def test_advise_round_trips_with_the_keys_bench_advise_wrote(tmp_path):
     assert format_table(read) == format_table(doc) and advise_lines(read) == advise_lines(doc)
     assert read.ranking[0].name == "coordinated/indexed_fs"
     plots.plot_advise(read, str(tmp_path / "a.png"))
+
+
+def test_a_spark_job_round_trips_with_the_keys_bench_spark_wrote():
+    """From the job's own Metrics (no Spark needed): the keys of ``bench spark --json``."""
+    from spark_integration.conf import build
+    from spark_integration.job import JobSpec, Metrics
+    from experiments.spark.job import SparkJob, job_document
+
+    metrics = Metrics(checkpoints=2, checkpoint_ms=[3.0, 4.0], checkpoint_sizes=[10, 20],
+                      state_sizes=[100, 100], exactly_once=True, verify_detail="1000 keys")
+    doc = job_document(metrics, build("coordinated", "redis"), JobSpec())
+    doc.disk_baseline = {"DiskBaseline": "n/a (redis keeps its data on a server)"}
+    back = round_trip(doc)
+    assert set(back) == {"schema", "settings", "job", "metrics", "checkpoints", "recovery_phases",
+                         "verify", "disk_baseline", "environment"}
+    assert back["metrics"]["ExactlyOnce"] is True and SparkJob.from_json(back).job == JobSpec()

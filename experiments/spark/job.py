@@ -8,7 +8,7 @@ JSON document of the result.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from backends.media import is_remote_url
@@ -17,6 +17,7 @@ from spark_integration.protocols.registry import baseline_class, registration
 from spark_integration.runner import build_session, run_job
 from spark_integration.settings import Settings
 
+from experiments.core.document import Document, Environment, dump, optional
 from experiments.spark import disk_baseline as disk_baseline_mod
 
 
@@ -54,21 +55,38 @@ def disk_baseline(metrics: Metrics, settings: Settings) -> dict[str, Any]:
     return {"DiskBaselineBytes": base.bytes, **disk_baseline_mod.ratios(summary, base)}
 
 
-def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> dict[str, Any]:
-    """The run as JSON: its settings (a baseline: its name and Spark conf), the job, the metrics
-    (the ``[SPARK]`` lines, the ``Recovery.*`` phase means among them), the checkpoints as Flink's
-    REST API names them and every recovery episode's phases."""
+@dataclass
+class SparkJob(Document):
+    """``ckptbench.spark/1``: one ``bench spark`` run.  ``metrics`` are the ``[SPARK]`` lines by
+    name (the ``Recovery.*`` phase means among them, ``ExactlyOnce`` when verified),
+    ``checkpoints`` as Flink's REST API names them (``end_to_end_duration``,
+    ``checkpointed_size``, ``state_size``), ``recovery_phases`` every episode's detect, load,
+    restore, replay and catch-up (summing to ``total_ms``)."""
+
+    SCHEMA = "ckptbench.spark/1"
+
+    #: the Settings (a baseline protocol: its name and Spark conf)
+    settings: dict[str, Any]
+    job: JobSpec
+    metrics: dict[str, Any]
+    checkpoints: dict[str, Any]
+    recovery_phases: list[dict[str, Any]] = field(default_factory=list)
+    verify: str | None = optional()
+    disk_baseline: dict[str, Any] | None = optional()
+    environment: Environment = field(default_factory=Environment.here)
+
+
+def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> SparkJob:
+    """The run as a :class:`SparkJob` document."""
     reg = registration(settings.protocol)
     if reg.baseline:
         described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf}
     else:
-        described = {**asdict(settings), "backend_options": dict(settings.backend_options)}
-    out: dict[str, Any] = {"settings": described, "job": asdict(spec), "metrics": metrics.summary(),
-                           # Flink's REST names (end_to_end_duration, checkpointed_size, state_size)
-                           "checkpoints": metrics.checkpoint_statistics(),
-                           # per episode: detect/load/restore/replay/catch-up, summing to total_ms
-                           "recovery_phases": [r.as_dict() for r in metrics.recoveries]}
+        described = dump({**asdict(settings), "backend_options": dict(settings.backend_options)})
+    doc = SparkJob(settings=described, job=spec, metrics=metrics.summary(),
+                   checkpoints=metrics.checkpoint_statistics(),
+                   recovery_phases=[r.as_dict() for r in metrics.recoveries])
     if metrics.exactly_once is not None:
-        out["metrics"]["ExactlyOnce"] = metrics.exactly_once
-        out["verify"] = metrics.verify_detail
-    return out
+        doc.metrics["ExactlyOnce"] = metrics.exactly_once
+        doc.verify = metrics.verify_detail
+    return doc
