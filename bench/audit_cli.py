@@ -82,5 +82,5 @@ def cmd_audit(args: argparse.Namespace) -> int:
     lines += [f"[NOTE], {n}" for n in res.notes]
     report.print_lines(lines)
     if args.json:
-        results.write_json(args.json, res.to_json())
+        results.write_json(args.json, res)
     return 0 if res.ok or args.allow_loss else EXIT_RUNTIME

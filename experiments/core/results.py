@@ -298,12 +298,13 @@ def result(*, workload: str, backend: str, config: dict[str, Any],
                   backend_stats=backend_stats, **sections)
 
 
-def write_json(path: str, doc: Document | dict[str, Any]) -> None:
-    """Write atomically (temp file + rename) so a reader never sees half a result.  The temp
-    file sits beside ``path`` in its own directory, and is removed if the write fails.  A
-    :class:`Document` is written as its :meth:`~Document.to_json`."""
-    if isinstance(doc, Document):
-        doc = doc.to_json()
+def write_json(path: str, document: Document) -> None:
+    """Write ``document``'s JSON atomically (temp file + rename) so a reader never sees half a
+    result.  The temp file sits beside ``path`` in its own directory, and is removed if the
+    write fails.  Only a typed :class:`Document` is written: a result's shape is its type's."""
+    if not isinstance(document, Document):
+        raise TypeError(f"write_json takes a result Document, not {type(document).__name__}")
+    doc = document.to_json()
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give a file name for the results")
     directory, name = os.path.split(os.path.abspath(path))
