@@ -69,7 +69,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rto", type=_duration("--rto"),
                    help="recovery-time objective, e.g. 30s (default: none)")
     p.add_argument("--json", default="results/advise.json", metavar="FILE", help="(default results/advise.json)")
-    p.add_argument("--png", default="results/advise.png", metavar="FILE", help="(default results/advise.png)")
+    p.add_argument("--plot", "--png", dest="plot", default="results/advise.png", metavar="FILE.png",
+                   help="the chart, as every command names it (--png: the older spelling) "
+                        "(default results/advise.png)")
     p.set_defaults(command="advise")
     return p
 
@@ -124,6 +126,6 @@ def run(args: argparse.Namespace) -> int:
 
     ensure_parent(args.json)
     write_json(args.json, doc)
-    plot_advise(doc, args.png)
-    print(f"wrote {args.json} and {args.png}")
+    plot_advise(doc, args.plot)
+    print(f"wrote {args.json} and {args.plot}")
     return 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any
 
@@ -21,6 +20,7 @@ from experiments.core.compare import Outcome
 from workloads.core import PRESETS
 
 from .args import (
+    EXIT_RUNTIME,
     UsageError,
     add_cpus_arg,
     add_spec_args,
@@ -57,7 +57,7 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--json", metavar="FILE", help="write the results here")
         p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
         p.add_argument("--plot", metavar="FILE.png",
-                       help=f"chart (default results/{name}-<workload>.png)")
+                       help="also draw a chart into FILE.png")
         p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
         add_spec_args(p, None)
         add_cpus_arg(p)
@@ -112,9 +112,15 @@ def _finish(args: argparse.Namespace, kind: str, doc: results.Compare | results.
         results.write_json(args.json, doc)
     if args.csv:
         results.write_csv(args.csv, doc)
-    plot = args.plot or os.path.join("results", f"{kind}-{args.workload}.png")
-    (plots.plot_compare if kind == "compare" else plots.plot_sweep)(doc, plot)
-    print(f"plot: {plot}", file=sys.stderr)
+    if args.plot:  # nothing is written where the user did not ask
+        (plots.plot_compare if kind == "compare" else plots.plot_sweep)(doc, args.plot)
+        print(f"plot: {args.plot}", file=sys.stderr)
+    skipped = sorted({e.backend for e in doc.results if e.skipped})
+    if skipped:  # a comparison missing a store it was asked for is not the one asked for
+        print(f"bench: {kind}: {', '.join(skipped)} skipped (see the table); start "
+              f"{'it' if len(skipped) == 1 else 'them'} or leave {'it' if len(skipped) == 1 else 'them'}"
+              f" out of --backends", file=sys.stderr)
+        return EXIT_RUNTIME
     return 0
 
 

@@ -1,6 +1,6 @@
 """``bench spark``: parse, check against the protocol registry, run, print.
 
-``bench spark`` runs a keyed job (count or NexMark Q3 join) on Spark under a protocol and a
+``bench spark`` runs a keyed job (a count, a NexMark query, a join) on Spark under a protocol and a
 backend; its arguments become ``spark.ckptbench.*`` conf entries and go through the same
 validation as ``spark-submit --conf`` (one path, one set of error messages).  What a protocol
 takes — a backend, injected failures, which jobs — comes from its registration
@@ -39,7 +39,7 @@ COUNT, OFFSET = at_least(1), at_least(0)
 CHUNK_BYTES = at_least(64)
 
 SPARK_DESCRIPTION = """\
-Run a keyed job (count or NexMark Q3 join) on Spark under a checkpointing protocol and a backend,
+Run a keyed job (a count, a NexMark query, a join: --job) on Spark under a checkpointing protocol and a backend,
 or under a baseline.  Arguments become spark.ckptbench.* conf entries and go through the same
 validation as spark-submit --conf.  Prints [SPARK], <metric>, <value> lines.
 """

@@ -86,7 +86,7 @@ def test_cli_from_a_matrix_file(tmp_path, capsys):
     src.write_text(json.dumps(MATRIX))
     out_json, out_png = tmp_path / "a.json", tmp_path / "a.png"
     assert main(["advise", "--from", str(src), "--mtbf", "1h", "--rto", "30s",
-                 "--json", str(out_json), "--png", str(out_png)]) == 0
+                 "--json", str(out_json), "--plot", str(out_png)]) == 0
     out = capsys.readouterr().out
     assert "[ADVISE], Recommended, logio/indexed_fs" in out
     assert "[ADVISE], Interval(s), 12.000" in out  # sqrt(2 * 0.020 s * 3600 s)
