@@ -165,7 +165,7 @@ def spark_matrix_headline(runs: Runs) -> str:
             by.setdefault(r.protocol, []).append(r.ratio["none"])
             if r.backend != "-":
                 stores[r.backend] = None
-    span = (lambda v: times(v[0]) if min(v) == max(v)  # noqa: E731
+    span = (lambda v: times(v[0]) if times(min(v)) == times(max(v))  # noqa: E731
             else f"{min(v):.2f}–{max(v):.2f}x")
     return (f"events/s × none: " + ", ".join(f"{p} {span(v)}" for p, v in by.items())
             + (f" (on {', '.join(stores)})" if stores else ""))
