@@ -39,7 +39,7 @@ GROUP_COMMIT_SCALING = 5.0  # indexed_fs, 16 threads over 1
 INDEXED_OVER_DEFAULT = 10.0  # indexed_fs over default_fs at 16 threads
 REOPEN_KEYS, REOPEN_CLEAN_MS, REOPEN_CRASH_MS = 1_000_000, 250.0, 3000.0
 HARNESS_OPS, HARNESS_TWO_PROCESSES = 100_000.0, 1.6
-# embedded-peers (issue #20): indexed_fs against RocksDB, LMDB and SQLite
+# embedded-peers: indexed_fs against RocksDB, LMDB and SQLite
 PEER_WRITE_LEAD = 4.0  # indexed_fs over the best peer, 16 threads of durable puts
 GETS_KEYS, GETS_OVER = 100_000, {"rocksdb": 1.2, "lmdb": 0.6}  # indexed_fs over each, random gets
 PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN = 300.0, 3.0  # indexed_fs reopen after SIGKILL
