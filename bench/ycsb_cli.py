@@ -94,7 +94,7 @@ def read_properties(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     if args.workload is not None:
         props.update(properties.read_file(properties.workload_file(args.workload)))
     for path in args.files:
-        props.update(properties.read_file(path))
+        props.update(properties.read_file(properties.resolve_file(path)))
         name = name or path.rstrip("/").rsplit("/", 1)[-1]
     for text in args.props:
         key, value = properties.assignment(text)
