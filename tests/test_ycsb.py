@@ -201,7 +201,8 @@ def test_load_then_run_workload_a_and_f(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run", "workloada", "--backend", "memory"], "keeps nothing between invocations"),
+    (["run", "workloada", "--backend", "memory", "-p", "workload=site.ycsb.BasicWorkload"],
+     "CoreWorkload only"),
     (["load", "workloada", "--backend", "indexed_fs"], "--opt path=DIR"),
     (["load", "--backend", "memory"], "needs a workload"),
     (["load", "workloada", "--backend", "default_fs", "--opt", "path=/tmp/x", "-p", "nokey"],

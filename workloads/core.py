@@ -81,6 +81,8 @@ class WorkloadSpec:
     read_all_fields: bool = True  # readallfields
     write_all_fields: bool = False  # writeallfields
     field_name_prefix: str = "field"  # fieldnameprefix
+    #: zeropadding: a key's number is left-padded with zeros to this many digits
+    zero_padding: int = 1
 
     def proportions(self) -> dict[str, float]:
         return {
@@ -96,6 +98,8 @@ class WorkloadSpec:
             raise WorkloadError(f"records must be >= 1 (got {self.records})")
         if self.operations < 0:
             raise WorkloadError(f"operations must be >= 0 (got {self.operations})")
+        if self.zero_padding < 1:
+            raise WorkloadError(f"zeropadding must be >= 1 digit (got {self.zero_padding})")
         if self.value_size < 0:
             raise WorkloadError(f"value size must be >= 0 bytes (got {self.value_size})")
         if self.field_count == 0 and self.value_size > MAX_VALUE_SIZE:
@@ -246,13 +250,14 @@ class CoreWorkload:
         self.field_names = [f"{spec.field_name_prefix}{i}" for i in range(spec.field_count)]
         # key names of the loaded records, computed once (FNV-64 hashing in Python is not free,
         # and every operation needs one)
-        self.key_cache = [g.build_key_name(i, spec.ordered_inserts) for i in range(spec.records)]
+        self.key_cache = [g.build_key_name(i, spec.ordered_inserts, spec.zero_padding)
+                          for i in range(spec.records)]
 
     def key(self, keynum: int) -> str:
         """YCSB's buildKeyName for ``keynum``."""
         if keynum < len(self.key_cache):
             return self.key_cache[keynum]
-        return g.build_key_name(keynum, self.spec.ordered_inserts)
+        return g.build_key_name(keynum, self.spec.ordered_inserts, self.spec.zero_padding)
 
     def load_keys(self) -> list[str]:
         """The keys of the load phase (``insertstart`` .. ``insertstart + insertcount - 1``), in

@@ -84,6 +84,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "maxscanlength": ("max_scan_length", int),
     "scanlengthdistribution": ("scan_length_distribution", str.strip),
     "valuesize": ("value_size", int),
+    "zeropadding": ("zero_padding", int),
 }
 
 #: properties the client (not the workload) reads; see ``bench load --help``

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 import tempfile
 from typing import Any
 
@@ -73,6 +74,10 @@ def result_json(
 def write_json(path: str, doc: dict[str, Any]) -> None:
     """Write atomically (temp file + rename) so a reader never sees half a result.  The temp
     file sits beside ``path`` in its own directory, and is removed if the write fails."""
+    if path == "-":  # the usual spelling of standard output
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        sys.stdout.flush()
+        return
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give a file name for the results")
     directory, name = os.path.split(os.path.abspath(path))

@@ -1,0 +1,102 @@
+"""YCSB's client properties and flags on ``bench load`` / ``bench run``: maxexecutiontime,
+measurement.interval, workload=, zeropadding, warnings for names YCSB acts on, YCSB's own flags,
+``-P NAME``, ``--json -`` and ``bench --version``."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workloads import client_properties, core, properties
+from workloads.core import WorkloadError
+from workloads.measure import Measurements
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ("-p", "recordcount=50", "-p", "operationcount=200", "--no-progress")
+
+
+def bench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd or ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def sections(stdout: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^\[([^\]]+)\], ", stdout, re.M)}
+
+
+def test_maxexecutiontime_stops_the_run_and_prints_ycsbs_output(tmp_path):
+    began = time.monotonic()
+    proc = bench("run", "-P", "workloada", "-db", "memory", "-t", "-p", "recordcount=50",
+                 "-p", "operationcount=2000000000", "-p", "maxexecutiontime=1", "--no-progress",
+                 cwd=tmp_path)  # -P NAME finds the shipped file from any directory
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - began < 30
+    runtime = int(re.search(r"^\[OVERALL\], RunTime\(ms\), (\d+)$", proc.stdout, re.M).group(1))
+    assert 900 <= runtime < 5000
+    assert {"OVERALL", "READ", "UPDATE"} <= sections(proc.stdout)
+
+
+@pytest.mark.parametrize("mode, expected", [
+    (None, {"OVERALL", "READ", "UPDATE"}),
+    ("op", {"OVERALL", "READ", "UPDATE"}),
+    ("intended", {"OVERALL", "READ", "UPDATE"}),
+    ("both", {"OVERALL", "READ", "UPDATE", "Intended-READ", "Intended-UPDATE"}),
+])
+def test_intended_sections_only_with_measurement_interval(mode, expected):
+    extra = () if mode is None else ("-p", f"measurement.interval={mode}")
+    proc = bench("run", "workloada", "--backend", "memory", "-target", "5000", *SMALL, *extra)
+    assert proc.returncode == 0, proc.stderr
+    assert sections(proc.stdout) == expected
+
+
+def test_select_interval_names_intended_latency_as_ycsb_does():
+    m = Measurements()
+    m.record("READ", 10)
+    m.record("Intended-READ", 99)
+    m.record("SCAN", 5)  # no intended latency: keeps its own
+    assert set(client_properties.select_interval(m, "op").histograms) == {"READ", "SCAN"}
+    intended = client_properties.select_interval(m, "intended").histograms
+    assert set(intended) == {"READ", "SCAN"} and intended["READ"].get_max_value() == 99
+    assert set(client_properties.select_interval(m, "both").histograms) == set(m.histograms)
+    with pytest.raises(WorkloadError, match="measurement.interval"):
+        client_properties.measurement_interval({"measurement.interval": "ops"})
+
+
+def test_one_warning_per_name_ycsb_acts_on_and_quiet_binding_properties():
+    proc = bench("load", "workloada", "-db", "memory", "-l", "mylabel", "-p", "table=t",
+                 "-p", "redis.host=example", "-p", "dataintegrity=false", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "not honoured" in line]
+    assert len(warned) == 2 and any("label" in w for w in warned) \
+        and any("table" in w for w in warned), proc.stderr
+    assert "redis.host" not in proc.stderr
+    assert "[INSERT], Operations, 50" in proc.stdout
+
+
+def test_workload_class_and_zeropadding():
+    client_properties.check_workload({"workload": "com.yahoo.ycsb.workloads.CoreWorkload"})
+    with pytest.raises(WorkloadError, match="CoreWorkload only"):
+        client_properties.check_workload({"workload": "site.ycsb.workloads.TimeSeriesWorkload"})
+    spec = properties.spec_from({"zeropadding": "12", "insertorder": "ordered"})
+    assert core.CoreWorkload(spec).key(7) == "user000000000007"
+    with pytest.raises(WorkloadError, match="zeropadding"):
+        properties.spec_from({"zeropadding": "0"})
+    proc = bench("run", "workloada", "-db", "memory", "-p", "workload=site.ycsb.RestWorkload",
+                 *SMALL)
+    assert proc.returncode == 2 and "CoreWorkload only" in proc.stderr
+
+
+def test_json_dash_is_standard_output_and_version(tmp_path):
+    proc = bench("run", "workloada", "-db", "memory", *SMALL, "--json", "-", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "-").exists()
+    doc = json.loads(proc.stdout[proc.stdout.index("\n{") + 1:])
+    assert doc["phases"]["run"]
+    version = bench("--version")
+    assert version.returncode == 0 and re.match(r"bench \S+", version.stdout), version
