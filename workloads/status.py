@@ -5,7 +5,9 @@ estimated time left and, per operation, the statistics of *that interval* only
 (``[READ: Count=…, Max=…, Min=…, Avg=…, 90=…, 99=…, 99.9=…, 99.99=…]``); with
 ``hdrhistogram.fileoutput=true`` each interval histogram is also appended to one HdrHistogram log
 per operation (``<hdrhistogram.output.path><NAME>.hdr``), and the last, partial interval when the
-phase ends.  Without status lines the log holds one interval: the whole phase.
+phase ends.  Without status lines the log holds one interval: the whole phase.  The histograms
+are encoded in HdrHistogram's V1 format (:mod:`workloads.hdr_v1`), which YCSB's own
+HdrHistogram 2.1.4 reads as well as every later version.
 
 Interval histograms need the client threads' values while they run, so with status lines each
 client thread records into a :class:`LiveRecorder`: a :class:`~workloads.measure.Recorder` with
@@ -24,6 +26,7 @@ from typing import Sequence, TextIO
 
 from hdrh.log import HistogramLogWriter
 
+from . import hdr_v1
 from .measure import Measurements, Recorder
 
 
@@ -94,9 +97,12 @@ class HdrLogs:
         """Append each histogram of ``measurements`` as the interval ``[start_ms, end_ms]``
         (wall-clock milliseconds since the epoch)."""
         for name, hist in measurements.histograms.items():
-            hist.set_start_time_stamp(int(start_ms))
-            hist.set_end_time_stamp(int(end_ms))
-            self._writer(name).output_interval_histogram(hist)
+            writer = self._writer(name)
+            # the writer's own line, with the V1 payload instead of hdrh's V2 encoding
+            start = (int(start_ms) - writer.base_time) / 1000.0
+            length = (int(end_ms) - int(start_ms)) / 1000.0
+            writer.log.write(f"{start:f},{length:f},{hist.get_max_value() // 1000000.0:f},"
+                             f"{hdr_v1.encode(hist)}\n")
 
     def close(self) -> None:
         for fh, _writer in self._files.values():
