@@ -162,13 +162,20 @@ def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunS
     if target is not None and target <= 0:
         target = None  # YCSB: target 0 means unthrottled
     load = args.phase == "load"
+    series = client_properties.measurement_type(props, _warn) == "timeseries"
+    if series and getattr(args, "processes", 1) > 1:
+        raise UsageError("measurementtype=timeseries needs one client process (drop --processes)")
+    if series and load:
+        _warn("measurementtype=timeseries applies to bench run; the load prints hdrhistogram")
     # a store that keeps nothing between invocations is empty when a run starts: load it first
     fresh = not load and not backend_class(args.backend).persistent
     clients = ClientSettings(threads=threads, operations=None if load else workload.operations,
                              duration=None if load else
                              client_properties.max_execution_time(props),
                              target=target, seed=resolve_seed(args),
-                             load_batch=args.load_batch)
+                             load_batch=args.load_batch,
+                             timeseries_ms=client_properties.granularity_ms(props)
+                             if series and not load else None)
     cfg = config(args, options, workload_spec=workload.to_dict(), properties=dict(props),
                  update_is_read_modify_write=workload.update_is_rmw())
     return RunSpec(backend=args.backend, options=options, workload=workload, clients=clients,
@@ -176,6 +183,10 @@ def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunS
                    skip_run=load,
                    load_threads=threads, status_interval=_status_interval(args, props),
                    hdr_prefix=_hdr_prefix(props), config=cfg)
+
+
+def _warn(line: str) -> None:
+    print(f"bench: {line}", file=sys.stderr)
 
 
 def say_record_model(spec: RunSpec) -> None:
@@ -192,7 +203,7 @@ def say_properties(spec: RunSpec, props: dict[str, str]) -> None:
     """One stderr line per property YCSB acts on and this run does not, and what a store
     that keeps nothing between invocations does here."""
     for line in client_properties.warnings(props):
-        print(f"bench: {line}", file=sys.stderr)
+        _warn(line)
     if not backend_class(spec.backend).persistent:
         what = "loads the records first" if not spec.skip_run else "keeps nothing afterwards"
         print(f"bench: {spec.backend} keeps nothing between invocations: this run {what}",

@@ -100,3 +100,27 @@ def test_json_dash_is_standard_output_and_version(tmp_path):
     assert doc["phases"]["run"]
     version = bench("--version")
     assert version.returncode == 0 and re.match(r"bench \S+", version.stdout), version
+
+
+def test_timeseries_prints_ycsbs_time_series_lines():
+    proc = bench("run", "workloada", "-db", "memory", "-p", "recordcount=50", "-p",
+                 "operationcount=2000000000", "-p", "maxexecutiontime=1", "-p",
+                 "measurementtype=timeseries", "-p", "timeseries.granularity=200", "-target",
+                 "2000", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "Percentile" not in proc.stdout
+    buckets = [int(m.group(1)) for m in
+               re.finditer(r"^\[READ\], (\d+), [0-9.]+(?:E-?\d+)?$", proc.stdout, re.M)]
+    assert len(buckets) >= 3 and buckets == sorted(set(buckets)), proc.stdout
+    assert all(t % 200 == 0 for t in buckets) and buckets[0] == 0
+    for metric in ("Operations", "AverageLatency(us)", "MinLatency(us)", "MaxLatency(us)",
+                   "Return=OK"):
+        assert f"[READ], {metric}, " in proc.stdout
+
+
+def test_measurementtype_other_than_ycsbs_is_refused_and_histogram_warns():
+    bad = bench("run", "workloada", "-db", "memory", "-p", "measurementtype=bogus", *SMALL)
+    assert bad.returncode == 2 and "measurementtype" in bad.stderr
+    other = bench("run", "workloada", "-db", "memory", "-p", "measurementtype=raw", *SMALL)
+    assert other.returncode == 0 and "measurementtype=raw is not implemented" in other.stderr
+    assert "50thPercentileLatency" in other.stdout

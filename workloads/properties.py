@@ -90,7 +90,8 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
 #: properties the client (not the workload) reads; see ``bench load --help``
 CLIENT_PROPERTIES = ("threadcount", "target", "status.interval", "exporter", "exportfile",
                      "hdrhistogram.percentiles", "hdrhistogram.fileoutput",
-                     "hdrhistogram.output.path", "workload", "db")
+                     "hdrhistogram.output.path", "workload", "db", "maxexecutiontime",
+                     "measurement.interval", "measurementtype", "timeseries.granularity")
 
 
 def _logical_lines(text: str) -> list[str]:
