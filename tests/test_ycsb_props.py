@@ -124,3 +124,9 @@ def test_measurementtype_other_than_ycsbs_is_refused_and_histogram_warns():
     other = bench("run", "workloada", "-db", "memory", "-p", "measurementtype=raw", *SMALL)
     assert other.returncode == 0 and "measurementtype=raw is not implemented" in other.stderr
     assert "50thPercentileLatency" in other.stdout
+
+
+def test_ycsbs_load_flag_picks_the_phase():
+    proc = bench("run", "-load", "-P", "workloada", "-db", "memory", *SMALL)
+    assert proc.returncode == 0, proc.stderr
+    assert "[INSERT], Operations, 50" in proc.stdout and "[READ]" not in proc.stdout
