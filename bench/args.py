@@ -158,7 +158,8 @@ def add_backend_args(p: argparse.ArgumentParser, *, random_seed: bool = False,
                         "default to a fresh temporary directory removed after the run")
     p.add_argument("--durability", metavar="MODE",
                    help="durability mode of the backend (its first mode by default)")
-    p.add_argument("--json", metavar="FILE", help="also write machine-readable results here (- for standard output)")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write machine-readable results here (- for standard output)")
     if random_seed:
         p.add_argument("--seed", type=int, default=None,
                        help="random seed (default: a new random seed, printed on stderr)")
