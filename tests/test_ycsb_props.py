@@ -130,3 +130,25 @@ def test_ycsbs_load_flag_picks_the_phase():
     proc = bench("run", "-load", "-P", "workloada", "-db", "memory", *SMALL)
     assert proc.returncode == 0, proc.stderr
     assert "[INSERT], Operations, 50" in proc.stdout and "[READ]" not in proc.stdout
+
+
+def test_dataintegrity_verifies_every_read_under_verify(tmp_path):
+    assert core.deterministic_field("user1", "field0", 30) == b"user1:field0:-1268391216:95720"  # Java's
+    store = f"path={tmp_path / 'store'}"
+    common = ("-P", "workloada", "--backend", "indexed_fs", "--opt", store, "-p",
+              "dataintegrity=true", *SMALL)
+    assert bench("load", *common).returncode == 0
+    proc = bench("run", *common, "-s", "-p", "status.interval=0.05")
+    assert proc.returncode == 0, proc.stderr
+    reads = re.search(r"^\[READ\], Operations, (\d+)$", proc.stdout, re.M).group(1)
+    assert f"[VERIFY], Operations, {reads}" in proc.stdout
+    assert f"[VERIFY], Return=OK, {reads}" in proc.stdout and "UNEXPECTED" not in proc.stdout
+    # a store loaded without it holds other values: every check fails, visibly
+    other = tmp_path / "other"
+    assert bench("load", "workloada", "--backend", "indexed_fs", "--opt", f"path={other}",
+                 *SMALL).returncode == 0
+    bad = bench("run", "workloada", "--backend", "indexed_fs", "--opt", f"path={other}",
+                "-p", "dataintegrity=true", *SMALL)
+    assert "[VERIFY], Return=UNEXPECTED_STATE" in bad.stdout
+    with pytest.raises(WorkloadError, match="dataintegrity needs"):
+        properties.spec_from({"dataintegrity": "true", "valuesize": "100"})

@@ -44,7 +44,6 @@ NOT_HONOURED: dict[str, str] = {
     "histogram.buckets": "latencies are HdrHistograms",
     "fieldlengthhistogram": "fieldlengthdistribution=histogram is not implemented",
     "readallfieldsbyname": "reads read the record, not fields by name",
-    "dataintegrity": "values are not checked on read",
     "core_workload_insertion_retry_limit": "a failed insert is counted, not retried",
     "core_workload_insertion_retry_interval": "a failed insert is counted, not retried",
     "core_workload_insertion_keep_going_on_error": "a failed insert is counted, not retried",
@@ -127,8 +126,7 @@ def select_interval(measurements: Measurements, mode: str) -> Measurements:
 def warnings(props: dict[str, str]) -> list[str]:
     """One line per property YCSB would act on that this run ignores."""
     out = [f"property {name} is not honoured: {why}" for name, why in NOT_HONOURED.items()
-           if name in props and not (name == "dataintegrity"
-                                     and props[name].strip().lower() != "true")]
+           if name in props]
     if props.get("measurementtype", "").strip() != "timeseries" \
             and "timeseries.granularity" in props:
         out.append("property timeseries.granularity is not honoured: it needs "

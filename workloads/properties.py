@@ -85,6 +85,7 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "scanlengthdistribution": ("scan_length_distribution", str.strip),
     "valuesize": ("value_size", int),
     "zeropadding": ("zero_padding", int),
+    "dataintegrity": ("data_integrity", _bool),
 }
 
 #: properties the client (not the workload) reads; see ``bench load --help``

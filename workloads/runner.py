@@ -176,7 +176,7 @@ def load(
     def work(index: int) -> None:
         # the load's own random streams: -1, then -2, -3 ... for more threads
         client = workload.client(-1 - index)
-        make_value = value_for or (lambda _key: client.new_value())
+        make_value = value_for or client.value_for
         recorder = recorders[index]
         perf = time.perf_counter_ns
         left = shares[index]

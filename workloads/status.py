@@ -52,6 +52,10 @@ class LiveRecorder(Recorder):
         with self._lock:
             Recorder.failed(self, op, status, value_us)
 
+    def with_status(self, name: str, status: str, value_us: int) -> None:
+        with self._lock:
+            Recorder.with_status(self, name, status, value_us)
+
     def take(self) -> Measurements:
         """Everything recorded since the last take, as measurements of their own."""
         with self._lock:
