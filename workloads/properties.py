@@ -15,7 +15,9 @@ shorthands' presets: ``requestdistribution=uniform``, ``maxscanlength=1000`` and
 the thesis' model, one opaque value of that many bytes per key (fields do not apply then).
 
 Properties that are not workload properties (a binding's ``redis.host``, say) are kept in the
-result's configuration and otherwise ignored, as YCSB ignores the ones no component reads.
+result's configuration and otherwise ignored, as YCSB ignores the ones no component reads; the
+client's own (``maxexecutiontime``, ``measurement.interval`` ...) and the names YCSB acts on
+that ckptbench does not are :mod:`workloads.client_properties`' job.
 """
 
 from __future__ import annotations
