@@ -146,18 +146,20 @@ def csv_list(kind: Callable[[str], Any]) -> Any:
     return parse
 
 
-def add_backend_args(p: argparse.ArgumentParser, *, random_seed: bool = False) -> None:
+def add_backend_args(p: argparse.ArgumentParser, *, random_seed: bool = False,
+                     backend_flags: tuple[str, ...] = ("--backend",)) -> None:
     """``--backend``, ``--opt``, ``--durability``, ``--json``, ``--seed``, ``--no-progress``.
     ``random_seed``: ``--seed`` defaults to a fresh random seed (a workload run, as YCSB does)
     rather than 1 (experiments whose values are derived from the seed)."""
-    p.add_argument("--backend", required=True, metavar="NAME",
+    p.add_argument(*backend_flags, dest="backend", required=True, metavar="NAME",
                    help=f"checkpoint store: {', '.join(backend_names())}")
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="backend option, repeatable (e.g. --opt path=/data/ckpt); file backends "
                         "default to a fresh temporary directory removed after the run")
     p.add_argument("--durability", metavar="MODE",
                    help="durability mode of the backend (its first mode by default)")
-    p.add_argument("--json", metavar="FILE", help="also write machine-readable results here")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write machine-readable results here (- for standard output)")
     if random_seed:
         p.add_argument("--seed", type=int, default=None,
                        help="random seed (default: a new random seed, printed on stderr)")

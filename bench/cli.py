@@ -40,6 +40,7 @@ import sys
 from typing import Sequence
 
 from backends import BadOptionError, CkptError, UnknownBackendError
+from experiments.core.document import version_line
 from experiments.core.spec import SpecError
 from workloads.core import WorkloadError
 
@@ -63,6 +64,7 @@ from .outputs import check_outputs
 
 def build_parser() -> Parser:
     parser = Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"{PROG} {version_line()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run_cli.add_parsers(sub)
     ycsb_cli.add_parsers(sub)

@@ -31,6 +31,8 @@ def check_outputs(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if not isinstance(value, str):  # absent, or a flag of the same name (services --json)
             continue
+        if name == "json" and value == "-":  # standard output (results.write_json)
+            continue
         flag = "--" + name.replace("_", "-")
         if name in OUTPUT_DIRS:
             path = _output_path(flag, value)

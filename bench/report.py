@@ -45,8 +45,12 @@ def ordinal(p: float) -> str:
 
 
 def measurement_rows(measurements: Measurements, prefix: str = "",
-                     percentiles: Iterable[float] = PERCENTILES) -> list[Row]:
-    """Per-operation rows; ``Return=`` rows for the statuses that occurred, OK first."""
+                     percentiles: Iterable[float] = PERCENTILES,
+                     series: dict[str, list[tuple[int, float]]] | None = None) -> list[Row]:
+    """Per-operation rows; ``Return=`` rows for the statuses that occurred, OK first.  With
+    ``series`` (``measurementtype=timeseries``) as YCSB's OneMeasurementTimeSeries exports
+    them: no percentiles, and after the statuses one ``[OP], <bucket ms>, <average µs>`` row
+    per bucket."""
     rows: list[Row] = []
     for name in measurements.names():
         metric = f"{prefix}{name}"
@@ -57,12 +61,15 @@ def measurement_rows(measurements: Measurements, prefix: str = "",
                      (metric, "AverageLatency(us)", float(hist.get_mean_value())),
                      (metric, "MinLatency(us)", hist.get_min_value()),
                      (metric, "MaxLatency(us)", hist.get_max_value())]
-            rows += [(metric, f"{ordinal(p)}PercentileLatency(us)",
-                      hist.get_value_at_percentile(p)) for p in percentiles]
+            if series is None:
+                rows += [(metric, f"{ordinal(p)}PercentileLatency(us)",
+                          hist.get_value_at_percentile(p)) for p in percentiles]
         statuses = measurements.statuses.get(name, {})
         for status in sorted(statuses, key=lambda st: (st != OK, st)):
             if statuses[status]:
                 rows.append((metric, f"Return={status}", statuses[status]))
+        if series is not None:
+            rows += [(metric, str(t), float(avg)) for t, avg in series.get(name, [])]
     return rows
 
 
@@ -74,7 +81,7 @@ def phase_rows(phase: PhaseResult, prefix: str = "",
                        (metric, "Throughput(ops/sec)", float(phase.throughput))]
     if phase.keys:
         rows.append((metric, "Records", phase.keys))
-    return rows + measurement_rows(phase.measurements, prefix, percentiles)
+    return rows + measurement_rows(phase.measurements, prefix, percentiles, phase.series)
 
 
 def text(rows: Iterable[Row]) -> list[str]:

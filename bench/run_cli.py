@@ -1,8 +1,9 @@
 """``bench write-heavy | ycsb-a ... ycsb-f``: one workload run, printed as YCSB prints it.
 
 These are the one-invocation shorthands: they load and run (``bench load`` / ``bench run``,
-:mod:`bench.ycsb_cli`, are YCSB's two-invocation form).  The load phase is printed first under
-``[LOAD-...]`` sections, then the run phase under YCSB's own sections; ``--baseline`` adds
+:mod:`bench.ycsb_cli`, are YCSB's two-invocation form).  The run phase is printed first under
+YCSB's own sections, so a parser that takes the first ``[OVERALL]`` reads the run, then the load
+phase under ``[LOAD-...]`` sections; ``--baseline`` adds
 ``[BASELINE]``/``[BASELINE-C]``; ``--spark-master`` adds ``[OVERALL], Clients, N``.  The run
 itself is :func:`experiments.core.run.run`.
 
@@ -133,18 +134,22 @@ def cmd_workload(args: argparse.Namespace) -> int:
     spec = replace(spec, config=config(args, spec.options, workload_spec=spec.workload.to_dict()))
     on_spark = spec.spark_master is not None
     say_gil(spec)
+    load_lines: list[str] = []
 
     def show(name: str, phase: PhaseResult) -> None:
         report.print_errors(phase)
-        if name == "load":
-            report.print_lines(report.phase_lines(phase, "LOAD-"))
+        if name == "load":  # printed after the run's: first-match parsers read the run
+            load_lines.extend(report.phase_lines(phase, "LOAD-"))
         elif not on_spark:  # with Spark clients the run's lines wait for the client count
             report.print_lines(report.phase_lines(phase))
+            report.print_lines(load_lines)
+            load_lines.clear()
 
     result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec, show))
     if on_spark:
         report.print_lines(report.clients_lines(report.phase_lines(result.phases["run"]),
                                                 result.extra["spark"].clients))
+        report.print_lines(load_lines)
     if result.baseline is not None:
         report.print_lines(report.baseline_lines(result.baseline))
     report.print_warnings(result.backend_stats)

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from backends import Backend
 from experiments.core import run as run_experiment
 from experiments.core.spec import RunSpec
-from workloads import properties
+from workloads import client_properties, properties
 from workloads.core import WorkloadError
 from workloads.runner import ClientSettings
 
@@ -63,11 +64,18 @@ def add_parsers(sub: Any) -> None:
                        help="a workload file (.properties); repeatable, later ones win")
         p.add_argument("-p", dest="props", action="append", default=[], metavar="KEY=VALUE",
                        help="a property, e.g. -p recordcount=2000; repeatable, wins over files")
-        add_backend_args(p, random_seed=True)
+        add_backend_args(p, random_seed=True, backend_flags=("--backend", "-db"))
+        p.add_argument("-load", dest="phase", action="store_const", const="load",
+                       help="YCSB's flag for the load phase (as bench load)")
+        p.add_argument("-t", dest="phase", action="store_const", const="run",
+                       help="YCSB's flag for the transaction phase (as bench run)")
+        p.add_argument("-l", dest="label", metavar="LABEL",
+                       help="YCSB's label (property label); recorded, not printed")
         p.add_argument("-threads", "--threads", dest="threads", type=int, metavar="N",
                        help="client threads (property threadcount; default 1)")
         p.add_argument("-target", "--target", dest="target", type=positive_float, metavar="OPS",
-                       help="target ops/s over all threads; adds Intended-<OP> latencies")
+                       help="target ops/s over all threads (Intended-<OP> latencies are printed "
+                            "with -p measurement.interval=both or intended)")
         p.add_argument("-s", "--status", dest="status", action="store_true",
                        help="status lines with per-operation statistics on stderr, every "
                             "status.interval seconds (default 10)")
@@ -94,11 +102,13 @@ def read_properties(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     if args.workload is not None:
         props.update(properties.read_file(properties.workload_file(args.workload)))
     for path in args.files:
-        props.update(properties.read_file(path))
+        props.update(properties.read_file(properties.resolve_file(path)))
         name = name or path.rstrip("/").rsplit("/", 1)[-1]
     for text in args.props:
         key, value = properties.assignment(text)
         props[key] = value
+    if getattr(args, "label", None) is not None:
+        props["label"] = args.label  # YCSB's -l sets the property
     return name, props
 
 
@@ -130,12 +140,10 @@ def _exporter(props: dict[str, str]) -> str:
 
 
 def check_store(cls: type[Backend], phase: str, options: dict[str, Any]) -> None:
-    """A load must leave records where a later run finds them."""
+    """A load must leave records where a later run finds them.  A backend that keeps nothing
+    between invocations (``memory``) is accepted, as YCSB accepts its BasicDB: :func:`run_spec`
+    makes its run load the records first."""
     backend = cls.name
-    if not cls.persistent:
-        raise UsageError(f"backend {backend!r} keeps nothing between invocations, so bench "
-                         f"{phase} cannot work with it; use a persistent backend, or bench "
-                         "ycsb-a ... / write-heavy, which load and run in one invocation")
     if cls.keeps_a_directory() and not options.get("path"):
         raise UsageError(f"bench {phase} with {backend} needs the store's directory: "
                          "--opt path=DIR (the same for load and run)")
@@ -146,6 +154,7 @@ def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunS
     store, options = store_and_options(args)
     check_store(store, args.phase, options)
     workload = properties.spec_from(props, name)
+    client_properties.check_workload(props)
     threads = args.threads if args.threads is not None else \
         properties.client_property(props, "threadcount", int, 1)
     target = args.target if args.target is not None else \
@@ -153,16 +162,32 @@ def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunS
     if target is not None and target <= 0:
         target = None  # YCSB: target 0 means unthrottled
     load = args.phase == "load"
+    series = client_properties.measurement_type(props, _warn) == "timeseries"
+    if series and getattr(args, "processes", 1) > 1:
+        raise UsageError("measurementtype=timeseries needs one client process (drop --processes)")
+    if series and load:
+        _warn("measurementtype=timeseries applies to bench run; the load prints hdrhistogram")
+    # a store that keeps nothing between invocations is empty when a run starts: load it first
+    fresh = not load and not store.persistent
     clients = ClientSettings(threads=threads, operations=None if load else workload.operations,
+                             duration=None if load else
+                             client_properties.max_execution_time(props),
                              target=target, seed=resolve_seed(args),
-                             load_batch=args.load_batch)
+                             load_batch=args.load_batch,
+                             timeseries_ms=client_properties.granularity_ms(props)
+                             if series and not load else None)
     cfg = config(args, options, workload_spec=workload.to_dict(), properties=dict(props),
                  update_is_read_modify_write=workload.update_is_rmw())
     return RunSpec(backend=args.backend, store=store, options=options, workload=workload,
                    clients=clients,
-                   processes=getattr(args, "processes", 1), skip_load=not load, skip_run=load,
+                   processes=getattr(args, "processes", 1), skip_load=not load and not fresh,
+                   skip_run=load,
                    load_threads=threads, status_interval=_status_interval(args, props),
                    hdr_prefix=_hdr_prefix(props), config=cfg)
+
+
+def _warn(line: str) -> None:
+    print(f"bench: {line}", file=sys.stderr)
 
 
 def say_record_model(spec: RunSpec) -> None:
@@ -175,21 +200,36 @@ def say_record_model(spec: RunSpec) -> None:
               "writes it back whole (a read-modify-write)", file=sys.stderr)
 
 
+def say_properties(spec: RunSpec, props: dict[str, str]) -> None:
+    """One stderr line per property YCSB acts on and this run does not, and what a store
+    that keeps nothing between invocations does here."""
+    for line in client_properties.warnings(props):
+        _warn(line)
+    if not spec.backend_class.persistent:
+        what = "loads the records first" if not spec.skip_run else "keeps nothing afterwards"
+        print(f"bench: {spec.backend} keeps nothing between invocations: this run {what}",
+              file=sys.stderr)
+
+
 def cmd_phase(args: argparse.Namespace) -> int:
     name, props = read_properties(args)
     args.workload = name
     spec = run_spec(args, props, name)
     run_experiment.check(spec)
+    interval = client_properties.measurement_interval(props)
     percentiles = properties.percentiles(props)
     exporter = _exporter(props)
     export_file = props.get("exportfile")
     if export_file:
         check_output_file("-p exportfile=", export_file, "txt")
+    say_properties(spec, props)
     say_record_model(spec)
     say_gil(spec)
     result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec))
     phase = result.phases[args.phase]
     report.print_errors(phase)
+    phase = replace(phase, measurements=client_properties.select_interval(phase.measurements,
+                                                                          interval))
     rows = report.phase_rows(phase, "", percentiles)
     if phase.keys == phase.operations:  # one put per key: YCSB's load has no Records line
         rows = [r for r in rows if r[:2] != ("OVERALL", "Records")]

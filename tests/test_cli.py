@@ -62,6 +62,9 @@ def test_write_heavy_memory_prints_ycsb_lines_and_json(tmp_path):
             assert (op, metric) in lines, (op, metric)
     assert int(lines[("READ", "Operations")]) + int(lines[("UPDATE", "Operations")]) == 2000
     assert lines[("LOAD-OVERALL", "Records")] == "1000"
+    # the run's block first, so a parser taking the first [OVERALL] reads the run
+    order = [line.split("]")[0][1:] for line in proc.stdout.splitlines()]
+    assert order[0] == "OVERALL" and order.index("LOAD-OVERALL") > order.index("UPDATE")
     # only the statuses that occurred, as YCSB prints them
     assert not any(metric == "Return=ERROR" for _section, metric in lines)
 

@@ -126,7 +126,7 @@ def test_cli_cpus_runs_pinned_says_so_and_records_it(tmp_path):
                  "--opt", f"path={tmp_path / 'store'}")
     assert proc.returncode == 0, proc.stderr
     assert "bench: running on CPU 0 (--cpus 0)" in proc.stderr
-    assert proc.stdout.splitlines()[0].startswith("[LOAD-OVERALL]")  # stdout stays YCSB's
+    assert proc.stdout.splitlines()[0].startswith("[OVERALL]")  # stdout stays YCSB's
     doc = json.loads(out.read_text())
     assert doc["environment"]["cpus_allowed"] == [0]
     assert doc["config"]["cpus"] == "0" and doc["config"]["cpus_pinned"] == [0]

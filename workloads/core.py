@@ -81,6 +81,11 @@ class WorkloadSpec:
     read_all_fields: bool = True  # readallfields
     write_all_fields: bool = False  # writeallfields
     field_name_prefix: str = "field"  # fieldnameprefix
+    #: zeropadding: a key's number is left-padded with zeros to this many digits
+    zero_padding: int = 1
+    #: dataintegrity: values derived from key and field (YCSB's buildDeterministicValue), and
+    #: every read checked against them under ``VERIFY``
+    data_integrity: bool = False
 
     def proportions(self) -> dict[str, float]:
         return {
@@ -96,6 +101,12 @@ class WorkloadSpec:
             raise WorkloadError(f"records must be >= 1 (got {self.records})")
         if self.operations < 0:
             raise WorkloadError(f"operations must be >= 0 (got {self.operations})")
+        if self.data_integrity and (self.field_count == 0
+                                    or self.field_length_distribution != "constant"):
+            raise WorkloadError("dataintegrity needs YCSB's record of fields (fieldcount > 0, not "
+                                "valuesize) and fieldlengthdistribution=constant")
+        if self.zero_padding < 1:
+            raise WorkloadError(f"zeropadding must be >= 1 digit (got {self.zero_padding})")
         if self.value_size < 0:
             raise WorkloadError(f"value size must be >= 0 bytes (got {self.value_size})")
         if self.field_count == 0 and self.value_size > MAX_VALUE_SIZE:
@@ -230,6 +241,24 @@ def scan_from(store: Any, start: str, count: int, expected_keys: int, floor: int
         length -= 1
 
 
+def _java_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (a signed 32-bit int)."""
+    h = 0
+    for c in text:
+        h = (31 * h + ord(c)) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def deterministic_field(key: str, field: str, size: int) -> bytes:
+    """YCSB's buildDeterministicValue: ``key:field``, then, until ``size`` characters, ``:``
+    followed by the Java hash of everything so far (that ``:`` included); cut to ``size``."""
+    text = f"{key}:{field}"
+    while len(text) < size:
+        text += ":"
+        text += str(_java_hash(text))
+    return text[:size].encode("ascii")
+
+
 # ------------------------------------------------------------------------------------ workload
 class CoreWorkload:
     """State shared by every client thread of one run, and the factory of per-thread clients."""
@@ -246,13 +275,14 @@ class CoreWorkload:
         self.field_names = [f"{spec.field_name_prefix}{i}" for i in range(spec.field_count)]
         # key names of the loaded records, computed once (FNV-64 hashing in Python is not free,
         # and every operation needs one)
-        self.key_cache = [g.build_key_name(i, spec.ordered_inserts) for i in range(spec.records)]
+        self.key_cache = [g.build_key_name(i, spec.ordered_inserts, spec.zero_padding)
+                          for i in range(spec.records)]
 
     def key(self, keynum: int) -> str:
         """YCSB's buildKeyName for ``keynum``."""
         if keynum < len(self.key_cache):
             return self.key_cache[keynum]
-        return g.build_key_name(keynum, self.spec.ordered_inserts)
+        return g.build_key_name(keynum, self.spec.ordered_inserts, self.spec.zero_padding)
 
     def load_keys(self) -> list[str]:
         """The keys of the load phase (``insertstart`` .. ``insertstart + insertcount - 1``), in
@@ -371,6 +401,28 @@ class Client:
         return record.encode({name: self.values.next(self.field_length())
                               for name in self.workload.field_names})
 
+    def value_for(self, key: str) -> bytes:
+        """The value ``key`` gets: with dataintegrity the one derived from it, else a new one."""
+        if not self.spec.data_integrity:
+            return self.new_value()
+        return record.encode({name: deterministic_field(key, name, self.spec.field_length)
+                              for name in self.workload.field_names})
+
+    def _verify(self, key: str, blob: bytes) -> None:
+        """YCSB's verifyRow: the fields read must be the ones derived from the key; the check's
+        time and ``Return=OK`` or ``UNEXPECTED_STATE`` go under ``VERIFY``."""
+        st = _now()
+        try:
+            fields = record.decode(blob, None if self.spec.read_all_fields else
+                                   self._one_field())
+            good = bool(fields) and all(v == deterministic_field(key, n, self.spec.field_length)
+                                        for n, v in fields.items())
+        except RecordError:
+            good = False
+        if self.recorder is not None:
+            self.recorder.with_status("VERIFY", "OK" if good else "UNEXPECTED_STATE",
+                                      (_now() - st) // 1000)
+
     def _one_field(self) -> str:
         return self.workload.field_names[self.field_chooser.next()]
 
@@ -387,6 +439,10 @@ class Client:
         value = store.get(key)
         if value is None:
             return "NOT_FOUND", st, _now()
+        if self.spec.data_integrity:
+            en = _now()
+            self._verify(key, value)
+            return "OK", st, en
         if self.fields:
             self._read_fields(value)
         return "OK", st, _now()
@@ -394,11 +450,13 @@ class Client:
     def do_update(self, store: Any) -> tuple[str, int, int]:
         key = self.next_key()
         if not self._update_rmw:
-            value = self.new_value()
+            value = self.value_for(key) if self.spec.data_integrity else self.new_value()
             st = _now()
             store.put(key, value)
             return "OK", st, _now()
         name, value = self._one_field(), self.values.next(self.field_length())
+        if self.spec.data_integrity:
+            value = deterministic_field(key, name, self.spec.field_length)
         st = _now()
         blob = store.get(key)  # one field into a one-blob store: read, modify, write
         if blob is None:
@@ -411,7 +469,7 @@ class Client:
         keynum = seq.next()
         try:
             key = self.workload.key(keynum)
-            value = self.new_value()
+            value = self.value_for(key) if self.spec.data_integrity else self.new_value()
             st = _now()
             store.put(key, value)
             en = _now()
@@ -437,8 +495,10 @@ class Client:
         key = self.next_key()
         if self.fields and not self.spec.write_all_fields:
             name, value = self._one_field(), self.values.next(self.field_length())
+            if self.spec.data_integrity:
+                value = deterministic_field(key, name, self.spec.field_length)
         else:
-            name, value = None, self.new_value()
+            name, value = None, self.value_for(key)
         rec = self.recorder
         st = _now()
         blob = store.get(key)

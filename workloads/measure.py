@@ -168,6 +168,12 @@ class Recorder:
         if len(pending) >= BATCH:
             self._drain_one(op, pending)
 
+    def with_status(self, name: str, status: str, value_us: int) -> None:
+        """Record a value under ``name`` itself with any status (YCSB's ``VERIFY``)."""
+        self.record(name, value_us)
+        key = (name, status)
+        self._status[key] = self._status.get(key, 0) + 1
+
     def failed(self, op: str, status: str, value_us: int) -> None:
         self.record(op + "-FAILED", value_us)
         key = (op, status)

@@ -1,7 +1,9 @@
 """YCSB's workload files and ``-p`` properties, read into a :class:`~workloads.core.WorkloadSpec`.
 
-A workload file is a Java ``.properties`` file: ``key=value`` (or ``key: value``, or
-``key value``) per line, ``#`` and ``!`` start comments, a trailing backslash continues a line.
+A workload file is a Java ``.properties`` file, read as Java's ``Properties.load`` reads it:
+``key=value``, ``key: value`` or ``key value`` per logical line, ``#`` and ``!`` start comments,
+a line ending in an odd number of backslashes continues on the next, and ``\\t``, ``\\n``,
+``\\uXXXX`` and ``\\x`` (= ``x``, e.g. an escaped ``:`` in a key) escapes are decoded.
 Files given later and ``-p`` assignments override earlier ones, as in ``ycsb -P a -P b -p k=v``.
 The shipped files are in ``workloads/ycsb/``: YCSB's six core workloads ``workloada`` ..
 ``workloadf`` with YCSB's properties and values, and ckptbench's ``write-heavy`` and
@@ -13,12 +15,15 @@ shorthands' presets: ``requestdistribution=uniform``, ``maxscanlength=1000`` and
 the thesis' model, one opaque value of that many bytes per key (fields do not apply then).
 
 Properties that are not workload properties (a binding's ``redis.host``, say) are kept in the
-result's configuration and otherwise ignored, as YCSB ignores the ones no component reads.
+result's configuration and otherwise ignored, as YCSB ignores the ones no component reads; the
+client's own (``maxexecutiontime``, ``measurement.interval`` ...) and the names YCSB acts on
+that ckptbench does not are :mod:`workloads.client_properties`' job.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -81,39 +86,81 @@ FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "maxscanlength": ("max_scan_length", int),
     "scanlengthdistribution": ("scan_length_distribution", str.strip),
     "valuesize": ("value_size", int),
+    "zeropadding": ("zero_padding", int),
+    "dataintegrity": ("data_integrity", _bool),
 }
 
 #: properties the client (not the workload) reads; see ``bench load --help``
 CLIENT_PROPERTIES = ("threadcount", "target", "status.interval", "exporter", "exportfile",
                      "hdrhistogram.percentiles", "hdrhistogram.fileoutput",
-                     "hdrhistogram.output.path", "workload", "db")
+                     "hdrhistogram.output.path", "workload", "db", "maxexecutiontime",
+                     "measurement.interval", "measurementtype", "timeseries.granularity")
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Java's logical lines: comment and blank lines dropped, a line ending in an odd number of
+    backslashes joined to the next with the next one's leading whitespace removed."""
+    out: list[str] = []
+    pending: str | None = None
+    for raw in re.split(r"\r\n|\r|\n", text):
+        line = raw.lstrip(" \t\f")
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        joined = line if pending is None else pending + line
+        if trailing % 2:
+            pending = joined[:-1]
+            continue
+        pending = None
+        out.append(joined)
+    if pending is not None:
+        out.append(pending)
+    return out
+
+
+def _unescape(text: str, source: str) -> str:
+    """Java's escapes: ``\\t \\n \\r \\f``, ``\\uXXXX``, and ``\\x`` = ``x`` otherwise."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out.append("" if c == "\\" else c)
+            i += 1
+            continue
+        c = text[i + 1]
+        if c == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) < 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise WorkloadError(f"{source}: malformed \\uXXXX escape in {text!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(c, c))
+        i += 2
+    return "".join(out)
+
+
+def _split(line: str) -> tuple[str, str]:
+    """A logical line's raw key and raw value: the key ends at the first unescaped ``=``, ``:``
+    or whitespace; whitespace, then one ``=`` or ``:``, then whitespace separate it from the
+    value (Java's ``Properties.load``)."""
+    i = 0
+    while i < len(line) and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:]
+    rest = rest.lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
 
 
 def parse_lines(text: str, source: str = "<properties>") -> dict[str, str]:
-    """The ``key -> value`` pairs of a ``.properties`` text (see the module docstring)."""
+    """The ``key -> value`` pairs of a ``.properties`` text, as Java's ``Properties.load`` reads
+    it (see the module docstring); values keep trailing whitespace, as Java's do."""
     out: dict[str, str] = {}
-    logical, pending = [], ""
-    for raw in text.splitlines():
-        line = pending + raw.lstrip() if pending else raw.strip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        pending = ""
-        logical.append(line)
-    if pending:
-        logical.append(pending)
-    for line in logical:
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            parts = line.split(None, 1)
-            key, value = parts[0], parts[1] if len(parts) > 1 else ""
-        else:
-            key, value = line[:cut].strip(), line[cut + 1 :].strip()
-        if not key:
-            raise WorkloadError(f"{source}: a line without a property name: {line!r}")
-        out[key] = value
+    for line in _logical_lines(text):
+        key, value = _split(line)
+        out[_unescape(key, source)] = _unescape(value, source)
     return out
 
 
@@ -127,6 +174,16 @@ def workload_file(name: str) -> Path:
     return path
 
 
+def resolve_file(path: str) -> Path:
+    """``-P path``: the file at ``path``, or, when there is none and ``path`` is a bare name
+    of a shipped workload (``-P workloada``, as YCSB's own ``-P workloads/workloada`` reads
+    from its distribution), the shipped file."""
+    given = Path(path)
+    if given.exists() or "/" in path or not (WORKLOAD_DIR / ALIASES.get(path, path)).is_file():
+        return given
+    return workload_file(path)
+
+
 def read_file(path: str | Path) -> dict[str, str]:
     """The properties of the workload file at ``path``, read as UTF-8 text (ASCII, which every
     shipped and YCSB workload file is, included); a file that is not, one of Java's ISO-8859-1
@@ -135,8 +192,10 @@ def read_file(path: str | Path) -> dict[str, str]:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
+        known = ", ".join(sorted(p.name for p in WORKLOAD_DIR.iterdir() if p.is_file()))
         raise WorkloadError(f"cannot read workload file {str(path)!r}: "
-                            f"{exc.strerror or exc}") from None
+                            f"{exc.strerror or exc}; give a file's path, or a shipped "
+                            f"workload's name: {known}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

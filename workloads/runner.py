@@ -59,6 +59,9 @@ class ClientSettings:
     seed: int = 1
     #: keys per ``put_many`` in the load phase; 1 = one ``put`` per key, measured as ``INSERT``
     load_batch: int = 1000
+    #: YCSB's ``measurementtype=timeseries``: the run phase keeps each measurement's average
+    #: latency per bucket of this many ms (:attr:`PhaseResult.series`)
+    timeseries_ms: int | None = None
 
     def validate(self) -> ClientSettings:
         """Refuse settings no phase can run with (one line naming the setting and the fix)."""
@@ -92,6 +95,9 @@ class PhaseResult:
     errors: dict[str, int] = field(default_factory=dict)
     #: keys written (load phase; equals operations when batch == 1)
     keys: int = 0
+    #: with ``ClientSettings.timeseries_ms``: per measurement, ``(bucket start ms, average
+    #: latency µs)`` of each non-empty bucket
+    series: dict[str, list[tuple[int, float]]] | None = None
 
     @property
     def throughput(self) -> float:
@@ -170,7 +176,7 @@ def load(
     def work(index: int) -> None:
         # the load's own random streams: -1, then -2, -3 ... for more threads
         client = workload.client(-1 - index)
-        make_value = value_for or (lambda _key: client.new_value())
+        make_value = value_for or client.value_for
         recorder = recorders[index]
         perf = time.perf_counter_ns
         left = shares[index]
@@ -235,9 +241,10 @@ def run(
         for i in range(threads)
     ]
     per_thread_rate = target / threads if target else None
-    live = bool(status_interval and status_out is not None)
+    granularity = clients.timeseries_ms
+    live = bool(status_interval and status_out is not None) or bool(granularity)
     recorders = _recorders(threads, live)
-    intervals = Intervals(recorders, hdr_logs) if live else None
+    intervals = Intervals(recorders, hdr_logs, granularity) if live else None
     clients = [workload.client(client_offset + i) for i in range(threads)]
     for client, recorder in zip(clients, recorders):
         client.recorder = recorder  # the store calls inside a read-modify-write
@@ -270,7 +277,8 @@ def run(
         w.join()
     runtime_ms = (time.perf_counter_ns() - start_ns[0]) / 1e6
     merged = _finish(recorders, intervals, hdr_logs, start_ms)
-    return PhaseResult("run", runtime_ms, sum(done), merged, errors.counts)
+    return PhaseResult("run", runtime_ms, sum(done), merged, errors.counts,
+                       series=intervals.averages() if granularity else None)
 
 
 def _client_loop(

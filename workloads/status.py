@@ -5,7 +5,9 @@ estimated time left and, per operation, the statistics of *that interval* only
 (``[READ: Count=…, Max=…, Min=…, Avg=…, 90=…, 99=…, 99.9=…, 99.99=…]``); with
 ``hdrhistogram.fileoutput=true`` each interval histogram is also appended to one HdrHistogram log
 per operation (``<hdrhistogram.output.path><NAME>.hdr``), and the last, partial interval when the
-phase ends.  Without status lines the log holds one interval: the whole phase.
+phase ends.  Without status lines the log holds one interval: the whole phase.  The histograms
+are encoded in HdrHistogram's V1 format (:mod:`workloads.hdr_v1`), which YCSB's own
+HdrHistogram 2.1.4 reads as well as every later version.
 
 Interval histograms need the client threads' values while they run, so with status lines each
 client thread records into a :class:`LiveRecorder`: a :class:`~workloads.measure.Recorder` with
@@ -24,6 +26,7 @@ from typing import Sequence, TextIO
 
 from hdrh.log import HistogramLogWriter
 
+from . import hdr_v1
 from .measure import Measurements, Recorder
 
 
@@ -48,6 +51,10 @@ class LiveRecorder(Recorder):
     def failed(self, op: str, status: str, value_us: int) -> None:
         with self._lock:
             Recorder.failed(self, op, status, value_us)
+
+    def with_status(self, name: str, status: str, value_us: int) -> None:
+        with self._lock:
+            Recorder.with_status(self, name, status, value_us)
 
     def take(self) -> Measurements:
         """Everything recorded since the last take, as measurements of their own."""
@@ -94,9 +101,12 @@ class HdrLogs:
         """Append each histogram of ``measurements`` as the interval ``[start_ms, end_ms]``
         (wall-clock milliseconds since the epoch)."""
         for name, hist in measurements.histograms.items():
-            hist.set_start_time_stamp(int(start_ms))
-            hist.set_end_time_stamp(int(end_ms))
-            self._writer(name).output_interval_histogram(hist)
+            writer = self._writer(name)
+            # the writer's own line, with the V1 payload instead of hdrh's V2 encoding
+            start = (int(start_ms) - writer.base_time) / 1000.0
+            length = (int(end_ms) - int(start_ms)) / 1000.0
+            writer.log.write(f"{start:f},{length:f},{hist.get_max_value() // 1000000.0:f},"
+                             f"{hdr_v1.encode(hist)}\n")
 
     def close(self) -> None:
         for fh, _writer in self._files.values():
@@ -106,18 +116,54 @@ class HdrLogs:
 
 class Intervals:
     """The watching thread's view of live recorders: :meth:`tick` takes one interval from all
-    of them; :attr:`total` is the sum of every interval taken."""
+    of them; :attr:`total` is the sum of every interval taken.
 
-    def __init__(self, recorders: Sequence[LiveRecorder], logs: HdrLogs | None) -> None:
+    With ``granularity_ms`` (YCSB's ``measurementtype=timeseries``), :meth:`sample` is called
+    at each bucket's end and adds, per measurement, the bucket's operation count and latency sum
+    to :attr:`series` (``name -> {bucket start ms: [count, sum µs]}``, bucket starts counted
+    from the phase's start as in YCSB's OneMeasurementTimeSeries; empty buckets are left out,
+    as YCSB leaves them out).  A bucket's sum is its histogram's mean times its count, so its
+    average is exact to the histogram's precision.  What a sample takes waits in the pending
+    interval until the next :meth:`tick`, so status lines and logs see every value once."""
+
+    def __init__(self, recorders: Sequence[LiveRecorder], logs: HdrLogs | None,
+                 granularity_ms: int | None = None) -> None:
         self.recorders = recorders
         self.logs = logs
         self.total = Measurements()
+        self.granularity_ms = granularity_ms
+        self.series: dict[str, dict[int, list[float]]] = {}
         self._since_ms = time.time() * 1000.0
+        self._start = time.perf_counter()
+        self._pending = Measurements()
+
+    def sample(self, boundary: bool = False) -> None:
+        """Take what the recorders hold into the pending interval (and the time series: into
+        the bucket that ends at the nearest boundary when ``boundary``, as the watching thread
+        samples just after one, else into the bucket under way)."""
+        taken = Measurements()
+        for rec in self.recorders:
+            taken.merge(rec.take())
+        if self.granularity_ms:
+            elapsed_ms = (time.perf_counter() - self._start) * 1000.0
+            g = self.granularity_ms
+            bucket = max(0, round(elapsed_ms / g) - 1) * g if boundary else int(elapsed_ms // g) * g
+            for name, hist in taken.histograms.items():
+                count = hist.get_total_count()
+                if count:
+                    cell = self.series.setdefault(name, {}).setdefault(bucket, [0, 0.0])
+                    cell[0] += count
+                    cell[1] += hist.get_mean_value() * count
+        self._pending.merge(taken)
+
+    def averages(self) -> dict[str, list[tuple[int, float]]]:
+        """The time series: per measurement, ``(bucket start ms, average latency µs)``."""
+        return {name: [(t, total / n) for t, (n, total) in sorted(buckets.items())]
+                for name, buckets in self.series.items()}
 
     def tick(self) -> Measurements:
-        interval = Measurements()
-        for rec in self.recorders:
-            interval.merge(rec.take())
+        self.sample()
+        interval, self._pending = self._pending, Measurements()
         now_ms = time.time() * 1000.0
         if self.logs is not None:
             self.logs.interval(interval, self._since_ms, now_ms)
@@ -196,8 +242,11 @@ def watch(
 ) -> None:
     """Poll the workers' op counters until they finish; report progress and status lines.
     Every phase driver calls it from the thread that started the workers, which only watches.
-    With ``intervals``, each status line carries the per-operation statistics of its interval."""
-    tick = 0.1
+    With ``intervals``, each status line carries the per-operation statistics of its interval,
+    and a time series is sampled at each of its buckets' ends."""
+    granularity = (intervals.granularity_ms or 0) / 1000.0 if intervals is not None else 0.0
+    tick = min(0.1, granularity / 10) if granularity else 0.1
+    next_sample = start + granularity if granularity else None
     next_status = start + status_interval if status_interval else None
     last_ops, last_t = 0, start
     while True:
@@ -209,6 +258,9 @@ def watch(
         if progress is not None:
             progress(ops)
         now = time.perf_counter()
+        if next_sample is not None and now >= next_sample:
+            intervals.sample(boundary=True)
+            next_sample += granularity * max(1, int((now - next_sample) // granularity) + 1)
         if next_status is not None and now >= next_status and status_out is not None:
             rate = (ops - last_ops) / (now - last_t) if now > last_t else 0.0
             interval = intervals.tick() if intervals is not None else None

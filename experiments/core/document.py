@@ -74,6 +74,12 @@ def _version() -> str:
         return "unknown"
 
 
+def version_line() -> str:
+    """ckptbench's version and, in a git checkout, its commit (what ``bench --version`` says)."""
+    commit = _commit()
+    return _version() + (f" (commit {commit})" if commit else "")
+
+
 @functools.cache
 def _commit() -> str | None:
     """``HEAD``'s commit, with ``+dirty`` when tracked files differ from it; None outside git."""

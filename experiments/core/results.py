@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -305,6 +306,10 @@ def write_json(path: str, document: Document) -> None:
     if not isinstance(document, Document):
         raise TypeError(f"write_json takes a result Document, not {type(document).__name__}")
     doc = document.to_json()
+    if path == "-":  # the usual spelling of standard output
+        sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        sys.stdout.flush()
+        return
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give a file name for the results")
     directory, name = os.path.split(os.path.abspath(path))
