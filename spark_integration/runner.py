@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from . import phases
-from .errors import SparkIntegrationError
+from .errors import SparkIntegrationError, store_error
 from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
 from .operators import dump_partition, process_partition
@@ -351,7 +351,7 @@ class JobRunner:
             query.stop()
             shutil.rmtree(ckpt_dir, ignore_errors=True)
         if self.error is not None:
-            raise self.error
+            raise store_error(self.error) or self.error
         if not self.done.is_set():
             raise SparkIntegrationError(f"the streaming query stopped early: {query.exception()}")
         self.metrics.protocol_counters.update(self.protocol.counters())

@@ -177,3 +177,19 @@ def test_a_cold_restore_says_why_when_the_cache_cannot_be_dropped(tmp_path):
         shutil.rmtree(shm.root, ignore_errors=True)
     server = build("coordinated", "redis")
     assert evict_job(server).startswith("warm: redis keeps its data")
+
+
+def test_a_store_failure_in_an_executor_becomes_one_line():
+    """Spark wraps an executor's typed store error in its own exception with the whole Python
+    traceback; the runner reports its last line and what to do, and nothing else."""
+    from spark_integration.errors import store_error
+
+    spark_text = ("An exception was thrown from the Python worker:\nTraceback (most recent call "
+                  "last):\n  File \"x.py\", line 1, in put\nbackends.base.StorageFullError: redis "
+                  "at 127.0.0.1:6379: OOM command not allowed when used memory > 'maxmemory'.\n")
+    err = store_error(RuntimeError(spark_text))
+    assert isinstance(err, SparkIntegrationError) and "\n" not in str(err)
+    assert str(err).startswith("the checkpoint store failed (StorageFullError): redis at "
+                               "127.0.0.1:6379: OOM command not allowed")
+    assert "maxmemory" in str(err) and "--state-bytes" in str(err)
+    assert store_error(RuntimeError("Python worker exited unexpectedly")) is None

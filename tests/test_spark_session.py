@@ -40,7 +40,7 @@ def test_a_run_has_a_fresh_directory_removed_after_the_session_stopped(log):
         tmp = run.tmp
     assert not os.path.exists(tmp)
     assert log[0][:2] == ("build", "local[2]") and log[0][2]  # the baseline brought its conf
-    assert log[1:] == [("level", "ERROR"), ("stop",)]
+    assert log[1:] == [("level", "OFF"), ("stop",)]
     assert run.seconds() >= 0.0  # the clock still reads after the block
 
 

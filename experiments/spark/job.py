@@ -34,7 +34,9 @@ def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
               conf: Mapping[str, str] | None = None) -> Metrics:
     """Start a session on ``master``, run ``spec`` under ``settings``, stop the session."""
     spark = build_session(master, conf=session_conf([settings.protocol], conf))
-    spark.sparkContext.setLogLevel("ERROR")
+    # Spark would log every task failure (injected kills included) with its Python traceback;
+    # the runner raises what failed itself, as one line where it can
+    spark.sparkContext.setLogLevel("OFF")
     try:
         return run_job(spark, settings, spec)
     finally:
