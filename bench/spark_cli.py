@@ -67,12 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--keys", type=COUNT, default=10_000,
                    help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
-    p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
-                   help="state per key beside its count (wordcount, nexmark-bids): " + STATE_SYNTAX)
-    p.add_argument("--layout", choices=layout_names(), default=DEFAULT_LAYOUT,
-                   help="how a checkpoint becomes store records; " + layout_help())
-    p.add_argument("--chunk-bytes", type=CHUNK_BYTES, default=DEFAULT_CHUNK_BYTES, metavar="BYTES",
-                   help=f"the chunks layout's object size (default {DEFAULT_CHUNK_BYTES})")
+    add_state_args(p, "state per key beside its count (wordcount, nexmark-bids): ")
     p.add_argument("--seed", type=OFFSET, default=42)
     p.add_argument("--parallelism", type=COUNT, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
@@ -92,11 +87,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--disk-baseline", action="store_true",
                    help="after the job, write and read back as many bytes as its state sequentially "
                         "beside the store (write + fdatasync, cold read) and print the ratios to them")
+    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    return p
+
+
+def add_state_args(p: argparse.ArgumentParser, state_help: str) -> None:
+    """What each key holds and how checkpoints lay it out (``bench spark`` and ``spark-matrix``)."""
+    p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
+                   help=state_help + STATE_SYNTAX)
+    p.add_argument("--layout", choices=layout_names(), default=DEFAULT_LAYOUT,
+                   help="how a checkpoint becomes store records; " + layout_help())
+    p.add_argument("--chunk-bytes", type=CHUNK_BYTES, default=DEFAULT_CHUNK_BYTES, metavar="BYTES",
+                   help=f"the chunks layout's object size (default {DEFAULT_CHUNK_BYTES})")
     p.add_argument("--cold-restore", action="store_true",
                    help="evict the store's files from the page cache before each restore, so the "
                         "recovery reads from the device (local directories; says why where it cannot)")
-    p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    return p
 
 
 def settings_conf(args: argparse.Namespace) -> dict[str, str]:

@@ -15,7 +15,7 @@ from backends.base import CkptError
 from spark_integration.protocols.registry import protocol_names
 
 from .args import EXIT_USAGE, PROG, UsageError
-from .spark_cli import (COUNT, JOBS, OFFSET, SKEW, SKEW_SYNTAX, STATE_BYTES, STATE_SYNTAX, check_failures,
+from .spark_cli import (COUNT, JOBS, OFFSET, SKEW, SKEW_SYNTAX, add_state_args, check_failures,
                         job_spec)
 
 DESCRIPTION = """\
@@ -42,8 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
     p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
-    p.add_argument("--state-bytes", type=STATE_BYTES, default="0", metavar="SIZE",
-                   help="state per key beside its count (leaves the spark-state baseline out): " + STATE_SYNTAX)
+    add_state_args(p, "state per key beside its count (leaves the spark-state baseline out): ")
     p.add_argument("--no-spark-state", action="store_true",
                    help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
     p.add_argument("--events", type=COUNT, default=1_000_000)
@@ -98,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         doc = spark_matrix.run(protocols, backends, spec, args.fail_at, args.interval,
                                baselines=not args.no_spark_state, master=args.master,
                                rounds=args.rounds, warmup=args.warmup, echo=echo,
-                               state_bytes=str(args.state_bytes))
+                               state=spark_matrix.StateSetup(str(args.state_bytes), args.layout,
+                                                             args.chunk_bytes, args.cold_restore))
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -45,10 +45,12 @@ import statistics
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from spark_integration.conf import build
 from spark_integration.job import JobSpec
+from spark_integration.layouts.registry import DEFAULT as DEFAULT_LAYOUT, DEFAULT_CHUNK_BYTES
 from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
 from spark_integration.runner import run_job
@@ -131,8 +133,20 @@ def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
     return dict(services.client_options(backend, namespace))
 
 
+@dataclass(frozen=True)
+class StateSetup:
+    """What each key holds and how its checkpoints are laid out: the same for every run of a
+    matrix, so its rows differ only in protocol and store."""
+
+    state_bytes: str = "0"
+    layout: str = DEFAULT_LAYOUT
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    cold_restore: bool = False
+
+
 def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_at: list[int],
-            interval: int, tmp: str, fail_instance: int = 0, state_bytes: str = "0") -> dict[str, Any]:
+            interval: int, tmp: str, fail_instance: int = 0,
+            state: StateSetup = StateSetup()) -> dict[str, Any]:
     """One run of one combination: its figures, the work it did and its ``[SPARK]`` metrics.
 
     The matrix, CheckMate's grid and LOG.io's straggler runs all go through here: the protocol's
@@ -143,7 +157,8 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
     settings = build(protocol, backend, backend_options(backend, ns, tmp) if backend else None,
                      interval=interval, job_id=ns, state_dir=f"{tmp}/work",
                      fail_at=fail_at if reg.failure_injection else (), fail_instance=fail_instance,
-                     state_bytes=state_bytes)
+                     state_bytes=state.state_bytes, layout=state.layout, chunk_bytes=state.chunk_bytes,
+                     cold_restore=state.cold_restore)
     metrics = run_job(spark, settings, spec)
     s = dict(metrics.summary())
     return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
@@ -173,7 +188,7 @@ def _skip_reason(exc: BaseException) -> str:
 
 def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interval: int = 1,
                rounds: int = 3, warmup: int = WARMUP_ROUNDS, echo: Callable[..., None] = print,
-               state_bytes: str = "0") -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
+               state: StateSetup = StateSetup()) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
     """Warm-up rounds, then ``rounds`` interleaved rounds of ``plan``.
 
     Returns (runs, skipped, warm-up runs): every recorded run with its round and position, the
@@ -197,7 +212,7 @@ def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interv
                 echo(f"# {what}: {name} ...", flush=True)
                 t0, cpu0 = time.time(), jvm_cpu_seconds(spark)
                 try:
-                    run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp, state_bytes=state_bytes)
+                    run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp, state=state)
                 except (BackendUnavailableError, ServiceError, ConnectionError, ImportError) as exc:
                     # the backend's server or client is missing: a skipped row, never a zero
                     skipped[name] = _skip_reason(exc)
@@ -283,28 +298,30 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
 
 def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
                interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = WARMUP_ROUNDS,
-               echo: Callable[..., None] = print, state_bytes: str = "0") -> Matrix:
+               echo: Callable[..., None] = print, state: StateSetup = StateSetup()) -> Matrix:
     """The whole method on ``spark``: the matrix document (rows, warm-up, settings).  With state
-    of a size (``state_bytes``) the baselines are left out: Spark's own store keeps counts only,
-    so its row would not carry the same state."""
+    of a size (``state.state_bytes``) the baselines are left out: Spark's own store keeps counts
+    only, so its row would not carry the same state."""
     if rounds < 1 or warmup < 0:
         raise ValueError("--rounds must be >= 1 and --warmup >= 0")
-    state_bytes = str(parse_state_size(state_bytes))
-    plan = plan_for(protocols, backends, spec, baselines and not parse_state_size(state_bytes).sized)
-    runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo, state_bytes)
-    return Matrix(job=spec, state_bytes=state_bytes, fail_at=fail_at, interval=interval, rounds=rounds,
+    state = replace(state, state_bytes=str(parse_state_size(state.state_bytes)))
+    plan = plan_for(protocols, backends, spec, baselines and not parse_state_size(state.state_bytes).sized)
+    runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo, state)
+    return Matrix(job=spec, state_bytes=state.state_bytes, layout=state.layout,
+                  chunk_bytes=state.chunk_bytes, cold_restore=state.cold_restore,
+                  fail_at=fail_at, interval=interval, rounds=rounds,
                   warmup_rounds=warmup, order="rotated by one place per round",
                   warmup=[WarmupRun(**w) for w in warm], rows=summarize(plan, runs, skipped))
 
 
 def run(protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int], interval: int = 1,
         baselines: bool = True, master: str = "local[2]", rounds: int = 3, warmup: int = WARMUP_ROUNDS,
-        echo: Callable[..., None] = print, state_bytes: str = "0") -> Matrix:
+        echo: Callable[..., None] = print, state: StateSetup = StateSetup()) -> Matrix:
     """:func:`run_matrix` on a session of its own (started and stopped here)."""
     wanted = protocols + (baselines_for(spec) if baselines else [])
     with spark_session(master, wanted) as spark:
         return run_matrix(spark, protocols, backends, spec, fail_at, interval, baselines, rounds, warmup, echo,
-                          state_bytes)
+                          state)
 
 
 # ----------------------------------------------------------------------------------- output

@@ -125,6 +125,11 @@ class Matrix(Document):
 
     job: JobSpec
     state_bytes: str = "0"
+    #: how the runs' checkpoints were laid out (``bench spark --layout``), and whether each
+    #: restore was made cold
+    layout: str = "changelog"
+    chunk_bytes: int = 4 << 20
+    cold_restore: bool = False
     fail_at: list[int] = field(default_factory=list)
     interval: int = 1
     rounds: int = 1
