@@ -266,3 +266,14 @@ def test_a_missing_marker_or_file_is_one_line_and_the_rest_goes_on(tmp_path):
                                              ("Store write: 16 threads", "store-write-16-threads")])
 def test_anchor_is_githubs(heading, anchor):
     assert markdown_blocks.anchor(heading) == anchor
+
+
+def test_a_papers_own_page_goes_beside_the_docs_being_written():
+    """``bench reproduce --docs DIR/results.md`` keeps CheckMate's and LOG.io's pages in DIR
+    too, so a run into other docs leaves the repository's own pages alone."""
+    for name, page in (("checkmate", "checkmate.md"), ("logio-stragglers", "logio.md")):
+        (step,) = reproduce.EXPERIMENTS[name].steps
+        assert reproduce.command(step.argv("results", name, True)).startswith(
+            f"bench {name} --quick --docs docs/{page} --json results/{name}/run.json")
+        assert f"--docs /tmp/elsewhere/{page}" in reproduce.command(
+            step.argv("results", name, True, "/tmp/elsewhere"))

@@ -48,7 +48,8 @@ class Step:
     """One ``bench`` command of an experiment.  ``full``/``quick`` are its arguments at the two
     sizes; ``outputs`` the output options appended to both, whose ``{document}``/``{plot}``/
     ``{out}`` are filled from the templates below (``{out}`` the results directory, ``{name}``
-    the experiment, ``{label}`` this step)."""
+    the experiment, ``{label}`` this step, ``{pages}`` the directory of the docs being written,
+    where a paper's experiment keeps its own page)."""
 
     label: str
     full: str
@@ -64,9 +65,9 @@ class Step:
         return {"document": doc, "plot": plot,
                 "shown_as": self.shown_as.format(**fill) if self.shown_as else plot}
 
-    def argv(self, out: str, name: str, quick: bool) -> list[str]:
+    def argv(self, out: str, name: str, quick: bool, pages: str = "docs") -> list[str]:
         """The arguments after ``bench``, output options included."""
-        fill = {"out": out, "name": name, **self.paths(out, name)}
+        fill = {"out": out, "name": name, "pages": pages, **self.paths(out, name)}
         return shlex.split(self.quick if quick else self.full) + [
             token.format(**fill) for token in self.outputs]
 
@@ -262,15 +263,17 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
     Experiment(
         "checkmate", "CheckMate's grid: NexMark q1/q3/q8/q12 under none, coordinated, uncoordinated "
         "and cic, uniform and skewed input, one failure per run, and the cyclic query (emulated)", (
-            Step("run", "checkmate --docs docs/checkmate.md", "checkmate --quick --docs docs/checkmate.md",
-                 ("--json", "{document}", "--png", "{plot}"), plot="{out}/checkmate.png"),),
+            Step("run", "checkmate", "checkmate --quick",
+                 ("--docs", "{pages}/checkmate.md", "--json", "{document}", "--png", "{plot}"),
+                 plot="{out}/checkmate.png"),),
         lambda docs: _paper_module("checkmate").markdown(docs["run"]),
         lambda docs: _paper_module("checkmate").headline(docs["run"])),
     Experiment(
         "logio-stragglers", "LOG.io's straggler experiment: one slow instance at a moderate rate, "
         "logio against coordinated in normal processing and after the straggler's failure", (
-            Step("run", "logio-stragglers --docs docs/logio.md", "logio-stragglers --quick --docs docs/logio.md",
-                 ("--json", "{document}", "--png", "{plot}"), plot="{out}/logio-stragglers.png"),),
+            Step("run", "logio-stragglers", "logio-stragglers --quick",
+                 ("--docs", "{pages}/logio.md", "--json", "{document}", "--png", "{plot}"),
+                 plot="{out}/logio-stragglers.png"),),
         lambda docs: _paper_module("stragglers").markdown(docs["run"]),
         lambda docs: _paper_module("stragglers").headline(docs["run"])),
 )}
@@ -303,10 +306,11 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float) -> StepRun:
+def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float,
+             pages: str = "docs") -> StepRun:
     """Run one command, its stdout and stderr into ``out/NAME/LABEL.log``; the run's record
     (``error`` is its last stderr line when it failed)."""
-    argv = step.argv(out, exp.name, quick)
+    argv = step.argv(out, exp.name, quick, pages)
     paths = step.paths(out, exp.name)
     log = os.path.join(out, exp.name, f"{step.label}.log")
     for path in (log, paths["document"], paths["plot"]):
@@ -342,13 +346,14 @@ def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float)
     return record
 
 
-def run_experiment(exp: Experiment, out: str, quick: bool,
-                   say: Callable[[str], None]) -> Reproduce:
-    """Every step in order (the first failure ends the experiment); the reproduce document."""
+def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], None],
+                   pages: str = "docs") -> Reproduce:
+    """Every step in order (the first failure ends the experiment); the reproduce document.
+    ``pages``: where a paper's experiment writes its own page (beside the docs being written)."""
     load_before, started, t0 = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.monotonic()
     runs = []
     for i, step in enumerate(exp.steps, 1):
-        record = run_step(step, exp, out, quick, QUICK_TIMEOUT if quick else FULL_TIMEOUT)
+        record = run_step(step, exp, out, quick, QUICK_TIMEOUT if quick else FULL_TIMEOUT, pages)
         runs.append(record)
         state = "failed" if record.error else "ok"
         say(f"reproduce: {exp.name} [{i}/{len(exp.steps)}] {state} in {record.seconds:.1f} s: "
@@ -359,7 +364,7 @@ def run_experiment(exp: Experiment, out: str, quick: bool,
     doc = Reproduce(
         name=exp.name, shows=exp.shows, quick=quick, servers=list(exp.servers),
         status="failed" if error else "ok", error=error,
-        commands=[command(s.argv(out, exp.name, quick)) for s in exp.steps],
+        commands=[command(s.argv(out, exp.name, quick, pages)) for s in exp.steps],
         started=started, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         seconds=round(time.monotonic() - t0, 3), machine=machine(), cpus=os.cpu_count(),
         loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), runs=runs)
@@ -401,7 +406,7 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
                 f"not running (start {'it' if len(down) == 1 else 'them'} with: "
                 f"bench services up {' '.join(down)})")
             continue
-        doc = run_experiment(exp, out, quick, say)
+        doc = run_experiment(exp, out, quick, say, os.path.dirname(docs) or ".")
         path = os.path.join(out, f"{name}.json")
         write_json(path, doc)
         if doc.status != "ok":
