@@ -397,3 +397,19 @@ def test_a_spark_job_round_trips_with_the_keys_bench_spark_wrote():
     assert set(back) == {"schema", "settings", "job", "metrics", "checkpoints", "recovery_phases",
                          "verify", "disk_baseline", "environment"}
     assert back["metrics"]["ExactlyOnce"] is True and SparkJob.from_json(back).job == JobSpec()
+
+
+def test_fig47_headline_says_a_store_kept_up_instead_of_quoting_the_offered_rate():
+    from experiments.storage.thesis_result import fig47_headline
+
+    def row(backend: str, pes: int, write_rate: float) -> dict:
+        return {"spec": {}, "submitted": 100, "written": 100, "dropped": 0,
+                "dropped_serialization": 0, "failed": 0, "event_rate": 5000.0,
+                "write_rate": write_rate, "backend": backend, "pes": pes}
+
+    doc = {"schema": "ckptbench.thesis/1", "experiment": "fig4.7", "rate": 5000.0,
+           "rows": [row("default_fs", 100, 1554.0), row("default_fs", 10000, 836.0),
+                    row("indexed_fs", 100, 4999.0), row("indexed_fs", 10000, 4998.7)]}
+    assert fig47_headline({"fig4.7": doc}) == (
+        "checkpoints/s over 100-10,000 PEs: default_fs 836-1,554, indexed_fs kept up with the "
+        "5,000/s offered")
