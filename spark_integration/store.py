@@ -23,7 +23,7 @@ import time
 from typing import Iterator
 
 from backends import Backend, backend_class, open_backend
-from backends.media import open_medium
+from backends.media import Medium, open_medium
 from backends.base import StoreLockedError
 
 from . import phases
@@ -124,6 +124,17 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
     yield Scoped(store, prefix(settings, owner))
 
 
+@contextlib.contextmanager
+def _job_directory(settings: Settings) -> Iterator[Medium]:
+    """The directory holding job ``settings.job_id``'s participants (a path backend's), on its
+    medium, for the length of a ``with``."""
+    medium = open_medium(os.path.join(settings.backend_options["path"], settings.job_id))
+    try:
+        yield medium
+    finally:
+        medium.close()
+
+
 def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
     """The bytes the store holds for job ``settings.job_id`` (every participant's namespace:
     checkpoints, commit records, sender logs) as the run left them, and again after the store's
@@ -137,11 +148,9 @@ def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
                 return None, None
             backend.reclaim()
             return before, backend.footprint(job)
-    medium = open_medium(os.path.join(settings.backend_options["path"], settings.job_id))
-    try:
-        owners = [n for n in medium.listdir() if n not in medium.list_files()]
-    finally:
-        medium.close()
+    with _job_directory(settings) as medium:
+        files = set(medium.list_files())
+        owners = [n for n in medium.listdir() if n not in files]  # one directory per participant
     before = after = 0
     for owner in owners:
         with participant_store(settings, owner) as store:
@@ -157,9 +166,6 @@ def evict_job(settings: Settings) -> str:
     data in its own memory or cache; a memory file system; a remote medium's server cache)."""
     if not _is_path_backend(settings):
         return f"warm: {settings.backend} keeps its data in its server's memory or cache"
-    medium = open_medium(os.path.join(settings.backend_options["path"], settings.job_id))
-    try:
+    with _job_directory(settings) as medium:
         why = medium.evict()
-    finally:
-        medium.close()
     return "cold" if why is None else f"warm: {why}"
