@@ -530,6 +530,11 @@ class Backend(abc.ABC):
         """``[start, end)`` ranges of a batch, in order, each within :attr:`max_batch_items` and
         :attr:`max_batch_bytes` (an item larger than the byte limit alone goes by itself).  In
         order, so a key given twice keeps its last value, as with sequential puts."""
+        if not sizes:
+            return  # nothing to store: no call at all
+        if len(sizes) <= self.max_batch_items and sum(sizes) <= self.max_batch_bytes:
+            yield 0, len(sizes)  # the common case, on every batch's path: one call, no walk
+            return
         start, total = 0, 0
         for i, size in enumerate(sizes):
             if i > start and (i - start >= self.max_batch_items
