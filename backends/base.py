@@ -290,6 +290,14 @@ def no_claim(mode: str) -> Claim:
 
 
 # ------------------------------------------------------------------------------------ interface
+def _plain_bytes(value: bytes | bytearray | memoryview) -> bytes | memoryview:
+    """``value`` as a store that takes buffers gets it: a flat byte view as it is (no copy),
+    anything else (an array's typed or strided view) as ``bytes``."""
+    if type(value) is memoryview and value.format == "B" and value.ndim == 1 and value.c_contiguous:
+        return value
+    return value if type(value) is bytes else bytes(value)
+
+
 class Backend(abc.ABC):
     """A checkpoint store.  Subclasses declare ``name``, ``durability_modes`` and ``options``
     and implement the ``_``-prefixed primitives; the public methods add argument checks and the
@@ -319,6 +327,10 @@ class Backend(abc.ABC):
     #: batch reaches the store as several calls, in order (``sys.maxsize``: no limit of its own)
     max_batch_bytes: ClassVar[int] = sys.maxsize
     max_batch_items: ClassVar[int] = sys.maxsize
+    #: whether ``_put_many`` takes any buffer (``memoryview`` of a larger array) as a value: a
+    #: store that writes values out with a gather write then copies none of them; the others are
+    #: given ``bytes``, which their client libraries expect
+    takes_buffers: ClassVar[bool] = False
     #: the media the store's data can live on: ``local``, ``nfs``, ``hdfs``.  A file backend
     #: reaches them through its ``path`` (a directory or an ``nfs://`` / ``hdfs://`` URL); a
     #: server backend with more than one keeps its data on the one its server was started on
@@ -521,8 +533,9 @@ class Backend(abc.ABC):
                 if size > self.max_value_bytes:
                     self._too_large(key, size)
                 sizes.append(size + len(key))
+            plain = _plain_bytes if self.takes_buffers else bytes
             for start, end in self._batches(sizes):
-                self._put_many([(k, bytes(v)) for k, v in pairs[start:end]])
+                self._put_many([(k, plain(v)) for k, v in pairs[start:end]])
         finally:
             self._inflight.pop()
 

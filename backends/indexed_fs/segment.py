@@ -36,7 +36,7 @@ import re
 import struct
 from itertools import chain, repeat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import crc32c as _crc32c
 import numpy as np
@@ -92,6 +92,29 @@ def _os_pwrite_all(fd: int, data: bytes, off: int) -> None:
 
 #: the append: C's pwrite that keeps the GIL (see group_commit) where built, else os.pwrite
 _pwrite_all = _native_pwrite_all or _os_pwrite_all
+#: buffers per ``pwritev`` call (Linux's ``IOV_MAX``)
+IOV_MAX = 1024
+
+
+def _pwritev_all(fd: int, parts: Sequence[bytes | memoryview], off: int) -> None:
+    """Write the buffers ``parts`` one after the other at ``off`` with gather writes: the
+    kernel copies each from where it is (a large value is never copied into one buffer
+    first).  A short write resumes inside the buffer it stopped in."""
+    views = [memoryview(p) for p in parts]
+    i = 0
+    while i < len(views):
+        done = os.pwritev(fd, views[i:i + IOV_MAX], off)
+        off += done
+        while i < len(views) and done >= views[i].nbytes:
+            done -= views[i].nbytes
+            i += 1
+        if done:
+            views[i] = views[i][done:]
+
+
+def data_length(data: bytes | Sequence[bytes | memoryview]) -> int:
+    """Bytes of an append's ``data``: one buffer, or the buffers of a gather write."""
+    return len(data) if isinstance(data, (bytes, bytearray)) else sum(memoryview(p).nbytes for p in data)
 
 #: how far ahead of the appends reserved space is turned into written zeros (Segment.append)
 ZERO_AHEAD = 256 << 10
@@ -136,6 +159,15 @@ def encode(seq: int, key: bytes, value: bytes, flags: int = 0,
     kl, vl = len(key), len(value)
     c = _crc(value, _crc(key, _crc(_rest(seq, kl, vl, flags))))
     return _pack(c, seq, kl, vl, flags) + key + value
+
+
+def encode_head(seq: int, key: bytes, value: bytes | memoryview, flags: int = 0) -> bytes:
+    """The header and key of a record whose value follows from its own buffer: :func:`encode`
+    without copying a large value into the record (the caller writes both with one gather write,
+    :meth:`Segment.append`); same bytes on disk, same CRC."""
+    kl, vl = len(key), len(value)
+    c = crc(value, crc(key, crc(_REST.pack(seq, kl, vl, flags))))
+    return HEADER.pack(c, seq, kl, vl, flags) + key
 
 
 def decode(data: bytes, key: str | None = None) -> tuple[int, str, bytes, int]:
@@ -243,15 +275,19 @@ class Segment:
             os.ftruncate(self.fd, self.size)
             self.file_size = self.size
 
-    def append(self, data: bytes) -> int:
-        """Write ``data`` at the end; return its offset.  On any error (``ENOSPC``) the file is
-        cut back to its previous end so no partial record stays behind, and the error re-raised."""
+    def append(self, data: bytes | Sequence[bytes | memoryview]) -> int:
+        """Write ``data`` (one buffer, or several written by one gather write) at the end;
+        return its offset.  On any error (``ENOSPC``) the file is cut back to its previous end
+        so no partial record stays behind, and the error re-raised."""
         off = self.size
-        end = off + len(data)
+        end = off + data_length(data)
         try:
             if end > self.zeroed and self.zeroed < self.file_size:
                 self._zero_ahead(end)
-            _pwrite_all(self.fd, data, off)
+            if isinstance(data, (bytes, bytearray)):
+                _pwrite_all(self.fd, data, off)
+            else:
+                _pwritev_all(self.fd, data, off)
         except OSError:
             try:
                 os.ftruncate(self.fd, off)
@@ -269,8 +305,9 @@ class Segment:
     def _zero_ahead(self, end: int) -> None:
         """Write zeros from ``zeroed`` past ``end`` (``ZERO_AHEAD`` at least), within the
         reserved space only.  ``zeroed >= size`` always holds (appends move it), so no record
-        lies there and nothing is overwritten."""
-        start = self.zeroed
+        lies there and nothing is overwritten.  An append longer than ``ZERO_AHEAD`` writes its
+        own region anyway: the zeros then start at its end, so its bytes are not written twice."""
+        start = self.zeroed if end - self.zeroed <= ZERO_AHEAD else end
         stop = min(max(end, start + ZERO_AHEAD), self.file_size)
         while start < stop:
             k = min(stop - start, ZERO_AHEAD)
@@ -374,7 +411,9 @@ class MediumSegment:
     def map_sealed(self) -> None:
         pass
 
-    def append(self, data: bytes) -> int:
+    def append(self, data: bytes | Sequence[bytes | memoryview]) -> int:
+        if not isinstance(data, (bytes, bytearray)):
+            data = b"".join(data)  # the medium's append file takes one buffer
         off = self._out.append(data)
         self.size = off + len(data)
         return off

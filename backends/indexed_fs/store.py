@@ -54,8 +54,10 @@ from .segment import (
     MAX_SEGMENT_ID,
     MAX_VALUE_LEN,
     AnySegment,
+    data_length,
     decode,
     encode,
+    encode_head,
     crc,
     open_segment,
     read_value,
@@ -64,6 +66,9 @@ from .segment import (
 )
 
 MiB = 1 << 20
+#: a value at least this long is written from its own buffer by the batch's gather write
+#: (:func:`.segment.encode_head`) instead of being copied into one record and then into the batch
+GATHER_BYTES = 64 << 10
 _unpack_header = HEADER.unpack_from
 _dict_get = dict.get
 
@@ -118,6 +123,7 @@ class IndexedFSBackend(Backend):
                 "compaction_live_ratio": 0.6, "delta_records": rnd.choice((8, 64, 16384))}
     #: the record format's value bound (a rebuild treats a longer value length as damage)
     max_value_bytes = MAX_VALUE_LEN
+    takes_buffers = True  # values are written by gather writes (see GATHER_BYTES)
     options = {
         "path": Option(str, None, "data directory (required)", nonempty=True),
         "segment_size": Option(int, 64 * MiB, "bytes after which the active segment is sealed",
@@ -291,12 +297,19 @@ class IndexedFSBackend(Backend):
         with self._lock:
             seq = self._next_seq
             recs, metas = [], []
+            gather = False  # whether a large value is written from its own buffer
             for key, value in items:
                 if value is None:
                     if self._index.get(key) is None:
                         continue  # nothing to delete: no older record can exist either
                     rec = encode(seq, _key_bytes(key), b"", FLAG_TOMBSTONE)
                     metas.append((key, len(rec), seq, FLAG_TOMBSTONE))
+                elif len(value) >= GATHER_BYTES:  # bytes, or a flat byte view (Backend.put_many)
+                    head = encode_head(seq, _key_bytes(key), value)
+                    recs.append(head)
+                    rec = value
+                    metas.append((key, len(head) + len(value), seq, 0))
+                    gather = True
                 else:
                     rec = encode(seq, _key_bytes(key), value)
                     metas.append((key, len(rec), seq, 0))
@@ -304,7 +317,8 @@ class IndexedFSBackend(Backend):
                 seq += 1
             if not recs:
                 return
-            target = self._append_locked(recs[0] if len(recs) == 1 else b"".join(recs), metas)
+            data = recs if gather else recs[0] if len(recs) == 1 else b"".join(recs)
+            target = self._append_locked(data, metas)
             self._next_seq = seq
         self._after_append(target)
 
@@ -324,10 +338,11 @@ class IndexedFSBackend(Backend):
         """The count of records appended since the open (what the delta scheduler counts in)."""
         return self._nwrites
 
-    def _append_locked(self, data: bytes, metas: Sequence[RecordMeta]) -> int:
-        """Append ``data`` (the records described by ``metas``: key, size, seq, flags) and point
-        the index at them; caller holds ``_lock``.  Returns the group-commit target."""
-        seg, n = self._active, len(data)
+    def _append_locked(self, data: bytes | list[bytes | memoryview], metas: Sequence[RecordMeta]) -> int:
+        """Append ``data`` (the records described by ``metas``: key, size, seq, flags; one
+        buffer, or the buffers of a gather write) and point the index at them; caller holds
+        ``_lock``.  Returns the group-commit target."""
+        seg, n = self._active, data_length(data)
         if seg.size and seg.size + n > self._segment_size:
             seg = self._rotate_locked()
         elif self._reserve_pending:
