@@ -144,8 +144,8 @@ class SizedCountState(KeyedState):
             matrix = out.reshape(len(keys), width)
             matrix[:, 0] = self.counts[keys]
             rows = self._ring_rows(keys, width - 1)
-            if rows is not None:
-                matrix[:, 1:] = self.arena[:self.used].reshape(-1, width - 1)[rows]
+            if rows is not None:  # straight into place, no temporary ("clip": rows are valid)
+                np.take(self.arena[:self.used].reshape(-1, width - 1), rows, axis=0, out=matrix[:, 1:], mode="clip")
             else:
                 matrix[:, 1:] = self.arena[self._positions(keys)].reshape(len(keys), width - 1)
             return

@@ -37,11 +37,13 @@ it describes is loaded or an error names what is missing — never a partial sta
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import struct
+import threading
 import zlib
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Callable, ClassVar, Iterator
 
 import numpy as np
 
@@ -144,12 +146,61 @@ def limits(store: Scoped) -> tuple[int, int]:
     return cls.max_value_bytes, getattr(cls, "max_batch_bytes", None) or DEFAULT_BATCH_BYTES
 
 
-def gather_rows(state: KeyedState, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+#: how a layout gets the int64 array it encodes a checkpoint into: ``alloc(slots)``
+Alloc = Callable[[int], np.ndarray]
+
+
+def fresh(slots: int) -> np.ndarray:
+    """A new array of ``slots`` int64 (:data:`Alloc` when the checkpoint outlives the call)."""
+    return np.empty(slots, "<i8")
+
+
+class Scratch:
+    """One process's buffer for checkpoints encoded and written in the same call
+    (:meth:`Layout.encoded`), kept from one checkpoint to the next.
+
+    Why: memory a process touches for the first time costs a page fault per page — on a
+    virtual machine often more than the copy into it — so a gigabyte checkpoint encoded into a
+    new buffer spends most of its encoding there.  The buffer is lent for one ``with`` block
+    and taken back when the block ends; a checkpoint that outlives its call (the uncoordinated
+    writer's queue) is encoded into a fresh array instead.  Lending is exclusive: a second
+    encoding while the buffer is out (another thread) gets a fresh array.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = np.zeros(0, "<i8")
+        self._lock = threading.Lock()
+        self._lent = False
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[Alloc]:
+        with self._lock:
+            mine, self._lent = not self._lent, True
+        if not mine:
+            yield fresh
+            return
+
+        def alloc(slots: int) -> np.ndarray:
+            if slots > len(self._buffer):  # grown with headroom: the state grows between checkpoints
+                self._buffer = np.empty(slots + slots // 8, "<i8")
+            return self._buffer[:slots]
+
+        try:
+            yield alloc
+        finally:
+            with self._lock:
+                self._lent = False
+
+
+SCRATCH = Scratch()
+
+
+def gather_rows(state: KeyedState, keys: np.ndarray, alloc: Alloc = fresh) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``keys`` (:meth:`~spark_integration.keyed_state.KeyedState.encode_rows`) as
     bytes, and each row's byte offset (``len(keys) + 1``), gathered a bounded batch at a time."""
     slots = state.row_slots(keys)
     bounds = np.concatenate([[0], np.cumsum(slots)]).astype(np.int64)
-    rows = np.empty(int(bounds[-1]), "<i8")
+    rows = alloc(int(bounds[-1]))
     cuts = np.unique(np.concatenate(
         [[0], np.searchsorted(bounds, np.arange(ENCODE_SLOTS, bounds[-1], ENCODE_SLOTS)), [len(keys)]]))
     for lo, hi in zip(cuts[:-1], cuts[1:]):
@@ -168,8 +219,10 @@ class Layout(abc.ABC):
 
     # -- what a layout defines --------------------------------------------------------------
     @abc.abstractmethod
-    def pieces(self, state: KeyedState, only_dirty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(ids ascending, data as uint8, byte bounds) of the state (or of its changed keys)."""
+    def pieces(self, state: KeyedState, only_dirty: bool,
+               alloc: Alloc = fresh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids ascending, data as uint8, byte bounds) of the state (or of its changed keys);
+        the data in an array from ``alloc`` where the layout copies the state into one."""
 
     @abc.abstractmethod
     def load_pieces(self, state: KeyedState, ids: np.ndarray, pieces: list[bytes]) -> None:
@@ -177,9 +230,19 @@ class Layout(abc.ABC):
         with the pieces of one checkpoint in batches, in order."""
 
     # -- the one way protocols write and read checkpoints -------------------------------------
-    def encode(self, state: KeyedState, only_dirty: bool = False, extra: bytes = b"") -> Encoded:
-        ids, data, bounds = self.pieces(state, only_dirty)
+    def encode(self, state: KeyedState, only_dirty: bool = False, extra: bytes = b"",
+               alloc: Alloc = fresh) -> Encoded:
+        """The checkpoint of ``state`` (or of its changed keys), in arrays of its own: it may be
+        written later, while the state moves on."""
+        ids, data, bounds = self.pieces(state, only_dirty, alloc)
         return Encoded(self.name, np.asarray(ids, np.int64), data, np.asarray(bounds, np.int64), extra)
+
+    @contextlib.contextmanager
+    def encoded(self, state: KeyedState, only_dirty: bool = False, extra: bytes = b"") -> Iterator[Encoded]:
+        """:meth:`encode` for a checkpoint written inside the ``with`` block: its data lives in
+        the process's :class:`Scratch` buffer, valid until the block ends."""
+        with SCRATCH.lend() as alloc:
+            yield self.encode(state, only_dirty, extra, alloc)
 
     def write(self, store: Scoped, name: str, encoded: Encoded) -> int:
         """Write checkpoint ``name``: pieces and their index, flushed, then its commit record
@@ -201,23 +264,14 @@ class Layout(abc.ABC):
                 f"layout {self.name}: the commit record of checkpoint {name!r} lists {len(ids)} "
                 f"pieces in {len(record)} bytes, more than the backend's {max_value}-byte values; "
                 f"use fewer, larger pieces (--layout chunks, a larger --chunk-bytes)")
-        split = dict(parts)
         batch: list[tuple[str, memoryview | bytes]] = []
         size = 0
-        for j in range(len(ids)):
-            key = f"{PIECES}{name}/{int(ids[j]):012d}"
-            lo, hi = int(bounds[j]), int(bounds[j + 1])
-            if j in split:
-                records = [(f"{key}.{k:04d}", data[at:min(hi, at + max_value)])
-                           for k, at in enumerate(range(lo, hi, max_value))]
-            else:
-                records = [(key, data[lo:hi])]
-            for item in records:
-                if batch and (size + len(item[1]) > batch_bytes or len(batch) >= BATCH_RECORDS):
-                    store.put_many(batch)
-                    batch, size = [], 0
-                batch.append(item)
-                size += len(item[1])
+        for key, value in _records(f"{PIECES}{name}/", ids, bounds, data, dict(parts), max_value):
+            if batch and (size + len(value) > batch_bytes or len(batch) >= BATCH_RECORDS):
+                store.put_many(batch)
+                batch, size = [], 0
+            batch.append((key, value))
+            size += len(value)
         store.put_many(batch + [(_index_key(name), record)])
         store.flush()  # every piece durable before the record that makes them a checkpoint
         store.put(name, record)
@@ -288,6 +342,21 @@ class Layout(abc.ABC):
                 for key in index.piece_keys(j):
                     store.delete(key)
             store.delete(_index_key(name))
+
+
+def _records(base: str, ids: np.ndarray, bounds: np.ndarray, data: memoryview, split: dict[int, int],
+             max_value: int) -> Iterator[tuple[str, memoryview]]:
+    """The records of a checkpoint's pieces, in piece order: ``(key, bytes)``, a piece longer
+    than ``max_value`` as its parts (``split``: piece index -> parts).  Names and slices come
+    from whole arrays at once: a per-key checkpoint has a million pieces."""
+    names = [f"{base}{i:012d}" for i in ids.tolist()]
+    edges = bounds.tolist()
+    for j, (key, lo, hi) in enumerate(zip(names, edges, edges[1:])):
+        if j in split:
+            for k, at in enumerate(range(lo, hi, max_value)):
+                yield f"{key}.{k:04d}", data[at:min(hi, at + max_value)]
+        else:
+            yield key, data[lo:hi]
 
 
 def _index_key(name: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..keyed_state import KeyedState
-from .base import Layout
+from .base import Alloc, Layout, fresh
 
 
 class ChangelogLayout(Layout):
@@ -22,7 +22,8 @@ class ChangelogLayout(Layout):
     summary = ("one blob per checkpoint (a delta of the changed keys, or the full snapshot every "
                "fullEvery checkpoints); restore loads the snapshot and replays the deltas")
 
-    def pieces(self, state: KeyedState, only_dirty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def pieces(self, state: KeyedState, only_dirty: bool,
+               alloc: Alloc = fresh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         blob = np.frombuffer(state.encode(only_dirty), np.uint8)
         return np.zeros(1, np.int64), blob, np.array([0, len(blob)], np.int64)
 

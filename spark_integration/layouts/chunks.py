@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..keyed_state import KeyedState
-from .base import Layout
+from .base import Alloc, Layout, fresh
 
 
 class ChunksLayout(Layout):
@@ -31,7 +31,8 @@ class ChunksLayout(Layout):
         ideal = max(1.0, self.chunk_bytes / (row_bytes * density))
         return 1 << int(round(np.log2(ideal)))
 
-    def pieces(self, state: KeyedState, only_dirty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def pieces(self, state: KeyedState, only_dirty: bool,
+               alloc: Alloc = fresh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         live, _ = state.items()
         span = self.span(state, live)
         if only_dirty:
@@ -44,7 +45,7 @@ class ChunksLayout(Layout):
         ends = np.append(starts[1:], len(keys)).astype(np.int64)
         row_at = np.concatenate([[0], np.cumsum(state.row_slots(keys))])
         bounds = np.concatenate([[0], np.cumsum(1 + (ends - starts) + row_at[ends] - row_at[starts])])
-        data = np.empty(int(bounds[-1]), "<i8")
+        data = alloc(int(bounds[-1]))
         for c, (lo, hi) in enumerate(zip(starts, ends)):  # each chunk encoded in its place
             at = int(bounds[c])
             data[at] = hi - lo

@@ -12,16 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..keyed_state import KeyedState
-from .base import Layout, gather_rows
+from .base import Alloc, Layout, fresh, gather_rows
 
 
 class PerKeyLayout(Layout):
     name = "per-key"
     summary = "one record per key (S4's SafeKeeper); an incremental checkpoint writes the changed keys"
 
-    def pieces(self, state: KeyedState, only_dirty: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def pieces(self, state: KeyedState, only_dirty: bool,
+               alloc: Alloc = fresh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         keys, _ = state.items(only_dirty)
-        data, bounds = gather_rows(state, keys)
+        data, bounds = gather_rows(state, keys, alloc)
         return keys, data, bounds
 
     def load_pieces(self, state: KeyedState, ids: np.ndarray, pieces: list[bytes]) -> None:

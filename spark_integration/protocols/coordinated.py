@@ -137,8 +137,8 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
         start = time.time()
         t = time.perf_counter()
         layout = layout_for(settings)
-        encoded = layout.encode(state, only_dirty=not token.full)
-        with participant_store(settings, f"i{instance}") as store:
+        with layout.encoded(state, only_dirty=not token.full) as encoded, \
+                participant_store(settings, f"i{instance}") as store:
             layout.write(store, _epoch_key(token.epoch), encoded)
             reach(settings, instance, DURING_CHECKPOINT_WRITE)
             store.flush()

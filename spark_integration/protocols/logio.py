@@ -103,8 +103,9 @@ def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, s
     outputs = int(np.count_nonzero(state.dirty))
     meta = {"inset": b, "full": full, "hwm": {str(s): b for s in range(senders)},
             "done": [[s, b] for s in range(senders)], "outputs": outputs}
-    encoded = layout.encode(state, only_dirty=not full, extra=json.dumps(meta, separators=(",", ":")).encode())
-    size = layout.write(store, _commit_key(b), encoded)
+    extra = json.dumps(meta, separators=(",", ":")).encode()
+    with layout.encoded(state, only_dirty=not full, extra=extra) as encoded:
+        size = layout.write(store, _commit_key(b), encoded)
     if on_put is not None:  # a fail point between the put and the flush
         on_put()
     store.flush()
