@@ -85,8 +85,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="take over a job whose driver died (same spark.ckptbench.jobId, stateDir and backend): "
                         "recover from the protocol's records in the backend instead of starting over")
     p.add_argument("--disk-baseline", action="store_true",
-                   help="after the job, write and read back as many bytes as its state sequentially "
-                        "beside the store (write + fdatasync, cold read) and print the ratios to them")
+                   help="after the job, write each checkpoint's bytes again sequentially beside the "
+                        "store at the run's pace (write + fdatasync), read the largest back cold, and "
+                        "print the ratios to them; a file backend's default store then lives on disk")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     return p
 
@@ -162,7 +163,9 @@ def run(args: argparse.Namespace) -> int:
         settings: Settings = from_conf({**extra, **settings_conf(args)})
         spec = job_spec(args, args.verify)
         spark_conf = {k: v for k, v in extra.items() if not k.startswith(PREFIX)}
-        metrics = spark_job.run_local(settings, spec, args.master, spark_conf)
+        with spark_job.store_on_disk(settings, args.disk_baseline) as settings:
+            metrics = spark_job.run_local(settings, spec, args.master, spark_conf)
+            baseline = spark_job.disk_baseline(metrics, settings) if args.disk_baseline else None
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -170,9 +173,9 @@ def run(args: argparse.Namespace) -> int:
     if settings.writes_checkpoints:
         print(f"[SPARK], Layout, {settings.layout}")
     document = spark_job.job_document(metrics, settings, spec)
-    if args.disk_baseline:
-        document.disk_baseline = spark_job.disk_baseline(metrics, settings)
-        for name, value in document.disk_baseline.items():
+    if baseline is not None:
+        document.disk_baseline = baseline
+        for name, value in baseline.items():
             print(f"[SPARK], {name}, {value}")
     if args.json:
         write_json(args.json, document)

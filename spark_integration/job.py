@@ -89,6 +89,10 @@ class Metrics:
     batches: int = 0
     seconds: float = 0.0  # duration of the measured part
     wall_seconds: float = 0.0  # first micro-batch start -> last result
+    #: the micro-batches run at the normal level: not the first (warm-up), not a recovery's
+    #: re-run, not its catch-up — a run with a failure compares with a run without on these
+    steady_events: int = 0
+    steady_seconds: float = 0.0
     latencies_ms: list = field(default_factory=list)  # (value, weight)
     checkpoints: int = 0
     checkpoint_ms: list = field(default_factory=list)
@@ -156,17 +160,25 @@ class Metrics:
     def checkpoint_lines(self) -> dict[str, float]:
         """What a checkpoint costs beyond its mean: its tail (p50, p99, max over the run's
         checkpoints, as Flink's changelog backend was judged), the rate it wrote at (bytes
-        written / time taken, over all checkpoints) and the full state's latest size."""
+        written / time taken, over all checkpoints, and for the largest alone: the full
+        checkpoint, when the run took one) and the full state's latest size."""
         d = distribution(self.checkpoint_ms)
         seconds = sum(self.checkpoint_ms) / 1e3
+        largest = max(range(len(self.checkpoint_sizes)), key=self.checkpoint_sizes.__getitem__, default=None)
+        rate = (self.checkpoint_sizes[largest] / self.checkpoint_ms[largest] / 1e3
+                if largest is not None and self.checkpoint_ms[largest] > 0 else 0.0)
         return {"CheckpointP50(ms)": d["p50"], "CheckpointP99(ms)": d["p99"], "CheckpointMax(ms)": d["max"],
                 "CheckpointMB/s": round(sum(self.checkpoint_sizes) / seconds / 1e6, 2) if seconds else 0.0,
+                "LargestCheckpointBytes": self.checkpoint_sizes[largest] if largest is not None else 0,
+                "LargestCheckpointMB/s": round(rate, 2),
                 "StateBytes": self.state_sizes[-1] if self.state_sizes else 0}
 
     def summary(self) -> dict[str, Any]:
         mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
         return {
             "Throughput(events/sec)": round(self.throughput, 1),
+            "SteadyThroughput(events/sec)": round(self.steady_events / self.steady_seconds, 1)
+            if self.steady_seconds > 0 else 0.0,
             "LatencyP50(ms)": round(self.latency(0.5), 1),
             "LatencyP99(ms)": round(self.latency(0.99), 1),
             "CheckpointTime(ms)": round(mean(self.checkpoint_ms), 2),

@@ -243,6 +243,8 @@ class JobRunner:
                     return
             self._finish_episode(t_start)
         self.batch_rates.append((rate, events))
+        self.metrics.steady_events += events
+        self.metrics.steady_seconds += t_done - t_start
 
     def _expected_counts(self, start: int, end: int) -> dict[int, int]:
         """Events per instance in ``[start, end)`` (same hash as ``repartition(P, "key")``)."""

@@ -7,11 +7,16 @@ JSON document of the result.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterator, Mapping
 
 from backends.media import is_remote_url
+from backends.media.local import memory_backed
+from spark_integration.conf import default_store_path
 from spark_integration.job import JobSpec, Metrics
 from spark_integration.protocols.registry import baseline_class, registration
 from spark_integration.runner import build_session, run_job
@@ -43,18 +48,48 @@ def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
         spark.stop()
 
 
+def disk_directory() -> str:
+    """A directory on a disk for a job's store: the system's temporary directory, unless that is
+    kept in memory (then the user's cache)."""
+    base = tempfile.gettempdir()
+    if memory_backed(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache", "ckptbench")
+        os.makedirs(base, exist_ok=True)
+    return base
+
+
+@contextlib.contextmanager
+def store_on_disk(settings: Settings, wanted: bool) -> Iterator[Settings]:
+    """``settings`` with a file backend's store moved off a memory file system when ``wanted``
+    (``--disk-baseline``: a disk is what it measures) and the store has its default directory,
+    which lives with the working state (tmpfs); a store whose ``path`` the user gave stays put.
+    The directory is removed when the block ends, as the default one is with the job."""
+    path = str(settings.backend_options.get("path", ""))
+    if not (wanted and path == default_store_path(settings.state_dir, settings.job_id) and memory_backed(path)):
+        yield settings
+        return
+    top = tempfile.mkdtemp(prefix=f"ckptbench-{settings.job_id}-", dir=disk_directory())
+    try:
+        yield replace(settings, backend_options={**settings.backend_options, "path": os.path.join(top, "checkpoints")})
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def disk_baseline(metrics: Metrics, settings: Settings) -> dict[str, Any]:
-    """``--disk-baseline``: the same bytes as the run's full state written and read back
-    sequentially beside the store (:mod:`.disk_baseline`), and the run's ratios to them; a
-    backend without a local directory gets one line saying so."""
+    """``--disk-baseline``: the run's checkpoint bytes written at its pace and read back cold
+    beside the store (:mod:`.disk_baseline`), and the run's ratios to them; a backend without a
+    local directory gets one line saying so."""
     path = str(settings.backend_options.get("path", ""))
     if not path or is_remote_url(path):
         where = "a server" if not path else "a remote medium"
         return {"DiskBaseline": f"n/a ({settings.backend or 'no backend'} keeps its data on {where}, "
                                 f"not in a local directory)"}
     summary = metrics.summary()
-    base = disk_baseline_mod.sequential(os.path.dirname(path.rstrip("/")) or path, summary["StateBytes"])
-    return {"DiskBaselineBytes": base.bytes, **disk_baseline_mod.ratios(summary, base)}
+    directory = os.path.dirname(path.rstrip("/")) or path
+    period = metrics.wall_seconds / len(metrics.checkpoint_sizes) if metrics.checkpoint_sizes else 0.0
+    base = disk_baseline_mod.replay(directory, metrics.checkpoint_sizes or [summary["StateBytes"]], period)
+    return {"DiskBaselineDirectory": directory, "DiskBaselineBytes": base.bytes,
+            **disk_baseline_mod.ratios(summary, base)}
 
 
 @dataclass
