@@ -277,3 +277,33 @@ def test_a_papers_own_page_goes_beside_the_docs_being_written():
             f"bench {name} --quick --docs docs/{page} --json results/{name}/run.json")
         assert f"--docs /tmp/elsewhere/{page}" in reproduce.command(
             step.argv("results", name, True, "/tmp/elsewhere"))
+
+
+def _state_run(state_bytes: int, disk_ratio: float | None, steady: float, exactly_once: bool = True) -> dict:
+    metrics = {"StateBytes": state_bytes, "CheckpointP50(ms)": 900.0, "CheckpointP99(ms)": 1500.0,
+               "CheckpointMB/s": 300.0, "SpaceAmplification": 2.0, "SpaceAmplificationAfterGC": 1.5,
+               "RecoveryTime(ms)": 8000.0, "Recovery.Load(ms)": 2000.0, "SteadyThroughput(events/sec)": steady,
+               "ExactlyOnce": exactly_once}
+    base = None if disk_ratio is None else {
+        "CheckpointDiskRatio": disk_ratio, "FullCheckpointDiskRatio": disk_ratio, "RestoreMB/s": 500.0,
+        "RestoreDiskRatio": 0.5, "DiskWrite(MB/s)": 400.0, "DiskReadCold(MB/s)": 1000.0}
+    return {"metrics": metrics, "disk_baseline": base}
+
+
+def test_state_table_holds_gigabyte_runs_to_the_targets_and_says_when_a_run_is_too_small(tmp_path):
+    exp = reproduce.EXPERIMENTS["state"]
+    big = {"none": {"metrics": {"SteadyThroughput(events/sec)": 100_000.0}},
+           "indexed_fs-chunks": _state_run(2_100_000_000, 0.85, 92_000.0),
+           "indexed_fs-per-key": _state_run(2_100_000_000, 0.4, 80_000.0),
+           "redis-chunks": _state_run(2_100_000_000, None, 90_000.0, exactly_once=False)}
+    text = "\n".join(exp.table(big))
+    assert "≥ 0.8x the disk's sequential write + fdatasync: met (0.85x)" in text
+    assert "≥ 0.5x the disk's sequential write: NOT met (0.40x)" in text
+    assert "cold sequential read: NOT met (0.50x)" in text
+    assert "| redis | chunks |" in text and "n/a (no local directory)" in text and "| NO |" in text
+    assert "| 0.92x |" in text  # steady events/s over none's
+    assert "0.92x of none" in exp.headline(big)
+    small = {**big, "indexed_fs-chunks": _state_run(20_000_000, 0.04, 20_000.0)}
+    assert "not checked: 20 MB of state is too little" in "\n".join(exp.table(small))
+    exp.chart(big, str(tmp_path / "state.png"))
+    assert (tmp_path / "state.png").stat().st_size > 0

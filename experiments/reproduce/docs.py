@@ -48,7 +48,7 @@ def publish(exp: Any, doc: Reproduce, docs: str, say: Callable[[str], None],
     which the README quotes beside the backends' claims)."""
     text = block(doc)
     print(f"## {exp.name}\n\n{text}\n", flush=True)
-    plots = [r.plot for r in doc.runs if r.plot and os.path.exists(r.plot)]
+    plots = [p for p in [*(r.plot for r in doc.runs), doc.chart] if p and os.path.exists(p)]
     if plots and os.path.exists(docs):
         img = os.path.join(os.path.dirname(os.path.abspath(docs)), "img")
         os.makedirs(img, exist_ok=True)

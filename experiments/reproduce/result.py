@@ -57,6 +57,8 @@ class Reproduce(Document):
     loadavg_after: list[float] = field(default_factory=list)
     runs: list[StepRun] = field(default_factory=list)
     table: list[str] | None = optional()
+    #: the chart drawn from all the commands' documents (an experiment whose commands draw none)
+    chart: str | None = optional()
 
     def documents(self) -> dict[str, dict[str, Any]]:
         """The commands' own documents, by step label."""

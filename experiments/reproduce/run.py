@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from experiments.audit import runner as audit
 from experiments.core.results import ensure_parent, write_json
-from experiments.reproduce import tables
+from experiments.reproduce import state, tables
 from experiments.reproduce.result import Reproduce, StepRun
 from experiments.spark import matrix_result
 from experiments.storage import compare_table, thesis_result
@@ -84,6 +84,9 @@ class Experiment:
     table: Callable[[dict[str, dict[str, Any]]], list[str]]
     headline: Callable[[dict[str, dict[str, Any]]], str]
     servers: tuple[str, ...] = ()
+    #: draws the experiment's chart from all its documents into a path (when no single command
+    #: draws it): ``out/NAME.png``
+    chart: Callable[[dict[str, dict[str, Any]], str], None] | None = None
 
 
 def command(argv: list[str]) -> str:
@@ -276,6 +279,14 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  plot="{out}/logio-stragglers.png"),),
         lambda docs: _paper_module("stragglers").markdown(docs["run"]),
         lambda docs: _paper_module("stragglers").headline(docs["run"])),
+    Experiment(
+        "state", "1 KiB of state a key (about 2 GB in all) checkpointed by coordinated to every "
+        "store, chunks on each and every layout on indexed_fs, one failure a run: checkpoint tail "
+        "and rate against the disk's sequential rate for the same bytes, space amplification, "
+        "recovery by phase from a cold cache, steady throughput over none, exactly-once", tuple(
+            Step(lab, full, quick) for (lab, full), (_, quick) in zip(state.commands("full"),
+                                                                    state.commands("quick"))),
+        state.table, state.headline, servers=state.SERVERS, chart=state.chart),
 )}
 
 
@@ -371,6 +382,9 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
     if not error:
         try:
             doc.table = exp.table(doc.documents())
+            if exp.chart is not None:
+                doc.chart = os.path.join(out, f"{exp.name}.png")
+                exp.chart(doc.documents(), doc.chart)
         except Exception as exc:  # noqa: BLE001 - a document the table cannot read is a failure
             doc.status, doc.error = "failed", f"could not tabulate: {type(exc).__name__}: {exc}"
     return doc
