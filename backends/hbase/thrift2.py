@@ -127,6 +127,16 @@ class Thrift2Writer:
         tdelete = hbase2.TDelete(row=row, durability=FSYNC_WAL)
         self._with_client(lambda c: c.deleteSingle(self.table, tdelete))
 
+    def delete_many(self, rows: list[bytes], batch: int) -> None:
+        """``deleteMultiple`` per ``batch`` rows; the rows it hands back were not deleted."""
+        for start in range(0, len(rows), batch):
+            deletes = [hbase2.TDelete(row=r, durability=FSYNC_WAL)
+                       for r in rows[start:start + batch]]
+            failed = self._with_client(lambda c: c.deleteMultiple(self.table, deletes))
+            if failed:
+                raise OSError(f"HBase Thrift2 deleteMultiple left {len(failed)} of {len(deletes)} "
+                              f"rows undeleted (first: {failed[0].row!r})")
+
     def close(self) -> None:
         while True:
             try:

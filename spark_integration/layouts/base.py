@@ -23,10 +23,10 @@ else is here, once, for every layout and every protocol:
   while a piece missing behind an intact one is data the backend lost — :meth:`Layout.load`
   raises :class:`CheckpointDataLost`, and a piece that is there but not the one written (a stale
   one of an earlier torn write of the same name) fails the CRC the same way, never loaded as
-  state.  Deleting removes the commit record first, then the pieces, then their index, so a
-  crash in between leaves only unreachable pieces (space, never a wrong checkpoint), still
-  listed by their index; it never reads the checkpoint's data (a one-piece checkpoint has no
-  index, and its commit record is all there is).
+  state.  Deleting removes the commit record first, then the pieces (``delete_many``: the
+  backend's batch delete), then their index, so a crash in between leaves only unreachable
+  pieces (space, never a wrong checkpoint), still listed by their index; it never reads the
+  checkpoint's data (a one-piece checkpoint has no index, and its commit record is all there is).
 * **The protocol's own bytes.**  ``extra`` (CIC's bookkeeping, logio's Input Set record) travels
   in the commit record, beside the piece list, covered by its CRC.
 
@@ -284,9 +284,7 @@ class Layout(abc.ABC):
         store.delete(name)
         index = decode_manifest(name, store.get(_index_key(name)))
         if index is not None:
-            for j in range(len(index.ids)):
-                for key in index.piece_keys(j):
-                    store.delete(key)
+            store.delete_many([key for j in range(len(index.ids)) for key in index.piece_keys(j)])
             store.delete(_index_key(name))
 
 
