@@ -6,7 +6,7 @@ asks for ``FSYNC_WAL``, and the server's ``hbase.wal.hsync`` only changes ``USE_
 which Thrift1 never sends.  Thrift2 (``THBaseService``) has ``TPut.durability``/``TDelete.durability``.
 
 :data:`IDL` declares the part of THBaseService this module calls (``put``, ``putMultiple``,
-``deleteSingle`` and the structs they take), with the field ids of HBase 2.6's
+``deleteSingle``, ``deleteMultiple`` and the structs they take), with the field ids of HBase 2.6's
 ``thrift2/hbase.thrift``; thriftpy2 builds the client from it at import.  Transport and protocol
 are the gateway's defaults: buffered, binary.
 """
@@ -69,6 +69,8 @@ service THBaseService {
   void putMultiple(1: required binary table, 2: required list<TPut> tputs)
     throws (1: TIOError io)
   void deleteSingle(1: required binary table, 2: required TDelete tdelete)
+    throws (1: TIOError io)
+  list<TDelete> deleteMultiple(1: required binary table, 2: required list<TDelete> tdeletes)
     throws (1: TIOError io)
 }
 """
