@@ -52,6 +52,10 @@ from .state_size import StateSize, parse_state_size
 from .verify import in_latest_window, latest_windows
 
 
+#: ring slots read at a time when the windows of loaded keys are rebuilt (bounds the temporaries)
+_NOTE_SLOTS = 4 << 20
+
+
 class SizedCountState(KeyedState):
     """The keyed count plus a ring per key (see the module doc); bound to one
     :class:`~.state_size.StateSize` by :func:`sized_count_state`."""
@@ -155,12 +159,17 @@ class SizedCountState(KeyedState):
         return len(gone)
 
     def _note_windows(self, keys: np.ndarray) -> None:
-        """Each loaded key's window, from the newest event in its ring (module doc)."""
+        """Each loaded key's window, from the newest event in its ring (module doc); the rings
+        are read a bounded number of slots at a time, so a restore of gigabytes of rings does not
+        gather them all at once."""
         if not self.WINDOW or not len(keys):
             return
         lens = self.SIZE.slots(keys)
-        newest = np.maximum.reduceat(self.arena[self._positions(keys)], np.cumsum(lens) - lens)
-        self.window[keys] = (newest - 1) // self.WINDOW
+        step = max(1, _NOTE_SLOTS // int(lens.max()))
+        for lo in range(0, len(keys), step):
+            part, part_lens = keys[lo:lo + step], lens[lo:lo + step]
+            newest = np.maximum.reduceat(self.arena[self._positions(part)], np.cumsum(part_lens) - part_lens)
+            self.window[part] = (newest - 1) // self.WINDOW
 
     def encode(self, only_dirty: bool = False) -> bytes:
         """The keys in arena order when every key with a ring is asked for (the whole state, or

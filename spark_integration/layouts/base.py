@@ -218,8 +218,9 @@ class Layout(abc.ABC):
         if len(record) > max_value:
             raise SparkIntegrationError(
                 f"layout {self.name}: the commit record of checkpoint {name!r} lists {len(ids)} "
-                f"pieces in {len(record)} bytes, more than the backend's {max_value}-byte values; "
-                f"use fewer, larger pieces (--layout chunks, a larger --chunk-bytes)")
+                f"pieces{' and the dropped keys' if encoded.tombstones else ''} in {len(record)} bytes, "
+                f"more than the backend's {max_value}-byte values; use fewer, larger pieces (--layout "
+                f"chunks, a larger --chunk-bytes){' or checkpoint more often' if encoded.tombstones else ''}")
         split = dict(parts)
         batch: list[tuple[str, memoryview | bytes]] = []
         size = 0
