@@ -518,6 +518,22 @@ class Backend(abc.ABC):
         finally:
             self._inflight.pop()
 
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Forget several keys (absent ones are no error); durable as a whole when it returns,
+        as ``delete`` is per key.  Every key is checked before anything is deleted; above the
+        backend's batch limits (keys count as their bytes) the keys reach the store as several
+        ``_delete_many`` calls, in order (a failure part-way leaves the earlier calls' deletes
+        done, unacknowledged as a whole)."""
+        self._enter()
+        try:
+            keys = list(keys)
+            for key in keys:
+                self._check_key(key)
+            for start, end in self._batches([len(key) for key in keys]):
+                self._delete_many(keys[start:end])
+        finally:
+            self._inflight.pop()
+
     def put_many(self, items: Iterable[tuple[str, bytes]] | Mapping[str, bytes]) -> None:
         """Store several checkpoints; durable as a whole when it returns.  A batch above the
         backend's batch limits reaches the store as several ``_put_many`` calls, in order (a
@@ -655,6 +671,11 @@ class Backend(abc.ABC):
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         for key, value in items:
             self._put(key, value)
+
+    def _delete_many(self, keys: list[str]) -> None:
+        """One delete per key: a store without a batch delete of its own."""
+        for key in keys:
+            self._delete(key)
 
     def _get_many(self, keys: list[str]) -> dict[str, bytes]:
         out = {}

@@ -68,6 +68,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="distinct keys (nexmark-q3: active persons/auctions, NexMark's window)")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
     add_state_args(p, "state per key beside its count (wordcount, nexmark-bids): ")
+    p.add_argument("--window-events", type=OFFSET, default=0, metavar="N",
+                   help="count per tumbling window of N source events (event time = the source's "
+                        "offset): a key holds its latest window and its state is dropped when that "
+                        "window closes, so checkpoints delete as well as write; prints DroppedKeys "
+                        "(needs --state-bytes; default 0: keys live for ever)")
     p.add_argument("--seed", type=OFFSET, default=42)
     p.add_argument("--parallelism", type=COUNT, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
@@ -113,6 +118,8 @@ def settings_conf(args: argparse.Namespace) -> dict[str, str]:
              "coldRestore": str(args.cold_restore).lower()}
     if args.fail_at:
         plain["failAt"] = ",".join(map(str, args.fail_at))
+    if args.window_events:
+        plain["windowEvents"] = args.window_events
     return to_conf(plain, parse_kv(args.opt))
 
 

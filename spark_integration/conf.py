@@ -22,6 +22,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.failInstance        the instance to kill (default: 0)
   spark.ckptbench.stateBytes          bytes of state per key beside its count: 0 (default), BYTES,
                                       uniform:LO:HI or lognormal:MEDIAN:SIGMA (:mod:`.state_size`)
+  spark.ckptbench.windowEvents        tumbling windows of this many source events: a key's state
+                                      is dropped when its window closes, so checkpoints delete as
+                                      well as write (needs stateBytes; 0 = keys live for ever)
   spark.ckptbench.layout            how a checkpoint becomes records: changelog (default), per-key,
                                       chunks (:mod:`.layouts`)
   spark.ckptbench.chunkBytes        the chunks layout's object size in bytes (default 4 MiB)
@@ -51,7 +54,7 @@ PREFIX = "spark.ckptbench."
 BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
-         "failInstance", "failPoint", "stateBytes", "layout", "chunkBytes",
+         "failInstance", "failPoint", "stateBytes", "windowEvents", "layout", "chunkBytes",
          "coldRestore")
 
 
@@ -102,7 +105,7 @@ def build(protocol: str = "none", backend: str | None = None,
           backend_options: Mapping[str, Any] | None = None, *, interval: int = 1, jitter: int = 0,
           full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
           fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0,
-          layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+          window_events: int = 0, layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
           cold_restore: bool = False) -> Settings:
     """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
 
@@ -178,6 +181,10 @@ def build(protocol: str = "none", backend: str | None = None,
         size = parse_state_size(state_bytes)
     except SparkIntegrationError as exc:
         raise SparkIntegrationError(f"{PREFIX}stateBytes: {exc}") from None
+    if _at_least("windowEvents", window_events, 0) and not size.sized:
+        raise SparkIntegrationError(
+            f"{PREFIX}windowEvents={window_events} drops a key's state when its window closes and "
+            f"reads the key's window from its state bytes; set {PREFIX}stateBytes too (e.g. 64)")
 
     layout = layout.strip().lower()
     if layout not in layout_names():
@@ -197,6 +204,7 @@ def build(protocol: str = "none", backend: str | None = None,
         fail_instance=_at_least("failInstance", fail_instance, 0),
         fail_point=fail_point,
         state_bytes=str(size),
+        window_events=window_events,
         layout=layout,
         chunk_bytes=_at_least("chunkBytes", chunk_bytes, 64),
         cold_restore=bool(cold_restore),
@@ -238,7 +246,8 @@ def from_conf(conf: Any) -> Settings:
                  full_every=number("fullEvery", "10"), job_id=plain.get("jobId", ""),
                  state_dir=plain.get("stateDir", ""), fail_at=fail_at,
                  fail_instance=number("failInstance", "0"), fail_point=plain.get("failPoint", ""),
-                 state_bytes=plain.get("stateBytes", "0"), layout=plain.get("layout", DEFAULT_LAYOUT),
+                 state_bytes=plain.get("stateBytes", "0"), window_events=number("windowEvents", "0"),
+                 layout=plain.get("layout", DEFAULT_LAYOUT),
                  chunk_bytes=number("chunkBytes", str(DEFAULT_CHUNK_BYTES)),
                  cold_restore=_bool("coldRestore", plain.get("coldRestore", "false")))
 

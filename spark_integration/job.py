@@ -105,6 +105,8 @@ class Metrics:
     recovery_ms: list = field(default_factory=list)  # per episode: the sum of its phases
     recoveries: list = field(default_factory=list)  # RecoveryPhases per episode
     replayed_events: int = 0
+    #: keys whose state was dropped (their window closed or moved on); None: keys never expire
+    dropped_keys: int | None = None
     useless_checkpoints: int = 0
     exactly_once: bool | None = None
     protocol_counters: dict = field(default_factory=dict)  # the protocol's own totals (Protocol.counters)
@@ -190,6 +192,7 @@ class Metrics:
             **self.phase_means(),
             "ReplayedEvents": self.replayed_events,
             "UselessCheckpoints": self.useless_checkpoints,
+            **({"DroppedKeys": self.dropped_keys} if self.dropped_keys is not None else {}),
             "Checkpoints": self.checkpoints,
             "Failures": self.failures,
             "Batches": self.batches,

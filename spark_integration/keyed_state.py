@@ -59,8 +59,23 @@ class KeyedState:
             self.counts[keys] = values
 
     def items(self, only_dirty: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        idx = np.flatnonzero(self.dirty if only_dirty else self.counts)
+        """The live keys and their values (only those changed since the last checkpoint)."""
+        idx = np.flatnonzero(self.dirty & (self.counts != 0) if only_dirty else self.counts)
         return idx.astype(np.int64), self.counts[idx]
+
+    def dropped(self) -> np.ndarray:
+        """The keys that went away since the last checkpoint (changed, and now 0 = absent): the
+        tombstones an incremental checkpoint carries, so that a restore does not bring them back."""
+        return np.flatnonzero(self.dirty & (self.counts == 0)).astype(np.int64)
+
+    def forget(self, keys: np.ndarray) -> None:
+        """Make ``keys`` absent (restoring a checkpoint's tombstones)."""
+        self.counts[keys[keys < len(self.counts)]] = 0
+
+    def expire(self, watermark: int) -> int:
+        """Drop the state whose time has passed once every event below offset ``watermark`` is
+        applied; returns the keys dropped.  A plain count keeps its keys forever."""
+        return 0
 
     # -- checkpoint blobs ---------------------------------------------------------------------
     def encode(self, only_dirty: bool = False) -> bytes:

@@ -98,7 +98,7 @@ def state_class(settings: Settings) -> type[KeyedState]:
             raise SparkIntegrationError(
                 f"spark.ckptbench.stateBytes sizes the keyed count's state; the {settings.operator} "
                 f"operator keeps its own state: drop it")
-        return sized_count_state(settings.state_bytes)
+        return sized_count_state(settings.state_bytes, settings.window_events)
     return cls
 
 
@@ -231,6 +231,8 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
             events += rb.num_rows
             lo = int(seq.min()) if lo < 0 else min(lo, int(seq.min()))
             hi = max(hi, int(seq.max()))
+        if not duplicate:  # the windows the driver's watermark closed go before the checkpoint
+            state.expire(plan.watermark)
         if plan.kill_offset is not None and instance == plan.kill_instance and hi >= plan.kill_offset:
             if plan.fail_point is None:
                 record_failure(settings, instance)
@@ -258,7 +260,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
                         backend_ops=ckpt["backend_ops"], durable=ckpt["durable"], replayed=replayed,
                         useless=useless, forced=ckpt["forced"], load_ms=meter.load_s * 1e3,
                         load_bytes=meter.load_bytes, log_replay_ms=meter.replay_s * 1e3, failed_at=failed_at,
-                        state_bytes=size)
+                        state_bytes=size, dropped=getattr(state, "dropped_keys", 0))
     # by name, in the schema's order (mapInArrow matches columns by position)
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
 

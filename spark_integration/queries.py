@@ -20,7 +20,7 @@ import numpy as np
 from . import nexmark_queries as nq
 from . import q3
 from .errors import SparkIntegrationError
-from .verify import count_truth
+from .verify import count_truth, windowed_counts
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,13 @@ class Query:
         source's own events, whose rings the ground truth can rebuild (:mod:`.sized_state`)."""
         return self.operator == "count" and self.truth is None and self.select is None
 
-    def ground_truth(self, seed: int, keys: int, skew: Any, events: int) -> np.ndarray:
-        """The final state of a failure-free run, as a dense array (index = state slot)."""
+    def ground_truth(self, seed: int, keys: int, skew: Any, events: int, window: int = 0,
+                     watermark: int = 0) -> np.ndarray:
+        """The final state of a failure-free run, as a dense array (index = state slot); a
+        windowed count (``window`` events, a :attr:`sizable` job) with its windows closed at
+        ``watermark``."""
+        if window:
+            return windowed_counts(self.source, seed, keys, skew, events, window, watermark)
         if self.truth is not None:
             return self.truth(seed, keys, skew, events)
         if self.operator == "join":

@@ -139,6 +139,13 @@ class JobRunner:
         #: the episode whose catch-up is under way: (its phases, re-run end, reference (rate, size))
         self.catching_up: tuple[RecoveryPhases, float, tuple[float, float] | None] | None = None
         self.resume_restore: RestoreToken | None = None  # the first micro-batch of a resumed job
+        #: the end offset of the last micro-batch with events: the next one's watermark
+        self.watermark = 0
+        #: the highest watermark a completed micro-batch was given: the final state's windows
+        #: closed at it (the ground truth of a windowed job needs it)
+        self.closed_at = 0
+        if settings.window_events:
+            self.metrics.dropped_keys = 0
 
     # -- one Spark job over one range of events ------------------------------------------
     def _select(self, df: Any) -> Any:
@@ -154,7 +161,8 @@ class JobRunner:
     def _plan(self, restore: RestoreToken | None = None) -> BatchPlan:
         kill = self.pending_failures[0] if self.pending_failures else None
         return BatchPlan(self.batch_seq, restore, self.protocol.plan_checkpoint(self.batch_seq),
-                         kill, self.settings.fail_instance, self.settings.fail_point or None)
+                         kill, self.settings.fail_instance, self.settings.fail_point or None,
+                         watermark=self.watermark)
 
     def _recover(self, df: Any, plan: BatchPlan, exc: BaseException, t_caught: float) -> list[InstanceStats]:
         """The failed batch's job died (the driver caught it at ``t_caught``): recover every
@@ -271,11 +279,15 @@ class JobRunner:
                     raise
                 stats = self._recover(df, plan, exc, time.time())
                 recovered = True
+            self.closed_at = max(self.closed_at, plan.watermark)
+            if self.metrics.dropped_keys is not None:
+                self.metrics.dropped_keys += sum(s["dropped"] for s in stats)
             seen = [s for s in stats if s["events"] > 0]
             if not seen:
                 return
             start = min(s["min_seq"] for s in seen)
             end = max(s["max_seq"] for s in seen) + 1
+            self.watermark = end
             results = self.protocol.commit(plan.checkpoint, end, stats)
             t_done = time.time()
             self.metrics.replayed_events += sum(s["replayed"] for s in stats)
@@ -395,11 +407,12 @@ class JobRunner:
 
     def _verify(self) -> None:
         s = self.spec
-        expected = self.query.ground_truth(s.seed, s.keys, s.skew, s.events)
+        window = self.settings.window_events
+        expected = self.query.ground_truth(s.seed, s.keys, s.skew, s.events, window, self.closed_at)
         rings = None
         if parse_state_size(self.settings.state_bytes).sized:
             rings = functools.partial(ring_mismatches, self.query.source, s.seed, s.keys, s.skew, s.events,
-                                      self.settings.state_bytes)
+                                      self.settings.state_bytes, window=window, watermark=self.closed_at)
         keys, counts, _, (wrong_rings, ring_keys) = self.final_state(rings)
         result = compare(expected, keys, counts, wrong_rings, ring_keys)
         self.metrics.exactly_once = result.exactly_once

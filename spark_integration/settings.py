@@ -31,6 +31,9 @@ class Settings:
     fail_point: str = ""
     #: bytes of state per key beyond its count (:mod:`.state_size`, canonical text; "0": none)
     state_bytes: str = "0"
+    #: events per tumbling event-time window of the keyed count; a key's state is dropped when
+    #: its window closes (:mod:`.sized_state`; 0: keys live for ever)
+    window_events: int = 0
     #: how a checkpoint becomes store records (:mod:`.layouts`: changelog, per-key, chunks)
     layout: str = "changelog"
     #: the ``chunks`` layout's object size, in bytes

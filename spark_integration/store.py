@@ -68,6 +68,12 @@ class Scoped:
         self.ops += 1
         self.backend.delete(self.prefix + key)
 
+    def delete_many(self, keys: list[str]) -> None:
+        """Several deletes in one call: the backend's batch path (one ``DEL``, ``DeleteObjects``,
+        one group commit of tombstones) where it has one."""
+        self.ops += 1
+        self.backend.delete_many([self.prefix + k for k in keys])
+
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
         self.ops += 1
         with phases.reading() as nbytes:

@@ -29,6 +29,41 @@ def count_truth(kind: str, seed: int, keys: int, skew: Any, events: int, chunk: 
     return counts
 
 
+def latest_windows(kind: str, seed: int, keys: int, skew: Any, events: int, window: int,
+                   chunk: int = 1 << 20) -> np.ndarray:
+    """Each key id's latest tumbling window of ``window`` events (``seq // window`` of its last
+    event; -1: the key has no event) over events ``[0, events)``."""
+    latest = np.full(keys, -1, np.int64)
+    for start in range(0, events, chunk):
+        cols = generate(kind, seed, keys, skew, start, min(events, start + chunk))
+        if len(cols["key"]) and int(cols["key"].max()) >= len(latest):
+            latest = np.concatenate([latest, np.full(int(cols["key"].max()) + 1 - len(latest), -1, np.int64)])
+        np.maximum.at(latest, cols["key"], cols["seq"] // window)
+    return latest
+
+
+def in_latest_window(latest: np.ndarray, window: int, watermark: int, key: np.ndarray,
+                     seq: np.ndarray) -> np.ndarray:
+    """Which events ``(key, seq)`` a windowed key holds at the end: those of its latest window,
+    when that window had not closed at ``watermark`` (:mod:`.sized_state`)."""
+    return (seq // window == latest[key]) & (latest[key] >= watermark // window)
+
+
+def windowed_counts(kind: str, seed: int, keys: int, skew: Any, events: int, window: int,
+                    watermark: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Count per key id of a windowed keyed count after events ``[0, events)``, its windows closed
+    at ``watermark``: each key's events of its latest window, 0 for a key whose latest window
+    had closed (:mod:`.sized_state`)."""
+    latest = latest_windows(kind, seed, keys, skew, events, window, chunk)
+    counts = np.zeros(len(latest), np.int64)
+    for start in range(0, events, chunk):
+        cols = generate(kind, seed, keys, skew, start, min(events, start + chunk))
+        key = cols["key"]
+        counts += np.bincount(key[in_latest_window(latest, window, watermark, key, cols["seq"])],
+                              minlength=len(latest))
+    return counts
+
+
 @dataclass
 class Comparison:
     exactly_once: bool

@@ -68,6 +68,35 @@ def test_put_many_get_many(store):
     assert store.get_many([]) == {}
 
 
+def test_delete_many(store):
+    items = {f"d{i:03d}": f"v{i}".encode() for i in range(40)}
+    store.put_many(items)
+    gone = [f"d{i:03d}" for i in range(0, 40, 2)]
+    store.delete_many(gone + ["absent", gone[0]])  # absent and repeated keys: no error
+    got = store.get_many(list(items))
+    assert sorted(got) == sorted(set(items) - set(gone))
+    assert [k for k, _ in store.scan("d")] == sorted(set(items) - set(gone))
+    store.delete_many([])
+    store.delete_many(iter(sorted(got)))
+    assert store.get_many(list(items)) == {}
+
+
+def test_delete_many_across_batch_limits(store, monkeypatch):
+    """Above the backend's batch limits the keys go as several calls, every one deleted."""
+    monkeypatch.setattr(type(store), "max_batch_items", 7)
+    keys = [f"b{i:03d}" for i in range(30)]
+    store.put_many([(k, b"x") for k in keys])
+    store.delete_many(keys[:25])
+    assert sorted(store.get_many(keys)) == keys[25:]
+
+
+def test_delete_many_checks_every_key_first(store):
+    store.put("kept", b"v")
+    with pytest.raises((TypeError, ValueError)):
+        store.delete_many(["kept", b"bytes-key"])
+    assert store.get("kept") == b"v"  # nothing deleted
+
+
 def test_scan_prefix_is_ordered_and_exact(store):
     keys = ["b2", "a1", "b10", "b1", "c", "b", "ba"]
     for k in keys:

@@ -221,6 +221,17 @@ def test_many_and_threads(store):
     assert store.get_many([f"t{n}-49" for n in range(6)]) == {f"t{n}-49": b"49" for n in range(6)}
 
 
+@pytest.mark.parametrize("mode", ["wal", "wal_hsync"])
+def test_delete_many_goes_in_batches(opts, mode):
+    """Batch deletes through happybase's batch (``wal``) and Thrift2's ``deleteMultiple``
+    (``wal_hsync``), several calls of ``batch_size`` rows each."""
+    keys = [f"d-{i:03d}" for i in range(30)]
+    with open_backend("hbase", **opts, durability=mode, batch_size=7) as store:
+        store.put_many([(k, b"v") for k in keys])
+        store.delete_many(keys[:25] + ["absent"])
+        assert sorted(store.get_many(keys)) == keys[25:]
+
+
 def test_scan_order_prefix_and_paging(opts):
     keys = ["b", "a/2", "a/10", "a/1", "a", "é", "z", "a\U0001F600", "ab"]
     with open_backend("hbase", **opts, batch_size=2) as store:  # tiny pages: paging is exercised

@@ -2,7 +2,8 @@
 write is lost and no wrong value comes back.
 
 For every point ``indexed_fs.*`` that the store declares, a child process opens a store with small
-segments, writes overwritten keys with varying values, deletes some and batches some, and snapshots,
+segments, writes overwritten keys with varying values, deletes some (one key, or a batch with
+``delete_many``) and batches some, and snapshots,
 writes index deltas and compacts now and then, so that every step of the store is reached within a few hundred
 operations.  It logs each operation before it starts and again once it returned, unbuffered, so
 the log survives the ``os._exit`` that the armed point ends it with.  The test then reopens the
@@ -46,10 +47,14 @@ def note(line):
 
 for i in range(3000):
     op = rng.random()
-    if op < 0.15:
+    if op < 0.1:
         key = f"k{rng.randrange(24)}"
         note(f"S\tdel\t{key}")
         store.delete(key)
+    elif op < 0.15:
+        keys = [f"k{rng.randrange(24)}" for j in range(3)]
+        note("S\tdelmany\t" + "\t".join(keys))
+        store.delete_many(keys)
     elif op < 0.3:
         items = [(f"k{rng.randrange(24)}", f"{i}-{j}-" + "b" * rng.randrange(300))
                  for j in range(3)]
@@ -86,8 +91,8 @@ def _expected(log: str) -> tuple[dict[str, str | None], dict[str, str | None]]:
             pending = {}
             continue
         _, kind, *rest = line.split("\t")
-        if kind == "del":
-            pending = {rest[0]: None}
+        if kind in ("del", "delmany"):
+            pending = dict.fromkeys(rest)
         else:  # put, many (a key twice in one batch: its last value)
             pending = dict(item.split("=", 1) for item in rest)
     return acked, pending

@@ -67,6 +67,15 @@ def test_put_get_delete_and_batches(opts):
         assert s.get("a") is None
 
 
+@pytest.mark.parametrize("durability", ["server", "sync"])
+def test_delete_many_names_up_to_1000_objects_a_request(opts, durability):
+    keys = [f"k{i:04d}" for i in range(1003)]  # one full DeleteObjects request, and a short one
+    with open_backend("minio", **{**opts, "durability": durability}) as s:
+        s.put_many([(k, b"v") for k in keys])
+        s.delete_many(keys[:1001] + ["absent"])
+        assert [k for k, _ in s.scan("k")] == keys[1001:]
+
+
 def test_awkward_keys_round_trip_in_order(opts):
     keys = ["b", "a/../x", "/lead", "trail/", "a//b", ".", "..", "a\\", "sp ace", "é",
             "\udc80", "\x00nul", "a*", "ab", "a"]

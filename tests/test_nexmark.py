@@ -128,7 +128,8 @@ def test_join_applied_twice_is_caught_by_the_emitted_counts():
 
 
 def test_incremental_checkpoint_carries_deletions():
-    """An auction that waited and was joined later: its PENDING slot goes to 0 in the delta."""
+    """An auction that waited and was joined later: its PENDING slot goes to 0 in the delta (a
+    changed slot holding 0: one of the delta's tombstones)."""
     st = q3.JoinState()
     auction = [np.array([7]), np.array([nexmark.AUCTION]), np.array([70]), np.array([10])]
     st.apply_columns(auction)  # seller 7 unknown: waits
@@ -137,6 +138,8 @@ def test_incremental_checkpoint_carries_deletions():
     st.dirty[:] = False
     st.apply_columns([np.array([7]), np.array([nexmark.PERSON]), np.array([7]), np.array([1])])
     base.set(*st.items(only_dirty=True))
+    assert q3.slot(np.array([70]), q3.PENDING)[0] in st.dropped()
+    base.forget(st.dropped())
     assert base.counts[q3.slot(np.array([70]), q3.PENDING)][0] == 0
     assert base.counts[q3.slot(np.array([70]), q3.JOINED)][0] == 8
     assert base.counts[q3.slot(np.array([7]), q3.EMITTED)][0] == 1

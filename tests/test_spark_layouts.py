@@ -4,7 +4,8 @@ Real Spark (local[2], one session for the module), real task kills, real backend
 state of a size (``stateBytes``), so a checkpoint is many records under ``per-key`` and
 ``chunks`` (small chunks: several per instance) and the byte-for-byte check covers the rings.
 Small runs — 30,000 events in micro-batches of 10,000, a kill in the second — so each case
-takes a few seconds.
+takes a few seconds.  The same again with keys that expire (``windowEvents``): checkpoints that
+carry tombstones, restores that must not bring a dropped key back.
 """
 
 from __future__ import annotations
@@ -55,5 +56,40 @@ def test_layout_is_exactly_once_after_a_kill(spark, tmp_path, protocol, layout, 
         participants(backend, entries, tmp_path, job, {"i0", "i1"})
     assert m.failures == 1, m.summary()
     assert m.exactly_once is registration(protocol).exactly_once, m.verify_detail
+    if registration(protocol).exactly_once:
+        assert "state bytes" in m.verify_detail and m.checkpoints >= 1
+
+
+#: windowed runs: keys that come and go (a long tail of 3,000 keys), windows of 4,000 events that
+#: close while the run goes on, so increments carry tombstones before the kill and after it
+WINDOWED = dict(events=30_000, keys=3_000, max_batch=5_000, verify=True, timeout=120)
+
+
+def windowed_cases():
+    """Every checkpointing protocol x every layout on indexed_fs; the many-record layouts once
+    more on Redis (its batch delete: one DEL of many keys)."""
+    out = [(p, layout, "indexed_fs") for layout in layout_names()
+           for p in protocol_names(baseline=False) if registration(p).uses_backend]
+    out += [("coordinated", "per-key", "redis"), ("logio", "chunks", "redis")]
+    return [pytest.param(p, layout, b, marks=_backend(b).marks, id=f"{p}-{layout}-{b}") for p, layout, b in out]
+
+
+@pytest.mark.parametrize("protocol, layout, backend", windowed_cases())
+def test_windowed_state_is_exactly_once_after_a_kill(spark, tmp_path, protocol, layout, backend):
+    """Keys dropped when their window closes: the checkpoints delete as well as write, the
+    restore after the kill brings no dropped key back, and the final state is the failure-free
+    one of the windows still open (counts and rings)."""
+    job = f"win-{protocol[:3]}-{layout[:3]}"
+    entries = {PREFIX + "protocol": protocol, PREFIX + "jobId": job, PREFIX + "interval": "1",
+               PREFIX + "fullEvery": "3", PREFIX + "failAt": "20000", PREFIX + "failInstance": "1",
+               PREFIX + "stateBytes": SIZES[layout], PREFIX + "windowEvents": "4000",
+               PREFIX + "layout": layout, PREFIX + "chunkBytes": "4096",
+               PREFIX + "stateDir": str(tmp_path / "work"), PREFIX + "backend": backend,
+               **backend_entries(backend, tmp_path)}
+    m = run_job(spark, from_conf(entries), JobSpec(**WINDOWED))
+    participants(backend, entries, tmp_path, job, {"i0", "i1"})
+    assert m.failures == 1, m.summary()
+    assert m.exactly_once is registration(protocol).exactly_once, m.verify_detail
+    assert m.dropped_keys and m.summary()["DroppedKeys"] == m.dropped_keys
     if registration(protocol).exactly_once:
         assert "state bytes" in m.verify_detail and m.checkpoints >= 1

@@ -261,6 +261,20 @@ class HBaseBackend(Backend):
             return
         self._call("delete", lambda t: t.delete(row, wal=self._wal))
 
+    def _delete_many(self, keys: list[str]) -> None:
+        rows = [k.encode() for k in keys]
+        if self._hsync is not None:
+            self._call2("delete_many", lambda: self._hsync.delete_many(rows, self._batch))
+            return
+
+        def delete_all(table: happybase.Table) -> None:
+            # one mutateRows call per batch_size rows; a retry resends all (deletes are idempotent)
+            with table.batch(batch_size=self._batch, wal=self._wal) as batch:
+                for row in rows:
+                    batch.delete(row)
+
+        self._call("delete_many", delete_all)
+
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         # page by row range: each page is one retried call, and no connection is held while the
         # caller consumes the iterator

@@ -6,7 +6,7 @@ asks for ``FSYNC_WAL``, and the server's ``hbase.wal.hsync`` only changes ``USE_
 which Thrift1 never sends.  Thrift2 (``THBaseService``) has ``TPut.durability``/``TDelete.durability``.
 
 :data:`IDL` declares the part of THBaseService this module calls (``put``, ``putMultiple``,
-``deleteSingle`` and the structs they take), with the field ids of HBase 2.6's
+``deleteSingle``, ``deleteMultiple`` and the structs they take), with the field ids of HBase 2.6's
 ``thrift2/hbase.thrift``; thriftpy2 builds the client from it at import.  Transport and protocol
 are the gateway's defaults: buffered, binary.
 """
@@ -70,6 +70,8 @@ service THBaseService {
     throws (1: TIOError io)
   void deleteSingle(1: required binary table, 2: required TDelete tdelete)
     throws (1: TIOError io)
+  list<TDelete> deleteMultiple(1: required binary table, 2: required list<TDelete> tdeletes)
+    throws (1: TIOError io)
 }
 """
 
@@ -126,6 +128,16 @@ class Thrift2Writer:
     def delete(self, row: bytes) -> None:
         tdelete = hbase2.TDelete(row=row, durability=FSYNC_WAL)
         self._with_client(lambda c: c.deleteSingle(self.table, tdelete))
+
+    def delete_many(self, rows: list[bytes], batch: int) -> None:
+        """``deleteMultiple`` per ``batch`` rows; the rows it hands back were not deleted."""
+        for start in range(0, len(rows), batch):
+            deletes = [hbase2.TDelete(row=r, durability=FSYNC_WAL)
+                       for r in rows[start:start + batch]]
+            failed = self._with_client(lambda c: c.deleteMultiple(self.table, deletes))
+            if failed:
+                raise OSError(f"HBase Thrift2 deleteMultiple left {len(failed)} of {len(deletes)} "
+                              f"rows undeleted (first: {failed[0].row!r})")
 
     def close(self) -> None:
         while True:

@@ -292,6 +292,10 @@ class IndexedFSBackend(Backend):
     def _delete(self, key: str) -> None:
         self._write([(key, None)])
 
+    def _delete_many(self, keys: list[str]) -> None:
+        """Every key's tombstone in one write (one append, one wait per durability)."""
+        self._write([(key, None) for key in keys])
+
     def _write(self, items: list[tuple[str, bytes | None]]) -> None:
         """Append ``items`` (value ``None`` = delete) as one write, then wait per durability."""
         with self._lock:

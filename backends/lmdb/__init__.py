@@ -161,6 +161,16 @@ class LMDBBackend(Backend):
         except lmdb.Error as exc:
             raise _typed(exc, f"deleting {key!r}", self.path) from exc
 
+    def _delete_many(self, keys: list[str]) -> None:
+        """Every delete in one write transaction: one commit."""
+        encoded = [self._key(k) for k in keys]
+        try:
+            with self._env.begin(write=True) as txn:
+                for kb in encoded:
+                    txn.delete(kb)
+        except lmdb.Error as exc:
+            raise _typed(exc, f"deleting a batch of {len(keys)}", self.path) from exc
+
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         lo = self._key(prefix) if prefix else b""
         hi = prefix_end(lo)

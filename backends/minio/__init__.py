@@ -55,6 +55,8 @@ _SYNC_GATE_NOTE = ("MinIO's sync(2) calls reached the lossy file system through 
 _CHUNK = 200  # hex characters per object name segment (MinIO: at most 255 bytes each)
 #: the object a ``sync``-mode delete is followed by (not hex, so never a key's object name)
 BARRIER = "sync-barrier"
+#: the most keys one ``DeleteObjects`` request may name (S3's limit)
+DELETE_BATCH = 1000
 _FULL_CODES = {"XMinioStorageFull", "StorageFull", "EntityTooLarge"}
 # "403": a HEAD reply has no body, so no error code either
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"}
@@ -247,11 +249,33 @@ class MinioBackend(Backend):
         name = self._name(key)
         self._call("DeleteObject", lambda: self._client.delete_object(
             Bucket=self.bucket, Key=name))
+        self._after_delete()
+
+    def _after_delete(self) -> None:
+        """With ``sync``: the barrier PUT (module doc) that makes the deletes before it durable."""
         if self.durability == "sync":  # MinIO syncs after a PUT's rename, never after a delete's
             barrier = self.config["prefix"] + BARRIER
             self._call("PutObject", lambda: self._client.put_object(
                 Bucket=self.bucket, Key=barrier, Body=b""))
             self._barrier_written = True
+
+    def _delete_many(self, keys: list[str]) -> None:
+        """``DeleteObjects`` of up to :data:`DELETE_BATCH` keys a request (S3's limit), then one
+        barrier as :meth:`_delete` makes; an error reported for any key fails the batch."""
+        names = [self._name(key) for key in dict.fromkeys(keys)]
+        for start in range(0, len(names), DELETE_BATCH):
+            objects = [{"Key": name} for name in names[start:start + DELETE_BATCH]]
+            reply = self._call("DeleteObjects", lambda o=objects: self._client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": o, "Quiet": True}))
+            errors = reply.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise BackendUnavailableError(
+                    f"minio bucket {self.bucket!r}: DeleteObjects failed for {len(errors)} of "
+                    f"{len(objects)} objects (first: {first.get('Key')!r}: {first.get('Code')} "
+                    f"{first.get('Message')})")
+        if names:
+            self._after_delete()
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         latest = dict(items)  # a repeated key: its last value wins, as with sequential puts

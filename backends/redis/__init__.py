@@ -309,6 +309,11 @@ class RedisBackend(Backend):
         self._command(b"DEL", self._k(key))
         self._after_write()
 
+    def _delete_many(self, keys: list[str]) -> None:
+        """One ``DEL`` of every key (at most ``max_batch_items`` of them, by the base class)."""
+        self._command(b"DEL", *map(self._k, keys))
+        self._after_write()
+
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
         args: list[bytes] = [b"MSET"]  # MSET sets in order: the last value of a repeated key wins
         k = self._k

@@ -119,6 +119,16 @@ class RocksDBBackend(Backend):
         except Exception as exc:
             raise _typed(exc, f"writing a batch of {len(items)}") from exc
 
+    def _delete_many(self, keys: list[str]) -> None:
+        """Every delete in one ``WriteBatch``: one write, atomic."""
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key in keys:
+            batch.delete(key_bytes(self.name, key, MAX_KEY_BYTES))
+        try:
+            self._db.write(batch, self._write)
+        except Exception as exc:
+            raise _typed(exc, f"deleting a batch of {len(keys)}") from exc
+
     def _get(self, key: str) -> bytes | None:
         try:
             return self._db.get(key_bytes(self.name, key, MAX_KEY_BYTES))

@@ -23,10 +23,19 @@ else is here, once, for every layout and every protocol:
   while a piece missing behind an intact one is data the backend lost — :meth:`Layout.load`
   raises :class:`CheckpointDataLost`, and a piece that is there but not the one written (a stale
   one of an earlier torn write of the same name) fails the CRC the same way, never loaded as
-  state.  Deleting removes the commit record first, then the pieces, then their index, so a
-  crash in between leaves only unreachable pieces (space, never a wrong checkpoint), still
-  listed by their index; it never reads the checkpoint's data (a one-piece checkpoint has no
-  index, and its commit record is all there is).
+  state.  Deleting removes the commit record first, then the pieces (``delete_many``: the
+  backend's batch delete), then their index, so a crash in between leaves only unreachable
+  pieces (space, never a wrong checkpoint), still listed by their index; it never reads the
+  checkpoint's data (a one-piece checkpoint has no index, and its commit record is all there is).
+* **Tombstones.**  An incremental checkpoint also names the keys that went away since the
+  previous one (:meth:`~spark_integration.keyed_state.KeyedState.dropped`: a window closed, a
+  join's pending auction was matched), as every layout's delta must: their ids travel in the commit
+  record, delta-packed like the piece ids, and loading the checkpoint forgets them after loading
+  its pieces — so restoring a snapshot and its deltas never brings a dropped key back, whatever
+  the layout.  A layout writes live keys only (``chunks`` rewrites every chunk that lost a key,
+  without it, and writes no chunk that was left empty); the records of a dropped key go when the
+  checkpoints holding them are deleted, which the protocols do once a later full snapshot is
+  durable.
 * **The protocol's own bytes.**  ``extra`` (CIC's bookkeeping, logio's Input Set record) travels
   in the commit record, beside the piece list, covered by its CRC.
 
@@ -62,9 +71,10 @@ BATCH_RECORDS = 65536
 #: rows encoded at a time (int64 slots): bounds the temporaries of a state's gather
 ENCODE_SLOTS = 4 << 20
 
-_MAGIC = b"CKL1"
-#: magic, CRC-32 of everything after the header, lengths of: meta JSON, piece ids, extra, inline data
-_HEADER = struct.Struct("<4sIIIIQ")
+_MAGIC = b"CKL2"
+#: magic, CRC-32 of everything after the header, lengths of: meta JSON, piece ids, tombstone ids,
+#: extra, inline data
+_HEADER = struct.Struct("<4sIIIIIQ")
 
 
 class CheckpointDataLost(SparkIntegrationError):
@@ -81,11 +91,12 @@ class Encoded:
     data: np.ndarray  # uint8, the pieces one after the other
     bounds: np.ndarray  # int64, len(ids) + 1 byte offsets into data
     extra: bytes = b""  # the protocol's own bytes, carried by the commit record
+    tombstones: bytes = b""  # the ids of the keys dropped since the previous checkpoint, packed
 
     @property
     def nbytes(self) -> int:
-        """The checkpoint's bytes (pieces and the protocol's own), what a report counts."""
-        return len(self.data) + len(self.extra)
+        """The checkpoint's bytes (pieces, tombstones and the protocol's own), what a report counts."""
+        return len(self.data) + len(self.tombstones) + len(self.extra)
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,7 @@ class Manifest:
     crc: int  # CRC-32 of the data in piece order
     extra: bytes
     inline: bytes | None  # the one piece, when it travels in the commit record
+    dropped: np.ndarray  # the keys the checkpoint drops (tombstones), ascending
 
     def piece_keys(self, j: int) -> list[str]:
         """The record keys of piece ``j`` (its parts when it was split)."""
@@ -117,27 +129,28 @@ def _unpack_ids(blob: bytes) -> np.ndarray:
     return np.cumsum(np.frombuffer(zlib.decompress(blob), "<i8")) if blob else np.zeros(0, np.int64)
 
 
-def encode_manifest(meta: dict, ids: np.ndarray, extra: bytes, inline: bytes) -> bytes:
+def encode_manifest(meta: dict, ids: np.ndarray, extra: bytes, inline: bytes, tombstones: bytes = b"") -> bytes:
     body = json.dumps(meta, separators=(",", ":")).encode()
     packed = _pack_ids(ids)
-    rest = b"".join((body, packed, extra, inline))
-    return _HEADER.pack(_MAGIC, zlib.crc32(rest), len(body), len(packed), len(extra), len(inline)) + rest
+    rest = b"".join((body, packed, tombstones, extra, inline))
+    return _HEADER.pack(_MAGIC, zlib.crc32(rest), len(body), len(packed), len(tombstones), len(extra),
+                        len(inline)) + rest
 
 
 def decode_manifest(name: str, blob: bytes | None) -> Manifest | None:
     """The commit record ``blob`` of checkpoint ``name``; None when absent, torn or corrupt."""
     if blob is None or len(blob) < _HEADER.size:
         return None
-    magic, crc, nbody, nids, nextra, ninline = _HEADER.unpack_from(blob)
+    magic, crc, nbody, nids, ndropped, nextra, ninline = _HEADER.unpack_from(blob)
     rest = memoryview(blob)[_HEADER.size:]
-    if magic != _MAGIC or len(rest) != nbody + nids + nextra + ninline or zlib.crc32(rest) != crc:
+    if magic != _MAGIC or len(rest) != nbody + nids + ndropped + nextra + ninline or zlib.crc32(rest) != crc:
         return None
     meta = json.loads(bytes(rest[:nbody]))
-    at = nbody + nids
+    at = nbody + nids + ndropped
     inline = bytes(rest[at + nextra:]) if meta["inline"] else None
-    return Manifest(name, meta["layout"], _unpack_ids(bytes(rest[nbody:at])),
+    return Manifest(name, meta["layout"], _unpack_ids(bytes(rest[nbody:nbody + nids])),
                     {int(j): n for j, n in meta["parts"]}, meta["bytes"], meta["crc"],
-                    bytes(rest[at:at + nextra]), inline)
+                    bytes(rest[at:at + nextra]), inline, _unpack_ids(bytes(rest[nbody + nids:at])))
 
 
 def limits(store: Scoped) -> tuple[int, int]:
@@ -232,10 +245,13 @@ class Layout(abc.ABC):
     # -- the one way protocols write and read checkpoints -------------------------------------
     def encode(self, state: KeyedState, only_dirty: bool = False, extra: bytes = b"",
                alloc: Alloc = fresh) -> Encoded:
-        """The checkpoint of ``state`` (or of its changed keys), in arrays of its own: it may be
-        written later, while the state moves on."""
+        """The checkpoint of ``state``: all of it, or (``only_dirty``) its changed keys and the
+        tombstones of the keys it dropped since the last checkpoint (module doc), in arrays of
+        its own: it may be written later, while the state moves on."""
         ids, data, bounds = self.pieces(state, only_dirty, alloc)
-        return Encoded(self.name, np.asarray(ids, np.int64), data, np.asarray(bounds, np.int64), extra)
+        dropped = state.dropped() if only_dirty else np.zeros(0, np.int64)
+        return Encoded(self.name, np.asarray(ids, np.int64), data, np.asarray(bounds, np.int64), extra,
+                       _pack_ids(dropped) if len(dropped) else b"")
 
     @contextlib.contextmanager
     def encoded(self, state: KeyedState, only_dirty: bool = False, extra: bytes = b"") -> Iterator[Encoded]:
@@ -252,18 +268,21 @@ class Layout(abc.ABC):
         ids, bounds = encoded.ids, encoded.bounds
         meta = {"layout": encoded.layout, "bytes": len(data), "crc": zlib.crc32(data)}
         if len(ids) == 1:  # one piece: in the commit record itself when it fits
-            record = encode_manifest({**meta, "parts": [], "inline": True}, ids, encoded.extra, bytes(data))
+            record = encode_manifest({**meta, "parts": [], "inline": True}, ids, encoded.extra, bytes(data),
+                                     encoded.tombstones)
             if len(record) <= max_value:
                 store.put(name, record)
                 return len(record)
         parts = [(j, -(-int(bounds[j + 1] - bounds[j]) // max_value)) for j in range(len(ids))
                  if bounds[j + 1] - bounds[j] > max_value]
-        record = encode_manifest({**meta, "parts": parts, "inline": False}, ids, encoded.extra, b"")
+        record = encode_manifest({**meta, "parts": parts, "inline": False}, ids, encoded.extra, b"",
+                                 encoded.tombstones)
         if len(record) > max_value:
             raise SparkIntegrationError(
                 f"layout {self.name}: the commit record of checkpoint {name!r} lists {len(ids)} "
-                f"pieces in {len(record)} bytes, more than the backend's {max_value}-byte values; "
-                f"use fewer, larger pieces (--layout chunks, a larger --chunk-bytes)")
+                f"pieces{' and the dropped keys' if encoded.tombstones else ''} in {len(record)} bytes, "
+                f"more than the backend's {max_value}-byte values; use fewer, larger pieces (--layout "
+                f"chunks, a larger --chunk-bytes){' or checkpoint more often' if encoded.tombstones else ''}")
         batch: list[tuple[str, memoryview | bytes]] = []
         size = 0
         for key, value in _records(f"{PIECES}{name}/", ids, bounds, data, dict(parts), max_value):
@@ -302,6 +321,7 @@ class Layout(abc.ABC):
         if manifest.inline is not None:
             self._check(manifest, zlib.crc32(manifest.inline), len(manifest.inline))
             layout.load_pieces(state, manifest.ids, [manifest.inline])
+            state.forget(manifest.dropped)
             return
         _, batch_bytes = limits(store)
         per_batch = max(1, min(BATCH_RECORDS, batch_bytes // max(1, manifest.total // max(1, len(manifest.ids)))))
@@ -323,6 +343,7 @@ class Layout(abc.ABC):
                 pieces.append(piece)
             layout.load_pieces(state, manifest.ids[lo:hi], pieces)
         self._check(manifest, crc, total)
+        state.forget(manifest.dropped)
 
     @staticmethod
     def _check(manifest: Manifest, crc: int, total: int) -> None:
@@ -338,9 +359,7 @@ class Layout(abc.ABC):
         store.delete(name)
         index = decode_manifest(name, store.get(_index_key(name)))
         if index is not None:
-            for j in range(len(index.ids)):
-                for key in index.piece_keys(j):
-                    store.delete(key)
+            store.delete_many([key for j in range(len(index.ids)) for key in index.piece_keys(j)])
             store.delete(_index_key(name))
 
 

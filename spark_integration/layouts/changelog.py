@@ -4,7 +4,8 @@ What the protocol asks for becomes one piece: the keys changed since the previou
 delta, appended to the chain) or the whole state (the snapshot the protocol materialises every
 ``fullEvery`` checkpoints), as :meth:`~spark_integration.keyed_state.KeyedState.encode` writes
 it — Flink's changelog backend and Spark's RocksDB changelog checkpointing.  Recovery loads the
-snapshot and replays the deltas after it in order.  The blob travels inside the checkpoint's
+snapshot and replays the deltas after it in order; a delta's tombstones (the keys dropped since
+the previous checkpoint, :mod:`.base`) travel in its commit record and are replayed with it.  The blob travels inside the checkpoint's
 commit record when it fits one value of the backend (one put per checkpoint); a longer one is
 split into parts at the backend's ``max_value_bytes`` (:mod:`.base`).  The default layout.
 """

@@ -6,7 +6,9 @@ from the state when the checkpoint is taken — the id range whose live keys fil
 ``chunkBytes`` — so it stays put while the state's density and row size do.  An incremental
 checkpoint rewrites every chunk that holds a changed key, *whole* (all its live keys and its
 changed ones), so loading a chain in order leaves every key at its last written row whatever
-``K`` each checkpoint used: a chunk never holds a key without its current row.
+``K`` each checkpoint used: a chunk never holds a key without its current row.  A chunk that lost
+keys (dropped since the last checkpoint) is rewritten without them, and one left without a live
+key is not written at all: the checkpoint's tombstones (:mod:`.base`) drop them on restore.
 """
 
 from __future__ import annotations
@@ -35,10 +37,9 @@ class ChunksLayout(Layout):
                alloc: Alloc = fresh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         live, _ = state.items()
         span = self.span(state, live)
-        if only_dirty:
-            dirty, _ = state.items(only_dirty=True)
-            keys = np.union1d(live, dirty)
-            keys = keys[np.isin(keys // span, np.unique(dirty // span))]
+        if only_dirty:  # the chunks holding a changed key or one that went away, live keys only
+            changed = np.union1d(state.items(only_dirty=True)[0], state.dropped())
+            keys = live[np.isin(live // span, np.unique(changed // span))]
         else:
             keys = live
         ids, starts = np.unique(keys // span, return_index=True)

@@ -3,7 +3,8 @@
 A key's record is its *row* (its count, then the rest of its state: the ring of a sized state,
 :meth:`~spark_integration.keyed_state.KeyedState.encode_rows`); its id is in the record's name.
 A delta holds the changed keys only, so loading a chain in order leaves every key at its last
-written row.  Rows are cut from one gathered buffer and loaded back a batch at a time, so a
+written row; a key dropped since the previous checkpoint gets no record but a tombstone in the
+commit record (:mod:`.base`), and its older records go with the checkpoints that hold them.  Rows are cut from one gathered buffer and loaded back a batch at a time, so a
 million keys cost no Python object per key beyond the record itself.
 """
 

@@ -42,6 +42,9 @@ class BatchPlan:
     fail_point: str | None = None
     #: on the re-run of a failed micro-batch: events per instance in it (to detect partial zombies)
     expected: Mapping[int, int] | None = None
+    #: the first offset of the micro-batch: every event below it was applied before it, so the
+    #: windows ending at or before it are closed (``windowEvents``, :mod:`~spark_integration.sized_state`)
+    watermark: int = 0
 
 
 class CheckpointReport(TypedDict, total=False):
@@ -76,6 +79,7 @@ class InstanceStats(TypedDict):
     log_replay_ms: float  # of restore_ms: logged events re-applied
     failed_at: float  # wall-clock time this instance was killed before this task (0: it was not)
     state_bytes: int  # the full state's size as a checkpoint would write it
+    dropped: int  # keys whose state this task dropped (their window closed or moved on)
 
 
 _SPARK_TYPES = {int: "long", float: "double"}
