@@ -79,6 +79,25 @@ def test_report_prints_every_input_in_one_table_and_csv_and_html_cover_them(runs
     assert "http://" not in text and "https://" not in text and "<script" not in text
 
 
+def test_experiments_write_their_page_beside_their_json_and_report_reads_them(runs, tmp_path):
+    """A thesis figure and the advice from a saved matrix: each page beside its JSON, and
+    rows of their own in the report."""
+    (tmp_path / "thesis").mkdir()
+    proc = bench("thesis", "fig4.2", "--quick", "--out", str(tmp_path / "thesis"))
+    assert proc.returncode == 0, proc.stderr
+    advise = tmp_path / "advise.json"
+    proc = bench("advise", "--from", str(runs["spark-matrix"]), "--mtbf", "1h", "--json",
+                 str(advise), "--plot", str(tmp_path / "advise.png"))
+    assert proc.returncode == 0, proc.stderr
+    fig = tmp_path / "thesis" / "fig4.2.json"
+    assert (tmp_path / "thesis" / "fig4.2.html").exists() and (tmp_path / "advise.html").exists()
+    proc = bench("report", str(fig), str(advise))
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()[1:]
+    assert sum(line.startswith("fig4.2.json  thesis fig4.2") for line in rows) == 3
+    assert any(line.startswith("advise.json") and "rank 1" in line for line in rows)
+
+
 def test_report_without_plot_writes_nothing_and_bad_input_is_one_line(runs, tmp_path):
     proc = bench("report", str(runs["run"]), cwd=tmp_path)
     assert proc.returncode == 0 and list(tmp_path.iterdir()) == []

@@ -117,12 +117,11 @@ def _entries(doc: Compare | Sweep, source: str) -> Iterator[Row]:
 
 def _spark(doc: Any, source: str) -> Iterator[Row]:
     m, settings = doc.metrics, doc.settings
-    ms = (lambda k: None if m.get(k) is None else float(m[k]) * 1000)  # noqa: E731
     eo = m.get("ExactlyOnce")
     yield Row(source, doc.SCHEMA, doc.job.kind, str(settings.get("backend") or "-"),
               _durability(settings), f"protocol {settings.get('protocol')}", "event",
-              m.get("Throughput(events/sec)"), "events/s", ms("LatencyP50(ms)"),
-              ms("LatencyP99(ms)"),
+              m.get("Throughput(events/sec)"), "events/s", _ms(m.get("LatencyP50(ms)")),
+              _ms(m.get("LatencyP99(ms)")),
               note="" if eo is None else f"exactly once: {str(eo).lower()}")
 
 
@@ -167,6 +166,93 @@ def _reproduce(doc: Any, source: str) -> Iterator[Row]:
               + (f"; targets NOT met: {', '.join(missed)}" if missed else ""))
 
 
+def _ms(value: float | None) -> float | None:
+    return None if value is None else float(value) * 1000
+
+
+def _reopens(crash_ms: float | None, clean_ms: float | None) -> str:
+    ms = (lambda v: "-" if v is None else f"{v:,.1f} ms")  # noqa: E731
+    return f"open after crash {ms(crash_ms)}, after clean close {ms(clean_ms)}"
+
+
+def _thesis(doc: Any, source: str) -> Iterator[Row]:
+    """The thesis' figures 4.2, 4.5 and 4.7 and Table 5.2 (Fig 4.1 is a sweep)."""
+    exp = doc.experiment
+    for r in doc.rows:
+        row = Row(source, doc.SCHEMA, f"thesis {exp}", getattr(r, "backend", "indexed_fs"))
+        if exp == "fig4.2":
+            row.setting = f"pes {r.pes}"
+            row.note = _reopens(r.open_after_crash_ms, r.open_after_clean_ms)
+        elif exp == "fig4.5":
+            if r.checkpoint is not None:
+                row.throughput, row.unit = r.checkpoint.write_rate, "ckpt/s"
+            if r.write is not None:
+                row.op, row.p50_us, row.p99_us = "write", r.write.p50_us, r.write.p99_us
+            row.note = f"skipped: {r.skipped}" if r.skipped else (
+                f"{r.missing} missing, {r.corrupt} corrupt after the crash")
+        elif exp == "fig4.7":
+            row.setting = f"pes {r.pes}"
+            row.throughput, row.unit = r.write_rate, "ckpt/s"
+            row.note = f"{r.dropped} of {r.submitted} dropped"
+        else:  # table5.2
+            row.durability = r.durability
+            row.throughput, row.unit = r.max_write_heavy_ops_sec, "ops/s"
+            row.note = f"skipped: {r.skipped}" if r.skipped else f"needs {r.dependency}"
+        yield row
+
+
+def _storage_compare(doc: Any, source: str) -> Iterator[Row]:
+    """Every section's rows: write-heavy per medium and threads, Table 5.1's small writes,
+    round trips per operation, reopen times."""
+    for r in doc.rows:
+        row = Row(source, doc.SCHEMA, f"{r.section}", getattr(r, "backend", ""),
+                  getattr(r, "durability", ""), r.medium)
+        if r.section == "write-heavy":
+            overall = r.overall or OpStats()
+            row.setting += f" threads {r.threads}"
+            row.throughput, row.unit, row.op = r.throughput_ops_sec, "ops/s", "ALL"
+            row.p50_us, row.p99_us = overall.p50_us, overall.p99_us
+        elif r.section == "table5.1":
+            row.setting += f" {r.pattern}" + (" sync" if r.sync_per_op else "")
+            row.throughput, row.unit = r.ops_per_sec, "ops/s"
+        elif r.section == "rpc":
+            row.workload, row.setting = f"rpc {r.operation}", f"{r.medium} {r.case}"
+            row.throughput, row.unit = r.ops_per_sec, "ops/s"
+            row.note = "" if r.rpcs_per_op is None else f"{r.rpcs_per_op:.2f} round trips per op"
+        else:  # recovery
+            row.setting += f" keys {r.keys}"
+            row.note = _reopens(r.open_after_crash_ms, r.open_after_clean_ms)
+        if r.skipped:
+            row.note = f"skipped: {r.skipped}"
+        yield row
+
+
+def _paper(doc: Any, source: str) -> Iterator[Row]:
+    """CheckMate's grid and LOG.io's straggler runs: one row per job run."""
+    checkmate = doc.SCHEMA.startswith("ckptbench.checkmate")
+    for r in doc.rows:
+        if checkmate:
+            workload, setting = f"nexmark-{r.query}", f"protocol {r.protocol} skew {r.skew}"
+            ratio = "" if r.throughput_vs_none is None else f"{r.throughput_vs_none:.3g}x none"
+        else:
+            workload = "logio-stragglers"
+            setting = f"protocol {r.protocol}" + (" after failure" if r.failure else "")
+            ratio = ("" if r.latency_vs_none is None
+                     else f"latency {r.latency_vs_none:.3g}x none")
+        yield Row(source, doc.SCHEMA, workload, getattr(r, "backend", doc.backend), "default",
+                  setting, "event", r.throughput, "events/s", _ms(r.latency_p50_ms),
+                  _ms(r.latency_p99_ms), ratio,
+                  note="" if r.exactly_once is None else f"exactly once: {str(r.exactly_once).lower()}")
+
+
+def _advise(doc: Any, source: str) -> Iterator[Row]:
+    for a in doc.ranking:
+        interval = "RTO not met" if a.interval_s is None else f"interval {a.interval_s:.3g} s"
+        yield Row(source, doc.SCHEMA, "advise", a.backend, "", f"protocol {a.protocol}",
+                  throughput=a.throughput, unit="events/s",
+                  note=f"rank {a.rank}: {interval}, overhead {100 * a.overhead:.1f}%")
+
+
 def _verify(doc: Any, source: str) -> Iterator[Row]:
     yield Row(source, doc.SCHEMA, "verify", doc.backend, setting=f"records {doc.records}",
               note=("intact" if doc.ok else f"DAMAGED: {len(doc.damaged_keys)} damaged, "
@@ -184,7 +270,9 @@ HANDLERS: dict[str, Callable[[Any, str], Iterator[Row]]] = {
     "ckptbench.result": _result, "ckptbench.compare": _entries, "ckptbench.sweep": _entries,
     "ckptbench.spark": _spark, "ckptbench.spark-matrix": _matrix, "ckptbench.audit": _audit,
     "ckptbench.peer": _peer, "ckptbench.reproduce": _reproduce, "ckptbench.verify": _verify,
-    "ckptbench.diff": _diff,
+    "ckptbench.diff": _diff, "ckptbench.thesis": _thesis,
+    "ckptbench.storage-compare": _storage_compare, "ckptbench.checkmate": _paper,
+    "ckptbench.logio-stragglers": _paper, "ckptbench.advise": _advise,
 }
 
 
