@@ -203,7 +203,8 @@ def test_diff_names_another_machine_and_workload_and_refuses_nothing_in_common(r
     doc["workload"] = "ycsb-c"
     other.write_text(json.dumps(doc))
     proc = bench("diff", str(runs["run"]), str(other))
-    assert "not comparable: different workload: write-heavy / ycsb-c" in proc.stdout
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("not comparable: ")]
+    assert "different machine: " in line and "; different workload: write-heavy / ycsb-c" in line
     proc = bench("diff", str(runs["sweep"]), str(runs["audit"]))
     assert proc.returncode == 1 and "nothing compared" in proc.stderr
 

@@ -11,8 +11,10 @@ noise unknown") rather than guess one.
 
 A regression is a change for the worse by more than the threshold given (``--fail-above PCT``)
 and not within measured noise.  Two runs that differ in what they measured (machine,
-durability, workload, schema) are still compared, and each such difference is one line of
-:attr:`Diff.not_comparable`, so nobody reads a durability change as a code regression.
+durability, workload, schema) are still compared, and the differences are named on one line
+(:attr:`Diff.not_comparable`, one entry each), so nobody reads a durability change as a code
+regression.  Each run's commit and load average are printed too: they do not make two runs
+incomparable, but a reader weighs a change by them.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class Diff(Document):
     unmatched: list[str] = field(default_factory=list)
     fail_above_pct: float | None = optional()
     regressions: int = 0
+    #: each run's commit and load average, as one line (what a reader weighs a change by)
+    conditions: str = ""
     environment: Environment = field(default_factory=Environment.here)
 
 
@@ -162,6 +166,15 @@ def _not_comparable(base: list[Row], new: list[Row], base_env: Environment | Non
     return lines
 
 
+def _conditions(env: Environment | None) -> str:
+    if env is None:
+        return "conditions not recorded"
+    load = " ".join(f"{x:.2f}" for x in env.loadavg) or "?"
+    commit = env.commit or "?"
+    short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+    return f"commit {short}, load average {load}"
+
+
 def diff(base_name: str, base_doc: Document, base_rows: list[Row], new_name: str,
          new_doc: Document, new_rows: list[Row], fail_above: float | None = None) -> Diff:
     """The :class:`Diff` of two documents' summary rows (see the module docstring).  Rows
@@ -170,6 +183,8 @@ def diff(base_name: str, base_doc: Document, base_rows: list[Row], new_name: str
     out = Diff(base=base_name, new=new_name, fail_above_pct=fail_above,
                not_comparable=_not_comparable(base_rows, new_rows, environment(base_doc),
                                               environment(new_doc)))
+    out.conditions = "; ".join(f"{name}: {_conditions(environment(doc))}" for name, doc in
+                               (("base", base_doc), ("new", new_doc)))
     b, n = _grouped(base_rows), _grouped(new_rows)
     pairs = [(k, b[k], n[k]) for k in b if k in n]
     if not pairs and len(b) == len(n):
@@ -192,8 +207,9 @@ def lines(d: Diff) -> list[str]:
     """The human form: the not-comparable lines, one table row per metric, the unmatched rows
     and the verdict."""
     fmt = (lambda v: "-" if v is None else f"{v:,.1f}")  # noqa: E731
-    out = [f"diff: base {d.base}, new {d.new}"]
-    out += [f"not comparable: {line}" for line in d.not_comparable]
+    out = [f"diff: base {d.base}, new {d.new}", f"conditions: {d.conditions}"]
+    if d.not_comparable:
+        out.append("not comparable: " + "; ".join(d.not_comparable))
     body = [[c.what, c.metric, c.better, fmt(c.base), fmt(c.new),
              "-" if c.ratio is None else f"{c.ratio:.3f}x", c.verdict] for c in d.changes]
     if body:
