@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any
 
-from .args import EXIT_USAGE, PROG, UsageError
+from .args import EXIT_USAGE, PROG, UsageError, add_html_arg
+from .outputs import save
 
 DESCRIPTION = """\
 Advise a protocol, a backend and a checkpoint interval from a measured spark matrix: for each
@@ -68,7 +69,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="your events/s (default: the matrix job's rate; unpaced: each row's throughput)")
     p.add_argument("--rto", type=_duration("--rto"),
                    help="recovery-time objective, e.g. 30s (default: none)")
-    p.add_argument("--json", default="results/advise.json", metavar="FILE", help="(default results/advise.json)")
+    p.add_argument("--json", default="results/advise.json", metavar="FILE",
+                   help="(default results/advise.json; its report page goes beside it as .html)")
+    add_html_arg(p)
     p.add_argument("--plot", "--png", dest="plot", default="results/advise.png", metavar="FILE.png",
                    help="the chart, as every command names it (--png: the older spelling) "
                         "(default results/advise.png)")
@@ -122,10 +125,10 @@ def run(args: argparse.Namespace) -> int:
     print(advise.format_table(doc))
     for line in advise.advise_lines(doc):
         print(line)
-    from experiments.core.results import ensure_parent, write_json
+    from experiments.core.results import ensure_parent
 
     ensure_parent(args.json)
-    write_json(args.json, doc)
+    save(args, doc, page_beside=True)
     plot_advise(doc, args.plot)
     print(f"wrote {args.json} and {args.plot}")
     return 0

@@ -160,12 +160,20 @@ def add_backend_args(p: argparse.ArgumentParser, *, random_seed: bool = False,
                    help="durability mode of the backend (its first mode by default)")
     p.add_argument("--json", metavar="FILE",
                    help="also write machine-readable results here (- for standard output)")
+    add_html_arg(p)
     if random_seed:
         p.add_argument("--seed", type=int, default=None,
                        help="random seed (default: a new random seed, printed on stderr)")
     else:
         p.add_argument("--seed", type=int, default=1, help="random seed (default 1: reproducible)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def add_html_arg(p: argparse.ArgumentParser) -> None:
+    """``--html FILE``: the result's report page (tables, charts, conditions, command)."""
+    p.add_argument("--html", metavar="FILE",
+                   help="also write the result's report page here (one self-contained HTML "
+                        "file: tables, charts, conditions, command)")
 
 
 def add_cpus_arg(p: argparse.ArgumentParser) -> None:

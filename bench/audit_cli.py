@@ -16,10 +16,10 @@ from typing import Any
 from backends import backend_names, parse_kv
 from experiments.audit import runner as audit
 from experiments.audit.spec import FS_MODELS, KINDS, SERVER_MEDIA, AuditSpec
-from experiments.core import results
 
 from . import report
-from .args import EXIT_RUNTIME
+from .args import EXIT_RUNTIME, add_html_arg
+from .outputs import save
 
 
 def add_parsers(sub: Any) -> None:
@@ -62,6 +62,7 @@ def add_parsers(sub: Any) -> None:
                    help="exit 0 even when a mode that claims durability lost writes (for "
                         "tables that report the loss)")
     p.add_argument("--json", metavar="FILE", help="also write the result as JSON here")
+    add_html_arg(p)
     p.set_defaults(func=cmd_audit)
 
 
@@ -81,6 +82,5 @@ def cmd_audit(args: argparse.Namespace) -> int:
     lines += [f"[AUDIT-FAILURE], {f}" for f in res.failures]
     lines += [f"[NOTE], {n}" for n in res.notes]
     report.print_lines(lines)
-    if args.json:
-        results.write_json(args.json, res)
+    save(args, res)
     return 0 if res.ok or args.allow_loss else EXIT_RUNTIME

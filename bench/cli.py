@@ -10,7 +10,8 @@
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
     bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4] [--rounds N]
     ... [--cpus 0,2-3|irq]                                  # pin the run to CPUs (taskset -a)
-    bench report RESULTS.json... --plot FILE.png            # re-plot saved results
+    bench report RESULTS.json... [--html PAGE.html] [--csv F]  # one table (and page) of saved results
+    bench diff BASE.json NEW.json [--fail-above PCT]        # metric by metric, noise, regressions
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench storage-compare | peer redis                      # local disk vs NFS; vs redis-benchmark
     bench spark ... | spark-matrix ...                      # protocols on PySpark
@@ -51,6 +52,7 @@ from . import (
     experiments_cli,
     papers_cli,
     recovery_cli,
+    results_cli,
     run_cli,
     services_cli,
     spark_cli,
@@ -70,6 +72,7 @@ def build_parser() -> Parser:
     ycsb_cli.add_parsers(sub)
     recovery_cli.add_parsers(sub)
     compare_cli.add_parsers(sub)
+    results_cli.add_parsers(sub)
     experiments_cli.add_parsers(sub)
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)

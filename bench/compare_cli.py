@@ -1,4 +1,4 @@
-"""``bench compare``, ``bench sweep`` and ``bench report``: several runs, one table, one chart.
+"""``bench compare`` and ``bench sweep``: several runs, one table, one chart.
 
 The loops are :mod:`experiments.core.compare`; this module parses, prints the table (and one stderr
 line per backend or point as it finishes), and writes the JSON, CSV and chart.
@@ -7,7 +7,6 @@ line per backend or point as it finishes), and writes the JSON, CSV and chart.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -20,6 +19,7 @@ from experiments.core.compare import Outcome
 from workloads.core import PRESETS
 
 from .args import (
+    add_html_arg,
     EXIT_RUNTIME,
     UsageError,
     add_cpus_arg,
@@ -33,6 +33,7 @@ from .args import (
     positive_float,
     workload_spec,
 )
+from .outputs import save
 
 
 @named("rates")
@@ -55,6 +56,7 @@ def add_parsers(sub: Any) -> None:
                        help="option given to every backend that has it")
         p.add_argument("--seed", type=int, default=1)
         p.add_argument("--json", metavar="FILE", help="write the results here")
+        add_html_arg(p)
         p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
         p.add_argument("--plot", metavar="FILE.png",
                        help="also draw a chart into FILE.png")
@@ -79,13 +81,6 @@ def add_parsers(sub: Any) -> None:
                            help="run the whole sweep N times, backends interleaved, and print "
                                 "the median of each round's ratios (a noisy machine's answer)")
             p.set_defaults(func=cmd_sweep)
-    p = sub.add_parser("report", help="re-plot (and tabulate) saved JSON results",
-                       description="Re-plot saved results: sweeps as latency-vs-throughput "
-                                   "curves, compares and single runs as bar charts.")
-    p.add_argument("results", nargs="+", metavar="RESULTS.json")
-    p.add_argument("--plot", metavar="FILE.png", required=True)
-    p.add_argument("--csv", metavar="FILE", help="also write the first document as CSV")
-    p.set_defaults(func=cmd_report)
 
 
 def _settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
@@ -108,8 +103,7 @@ def _said(what: str, outcome: Outcome) -> None:
 def _finish(args: argparse.Namespace, kind: str, doc: results.Compare | results.Sweep,
             table: list[str]) -> int:
     print("\n".join(table))
-    if args.json:
-        results.write_json(args.json, doc)
+    save(args, doc)
     if args.csv:
         results.write_csv(args.csv, doc)
     if args.plot:  # nothing is written where the user did not ask
@@ -149,33 +143,3 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         clients=client_settings(args),
         on_point=lambda r, o: _said("sweep" + (f" round {r}" if args.rounds > 1 else ""), o))
     return _finish(args, "sweep", doc, tables.sweep_table(doc) + tables.ratio_lines(doc.ratios or []))
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    docs = []
-    for path in args.results:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                docs.append(json.load(fh))
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read results file {path}: {exc}")
-        if not isinstance(docs[-1], dict):
-            raise UsageError(f"{path} is not a ckptbench result (a JSON {type(docs[-1]).__name__}, "
-                             f"not an object); give a file that --json wrote")
-        try:
-            docs[-1] = results.read_run(docs[-1])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise UsageError(f"cannot plot these results: {path}: {exc}")
-    try:
-        plots.plot_results(docs, args.plot)
-    except (ValueError, KeyError) as exc:
-        raise UsageError(f"cannot plot these results: {exc}")
-    for doc in docs:
-        if isinstance(doc, results.Sweep):
-            print("\n".join(tables.sweep_table(doc)))
-        elif isinstance(doc, results.Compare):
-            print("\n".join(tables.compare_table(doc)))
-    if args.csv:
-        results.write_csv(args.csv, docs[0])
-    print(f"plot: {args.plot}", file=sys.stderr)
-    return 0

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from typing import Any
 
 from .args import UsageError
 
 
 #: parsed-argument names that hold a file a command writes, and those that hold a directory it
 #: writes into; every command's are checked by :func:`check_outputs` before it runs
-OUTPUT_FILES = ("json", "csv", "plot", "png")
+OUTPUT_FILES = ("json", "csv", "plot", "png", "html")
 OUTPUT_DIRS = ("out",)
 #: the directory ``bench`` owns (relative to the working directory): it, and directories inside
 #: it, are created when missing; any other output directory must exist already
@@ -130,3 +131,29 @@ def _check_directory(flag: str, value: str, directory: str, instead: str,
         return
     raise UsageError(f"{_given(flag, value)}: directory {directory} does not exist; create it "
                      f"first (mkdir -p {directory}) or give {instead}")
+
+
+def save(args: argparse.Namespace, document: Any, *, page_beside: bool = False) -> None:
+    """Write ``document`` where the command's options ask: its JSON to ``--json`` and its page
+    (:mod:`experiments.report.page`) to ``--html``; with ``page_beside`` (an experiment whose
+    JSON has a default place) the page also goes beside the JSON, ``NAME.json`` -> ``NAME.html``.
+    The one way every command writes its result, so every result can have its page."""
+    from experiments.core.results import write_json
+
+    json_path = getattr(args, "json", None)
+    if json_path:
+        write_json(json_path, document)
+    save_page(args, document, page_beside=page_beside)
+
+
+def save_page(args: argparse.Namespace, document: Any, *, page_beside: bool = False) -> None:
+    """The page part of :func:`save`, for a command whose JSON is written its own way."""
+    from experiments.report import page
+
+    json_path = getattr(args, "json", None)
+    html = getattr(args, "html", None)
+    if not html and page_beside and json_path and json_path != "-":
+        html = page.beside(json_path)
+    if html:
+        source = os.path.basename(json_path) if json_path and json_path != "-" else "result"
+        page.write_page(html, [(source, document)], f"ckptbench: {source}")

@@ -12,7 +12,8 @@ import argparse
 import sys
 from typing import Any
 
-from .args import named, positive_int
+from .args import add_html_arg, named, positive_int
+from .outputs import save
 
 
 @named("instances >= 1")
@@ -35,7 +36,9 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
         p.add_argument("--backend", default="indexed_fs", help="checkpoint backend (default indexed_fs)")
         p.add_argument("--parallelism", type=_instances, default=2, help="instances (default 2)")
-        p.add_argument("--json", default=f"results/{name}.json", metavar="FILE", help="result document")
+        p.add_argument("--json", default=f"results/{name}.json", metavar="FILE",
+                       help="result document (its report page goes beside it as .html)")
+        add_html_arg(p)
         p.add_argument("--png", default=f"results/{name}.png", metavar="FILE", help="chart")
         p.add_argument("--docs", default=docs, metavar="FILE",
                        help=f"markdown page whose generated block is refreshed (default {docs})")
@@ -45,15 +48,13 @@ def add_parsers(sub: Any) -> None:
 def _run(args: Any) -> int:
     from experiments.report import markdown_blocks
     from experiments.report import plots
-    from experiments.core.results import write_json
-
     if args.experiment == "checkmate":
         from experiments.spark import checkmate as exp
     else:
         from experiments.spark import stragglers as exp
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say)
-    write_json(args.json, doc)
+    save(args, doc, page_beside=True)
     getattr(plots, exp.PLOT)(doc, args.png)
     table = exp.markdown(doc)
     print("\n".join(table))

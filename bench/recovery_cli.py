@@ -24,6 +24,7 @@ from .args import (
     positive_int,
     progress,
 )
+from .outputs import save
 
 CHECKPOINT_EPILOG = """\
 The storage queue drops its oldest checkpoint when full, so drops show the rate a backend cannot
@@ -100,8 +101,8 @@ def cmd_recovery(args: argparse.Namespace) -> int:
     report.print_errors(verified.phase)
     report.print_lines(report.recovery_lines(out.recovery) + _rebuild_lines(out.backend_stats)
                        + report.phase_lines(verified.phase))
-    if args.json:
-        results.write_json(args.json, results.result(
+    if args.json or args.html:
+        save(args, results.result(
             workload="recovery", backend=args.backend, config=config(args, options),
             phases=out.phases, backend_stats=out.backend_stats, recovery=out.recovery.reopen()))
     return 0 if out.recovery.intact else EXIT_RUNTIME
@@ -144,8 +145,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
         phases["recovery"] = verified.phase
         extra["recovery"] = out.recovery.reopen()
     report.print_lines(lines)
-    if args.json:
-        results.write_json(args.json, results.result(
+    if args.json or args.html:
+        save(args, results.result(
             workload="checkpoint", backend=args.backend, config=config(args, options),
             phases=phases, backend_stats=None, **extra))
     return EXIT_RUNTIME if out.recovery is not None and not out.recovery.intact else 0

@@ -40,6 +40,7 @@ from .args import (
     progress,
     workload_spec,
 )
+from .outputs import save
 
 
 def add_parsers(sub: Any) -> None:
@@ -174,7 +175,7 @@ def seed_told(spec: RunSpec, then: PhaseObserver | None = None) -> PhaseObserver
 
 def write_results(args: argparse.Namespace, result: RunResult) -> None:
     """``--json`` and ``--csv`` of a run, however its clients ran."""
-    if args.json:
-        results.write_json(args.json, result.document(args.workload))
+    if args.json or getattr(args, "html", None):
+        save(args, result.document(args.workload))
     if getattr(args, "csv", None):
         results.write_csv(args.csv, result.document(args.workload))

@@ -25,7 +25,9 @@ from spark_integration.settings import Settings
 from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
 from spark_integration.state_size import SYNTAX as STATE_SYNTAX, state_size_arg
 
-from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, at_least, named, non_negative_float
+from .args import (EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, add_html_arg, at_least, named,
+                   non_negative_float)
+from .outputs import save
 
 #: ``--job`` name -> :data:`spark_integration.queries.QUERIES` kind
 JOBS = {"wordcount": "wordcount", "nexmark-bids": "bids", "nexmark-q3": "q3", "nexmark-q1": "q1",
@@ -94,6 +96,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "store at the run's pace (write + fdatasync), read the largest back cold, and "
                         "print the ratios to them; a file backend's default store then lives on disk")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    add_html_arg(p)
     return p
 
 
@@ -161,7 +164,6 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.core.results import write_json
     from experiments.spark import job as spark_job
 
     try:
@@ -184,7 +186,6 @@ def run(args: argparse.Namespace) -> int:
         document.disk_baseline = baseline
         for name, value in baseline.items():
             print(f"[SPARK], {name}, {value}")
-    if args.json:
-        write_json(args.json, document)
+    save(args, document)
     failed = metrics.exactly_once is False and registration(settings.protocol).exactly_once
     return EXIT_RUNTIME if failed else 0

@@ -14,7 +14,8 @@ from typing import Any
 from backends.base import CkptError
 from spark_integration.protocols.registry import protocol_names
 
-from .args import EXIT_USAGE, PROG, UsageError
+from .args import EXIT_USAGE, PROG, UsageError, add_html_arg
+from .outputs import save_page
 from .spark_cli import (COUNT, JOBS, OFFSET, SKEW, SKEW_SYNTAX, add_state_args, check_failures,
                         job_spec)
 
@@ -54,7 +55,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=WARMUP_ROUNDS, help="rounds run first and not measured")
     p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET")
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE", help=f"(default {DEFAULT_JSON})")
+    p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE",
+                   help=f"(default {DEFAULT_JSON}; its report page goes beside it as .html)")
+    add_html_arg(p)
     p.add_argument("--png", default=DEFAULT_PNG, metavar="FILE", help=f"(default {DEFAULT_PNG})")
     p.set_defaults(command="spark-matrix")
     return p
@@ -106,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
     for line in spark_matrix.summary_lines(doc):
         print(line)
     spark_matrix.write_json(doc, args.json)
+    save_page(args, doc, page_beside=True)
     plot_spark_matrix(doc.rows, args.png)
     print(f"wrote {args.json} and {args.png}")
     if args.fail_at:  # recovery time by phase: one stacked bar per protocol x backend

@@ -16,11 +16,11 @@ from typing import Any
 
 from backends import parse_kv
 from backends.base import CkptError
-from experiments.core import results
 from experiments.storage.verify import Verify
 
 from . import report
-from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError
+from .args import EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, add_html_arg
+from .outputs import save
 
 SUPPORTED = ("indexed_fs",)
 
@@ -37,6 +37,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--opt", action="append", default=[], metavar="KEY=VALUE",
                    help="path=DIR: the store's data directory (required)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON here")
+    add_html_arg(p)
     p.set_defaults(func=cmd_verify)
 
 
@@ -74,6 +75,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lines += [f"[HINT-DAMAGED], {b}" for b in rep.bad_hints]
     lines += [f"[NOTE], {n}" for n in rep.notes]
     report.print_lines(lines)
-    if args.json:
-        results.write_json(args.json, Verify.of(args.backend, options["path"], rep))
+    if args.json or args.html:
+        save(args, Verify.of(args.backend, options["path"], rep))
     return 0 if rep.ok else EXIT_RUNTIME

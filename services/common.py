@@ -106,6 +106,26 @@ class ServiceContext:
                 path.unlink()
 
 
+def apt_install(name: str, packages: Sequence[str], log: Callable[[str], None],
+                error: type[Exception] = ServiceError) -> None:
+    """``apt-get install -y PACKAGES`` as root (``name`` prefixes the messages), with one
+    ``apt-get update`` and a retry when the first try fails (a fresh machine's package lists
+    are empty or stale); apt keeps what it downloaded in its own cache.  ``error`` (naming the
+    command and apt's own message) when it cannot, or when we are not root."""
+    cmd = ["apt-get", "install", "-y", *packages]
+    if os.geteuid() != 0:
+        raise error(f"{name}: {packages[0]} is not installed; install it with `sudo "
+                    f"{' '.join(cmd)}`")
+    log(f"{name}: installing {', '.join(packages)} with apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True)
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise error(f"{name}: `{' '.join(cmd)}` failed:\n{done.stderr[-2000:]}\n"
+                        f"fix the apt error above or install {' '.join(packages)} by hand")
+
+
 def log(msg: str) -> None:
     print(f"[services] {msg}", file=sys.stderr, flush=True)
 

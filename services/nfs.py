@@ -40,6 +40,7 @@ from typing import Any
 from .common import (
     ServiceContext,
     ServiceError,
+    apt_install,
     kill_pid,
     load_options,
     port_open,
@@ -72,20 +73,7 @@ def install(log) -> None:
     """``apt-get install nfs-ganesha nfs-ganesha-vfs rpcbind`` if any of them is missing."""
     if _installed():
         return
-    if os.geteuid() != 0:
-        raise ServiceError(
-            "nfs: nfs-ganesha is not installed; install it with "
-            f"`sudo apt-get install -y {' '.join(PACKAGES)}`"
-        )
-    log("nfs: installing nfs-ganesha, nfs-ganesha-vfs and rpcbind with apt-get")
-    cmd = ["apt-get", "install", "-y", *PACKAGES]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True)
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise ServiceError(f"nfs: `{' '.join(cmd)}` failed:\n{done.stderr[-2000:]}\n"
-                               "fix the apt error above or install the packages by hand")
+    apt_install("nfs", PACKAGES, log)
     # Debian may start its own units; we run our own server, so keep the packaged ones off.
     if shutil.which("systemctl"):
         subprocess.run(["systemctl", "disable", "--now", "nfs-ganesha", "rpcbind",

@@ -8,7 +8,6 @@ benchmark measured.  The AOF policy of a running server is changed live with ``C
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from .common import (
     ServiceContext,
     ServiceError,
+    apt_install,
     load_options,
     require_port_free,
     save_options,
@@ -35,22 +35,7 @@ def install(log) -> None:
     """``apt-get install redis-server redis-tools`` if ``redis-server`` is missing."""
     if shutil.which("redis-server"):
         return
-    if os.geteuid() != 0:
-        raise ServiceError(
-            "redis: redis-server is not installed; install it with "
-            "`sudo apt-get install -y redis-server redis-tools`"
-        )
-    log("redis: installing redis-server with apt-get")
-    cmd = ["apt-get", "install", "-y", "redis-server", "redis-tools"]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True)
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise ServiceError(
-                f"redis: `{' '.join(cmd)}` failed:\n{done.stderr[-2000:]}\n"
-                "fix the apt error above or install redis-server by hand"
-            )
+    apt_install("redis", ["redis-server", "redis-tools"], log)
     # Debian enables its own unit; we run our own server, so keep the packaged one off.
     if shutil.which("systemctl"):
         subprocess.run(["systemctl", "disable", "--now", "redis-server"], capture_output=True)

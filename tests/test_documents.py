@@ -15,7 +15,7 @@ from workloads.runner import ClientSettings
 
 #: the environment's keys: the machine, the CPUs, the command line, version, commit and load
 ENVIRONMENT = {"python", "implementation", "platform", "cpu_count", "cpus_allowed", "hostname",
-               "time", "argv", "version", "commit", "loadavg"}
+               "time", "argv", "version", "commit", "loadavg", "cpu_model", "libraries"}
 PHASE = {"runtime_ms", "throughput_ops_sec", "operations_done", "operations", "errors"}
 OP = {"count", "ok", "errors", "statuses", "mean_us", "min_us", "max_us", "p50_us", "p95_us",
       "p99_us", "p999_us"}

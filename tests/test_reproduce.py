@@ -158,8 +158,9 @@ def test_embedded_peers_table_holds_indexed_fs_to_the_issues_targets():
 def test_harness_writes_its_json_and_regenerates_exactly_its_block(tmp_path):
     docs, readme = _fixture(tmp_path)
     env = {**os.environ, "CKPTBENCH_STATE": str(tmp_path / "state")}
+    # --allow-missed: the harness' targets depend on this machine's load; this test is the docs'
     proc = _bench("reproduce", "harness", "--quick", "--docs", docs, "--readme", readme,
-                  cwd=tmp_path, env=env)
+                  "--allow-missed", cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     # one progress line per command, with its elapsed time
     progress = [ln for ln in proc.stderr.splitlines() if ln.startswith("reproduce: harness [")]
@@ -201,7 +202,7 @@ def test_the_summary_keeps_the_rows_of_experiments_not_run_here(tmp_path):
         "| [harness](docs/results.md#harness) | stale | 2026-01-01 |\n" + old_row)
     open(readme, "w", encoding="utf-8").write(text)
     proc = _bench("reproduce", "harness", "--quick", "--docs", docs, "--readme", readme,
-                  cwd=tmp_path)
+                  "--allow-missed", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     block = open(readme, encoding="utf-8").read().split("<!-- reproduce:begin summary -->")[1]
     rows = [ln for ln in block.split("<!-- reproduce:end summary -->")[0].splitlines()

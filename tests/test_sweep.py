@@ -134,7 +134,7 @@ def test_report_single_run_and_csv_on_runs(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     proc = bench("report", str(bad), "--plot", str(tmp_path / "x.png"))
-    assert proc.returncode == 2 and "cannot plot" in proc.stderr
+    assert proc.returncode == 2 and "not a ckptbench result" in proc.stderr
 
 
 def test_sweep_stop_rule_two_flat_points(monkeypatch):

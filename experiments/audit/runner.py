@@ -59,7 +59,7 @@ from backends import Backend, CkptError, failpoints
 from experiments.audit.env import Medium, PrivateServer
 from experiments.audit.spec import AuditSpec
 from experiments.audit.writer import Model, Writer, value_of
-from experiments.core.document import Document
+from experiments.core.document import Document, Environment
 
 __all__ = ["AuditError", "AuditResult", "AuditSpec", "Cut", "Model", "audit", "hazard_points",
            "headline", "table", "value_of"]
@@ -116,6 +116,7 @@ class AuditResult(Document):
     notes: list[str] = field(default_factory=list)
     seed: int = 0
     seconds: float = 0.0
+    environment: Environment = field(default_factory=Environment.here)
 
     @property
     def ok(self) -> bool:

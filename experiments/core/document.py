@@ -9,8 +9,9 @@ instead of string keys.  The conversion is driven by the type hints alone (:func
 :func:`load`), so a document type is its field list and nothing else.
 
 Every document carries an :class:`Environment`: the ckptbench version, the git commit of the
-checkout, the machine, the CPUs the run was allowed, the load average when the document was
-made, the time and the command line.  Two results can then be compared knowing what differed
+checkout, the machine (host name, CPU model, kernel), the CPUs the run was allowed, the load
+average when the document was made, the time, the command line, and the versions of Python and
+of the libraries a figure depends on (:data:`LIBRARIES`).  Two results can then be compared knowing what differed
 (a figure from a busy machine, or from other code, is not the same figure).
 
 Reading is strict where a mistake would mislead: a document of another schema, or of a newer
@@ -95,6 +96,38 @@ def _commit() -> str | None:
         return None
 
 
+#: the distributions whose versions every result records: the ones that measure (hdrhistogram),
+#: draw (matplotlib, numpy) or are the client a backend's figure includes; one not installed is
+#: left out
+LIBRARIES = ("numpy", "matplotlib", "hdrhistogram", "crc32c", "redis", "hiredis", "happybase",
+             "boto3", "nfs-rs", "rocksdict", "lmdb", "pyspark", "pyarrow", "pandas")
+
+
+@functools.cache
+def _libraries() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for name in LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")),
+                         "")
+    except OSError:
+        model = ""
+    return model or platform.machine()
+
+
 @dataclasses.dataclass
 class Environment:
     """Where and with what a result was made."""
@@ -113,6 +146,10 @@ class Environment:
     commit: str | None = None
     #: the 1, 5 and 15 minute load averages when the document was made
     loadavg: list[float] = dataclasses.field(default_factory=list)
+    #: the CPU's model name (two results from different CPUs are not the same figure)
+    cpu_model: str = ""
+    #: the installed versions of :data:`LIBRARIES` (distribution name -> version)
+    libraries: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def here(cls) -> Environment:
@@ -128,6 +165,8 @@ class Environment:
             version=_version(),
             commit=_commit(),
             loadavg=[round(x, 2) for x in os.getloadavg()],
+            cpu_model=cpu_model(),
+            libraries=dict(_libraries()),
         )
 
 

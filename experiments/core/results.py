@@ -310,14 +310,19 @@ def write_json(path: str, document: Document) -> None:
         sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
         sys.stdout.flush()
         return
+    write_text(path, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temp file beside it in its own directory,
+    renamed into place (removed if the write fails), so a reader never sees half a file."""
     if os.path.isdir(path):
         raise IsADirectoryError(f"{path} is a directory; give a file name for the results")
     directory, name = os.path.split(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
+            fh.write(text)
         os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from other users
         os.replace(tmp, path)
     except BaseException:

@@ -408,3 +408,22 @@ def plot_advise(doc: Any, path: str) -> None:
     ax.grid(True, alpha=0.3, which="both")
     ax.legend(fontsize=8)
     _save(fig, path)
+
+
+def plot_rows(rows: list[Any], path: str) -> None:
+    """Throughput of summary rows (:class:`experiments.report.summary.Row`) as horizontal bars
+    on a linear axis from zero, one per row that has a throughput, each labelled with its
+    value: the chart ``bench report`` draws for a document without a chart of its own."""
+    plt = pyplot()
+    rows = [r for r in rows if r.throughput is not None]
+    labels = [" ".join(x for x in (r.backend, r.setting) if x) or r.workload for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.4 * max(1, len(rows))))
+    bars = ax.barh(range(len(rows)), [r.throughput for r in rows], color="tab:blue")
+    ax.bar_label(bars, [f"{r.throughput:,.0f}" for r in rows], padding=3, fontsize=8)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(left=0)
+    units = sorted({r.unit for r in rows if r.unit})
+    ax.set_xlabel(f"throughput ({', '.join(units) or 'per s'}, linear from 0)")
+    ax.grid(True, alpha=0.3, axis="x")
+    _save(fig, path)

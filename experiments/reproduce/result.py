@@ -33,6 +33,14 @@ class StepRun:
     document: dict[str, Any] | None = None
 
 
+@dataclass
+class Target:
+    """A target the experiment's table holds a figure to, and whether this run met it."""
+
+    what: str
+    met: bool
+
+
 @dataclass(kw_only=True)
 class Reproduce(Document):
     """``ckptbench.reproduce/1``: one experiment, its commands in order and its table."""
@@ -59,6 +67,12 @@ class Reproduce(Document):
     table: list[str] | None = optional()
     #: the chart drawn from all the commands' documents (an experiment whose commands draw none)
     chart: str | None = optional()
+    #: the targets its table judged, in table order (absent: the table holds none)
+    targets: list[Target] | None = optional()
+
+    def missed(self) -> list[str]:
+        """The targets this run did not meet."""
+        return [t.what for t in self.targets or [] if not t.met]
 
     def documents(self) -> dict[str, dict[str, Any]]:
         """The commands' own documents, by step label."""

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from experiments.audit import runner as audit
+from experiments.core.document import cpu_model
+from experiments.core.format import collect_targets
 from experiments.core.results import ensure_parent, write_json
 from experiments.reproduce import state, tables
-from experiments.reproduce.result import Reproduce, StepRun
+from experiments.reproduce.result import Reproduce, StepRun, Target
 from experiments.spark import matrix_result
 from experiments.storage import compare_table, thesis_result
 
@@ -381,7 +383,9 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
         loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), runs=runs)
     if not error:
         try:
-            doc.table = exp.table(doc.documents())
+            with collect_targets() as judged:
+                doc.table = exp.table(doc.documents())
+            doc.targets = [Target(what, met) for what, met in judged] or None
             if exp.chart is not None:
                 doc.chart = os.path.join(out, f"{exp.name}.png")
                 exp.chart(doc.documents(), doc.chart)
@@ -392,23 +396,25 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
 
 def machine() -> str:
     """The CPU model and kernel: what a reader needs to compare figures across machines."""
-    model = ""
-    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
-        model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
-    return f"{model or platform.machine()}, {platform.system()} {platform.release()}"
+    return f"{cpu_model()}, {platform.system()} {platform.release()}"
 
 
 def run(selected: list[str], *, quick: bool = False, out: str = "results",
         docs: str = "docs/results.md", readme: str = "README.md",
-        say: Callable[[str], None] | None = None, registry: dict[str, Experiment] | None = None) -> int:
-    """Run the ``selected`` experiments in order, write ``out/NAME.json`` for each that ran,
-    regenerate their blocks in ``docs`` and the summary in ``readme``.  Exit status: 0, or 1
-    when any experiment failed (the others still ran); a skipped one is not a failure."""
+        say: Callable[[str], None] | None = None, registry: dict[str, Experiment] | None = None,
+        allow_missed: bool = False) -> int:
+    """Run the ``selected`` experiments in order, write ``out/NAME.json`` and its report page
+    ``out/NAME.html`` for each that ran, regenerate their blocks in ``docs`` and the summary
+    in ``readme``.  Exit status: 0, or 1 when any experiment failed (the others still ran) or,
+    unless ``allow_missed``, when a target of one was not met; a skipped one is not a
+    failure."""
+    from experiments.report import page
+
     from experiments.reproduce import docs as reproduce_docs
 
     registry = EXPERIMENTS if registry is None else registry
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))
-    failed, status = [], {}
+    failed, missed, status = [], [], {}
     for name in selected:
         exp = registry[name]
         for server in exp.servers:
@@ -423,6 +429,10 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
         doc = run_experiment(exp, out, quick, say, os.path.dirname(docs) or ".")
         path = os.path.join(out, f"{name}.json")
         write_json(path, doc)
+        page.write_beside(path, doc, doc.commands)
+        if doc.missed():
+            missed.append(name)
+            say(f"reproduce: {name}: target(s) NOT met: {'; '.join(doc.missed())}")
         if doc.status != "ok":
             failed.append(name)
             say(f"reproduce: {name} failed ({doc.error}); wrote {path}, {docs} left as it is")
@@ -431,4 +441,8 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
     reproduce_docs.update_summary(registry, out, docs, readme, say)
     if failed:
         say(f"reproduce: failed: {', '.join(failed)}")
-    return 1 if failed else 0
+    if missed:
+        say(f"reproduce: target(s) not met in {', '.join(missed)}"
+            + (" (--allow-missed: not a failure)" if allow_missed else
+               "; exit status 1 (give --allow-missed to publish a run that misses them)"))
+    return 1 if failed or (missed and not allow_missed) else 0

@@ -20,7 +20,7 @@ from typing import Any, Callable, TypeVar
 
 from backends import backend_class
 from experiments.storage import crash
-from experiments.report import plots
+from experiments.report import page, plots
 from experiments.storage import recovery
 from experiments.core import results
 from experiments.report import tables
@@ -75,6 +75,7 @@ def _write(out_dir: str, name: str, doc: Document) -> str:
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}.json")
     results.write_json(path, doc)
+    page.write_beside(path, doc)
     return path
 
 

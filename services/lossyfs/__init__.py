@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..common import ServiceError
+from ..common import ServiceError, apt_install
 
 __all__ = ["LossyFS", "LossyFSError", "available", "ensure_available", "install", "is_mounted"]
 
@@ -71,17 +71,7 @@ def install(log=print) -> None:
     """``apt-get install fuse3`` when ``fusermount3`` is missing (root only); idempotent."""
     if shutil.which("fusermount3"):
         return
-    if os.geteuid() != 0:
-        raise LossyFSError("lossyfs: fusermount3 is missing; install it with "
-                           "`sudo apt-get install -y fuse3`")
-    log("lossyfs: installing fuse3 with apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "fuse3"]
-    if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True)
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise LossyFSError(f"lossyfs: `{' '.join(cmd)}` failed:\n{done.stderr[-2000:]}")
+    apt_install("lossyfs", ["fuse3"], log, LossyFSError)
 
 
 def is_mounted(mountpoint: str | os.PathLike) -> bool:
