@@ -282,7 +282,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         lambda docs: _paper_module("stragglers").markdown(docs["run"]),
         lambda docs: _paper_module("stragglers").headline(docs["run"])),
     Experiment(
-        "state", "1 KiB of state a key (about 2 GB in all) checkpointed by coordinated to every "
+        "state", "1 KiB of state a key (over 2 GiB in all) checkpointed by coordinated to every "
         "store, chunks on each and every layout on indexed_fs, one failure a run: checkpoint tail "
         "and rate against the disk's sequential rate for the same bytes, space amplification, "
         "recovery by phase from a cold cache, steady throughput over none, exactly-once", tuple(
