@@ -62,7 +62,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("advise", help="advise a protocol, backend and checkpoint interval from a matrix",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", metavar="MATRIX.json",
-                   help="bench spark-matrix's JSON (default: run a quick matrix now)")
+                   help="bench spark-matrix's JSON, or bench reproduce state's (results/state.json: every "
+                        "store and layout at gigabytes of state) (default: run a quick matrix now)")
     p.add_argument("--mtbf", type=_duration("--mtbf"), required=True,
                    help="mean time between failures: 30m, 1h, 2d, 1h30m")
     p.add_argument("--rate", type=_typed("rate", _rate),
@@ -90,8 +91,12 @@ def load_matrix(path: str) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--from {path}: not a readable JSON file ({type(exc).__name__}); give "
                          f"bench spark-matrix's JSON") from None
+    from experiments.spark.advise import matrix_of_runs
+
+    doc = matrix_of_runs(doc) or doc  # bench reproduce state's runs read as a matrix
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
-        raise UsageError(f"--from {path}: not a spark-matrix document (no rows); give bench spark-matrix's JSON")
+        raise UsageError(f"--from {path}: not a spark-matrix document (no rows); give bench spark-matrix's "
+                         f"JSON or bench reproduce state's (results/state.json)")
     return doc
 
 

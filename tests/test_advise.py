@@ -133,3 +133,27 @@ def test_per_event_cost_takes_the_injected_failures_recovery_out():
     # its recovery 0.3 s less none's 0.15 s: 0.3 s explained, 0.45 s (0.6 of none's time) per event
     assert per_event_cost(0.5, 4, 0.05, 750_000, 1_000_000, 1e6, recovery_s=0.3,
                           none_recovery_s=0.15) == pytest.approx(0.6)
+
+
+def _spark_run(protocol: str, backend: str | None, layout: str, steady: float, ckpt_ms: float) -> dict:
+    metrics = {"SteadyThroughput(events/sec)": steady, "Throughput(events/sec)": steady * 0.8,
+               "CheckpointTime(ms)": ckpt_ms, "RecoveryTime(ms)": 4000.0 if backend else 0.0,
+               "Failures": 1 if backend else 0, "Checkpoints": 5 if backend else 0, "Events": 7_000_000}
+    return {"schema": "ckptbench.spark/1", "settings": {"protocol": protocol, "backend": backend, "layout": layout},
+            "job": {"kind": "wordcount", "events": 7_500_000, "keys": 2_200_000, "rate": 0.0},
+            "metrics": metrics}
+
+
+def test_cli_reads_the_state_experiments_runs_as_a_matrix(tmp_path, capsys):
+    runs = [("none", _spark_run("none", None, "changelog", 100_000.0, 0.0)),
+            ("indexed_fs-chunks", _spark_run("coordinated", "indexed_fs", "chunks", 90_000.0, 3000.0)),
+            ("redis-chunks", _spark_run("coordinated", "redis", "chunks", 60_000.0, 9000.0))]
+    doc = {"schema": "ckptbench.reproduce/1", "name": "state",
+           "runs": [{"label": label, "document": d} for label, d in runs]}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(doc))
+    assert main(["advise", "--from", str(path), "--mtbf", "1h", "--json", str(tmp_path / "a.json"),
+                 "--plot", str(tmp_path / "a.png")]) == 0
+    out = capsys.readouterr().out
+    assert "[ADVISE], Recommended, coordinated/indexed_fs (chunks)" in out
+    assert "coordinated/redis (chunks)" in out and "RecoveryMeasured, true" in out

@@ -303,6 +303,39 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def matrix_of_runs(doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``bench reproduce`` document whose commands are ``bench spark`` runs (``bench
+    reproduce state``: every store and layout at gigabytes of state) as a matrix the model
+    reads: one row per run, named ``protocol/backend (layout)``, ``none``'s row the denominator;
+    None when ``doc`` is not such a document.  A run is one round: its throughput is the
+    steady one (the micro-batches at the normal level, its recovery apart), its checkpoint cost
+    the run's mean, its restart cost its measured recovery."""
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("ckptbench.reproduce/"):
+        return None
+    runs = [r.get("document") for r in doc.get("runs") or [] if isinstance(r, dict)]
+    jobs = [d for d in runs if isinstance(d, dict) and str(d.get("schema", "")).startswith("ckptbench.spark/")]
+    if not jobs:
+        return None
+    rows = []
+    for job in jobs:
+        settings, m = job.get("settings") or {}, job.get("metrics") or {}
+        backend = settings.get("backend") or "-"
+        if backend != "-" and settings.get("layout"):
+            backend = f"{backend} ({settings['layout']})"
+        rows.append({"protocol": settings.get("protocol"), "backend": backend,
+                     "throughput": m.get("SteadyThroughput(events/sec)") or m.get("Throughput(events/sec)"),
+                     "checkpoint_ms": m.get("CheckpointTime(ms)"), "recovery_ms": m.get("RecoveryTime(ms)"),
+                     "failures": m.get("Failures"), "metrics": {"Checkpoints": m.get("Checkpoints", 0)},
+                     "work": {"checkpoints": m.get("Checkpoints", 0), "measured_events": m.get("Events", 0),
+                              "events": (job.get("job") or {}).get("events", 0)}})
+    none = next((r for r in rows if r["protocol"] == "none" and r["throughput"]), None)
+    for row in rows:
+        row["ratio_none"] = row["throughput"] / none["throughput"] if none and row["throughput"] else None
+    first = jobs[0].get("job") or {}
+    return {"job": {k: first.get(k) for k in ("kind", "events", "keys", "rate") if k in first},
+            "rounds": 1, "rows": rows, "source_experiment": doc.get("name")}
+
+
 def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The matrix rows that took checkpoints and have a checkpoint cost and a throughput."""
     out = []
