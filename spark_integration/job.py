@@ -99,6 +99,9 @@ class Metrics:
     checkpoint_bytes: int = 0
     checkpoint_sizes: list = field(default_factory=list)  # bytes written per checkpoint
     state_sizes: list = field(default_factory=list)  # full state size at each checkpoint (bytes)
+    #: the full state's size after the last micro-batch (bytes): the live state of a run whose
+    #: checkpoints were not confirmed durable while it ran (uncoordinated's writer lags its tasks)
+    live_state_bytes: int = 0
     backend_ops: int = 0
     failures: int = 0
     restart_ms: list = field(default_factory=list)
@@ -117,6 +120,12 @@ class Metrics:
     store_bytes_after_gc: int | None = None
     #: with ``coldRestore``: ``cold``, or ``warm: WHY`` (see :func:`.store.evict_job`)
     restore_cache: str = ""
+
+    @property
+    def state_bytes(self) -> int:
+        """The full state's size at the last checkpoint, or after the last micro-batch when no
+        checkpoint was confirmed while the run lasted."""
+        return self.state_sizes[-1] if self.state_sizes else self.live_state_bytes
 
     @property
     def throughput(self) -> float:
@@ -173,7 +182,7 @@ class Metrics:
                 "CheckpointMB/s": round(sum(self.checkpoint_sizes) / seconds / 1e6, 2) if seconds else 0.0,
                 "LargestCheckpointBytes": self.checkpoint_sizes[largest] if largest is not None else 0,
                 "LargestCheckpointMB/s": round(rate, 2),
-                "StateBytes": self.state_sizes[-1] if self.state_sizes else 0}
+                "StateBytes": self.state_bytes}
 
     def summary(self) -> dict[str, Any]:
         mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
@@ -206,7 +215,7 @@ class Metrics:
     def space_lines(self) -> dict[str, Any]:
         """Space amplification (bytes the store holds for the job ÷ the live state's bytes), as
         the run left the store and after its GC, as Flink's changelog backend was judged."""
-        live = self.state_sizes[-1] if self.state_sizes else 0
+        live = self.state_bytes
         if self.store_bytes is None or not live:
             return {}
         out = {"StoreBytes": self.store_bytes,

@@ -301,6 +301,7 @@ class JobRunner:
                 m.state_sizes.append(result.state_bytes if result.state_bytes is not None
                                      else sum(s["state_bytes"] for s in stats))
                 m.backend_ops += result.ops
+            self.metrics.live_state_bytes = sum(s["state_bytes"] for s in stats)
             self._record_latency(start, end, t_start, t_done)
             self._track_rate(end - start, t_start, t_done, recovered)
             self.metrics.batches += 1
