@@ -65,6 +65,9 @@ def add_parsers(sub: Any) -> None:
         add_cpus_arg(p)
         if name == "compare":
             p.add_argument("--target", type=positive_float, metavar="OPS")
+            p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                           help="measure from the first run (default: every backend runs once "
+                                "first, a tenth of the records and operations, unmeasured)")
             p.add_argument("--rounds", type=int, default=1, metavar="N",
                            help="run every backend N times, interleaved, and print each "
                                 "backend's median run and the median of each round's ratios "
@@ -125,7 +128,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     place(args, args.backends, options)
     doc = experiment.compare(
         args.backends, options, spec, client_settings(args), config=config(args, options),
-        rounds=args.rounds,
+        rounds=args.rounds, warmup=args.warmup,
         on_result=lambda r, o: _said("compare" + (f" round {r}" if args.rounds > 1 else ""), o))
     return _finish(args, "compare", doc,
                    tables.compare_table(doc) + tables.ratio_lines(doc.ratios or []))

@@ -264,3 +264,17 @@ def test_the_saved_documents_are_what_the_commands_write():
     assert [d.SCHEMA for _, d in docs] == ["ckptbench.audit/1", "ckptbench.spark/1",
                                            "ckptbench.spark-matrix/2"]
     assert all(os.path.getsize(DATA / n) < 20_000 for n in SAVED)
+
+
+def test_value_axes_are_linear_from_zero_unless_the_values_span_decades():
+    from experiments.report.plots import pyplot, value_axis
+
+    plt = pyplot()
+    fig, (near, wide) = plt.subplots(1, 2)
+    near.bar([0, 1], [8413, 7749])
+    value_axis(near, [8413, 7749], "ops/s")
+    wide.bar([0, 1, 2], [0, 20, 90_000])
+    value_axis(wide, [0, 20, 90_000], "latency (us)")
+    assert near.get_yscale() == "linear" and near.get_ylim()[0] == 0 and near.get_ylabel() == "ops/s"
+    assert wide.get_yscale() == "log" and wide.get_ylabel() == "latency (us), log scale"
+    plt.close(fig)

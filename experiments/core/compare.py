@@ -40,6 +40,8 @@ class Outcome:
     phases: dict[str, PhaseResult] = field(default_factory=dict)
     skipped: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
+    #: the store's own statistics after the run (the durability it really used among them)
+    backend_stats: dict[str, Any] | None = None
 
     @property
     def run(self) -> PhaseResult:
@@ -96,6 +98,7 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
                 workload = core.CoreWorkload(spec, seed=clients.seed)
                 phases = {"load": runner.load(store, workload, batch=clients.load_batch)}
                 phases["run"] = runner.run(store, workload, clients)
+                stats = store.stats()
             finally:
                 store.close()
     except (BackendUnavailableError, ImportError, ConnectionError, OSError) as exc:
@@ -104,20 +107,29 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
         if isinstance(exc, ValueError):  # unknown backend / bad option: the user's mistake
             raise
         return Outcome(backend, skipped=f"{type(exc).__name__}: {exc}")
-    return Outcome(backend, phases)
+    return Outcome(backend, phases, backend_stats=stats)
 
 
 def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
-            clients: ClientSettings, *, config: dict[str, Any], rounds: int = 1,
+            clients: ClientSettings, *, config: dict[str, Any], rounds: int = 1, warmup: bool = True,
             on_result: Callable[[int, Outcome], None] | None = None) -> results.Compare:
     """Each backend with identical settings; the ``ckptbench.compare/1`` document.  With
-    ``rounds`` > 1 every backend runs that many times, interleaved, the order reversed every
-    other round (no backend always runs first); each entry is the backend's run of median
-    throughput, with every round's throughput, and ``ratios`` holds the first backend's
-    throughput over each other's per round and their median (:func:`compare_ratios`)."""
+    ``warmup`` every backend first runs once, a tenth of the operations, unmeasured: the first
+    run of a process pays for imports, the page cache and a server's connections, which once
+    made a store's first run several times slower than its next.  With ``rounds`` > 1 every
+    backend runs that many times, interleaved, the order reversed every other round (no backend
+    always runs first); each entry is the backend's run of median throughput, with every
+    round's throughput, and ``ratios`` holds the first backend's throughput over each other's
+    per round and their median (:func:`compare_ratios`)."""
     if rounds < 1:
         raise SpecError("--rounds must be >= 1")
     check_options(backends, options)
+    if warmup:
+        short = replace(clients, operations=max(100, (clients.operations or spec.operations) // 10),
+                        duration=None, target=None)
+        small = replace(spec, records=max(100, spec.records // 10), insert_start=0, insert_count=None)
+        for backend in backends:
+            run_workload(backend, options_for(backend, options, len(backends) > 1), small, short)
     runs: dict[str, list[Outcome]] = {b: [] for b in backends}
     for r in range(rounds):
         for backend in (backends if r % 2 == 0 else backends[::-1]):
@@ -128,7 +140,7 @@ def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
     return results.Compare(
         workload=spec.name, config={**config, "workload_spec": spec.to_dict(), "rounds": rounds},
         results=[_median_run(runs[b]) for b in backends],
-        ratios=compare_ratios(backends, runs) if rounds > 1 else None)
+        ratios=compare_ratios(backends, runs) if rounds > 1 else None, warmup=warmup)
 
 
 def _median_run(outcomes: list[Outcome]) -> results.Entry:

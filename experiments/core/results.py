@@ -224,6 +224,8 @@ class Entry:
     rounds_ops_sec: list[float] | None = optional()
     #: the round this point belongs to (sweep with ``--rounds``)
     round: int | None = optional()
+    #: the store's own statistics after the run (the durability it really used among them)
+    backend_stats: dict[str, Any] | None = optional()
 
     def ran(self) -> dict[str, OpStats]:
         """The operations the run phase really did (:meth:`Phase.ran`)."""
@@ -255,6 +257,8 @@ class Compare(Document):
     results: list[Entry] = field(default_factory=list)
     #: the first backend over each other, per round (``--rounds`` > 1)
     ratios: list[Ratio] | None = optional()
+    #: whether every backend ran once, unmeasured, before the measured runs
+    warmup: bool | None = optional()
 
 
 @dataclass(kw_only=True)
@@ -336,11 +340,17 @@ def overall(measurements: Measurements, intended: bool = False) -> OpStats:
     ``Intended-<OP>`` histograms instead (latency from the intended start, queueing included)."""
     merged = Measurements()
     merged.histogram("ALL")
-    for name, hist in measurements.histograms.items():
-        if name.endswith("-FAILED") or name.startswith("Intended-") != intended:
-            continue
-        merged.histogram("ALL").add(hist)
-    return stats(merged, "ALL")
+    names = [name for name in measurements.histograms
+             if not name.endswith("-FAILED") and name.startswith("Intended-") == intended]
+    for name in names:
+        merged.histogram("ALL").add(measurements.histograms[name])
+    out = stats(merged, "ALL")
+    for part in (stats(measurements, name) for name in names):  # the outcomes are per operation
+        out.ok += part.ok
+        out.errors += part.errors
+        for status, n in part.statuses.items():
+            out.statuses[status] = out.statuses.get(status, 0) + n
+    return out
 
 
 def entry(outcome: Any) -> Entry:
@@ -353,7 +363,8 @@ def entry(outcome: Any) -> Entry:
     return Entry(outcome.backend, params, None, throughput_ops_sec=run.throughput,
                  overall=overall(run.measurements),
                  intended=overall(run.measurements, intended=True),
-                 phases={name: Phase.of(p) for name, p in outcome.phases.items()})
+                 phases={name: Phase.of(p) for name, p in outcome.phases.items()},
+                 backend_stats=getattr(outcome, "backend_stats", None))
 
 
 def sweep_ratios(entries: list[Entry]) -> list[Ratio]:

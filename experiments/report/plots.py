@@ -35,26 +35,49 @@ def _save(fig, path: str, dpi: int = 110, grid_y: bool = False) -> None:
     pyplot().close(fig)
 
 
+#: how many decades values must span before an axis goes logarithmic
+LOG_DECADES = 2.0
+
+
+def value_axis(ax: Any, values: list[float], label: str) -> None:
+    """A bar chart's value axis: linear from zero, so bar heights compare as the numbers do;
+    logarithmic, and labelled so, only where the values span :data:`LOG_DECADES` decades or
+    more (then a zero is written on its bar's place, which a log axis cannot draw)."""
+    positive = [v for v in values if v and v > 0]
+    if positive and max(positive) / min(positive) >= 10 ** LOG_DECADES:
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{label}, log scale")
+        return
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel(label)
+
+
 def plot_compare(doc: Compare, path: str) -> None:
-    """Bar chart: throughput per backend (left), p50/p99 of every op per backend (right)."""
+    """Bar chart: throughput per backend (left, linear from zero), p50/p99 of every op per
+    backend (right; log only when they span decades, :func:`value_axis`)."""
     plt = pyplot()
     ran = [e for e in doc.results if not e.skipped]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
     names = [e.backend for e in ran]
     ax1.bar(names, [e.throughput_ops_sec for e in ran], color="tab:blue")
-    ax1.set_yscale("log")
-    ax1.set_ylabel("throughput (ops/s, log)")
+    ax1.set_ylim(bottom=0)
+    ax1.set_ylabel("throughput (ops/s)")
     ax1.set_title(f"{doc.workload}: throughput")
     ops = sorted({n for e in ran for n in e.ran()})
     width = 0.8 / max(1, 2 * len(ops))
+    heights = []
     for i, op in enumerate(ops):
         for j, (pct, hatch) in enumerate((("p50_us", ""), ("p99_us", "//"))):
             xs = [k + (2 * i + j) * width - 0.4 + width / 2 for k in range(len(ran))]
             ys = [getattr(e.ran().get(op) or OpStats(), pct) or 0 for e in ran]
             ax2.bar(xs, ys, width, hatch=hatch, label=f"{op} {pct[:3]}")
+            heights += list(zip(xs, ys))
     ax2.set_xticks(range(len(ran)), names)
-    ax2.set_yscale("log")
-    ax2.set_ylabel("latency (us, log)")
+    value_axis(ax2, [y for _, y in heights], "latency (us)")
+    if ax2.get_yscale() == "log":
+        for x, y in heights:
+            if not y:
+                ax2.annotate("0", (x, 1), ha="center", va="bottom", fontsize=7)
     ax2.set_title("latency per op")
     ax2.legend(fontsize=7)
     skipped = [f"{e.backend}: skipped" for e in doc.results if e.skipped]
@@ -73,6 +96,7 @@ def plot_sweep(doc: Sweep, path: str) -> None:
         by_backend.setdefault(e.backend, []).append(e)
     for backend, entries in by_backend.items():
         cells: dict[tuple, list[tuple[float, float]]] = {}  # one point per params (--rounds: medians)
+        tail: dict[tuple, list[float]] = {}  # the same points' p99
         for e in entries:
             if e.skipped:
                 continue
@@ -80,14 +104,20 @@ def plot_sweep(doc: Sweep, path: str) -> None:
             if lat is not None and lat.mean_us is not None:
                 cells.setdefault((e.params.target, e.params.threads), []).append(
                     (e.throughput_ops_sec, lat.mean_us / 1000.0))
-        pts = [(statistics.median(x for x, _ in c), statistics.median(y for _, y in c))
-               for c in cells.values()]
+                tail.setdefault((e.params.target, e.params.threads), []).append((lat.p99_us or 0) / 1000.0)
+        pts = [(statistics.median(x for x, _ in c), statistics.median(y for _, y in c), params)
+               for params, c in cells.items()]
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
+            line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{backend} mean")
+            ax.plot([p[0] for p in pts], [statistics.median(tail[p[2]]) for p in pts], marker="^",
+                    linestyle="--", color=line.get_color(), alpha=0.7, label=f"{backend} p99")
+            for x, y, (_, threads) in pts:  # which setting made each point
+                if threads is not None:
+                    ax.annotate(f"{threads}t", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
         else:
             ax.plot([], [], label=f"{backend} (skipped)")
     ax.set_xlabel("throughput (ops/s)")
-    ax.set_ylabel("average latency (ms)")
+    ax.set_ylabel("latency (ms): mean, and p99 dashed; NT = N threads")
     ax.set_title(f"{doc.workload}: latency vs throughput")
     ax.grid(True, alpha=0.3)
     ax.legend()
@@ -128,7 +158,13 @@ def plot_spark_matrix(rows: list[Any], path: str) -> None:
                    [(s.max if s else v) - v for v, s in zip(values, spreads)]]
         ax.bar(range(len(rows)), values, yerr=err, capsize=3, color="tab:blue")
         ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylim(bottom=0)
         ax.set_title(title)
+        if not any(values):  # an empty panel says why, instead of a meaningless axis
+            ax.set_ylim(0, 1)
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, "none measured" + (" (give --fail-at)" if key == "recovery_ms" else ""),
+                    ha="center", transform=ax.transAxes)
     _save(fig, path)
 
 

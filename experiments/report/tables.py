@@ -10,24 +10,31 @@ from experiments.core.results import Compare, Ratio, Sweep
 
 
 def compare_table(doc: Compare) -> list[str]:
-    """Throughput, p50/p99 per op and ratios to the first backend that ran."""
+    """Throughput, p50/p99 per op, and the first backend's throughput over each one's — the
+    convention of the ``[RATIO]`` lines below it, and with rounds the same figure: the median of
+    each round's ratio (:func:`~experiments.core.compare.compare_ratios`), not a ratio of medians."""
     ran = [e for e in doc.results if not e.skipped]
     op_names = sorted({n for e in ran for n in e.ran()})
-    head = f"{'backend':<12} {'ops/s':>10} {'x first':>8}"
+    first = ran[0].backend if ran else ""
+    head = f"{'backend':<12} {'ops/s':>10} {'first/this':>10}"
     for n in op_names:
         head += f" {n + ' p50':>14} {n + ' p99':>14}"
     lines = [head]
-    base = ran[0].throughput_ops_sec if ran else None
+    medians = {r.over: r.median for r in doc.ratios or []}
     for e in doc.results:
         if e.skipped:
             lines.append(f"{e.backend:<12} skipped: {e.skipped}")
             continue
-        ratio = e.throughput_ops_sec / base if base else 0
-        row = f"{e.backend:<12} {e.throughput_ops_sec:>10.1f} {ratio:>7.3g}x"
+        ratio = 1.0 if e.backend == first else medians.get(
+            e.backend, ran[0].throughput_ops_sec / e.throughput_ops_sec if e.throughput_ops_sec else 0.0)
+        row = f"{e.backend:<12} {e.throughput_ops_sec:>10.1f} {ratio:>9.3g}x"
         for n in op_names:
             s = e.ran().get(n)
             row += (f" {s.p50_us:>11}us {s.p99_us:>11}us" if s else f" {'-':>14} {'-':>14}")
         lines.append(row)
+    if len(ran) > 1:
+        lines.append(f"first/this: {first}'s throughput over each backend's"
+                     + (" (the median of each round's ratio, as [RATIO])" if doc.ratios else ""))
     return lines
 
 
