@@ -238,12 +238,14 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
                 record_failure(settings, instance)
                 os._exit(KILL_EXIT)  # the task dies for real, taking its Python worker with it
             _task.fail_point = plan.fail_point  # it dies when (if) it reaches that step
+        spent = phases.Meter()  # where this task's checkpoint time went (encode, write)
         try:
             ckpt: CheckpointReport = {"ckpt_start": 0.0, "ckpt_ms": 0.0, "ckpt_bytes": 0, "backend_ops": 0,
                                       "durable": 0, "forced": 0}
             if plan.checkpoint is not None and not duplicate:
                 reach(settings, instance, BEFORE_CHECKPOINT)
-                ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
+                with phases.metering() as spent:
+                    ckpt.update(protocol.checkpoint(settings, instance, state, plan.checkpoint, plan.batch_seq))
                 reach(settings, instance, AFTER_CHECKPOINT)
         finally:
             _task.fail_point = None
@@ -260,7 +262,8 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
                         backend_ops=ckpt["backend_ops"], durable=ckpt["durable"], replayed=replayed,
                         useless=useless, forced=ckpt["forced"], load_ms=meter.load_s * 1e3,
                         load_bytes=meter.load_bytes, log_replay_ms=meter.replay_s * 1e3, failed_at=failed_at,
-                        state_bytes=size, dropped=getattr(state, "dropped_keys", 0))
+                        state_bytes=size, dropped=getattr(state, "dropped_keys", 0),
+                        encode_ms=spent.encode_s * 1e3, write_ms=spent.write_s * 1e3)
     # by name, in the schema's order (mapInArrow matches columns by position)
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
 

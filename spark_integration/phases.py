@@ -17,6 +17,10 @@ episode's ``RecoveryTime`` by construction (every instant of the episode is in e
             in a paced run (``--rate``) that micro-batch must also be no larger than 1.5 times
             the pre-failure ones (the backlog the failure built up is drained).
 
+A checkpoint is cut the same way, into ``encode`` (the layout turning the state into pieces) and
+``write`` (the backend's puts, deletes and flushes); the rest of a checkpoint's time, trigger to
+commit, is waiting: for the slowest instance and for the driver's commit.
+
 ``load``, ``restore`` and the log part of ``replay`` happen inside the instance's Spark task: the
 :class:`Meter` here measures them without any help from the protocol.  Every backend read goes
 through :mod:`spark_integration.store`, which reports it to the meter of its thread (time and
@@ -40,11 +44,13 @@ _local = threading.local()
 
 @dataclass
 class Meter:
-    """What one restore (or the driver's ``recover``) did, in this thread."""
+    """What one restore (or the driver's ``recover``, or one checkpoint) did, in this thread."""
 
     load_s: float = 0.0  # time in backend reads (and opens of path backends)
     load_bytes: int = 0  # bytes those reads returned
     replay_s: float = 0.0  # time re-applying logged events, backend reads excluded
+    encode_s: float = 0.0  # a checkpoint: time turning the state into pieces (layouts)
+    write_s: float = 0.0  # a checkpoint: time in backend writes, deletes and flushes
 
     def add_read(self, seconds: float, nbytes: int) -> None:
         self.load_s += seconds
@@ -80,6 +86,21 @@ def reading() -> Iterator[list[int]]:
         yield nbytes
     finally:
         meter.add_read(time.perf_counter() - t, sum(nbytes))
+
+
+@contextlib.contextmanager
+def timed(what: str) -> Iterator[None]:
+    """Add the time of the ``with`` block to the current meter's ``what`` (``encode_s``,
+    ``write_s``): where a checkpoint's time goes, measured where it is spent."""
+    meter = current()
+    if meter is None:
+        yield
+        return
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        setattr(meter, what, getattr(meter, what) + time.perf_counter() - t)
 
 
 @contextlib.contextmanager

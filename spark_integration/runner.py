@@ -302,6 +302,9 @@ class JobRunner:
                                      else sum(s["state_bytes"] for s in stats))
                 m.backend_ops += result.ops
             self.metrics.live_state_bytes = sum(s["state_bytes"] for s in stats)
+            if any(s["encode_ms"] or s["write_ms"] for s in stats):
+                self.metrics.checkpoint_encode_ms.append(max(s["encode_ms"] for s in stats))
+                self.metrics.checkpoint_write_ms.append(max(s["write_ms"] for s in stats))
             self._record_latency(start, end, t_start, t_done)
             self._track_rate(end - start, t_start, t_done, recovered)
             self.metrics.batches += 1

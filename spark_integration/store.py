@@ -49,13 +49,15 @@ class Scoped:
 
     def put(self, key: str, value: bytes) -> None:
         self.ops += 1
-        self.backend.put(self.prefix + key, value)
+        with phases.timed("write_s"):
+            self.backend.put(self.prefix + key, value)
 
     def put_many(self, items: list[tuple[str, bytes | memoryview]]) -> None:
         """Several records in one call: the backend's batch path (pipeline, batch put, one
         group commit) where it has one."""
         self.ops += 1
-        self.backend.put_many([(self.prefix + k, v) for k, v in items])
+        with phases.timed("write_s"):
+            self.backend.put_many([(self.prefix + k, v) for k, v in items])
 
     def get(self, key: str) -> bytes | None:
         self.ops += 1
@@ -66,13 +68,15 @@ class Scoped:
 
     def delete(self, key: str) -> None:
         self.ops += 1
-        self.backend.delete(self.prefix + key)
+        with phases.timed("write_s"):
+            self.backend.delete(self.prefix + key)
 
     def delete_many(self, keys: list[str]) -> None:
         """Several deletes in one call: the backend's batch path (one ``DEL``, ``DeleteObjects``,
         one group commit of tombstones) where it has one."""
         self.ops += 1
-        self.backend.delete_many([self.prefix + k for k in keys])
+        with phases.timed("write_s"):
+            self.backend.delete_many([self.prefix + k for k in keys])
 
     def get_many(self, keys: list[str]) -> dict[str, bytes]:
         self.ops += 1
@@ -89,7 +93,8 @@ class Scoped:
         return found
 
     def flush(self) -> None:
-        self.backend.flush()
+        with phases.timed("write_s"):
+            self.backend.flush()
 
     def footprint(self) -> int | None:
         return self.backend.footprint(self.prefix)

@@ -56,6 +56,7 @@ from typing import Callable, ClassVar, Iterator
 
 import numpy as np
 
+from .. import phases
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState
 from ..store import Scoped
@@ -248,8 +249,9 @@ class Layout(abc.ABC):
         """The checkpoint of ``state``: all of it, or (``only_dirty``) its changed keys and the
         tombstones of the keys it dropped since the last checkpoint (module doc), in arrays of
         its own: it may be written later, while the state moves on."""
-        ids, data, bounds = self.pieces(state, only_dirty, alloc)
-        dropped = state.dropped() if only_dirty else np.zeros(0, np.int64)
+        with phases.timed("encode_s"):
+            ids, data, bounds = self.pieces(state, only_dirty, alloc)
+            dropped = state.dropped() if only_dirty else np.zeros(0, np.int64)
         return Encoded(self.name, np.asarray(ids, np.int64), data, np.asarray(bounds, np.int64), extra,
                        _pack_ids(dropped) if len(dropped) else b"")
 

@@ -80,6 +80,8 @@ class InstanceStats(TypedDict):
     failed_at: float  # wall-clock time this instance was killed before this task (0: it was not)
     state_bytes: int  # the full state's size as a checkpoint would write it
     dropped: int  # keys whose state this task dropped (their window closed or moved on)
+    encode_ms: float  # of its checkpoint: the layout turning the state into pieces
+    write_ms: float  # of its checkpoint: backend writes, deletes and flushes in the task
 
 
 _SPARK_TYPES = {int: "long", float: "double"}
