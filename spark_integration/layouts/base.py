@@ -64,8 +64,8 @@ from .registry import layout_class
 
 #: where a checkpoint's pieces live (beside, not under, the protocols' names)
 PIECES = "pieces/"
-#: bytes per ``put_many`` / ``get_many`` call when the backend declares no batch limit: bounds the
-#: memory a batch holds, not what a backend may take
+#: the most bytes per ``put_many`` / ``get_many`` call, whatever the backend's own batch limit
+#: (:func:`limits`)
 DEFAULT_BATCH_BYTES = 64 << 20
 #: the most records in one batch call
 BATCH_RECORDS = 65536
@@ -155,9 +155,12 @@ def decode_manifest(name: str, blob: bytes | None) -> Manifest | None:
 
 
 def limits(store: Scoped) -> tuple[int, int]:
-    """(longest value, bytes per batch call) of the store's backend, as its class declares them."""
+    """(longest value, bytes per batch call) of the store's backend: its class's value limit,
+    and the smaller of its batch limit and :data:`DEFAULT_BATCH_BYTES` — a server answers one
+    call within its client's timeout (a 512 MiB Redis ``MSET`` under ``appendfsync always`` does
+    not), and a client that copies a batch holds one batch's copy at a time."""
     cls = type(store.backend)
-    return cls.max_value_bytes, getattr(cls, "max_batch_bytes", None) or DEFAULT_BATCH_BYTES
+    return cls.max_value_bytes, min(cls.max_batch_bytes, DEFAULT_BATCH_BYTES)
 
 
 #: how a layout gets the int64 array it encodes a checkpoint into: ``alloc(slots)``
