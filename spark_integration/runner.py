@@ -26,6 +26,7 @@ this driver, on the same job and with the same metrics.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -339,6 +340,15 @@ class JobRunner:
 
     # -- the whole run ---------------------------------------------------------------------
     def run(self) -> Metrics:
+        """The job, start to end; the executor-local state goes with it when it ends, and a run
+        that fails leaves none of its instances' working state behind (:meth:`_drop_working_state`)."""
+        try:
+            return self._run()
+        except BaseException:
+            self._drop_working_state()
+            raise
+
+    def _run(self) -> Metrics:
         ckpt_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
         first = 0
         if self.spec.resume:  # the working state of the dead driver's run is what recovery sees
@@ -424,6 +434,17 @@ class JobRunner:
 
     def _clear_local_state(self) -> None:
         shutil.rmtree(os.path.join(self.settings.state_dir, self.settings.job_id), ignore_errors=True)
+
+    def _drop_working_state(self) -> None:
+        """After a failed run: the instances' working state files, which live in memory (tmpfs)
+        and may hold gigabytes — nothing reads them again (a resumed driver restores every
+        instance from the protocol's checkpoints).  The store's directory, logs and marks stay
+        as the failure left them."""
+        base = os.path.join(self.settings.state_dir, self.settings.job_id)
+        for name in os.listdir(base) if os.path.isdir(base) else ():
+            if name.endswith(".state"):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(base, name))
 
 
 def run_job(spark: Any, settings: Settings, spec: JobSpec) -> Metrics:

@@ -52,6 +52,28 @@ def test_none_loses_state_on_failure(spark, tmp_path):
     assert m.failures == 1 and m.exactly_once is False
 
 
+@pytest.mark.server
+def test_a_run_the_store_fails_leaves_no_working_state_behind(spark, tmp_path):
+    """The instances' working state lives in memory (tmpfs): a run that ends in an error — here
+    Redis refuses the first checkpoint's writes (``maxmemory`` 1 byte), after the instances had
+    saved a micro-batch of state — must not leave it there."""
+    import redis as redis_py
+
+    settings = from_conf({PREFIX + "protocol": "coordinated", PREFIX + "backend": "redis",
+                          PREFIX + "interval": "2", PREFIX + "jobId": "failing",
+                          PREFIX + "stateDir": str(tmp_path / "work"), PREFIX + "stateBytes": "64"})
+    admin = redis_py.Redis(host="127.0.0.1", port=6379)
+    admin.config_set("maxmemory", "1")  # noeviction (the default): every write gets an OOM reply
+    try:
+        with pytest.raises(Exception, match="StorageFullError"):
+            run_job(spark, settings, JobSpec(**{**SPEC, "verify": False}))
+    finally:
+        admin.config_set("maxmemory", "0")
+    job = tmp_path / "work" / "failing"
+    assert (job / "i0.lock").exists()  # the instances ran; their state is gone, not never made
+    assert [p.name for p in job.rglob("*.state")] == []
+
+
 PHASE_LINES = ("Recovery.Detect(ms)", "Recovery.Load(ms)", "Recovery.Restore(ms)", "Recovery.Replay(ms)",
                "Recovery.CatchUp(ms)")
 REQUIRED_LINES = ("Throughput(events/sec)", "LatencyP50(ms)", "LatencyP99(ms)", "CheckpointTime(ms)",
