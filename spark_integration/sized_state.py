@@ -288,6 +288,11 @@ def sized_count_state(size: str, window: int = 0) -> type[SizedCountState]:
 
 
 # ---------------------------------------------------------------------------- ground truth
+#: ground-truth ring slots built at a time by :func:`ring_mismatches` (int64: 256 MiB): a
+#: gigabyte state is checked a slice of its keys at a time, not beside a copy of itself
+TRUTH_SLOTS = 32 << 20
+
+
 def ring_mismatches(kind: str, seed: int, keys: int, skew: Any, events: int, size: str,
                     state: KeyedState, window: int = 0, watermark: int = 0,
                     chunk: int = 1 << 20) -> tuple[int, int]:
@@ -296,24 +301,31 @@ def ring_mismatches(kind: str, seed: int, keys: int, skew: Any, events: int, siz
     backend); with windows of ``window`` events closed at ``watermark``, a key's ring holds only
     its latest window's events (module doc).  Which keys an instance should hold is the count
     check's business: it compares every key's count with the ground truth, so a key missing here
-    is caught there."""
+    is caught there.  The held keys are checked in slices of :data:`TRUTH_SLOTS` ring slots, the
+    source's events read once per slice: memory stays bounded whatever the state's size."""
     if not isinstance(state, SizedCountState):
         return 0, 0
     latest = latest_windows(kind, seed, keys, skew, events, window, chunk) if window else None
     spec = parse_state_size(size)
     held = np.flatnonzero(state.counts)
     lens = spec.slots(held)
-    where = np.full(max(keys, len(state.counts)), -1, np.int64)
-    where[held] = np.cumsum(lens) - lens  # each held key's ring in the truth, in key order
-    truth = np.zeros(int(lens.sum()), np.int64)
-    for start in range(0, events, chunk):
-        cols = generate(kind, seed, keys, skew, start, min(events, start + chunk))
-        k, seq = cols["key"], cols["seq"]
-        mine = where[k] >= 0
-        if latest is not None:
-            mine &= in_latest_window(latest, window, watermark, k, seq)
-        k, seq = k[mine], seq[mine]
-        np.maximum.at(truth, where[k] + seq % spec.slots(k), seq + 1)
-    got = state.arena[state._positions(held)]
-    bad = np.add.reduceat(truth != got, np.cumsum(lens) - lens) if len(held) else np.zeros(0)
-    return int(np.count_nonzero(bad)), len(held)
+    ends = np.cumsum(lens)
+    wrong, lo = 0, 0
+    while lo < len(held):
+        hi = max(lo + 1, int(np.searchsorted(ends, (ends[lo - 1] if lo else 0) + TRUTH_SLOTS, side="right")))
+        part, part_lens = held[lo:hi], lens[lo:hi]
+        where = np.full(max(keys, len(state.counts)), -1, np.int64)
+        where[part] = np.cumsum(part_lens) - part_lens  # each key's ring in the truth, in key order
+        truth = np.zeros(int(part_lens.sum()), np.int64)
+        for start in range(0, events, chunk):
+            cols = generate(kind, seed, keys, skew, start, min(events, start + chunk))
+            k, seq = cols["key"], cols["seq"]
+            mine = where[k] >= 0
+            if latest is not None:
+                mine &= in_latest_window(latest, window, watermark, k, seq)
+            k, seq = k[mine], seq[mine]
+            np.maximum.at(truth, where[k] + seq % spec.slots(k), seq + 1)
+        got = state.arena[state._positions(part)]
+        wrong += int(np.count_nonzero(np.add.reduceat(truth != got, np.cumsum(part_lens) - part_lens)))
+        lo = hi
+    return wrong, len(held)

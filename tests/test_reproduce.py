@@ -304,7 +304,33 @@ def test_state_table_holds_gigabyte_runs_to_the_targets_and_says_when_a_run_is_t
     assert "| redis | chunks |" in text and "n/a (no local directory)" in text and "| NO |" in text
     assert "| 0.92x |" in text  # steady events/s over none's
     assert "0.92x of none" in exp.headline(big)
+    failed = "\n".join(exp.table({**big, "minio-chunks": {"error": "bench: error: the checkpoint store failed"}}))
+    assert "| minio | chunks | failed: bench: error: the checkpoint store failed |" in failed
     small = {**big, "indexed_fs-chunks": _state_run(20_000_000, 0.04, 20_000.0)}
     assert "not checked: 20 MB of state is too little" in "\n".join(exp.table(small))
     exp.chart(big, str(tmp_path / "state.png"))
     assert (tmp_path / "state.png").stat().st_size > 0
+
+
+def test_rows_apart_a_failed_step_is_its_rows_error_and_the_rest_is_published(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs, readme = _fixture(tmp_path)
+    tiny, bad = "write-heavy --backend memory --read-proportion 0 --ops 200", "write-heavy --backend nosuch"
+    seen: dict = {}
+
+    def table(runs):
+        seen.update(runs)
+        return ["| row | result |", "|---|---|"] + [f"| {k} | {'failed' if 'error' in v else 'ok'} |"
+                                                  for k, v in runs.items()]
+
+    registry = {"harness": Experiment("harness", "rows apart", (
+        Step("ok", tiny, tiny), Step("bad", bad, bad), Step("after", tiny, tiny)),
+        table, lambda runs: "headline", rows_apart=True)}
+    said: list[str] = []
+    rc = reproduce.run(["harness"], quick=True, out="results", docs=docs, readme=readme,
+                       say=said.append, registry=registry)
+    assert rc == 1  # a failed row is still a failure of the run
+    assert set(seen) == {"ok", "bad", "after"} and "nosuch" in seen["bad"]["error"]
+    doc = json.loads((tmp_path / "results" / "harness.json").read_text())
+    assert doc["status"] == "ok" and doc["error"].startswith("1 of 3 steps failed")
+    assert "| bad | failed |" in open(docs, encoding="utf-8").read()  # published, with the failure

@@ -89,6 +89,9 @@ class Experiment:
     #: draws the experiment's chart from all its documents into a path (when no single command
     #: draws it): ``out/NAME.png``
     chart: Callable[[dict[str, dict[str, Any]], str], None] | None = None
+    #: steps are rows of one table, each its own run: a failed step becomes its row's error
+    #: (``{"error": ...}`` among the documents) and the others still run and are published
+    rows_apart: bool = False
 
 
 def command(argv: list[str]) -> str:
@@ -288,7 +291,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "recovery by phase from a cold cache, steady throughput over none, exactly-once", tuple(
             Step(lab, full, quick) for (lab, full), (_, quick) in zip(state.commands("full"),
                                                                     state.commands("quick"))),
-        state.table, state.headline, servers=state.SERVERS, chart=state.chart),
+        state.table, state.headline, servers=state.SERVERS, chart=state.chart, rows_apart=True),
 )}
 
 
@@ -361,8 +364,9 @@ def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float,
 
 def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], None],
                    pages: str = "docs") -> Reproduce:
-    """Every step in order (the first failure ends the experiment); the reproduce document.
-    ``pages``: where a paper's experiment writes its own page (beside the docs being written)."""
+    """Every step in order (the first failure ends the experiment, unless its steps are rows
+    apart: ``Experiment.rows_apart``); the reproduce document.  ``pages``: where a paper's
+    experiment writes its own page (beside the docs being written)."""
     load_before, started, t0 = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.monotonic()
     runs = []
     for i, step in enumerate(exp.steps, 1):
@@ -371,9 +375,10 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
         state = "failed" if record.error else "ok"
         say(f"reproduce: {exp.name} [{i}/{len(exp.steps)}] {state} in {record.seconds:.1f} s: "
             f"{record.command}" + (f": {record.error}" if record.error else ""))
-        if record.error:
+        if record.error and not exp.rows_apart:
             break
-    error = next((f"{r.command}: {r.error}" for r in runs if r.error), None)
+    failures = [f"{r.command}: {r.error}" for r in runs if r.error]
+    error = failures[0] if failures and not (exp.rows_apart and len(failures) < len(runs)) else None
     doc = Reproduce(
         name=exp.name, shows=exp.shows, quick=quick, servers=list(exp.servers),
         status="failed" if error else "ok", error=error,
@@ -382,13 +387,18 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
         seconds=round(time.monotonic() - t0, 3), machine=machine(), cpus=os.cpu_count(),
         loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), runs=runs)
     if not error:
+        documents = doc.documents()
+        if exp.rows_apart:
+            documents.update({r.label: {"error": r.error} for r in runs if r.error})
         try:
             with collect_targets() as judged:
-                doc.table = exp.table(doc.documents())
+                doc.table = exp.table(documents)
             doc.targets = [Target(what, met) for what, met in judged] or None
             if exp.chart is not None:
                 doc.chart = os.path.join(out, f"{exp.name}.png")
                 exp.chart(doc.documents(), doc.chart)
+            if failures:  # published, and still a failure of the run
+                doc.error = f"{len(failures)} of {len(runs)} steps failed: " + "; ".join(failures)
         except Exception as exc:  # noqa: BLE001 - a document the table cannot read is a failure
             doc.status, doc.error = "failed", f"could not tabulate: {type(exc).__name__}: {exc}"
     return doc
@@ -437,6 +447,9 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
             failed.append(name)
             say(f"reproduce: {name} failed ({doc.error}); wrote {path}, {docs} left as it is")
             continue
+        if doc.error:  # rows apart: the table says which failed
+            failed.append(name)
+            say(f"reproduce: {name}: {doc.error}")
         reproduce_docs.publish(exp, doc, docs, say, readme)
     reproduce_docs.update_summary(registry, out, docs, readme, say)
     if failed:

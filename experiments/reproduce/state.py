@@ -96,6 +96,9 @@ def table(runs: Runs) -> list[str]:
         doc = runs.get(label(store, layout))
         if doc is None:
             continue
+        if "error" in doc:  # the run failed: its row says how, in the command's own words
+            rows.append([store, layout, f"failed: {doc['error']}"] + [""] * (len(head) - 3))
+            continue
         m = doc["metrics"]
         load_mbps = _metric(doc, "RestoreMB/s")
         rows.append([
@@ -150,7 +153,7 @@ def chart(runs: Runs, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = [label(s, l) for s, l in ROWS if label(s, l) in runs]
+    keys = [label(s, l) for s, l in ROWS if "metrics" in runs.get(label(s, l), {})]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, (mine, disk, title) in zip(axes, (
             ("CheckpointMB/s", "DiskWrite(MB/s)", "checkpoint write (MB/s)"),
