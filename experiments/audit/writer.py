@@ -35,6 +35,10 @@ class WriterError(CkptError):
     """The writer child did not start."""
 
 
+#: a value put through ``put_many`` as a byte view (a checkpoint's piece): a store's batch path,
+#: which for indexed_fs writes a value this long from its own buffer (a gather write)
+LARGE = 70_000
+
 def value_of(seed: str, length: int) -> bytes:
     """The value written under ``seed``: rebuilt by the checker from the seed alone."""
     block = hashlib.sha256(seed.encode()).digest()
@@ -72,9 +76,12 @@ def writer_main(config: dict[str, Any]) -> None:
                     store.delete(key)
                     say(f"A D {key}")
                 else:
-                    vseed, length = f"{config['seed']}-{t}-{i}", rnd.choice((10, 300, 1500, 5000))
+                    vseed, length = f"{config['seed']}-{t}-{i}", rnd.choice((10, 300, 1500, 5000, LARGE))
                     say(f"S P {key} {vseed} {length}")
-                    store.put(key, value_of(vseed, length))
+                    if length == LARGE:  # a batch's path: a large value goes as the batch writes it
+                        store.put_many([(key, memoryview(value_of(vseed, length)))])
+                    else:
+                        store.put(key, value_of(vseed, length))
                     say(f"A P {key} {vseed} {length}")
                 if counts_compactions and t == 0 and i % 50 == 49:
                     say(f"C {store.stats()['compactions']}")
