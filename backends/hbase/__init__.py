@@ -103,8 +103,12 @@ class HBaseBackend(Backend):
     #: few dozen
     max_value_bytes = 10485760 - 32767 - 1024
     #: one batch is one Thrift ``mutateRows`` call, passed on as one multi request per region
-    #: server, which refuses a request above ``hbase.ipc.max.request.size`` (256 MiB by default)
-    max_batch_bytes = 128 * 1024 * 1024
+    #: server (which refuses a request above ``hbase.ipc.max.request.size``, 256 MiB by default).
+    #: The Thrift gateway holds a call about three times over — the request, its ``Put``\ s, the
+    #: RPC to the region server — in a heap that concurrent clients share (``bench services``
+    #: gives it 256 MiB): 64 MiB calls from two Spark instances ran it out of heap, and it exits
+    #: on that.  16 MiB calls keep two clients' well inside it.
+    max_batch_bytes = 16 * 1024 * 1024
     options = {
         "host": Option(str, "127.0.0.1", "HBase Thrift1 gateway host"),
         "port": Option(int, 9090, "HBase Thrift1 gateway port (buffered transport, binary protocol)",
