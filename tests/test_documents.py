@@ -65,9 +65,9 @@ def test_compare_round_trips_with_skipped_entries_and_ratios():
     doc = compare.compare(["memory", "redis"],  # redis on port 1: refused, so skipped
                           {"port": 1}, SPEC, ClientSettings(), config={"threads": 1}, rounds=2)
     data = round_trip(doc)
-    assert set(data) == {"schema", "workload", "config", "environment", "results", "ratios"}
+    assert set(data) == {"schema", "workload", "config", "environment", "results", "ratios", "warmup"}
     ran, skipped = data["results"]
-    assert set(ran) == ENTRY | {"rounds_ops_sec"}
+    assert set(ran) == ENTRY | {"rounds_ops_sec", "backend_stats"}
     assert set(skipped) == {"backend", "params", "skipped"} and skipped["skipped"]
     assert ran["params"] == {} and set(ran["overall"]) == OP
     one = compare.compare(["memory"], {}, SPEC, ClientSettings(), config={})

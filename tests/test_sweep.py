@@ -29,7 +29,7 @@ def test_compare_table_json_csv_png_and_skipped_backend(tmp_path):
     assert proc.returncode == 1, proc.stderr  # everything written, but redis was asked for
     assert "redis skipped" in proc.stderr
     rows = proc.stdout.splitlines()
-    assert rows[0].split()[:3] == ["backend", "ops/s", "x"]
+    assert rows[0].split()[:3] == ["backend", "ops/s", "first/this"]
     assert rows[1].startswith("memory") and "1x" in rows[1]
     assert rows[2].startswith("indexed_fs")
     assert rows[3].startswith("redis") and "skipped:" in rows[3]
