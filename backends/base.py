@@ -598,6 +598,13 @@ class Backend(abc.ABC):
             self._inflight.pop()
         return self._stepwise(steps)
 
+    def keys(self, prefix: str = "") -> list[str]:
+        """Every key starting with ``prefix``, ordered, without reading a value: what deleting
+        a namespace needs (a server lists its keys; the base answer walks :meth:`scan`)."""
+        if type(prefix) is not str:
+            raise TypeError(f"key prefixes are str, not {type(prefix).__name__}")
+        return sorted(self._operation(self._keys, prefix))
+
     def _stepwise(self, steps: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
         """``steps``, each ``next`` of it run as an operation (see :meth:`scan`)."""
         while True:
@@ -696,6 +703,9 @@ class Backend(abc.ABC):
 
     def _footprint(self, prefix: str) -> int | None:
         return None
+
+    def _keys(self, prefix: str) -> list[str]:
+        return [key for key, _ in self._scan(prefix)]
 
     def _reclaim(self) -> None:
         """Nothing by default: a server frees a key's space when it is deleted (Redis at once,

@@ -91,6 +91,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="take over a job whose driver died (same spark.ckptbench.jobId, stateDir and backend): "
                         "recover from the protocol's records in the backend instead of starting over")
+    p.add_argument("--medium", metavar="KIND[:LOC]",
+                   help="put a file backend's store in a fresh directory on local[:DIR], tmpfs[:DIR], "
+                        "nfs[:nfs://HOST/EXPORT/DIR] or hdfs[:hdfs://HOST:PORT/DIR] (nfs and hdfs: by "
+                        "default the servers of `bench services up`), removed after the run")
+    p.add_argument("--retain-checkpoints", action="store_true",
+                   help="leave the job's checkpoints in the store when it ends (Flink's "
+                        "RETAIN_ON_CANCELLATION); by default a run that ends deletes them once "
+                        "measured, and a failed run leaves them for --resume")
     p.add_argument("--disk-baseline", action="store_true",
                    help="after the job, write each checkpoint's bytes again sequentially beside the "
                         "store at the run's pace (write + fdatasync), read the largest back cold, and "
@@ -118,7 +126,8 @@ def settings_conf(args: argparse.Namespace) -> dict[str, str]:
     plain = {"protocol": args.protocol, "backend": args.backend, "interval": args.interval,
              "jitter": args.jitter, "fullEvery": args.full_every, "failInstance": args.fail_instance,
              "stateBytes": args.state_bytes, "layout": args.layout, "chunkBytes": args.chunk_bytes,
-             "coldRestore": str(args.cold_restore).lower()}
+             "coldRestore": str(args.cold_restore).lower(),
+             "retainCheckpoints": str(args.retain_checkpoints).lower()}
     if args.fail_at:
         plain["failAt"] = ",".join(map(str, args.fail_at))
     if args.window_events:
@@ -172,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
         settings: Settings = from_conf({**extra, **settings_conf(args)})
         spec = job_spec(args, args.verify)
         spark_conf = {k: v for k, v in extra.items() if not k.startswith(PREFIX)}
-        with spark_job.store_on_disk(settings, args.disk_baseline) as settings:
+        with spark_job.store_on_medium(settings, args.medium) as settings, \
+                spark_job.store_on_disk(settings, args.disk_baseline) as settings:
             metrics = spark_job.run_local(settings, spec, args.master, spark_conf)
             baseline = spark_job.disk_baseline(metrics, settings) if args.disk_baseline else None
     except (CkptError, UsageError) as exc:

@@ -30,6 +30,10 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.chunkBytes        the chunks layout's object size in bytes (default 4 MiB)
   spark.ckptbench.coldRestore       true: evict the store's files from the page cache before each
                                       restore (default false)
+  spark.ckptbench.retainCheckpoints true: leave the job's checkpoints in the store when it ends,
+                                      as Flink's RETAIN_ON_CANCELLATION does (default false: a
+                                      run that ends deletes them, once measured; a failed run
+                                      always leaves them, for --resume and as evidence)
   spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
                                       spark.<protocol>.*) at which the instance dies instead of
                                       right after applying its events (docs/spark.md)
@@ -55,7 +59,7 @@ BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
          "failInstance", "failPoint", "stateBytes", "windowEvents", "layout", "chunkBytes",
-         "coldRestore")
+         "coldRestore", "retainCheckpoints")
 
 
 def default_state_dir() -> str:
@@ -106,7 +110,7 @@ def build(protocol: str = "none", backend: str | None = None,
           full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
           fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0,
           window_events: int = 0, layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-          cold_restore: bool = False) -> Settings:
+          cold_restore: bool = False, retain_checkpoints: bool = False) -> Settings:
     """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
 
     Launchers in Python (the experiments) call this directly; :func:`from_conf` only parses the
@@ -208,6 +212,7 @@ def build(protocol: str = "none", backend: str | None = None,
         layout=layout,
         chunk_bytes=_at_least("chunkBytes", chunk_bytes, 64),
         cold_restore=bool(cold_restore),
+        retain_checkpoints=bool(retain_checkpoints),
         writes_checkpoints=reg.uses_backend,
     )
 
@@ -249,7 +254,8 @@ def from_conf(conf: Any) -> Settings:
                  state_bytes=plain.get("stateBytes", "0"), window_events=number("windowEvents", "0"),
                  layout=plain.get("layout", DEFAULT_LAYOUT),
                  chunk_bytes=number("chunkBytes", str(DEFAULT_CHUNK_BYTES)),
-                 cold_restore=_bool("coldRestore", plain.get("coldRestore", "false")))
+                 cold_restore=_bool("coldRestore", plain.get("coldRestore", "false")),
+                 retain_checkpoints=_bool("retainCheckpoints", plain.get("retainCheckpoints", "false")))
 
 
 def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:

@@ -41,6 +41,9 @@ class Settings:
     #: drop the store's files from the page cache before each restore, so that recovery is
     #: measured from the device (:func:`.store.evict_job`)
     cold_restore: bool = False
+    #: leave the job's records in the store when the run ends (:func:`.store.drop_job` deletes
+    #: them otherwise, after the run measured their footprint)
+    retain_checkpoints: bool = False
     #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
     #: not a conf key — the job script decides what it computes
     operator: str = "count"

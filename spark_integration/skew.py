@@ -10,6 +10,12 @@
   remaining ``keys - N`` (cold) keys. ``N`` defaults to 1 % of ``keys`` (at least 1). This is
   the knob for "one instance is overloaded": the hot share does not move when ``keys`` does.
   ``hot:F`` with ``F = N/keys`` is the uniform distribution.
+* either, prefixed ``load+`` (``load+hot:1:20000``): the first ``keys`` events visit every key once,
+  in key order, as YCSB's load phase inserts every record before its run phase; the distribution
+  applies from event ``keys`` on.  This is how a job holds its whole state from the start while
+  each interval touches a few keys (1 % dirty: ``load+hot:1:N`` with ``N`` = 1 % of the keys);
+  the runner measures steady throughput after the load.  For the keyed counts (word count,
+  bids); NexMark's persons and auctions are created as the stream goes.
 
 Ranks become key ids in the generator (rank 0 = key 0 for word count and bids; the most recent
 person/auction for NexMark's sellers and bids). Sampling is a pure function of ``(seed, stream,
@@ -18,6 +24,7 @@ event number)`` like everything in :mod:`.source`, so replays see the same keys.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -25,7 +32,9 @@ import numpy as np
 
 from .errors import SparkIntegrationError
 
-SYNTAX = "a zipfian exponent >= 0 (e.g. 1.0; 0 = uniform) or hot:FRACTION[:HOTKEYS] (e.g. hot:0.2)"
+SYNTAX = ("a zipfian exponent >= 0 (e.g. 1.0; 0 = uniform) or hot:FRACTION[:HOTKEYS] (e.g. hot:0.2), "
+          "either prefixed load+ to visit every key once first (e.g. load+hot:1:20000)")
+LOAD = "load+"
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,7 @@ class Skew:
     exponent: float = 1.0  # zipfian (used when fraction is None)
     fraction: float | None = None  # hot mode: share of events going to the hot keys
     hot_keys: int | None = None  # hot mode: explicit hot-set size (None = 1 % of keys)
+    load: bool = False  # events [0, keys) visit key i in order before the distribution applies
 
     @property
     def is_hot(self) -> bool:
@@ -47,10 +57,14 @@ class Skew:
             raise SparkIntegrationError(f"skew {self}: {n} hot keys but only {keys} keys")
         return n
 
+    def load_events(self, keys: int) -> int:
+        """How many of the stream's first events are the load phase (0 without ``load+``)."""
+        return keys if self.load else 0
+
     def __str__(self) -> str:
-        if not self.is_hot:
-            return repr(float(self.exponent))
-        return f"hot:{self.fraction!r}" + (f":{self.hot_keys}" if self.hot_keys is not None else "")
+        text = (repr(float(self.exponent)) if not self.is_hot else
+                f"hot:{self.fraction!r}" + (f":{self.hot_keys}" if self.hot_keys is not None else ""))
+        return LOAD + text if self.load else text
 
 
 def parse_skew(value: "str | float | Skew") -> Skew:
@@ -59,6 +73,11 @@ def parse_skew(value: "str | float | Skew") -> Skew:
         return value
     text = str(value).strip()
     bad = f"skew {text!r} is not valid; expected {SYNTAX}"
+    if text.lower().startswith(LOAD):
+        inner = text[len(LOAD):]
+        if not inner.strip() or inner.lower().startswith(LOAD):
+            raise SparkIntegrationError(bad)
+        return dataclasses.replace(parse_skew(inner), load=True)
     if text.lower().startswith("hot:"):
         parts = text.split(":")[1:]
         if len(parts) not in (1, 2):

@@ -48,14 +48,22 @@ def skewed_keys(seed: int, stream: int, seq: np.ndarray, keys: int, skew: "Skew 
     """Key ids in ``[0, keys)`` distributed per ``skew`` (rank r = key id r)."""
     skew = parse_skew(skew)
     v = uniform(seed, stream + 100, seq) if skew.is_hot else None
-    return ranks(skew, keys, uniform(seed, stream, seq), v)
+    out = ranks(skew, keys, uniform(seed, stream, seq), v)
+    if skew.load:  # the load phase: event i < keys visits key i
+        loading = seq < keys
+        out[loading] = seq[loading]
+    return out
 
 
 def generate(kind: str, seed: int, keys: int, skew: "Skew | float | str", start: int, end: int) -> dict[str, np.ndarray]:
     """Columns of events ``[start, end)`` — the single definition of the input."""
     seq = np.arange(start, end, dtype=np.int64)
     if kind == "nexmark":
-        return nexmark.generate(seed, keys, parse_skew(skew), seq)
+        skew = parse_skew(skew)
+        if skew.load:
+            raise SparkIntegrationError(f"skew {skew}: a load phase is for the keyed counts (wordcount, "
+                                        f"nexmark-bids); NexMark creates its persons and auctions as it goes")
+        return nexmark.generate(seed, keys, skew, seq)
     cols = {"seq": seq, "key": skewed_keys(seed, 1, seq, keys, skew)}
     if kind == "bids":
         cols["bidder"] = (uniform(seed, 2, seq) * (keys * 10)).astype(np.int64)

@@ -23,7 +23,7 @@ import time
 from typing import Iterator
 
 from backends import Backend, backend_class, open_backend
-from backends.media import Medium, open_medium
+from backends.media import Medium, join, open_medium
 from backends.base import StoreLockedError
 
 from . import phases
@@ -111,7 +111,7 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
             raise SparkIntegrationError(
                 f"backend {settings.backend!r} needs a path option; build the settings with "
                 f"spark_integration.conf.from_conf or give backend_options={{'path': DIR}}")
-        options["path"] = os.path.join(options["path"], settings.job_id, owner)
+        options["path"] = join(options["path"], settings.job_id, owner)
         deadline = time.monotonic() + lock_wait
         while True:
             try:
@@ -139,7 +139,7 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
 def _job_directory(settings: Settings) -> Iterator[Medium]:
     """The directory holding job ``settings.job_id``'s participants (a path backend's), on its
     medium, for the length of a ``with``."""
-    medium = open_medium(os.path.join(settings.backend_options["path"], settings.job_id))
+    medium = open_medium(join(settings.backend_options["path"], settings.job_id))
     try:
         yield medium
     finally:
@@ -169,6 +169,41 @@ def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
             store.backend.reclaim()
             after += store.footprint() or 0
     return before, after
+
+
+#: keys a call of :func:`drop_job` deletes at a time (the backend splits further to its limits)
+DROP_BATCH = 10_000
+
+
+def drop_job(settings: Settings) -> int:
+    """Delete every record job ``settings.job_id`` left in the store — each participant's
+    checkpoints, commit records and sender logs — through the store's own deletes, then let the
+    store collect the space (:meth:`~backends.base.Backend.reclaim`); returns the keys deleted.
+    Called when a run has ended and measured its footprint, so a benchmark of gigabytes does
+    not leave gigabytes on a server; keys of other jobs and files the store did not write are
+    never touched."""
+    if not _is_path_backend(settings):  # one namespace on the server: the job's key prefix
+        with participant_store(settings, "driver") as store:
+            return _delete_all(store.backend, f"{settings.job_id}/")
+    job_local = os.path.join(os.path.abspath(settings.state_dir), settings.job_id) + os.sep
+    if os.path.abspath(str(settings.backend_options["path"])).startswith(job_local):
+        return 0  # the default directory: inside the job's working state, removed with it
+    with _job_directory(settings) as medium:  # one store per participant, each in its directory
+        files = set(medium.list_files())
+        owners = [n for n in medium.listdir() if n not in files]
+    deleted = 0
+    for owner in owners:
+        with participant_store(settings, owner) as store:
+            deleted += _delete_all(store.backend, "")
+    return deleted
+
+
+def _delete_all(backend: Backend, key_prefix: str) -> int:
+    keys = backend.keys(key_prefix)
+    for start in range(0, len(keys), DROP_BATCH):
+        backend.delete_many(keys[start:start + DROP_BATCH])
+    backend.reclaim()
+    return len(keys)
 
 
 def evict_job(settings: Settings) -> str:

@@ -20,6 +20,7 @@ from spark_integration.verify import compare
 @pytest.mark.parametrize("text, expected", [
     ("1.0", Skew(1.0)), ("0", Skew(0.0)), (1.2, Skew(1.2)),
     ("hot:0.2", Skew(fraction=0.2)), ("HOT:0.5:7", Skew(fraction=0.5, hot_keys=7)),
+    ("load+hot:1:20", Skew(fraction=1.0, hot_keys=20, load=True)), ("LOAD+0", Skew(0.0, load=True)),
 ])
 def test_skew_forms(text, expected):
     assert parse_skew(text) == expected
@@ -30,7 +31,8 @@ def test_skew_forms(text, expected):
     ("zipf", "expected a zipfian exponent"), ("-1", "finite number >= 0"), ("nan", "finite number >= 0"),
     ("hot:", "expected a zipfian exponent"), ("hot:1.5", "FRACTION must be in (0, 1]"),
     ("hot:0", "FRACTION must be in (0, 1]"), ("hot:0.2:0", "HOTKEYS must be >= 1"),
-    ("hot:0.2:3:4", "expected a zipfian exponent"),
+    ("hot:0.2:3:4", "expected a zipfian exponent"), ("load+", "expected a zipfian exponent"),
+    ("load+load+1", "expected a zipfian exponent"), ("load+hot:2", "FRACTION must be in (0, 1]"),
 ])
 def test_bad_skews_are_clear_errors(text, message):
     with pytest.raises(SparkIntegrationError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -49,6 +51,19 @@ def test_hot_fraction_goes_to_the_hot_set():
     assert set(np.unique(explicit[explicit < 3])) == {0, 1, 2} and abs((explicit < 3).mean() - 0.9) < 0.01
     with pytest.raises(SparkIntegrationError, match="5 hot keys but only 4 keys"):
         generate("wordcount", 5, 4, "hot:0.5:5", 0, 10)
+
+
+def test_a_load_phase_visits_every_key_once_then_the_distribution():
+    """``load+``: events [0, keys) are keys 0.. in order (YCSB's load phase); from event ``keys``
+    on, exactly the keys the distribution alone gives (a replay of any range agrees)."""
+    loaded = generate("wordcount", 5, 1000, "load+hot:1:10", 0, 5000)["key"]
+    plain = generate("wordcount", 5, 1000, "hot:1:10", 0, 5000)["key"]
+    assert loaded[:1000].tolist() == list(range(1000))
+    assert loaded[1000:].tolist() == plain[1000:].tolist() and set(loaded[1000:]) <= set(range(10))
+    assert generate("wordcount", 5, 1000, "load+hot:1:10", 990, 1010)["key"].tolist() == loaded[990:1010].tolist()
+    assert parse_skew("load+hot:1:10").load_events(1000) == 1000 and parse_skew("1").load_events(1000) == 0
+    with pytest.raises(SparkIntegrationError, match="NexMark creates its persons"):
+        generate("nexmark", 5, 1000, "load+1", 0, 10)
 
 
 def test_zipf_values_unchanged_by_the_hot_mode():

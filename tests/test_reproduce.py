@@ -312,6 +312,32 @@ def test_state_table_holds_gigabyte_runs_to_the_targets_and_says_when_a_run_is_t
     assert (tmp_path / "state.png").stat().st_size > 0
 
 
+def test_state_table_has_the_media_rows_and_the_one_percent_dirty_runs_against_their_own_none():
+    exp = reproduce.EXPERIMENTS["state"]
+    labels = [step.label for step in exp.steps]
+    assert {"indexed_fs-nfs-chunks", "indexed_fs-hdfs-chunks", "dirty-none", "dirty-indexed_fs-per-key"} <= set(labels)
+    nfs = next(s for s in exp.steps if s.label == "indexed_fs-nfs-chunks")
+    assert "--medium nfs" in nfs.full and "--medium nfs" in nfs.quick
+    dirty = next(s for s in exp.steps if s.label == "dirty-indexed_fs-per-key")
+    assert "--skew load+hot:1:20000" in dirty.full and "--fail-at" not in dirty.full
+    remote = _state_run(2_100_000_000, None, 90_000.0)
+    remote["metrics"].update({"Recovery.LoadBytes": 4_000_000_000, "Recovery.Load(ms)": 20_000.0})
+    per_key = _state_run(2_000_000_000, 0.5, 47_000.0)
+    per_key["metrics"].update({"Checkpoints": 5, "CheckpointBytes": 2_080_000_000 + 4 * 20_800_000,
+                               "LargestCheckpointBytes": 2_080_000_000})
+    runs = {"none": {"metrics": {"SteadyThroughput(events/sec)": 100_000.0}},
+            "indexed_fs-nfs-chunks": remote,
+            "dirty-none": {"metrics": {"SteadyThroughput(events/sec)": 50_000.0}},
+            "dirty-indexed_fs-per-key": per_key}
+    text = "\n".join(exp.table(runs))
+    assert "| indexed_fs on nfs | chunks |" in text and "| 200 |" in text  # load MB/s from its bytes and time
+    # 4 steady checkpoints of 20.8 MB (the load's full one apart), 0.94x of the dirty workload's none
+    assert "| per-key | 2,000 | 4 | 900 / 1,500 | 20.8 | 47,000 | 0.94x | yes |" in text
+    assert "≥ 0.9x the events/s of none: met (0.94x)" in text
+    assert "1 % of the keys dirty: incremental per-key checkpoints at 0.94x of none" in exp.headline(
+        {**runs, "indexed_fs-chunks": _state_run(2_100_000_000, 0.85, 92_000.0)})
+
+
 def test_rows_apart_a_failed_step_is_its_rows_error_and_the_rest_is_published(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     docs, readme = _fixture(tmp_path)

@@ -77,7 +77,8 @@ def test_exactly_once_after_killed_instances(spark, tmp_path, protocol, backend,
     entries = {PREFIX + "protocol": protocol, PREFIX + "backend": backend, PREFIX + "jobId": job,
                PREFIX + "interval": "2" if failures == 1 else "1", PREFIX + "fullEvery": "2",
                PREFIX + "failAt": FAILURES[failures], PREFIX + "failInstance": str(failures % 2),
-               PREFIX + "stateDir": str(tmp_path / "work"), **backend_entries(backend, tmp_path)}
+               PREFIX + "stateDir": str(tmp_path / "work"), PREFIX + "retainCheckpoints": "true",
+               **backend_entries(backend, tmp_path)}
     m = run_job(spark, from_conf(entries), JobSpec(**SPEC))
     owners = participants(backend, entries, tmp_path, job, {"i0", "i1"})
     assert m.failures == failures, m.summary()
@@ -91,6 +92,28 @@ def test_exactly_once_after_killed_instances(spark, tmp_path, protocol, backend,
     assert {"i0", "i1"} <= owners
     assert ("driver" in owners) == (protocol == "coordinated")
     assert any(o.startswith("log-") for o in owners) == (protocol in ("uncoordinated", "cic", "logio"))
+
+
+@pytest.mark.redis
+@pytest.mark.server
+def test_a_finished_run_deletes_its_records_unless_told_to_retain_them(spark, tmp_path):
+    """Flink's default: a job's checkpoints go when it ends (after the run measured their
+    footprint); ``retainCheckpoints`` keeps them.  Keys of other jobs under the same prefix stay."""
+    import redis
+
+    entries = {PREFIX + "protocol": "coordinated", PREFIX + "backend": "redis", PREFIX + "jobId": "eo-drop",
+               PREFIX + "stateDir": str(tmp_path / "work"), **backend_entries("redis", tmp_path)}
+    prefix = entries[PREFIX + "backend.prefix"]
+    client = redis.Redis(host=entries[PREFIX + "backend.host"], port=int(entries[PREFIX + "backend.port"]))
+    client.set(f"{prefix}other-job/driver/x", b"kept")
+    spec = JobSpec(**{**SPEC, "events": 60_000})
+    m = run_job(spark, from_conf(entries), spec)
+    assert m.checkpoints >= 1 and m.store_bytes and m.exactly_once
+    assert [k.decode() for k in client.scan_iter(match=prefix + "*")] == [f"{prefix}other-job/driver/x"]
+    m = run_job(spark, from_conf({**entries, PREFIX + "retainCheckpoints": "true"}), spec)
+    left = {k.decode() for k in client.scan_iter(match=prefix + "eo-drop/*")}
+    assert m.checkpoints >= 1 and any(k.startswith(f"{prefix}eo-drop/i0/") for k in left)
+    client.delete(*left, f"{prefix}other-job/driver/x")
 
 
 def test_uncoordinated_with_jittered_clocks_after_three_kills(spark, tmp_path):

@@ -295,6 +295,18 @@ class HBaseBackend(Backend):
                 return
             start = page[-1][0] + b"\x00"
 
+    def _keys(self, prefix: str) -> list[str]:
+        """The row keys alone (a ``KeyOnlyFilter`` scan: the region server sends no values)."""
+        start, stop, found = prefix.encode() or None, _row_stop(prefix.encode()), []
+        while True:
+            page = self._call("scan", lambda t: [row for row, _ in t.scan(
+                row_start=start, row_stop=stop, columns=[COLUMN], filter=b"KeyOnlyFilter()",
+                batch_size=self._batch, limit=self._batch)])
+            found += [row.decode() for row in page]
+            if len(page) < self._batch:
+                return found
+            start = page[-1] + b"\x00"
+
     def _flush(self) -> None:
         """``wal``: nothing to do, every acknowledged edit is in the WAL.  ``skip_wal``: Thrift1
         has no memstore flush, so the table is disabled and re-enabled — closing its regions
@@ -302,14 +314,14 @@ class HBaseBackend(Backend):
         table meanwhile; it is the price of asking skip_wal for durability."""
         if self._wal:
             return
+        self._call("flush", self._cycle)
 
-        def cycle(table: happybase.Table) -> None:
-            conn = table.connection
-            if conn.is_table_enabled(self.table_name):
-                conn.disable_table(self.table_name)
-            conn.enable_table(self.table_name)
-
-        self._call("flush", cycle)
+    def _cycle(self, table: happybase.Table) -> None:
+        """Disable and enable the table: closing its regions writes their memstores to HFiles."""
+        conn = table.connection
+        if conn.is_table_enabled(self.table_name):
+            conn.disable_table(self.table_name)
+        conn.enable_table(self.table_name)
 
     def _close(self) -> None:
         # not flushing skip_wal here: disabling a table shared with other clients is not a side
@@ -323,6 +335,16 @@ class HBaseBackend(Backend):
             except Exception:  # noqa: BLE001 - queue.Empty: all closed
                 break
             conn.close()
+
+    def _reclaim(self) -> None:
+        """Flush the table's memstores (a disable and enable, as :meth:`_flush` does for
+        skip_wal: it blocks the table's clients for seconds) and ask for a major compaction:
+        deletes and overwritten cells are tombstones and old versions in HFiles until one
+        rewrites them (HBase runs it on its own about once a week), and a compaction sees only
+        what was flushed.  The region server compacts in the background; this returns once it
+        is asked."""
+        self._call("flush", self._cycle)
+        self._call("major_compact", lambda t: t.connection.compact_table(self.table_name, major=True))
 
     def _stats(self) -> dict[str, Any]:
         return {

@@ -523,6 +523,10 @@ class IndexedFSBackend(Backend):
             found = [(k, self._read_locked(k)) for k in keys]
         return {k: self._verify(k, f) for k, f in found if f is not None}
 
+    def _keys(self, prefix: str) -> list[str]:
+        with self._lock:
+            return list(self._index.keys_from(prefix))
+
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         with self._lock:
             keys = list(self._index.keys_from(prefix))

@@ -15,12 +15,15 @@ The local hot path stays raw: ``LocalMedium`` append files expose ``fd`` and do 
 
 from __future__ import annotations
 
+import os
+from urllib.parse import urlsplit, urlunsplit
+
 from ..base import BadOptionError
 from .local import LocalMedium  # the default medium: loaded with the package, not on first open
 from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of, storage_errors
 
 __all__ = ["Medium", "AppendFile", "ReadFile", "open_medium", "open_data_dir", "is_nfs_url",
-           "is_remote_url",
+           "is_remote_url", "join",
            "map_os_error", "storage_errors", "parts_of"]
 
 
@@ -31,6 +34,15 @@ def is_nfs_url(path: str) -> bool:
 def is_remote_url(path: str) -> bool:
     """A medium reached through a client (``nfs://``, ``hdfs://``), not a local directory."""
     return str(path).startswith(("nfs://", "hdfs://"))
+
+
+def join(location: str, *parts: str) -> str:
+    """``location``/``parts``... for a directory or an ``nfs://``/``hdfs://`` URL, whose query
+    (ports, version) stays at the end."""
+    if not is_remote_url(location):
+        return os.path.join(location, *parts)
+    p = urlsplit(location)
+    return urlunsplit((p.scheme, p.netloc, "/".join([p.path.rstrip("/"), *parts]), p.query, ""))
 
 
 def open_medium(path: str, label: str = "medium") -> "Medium":

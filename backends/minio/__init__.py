@@ -305,6 +305,19 @@ class MinioBackend(Backend):
                 if value is not None:  # deleted since the listing
                     yield key, value
 
+    def _keys(self, prefix: str) -> list[str]:
+        base = self.config["prefix"]
+        paginator = self._client.get_paginator("list_objects_v2")
+        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=base + encode_key(prefix)))
+        found = []
+        while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
+            for obj in page.get("Contents", []):
+                try:
+                    found.append(decode_key(obj["Key"][len(base):]))
+                except ValueError:
+                    continue  # not written by this backend
+        return found
+
     def _footprint(self, prefix: str) -> int:
         """The sizes of this store's objects, as the bucket lists them (S3 bills by these)."""
         paginator = self._client.get_paginator("list_objects_v2")

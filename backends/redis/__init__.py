@@ -343,6 +343,11 @@ class RedisBackend(Backend):
                 if value is not None:  # deleted since the SCAN
                     yield _decode(raw[cut:]), value
 
+    def _keys(self, prefix: str) -> list[str]:
+        pattern = glob_escape(self._k(prefix)) + b"*"
+        found = self._call("SCAN", lambda: set(self._client.scan_iter(match=pattern, count=_SCAN_BATCH)))
+        return [_decode(raw[len(self._prefix):]) for raw in found]
+
     def _footprint(self, prefix: str) -> int:
         """The server memory its keys use (``MEMORY USAGE``, key and value with Redis' own
         overhead, pipelined per batch): Redis holds every checkpoint in memory, and its AOF

@@ -2,8 +2,11 @@
 
 The experiment is a set of ``bench spark`` runs of the word count with 1 KiB of state a key
 (:func:`commands`): one under ``none`` (no checkpoints: the throughput denominator) and one per
-store × layout under ``coordinated``, each with one injected failure, ``--verify``,
-``--cold-restore`` and ``--disk-baseline``.  :func:`table` turns their documents into one row
+store × layout (× medium, for indexed_fs on NFS and HDFS) under ``coordinated``, each with one
+injected failure, ``--verify``, ``--cold-restore`` and ``--disk-baseline``.  A second set holds
+the same state with about 1 % of the keys dirty an interval (:data:`DIRTY`: a load phase inserts
+every key, then every event goes to a hot 1 %), where incremental checkpoints write little: its
+``none`` and its incremental layouts on indexed_fs.  :func:`table` turns their documents into one row
 each: the checkpoint's tail; what of it the slowest instance spent encoding and writing (the rest
 is waiting for the other instance and for the driver's commit); its rate, and that rate's ratio to
 the same bytes written sequentially on the same medium at the same pace; the space the store
@@ -26,21 +29,35 @@ JOB = "spark --job wordcount --skew 0 --state-bytes 1024"
 FULL = "--keys 2200000 --events 7500000 --batch 500000 --interval 3"
 QUICK = "--keys 20000 --events 200000 --batch 25000"
 FAIL_AT = {"full": 6_500_000, "quick": 150_000}
-#: (store, layout) rows, in the table's order
-ROWS: tuple[tuple[str, str], ...] = (
-    ("indexed_fs", "chunks"), ("indexed_fs", "per-key"), ("indexed_fs", "changelog"),
-    ("default_fs", "chunks"), ("rocksdb", "chunks"), ("lmdb", "chunks"), ("sqlite", "chunks"),
-    ("redis", "chunks"), ("minio", "chunks"), ("hbase", "chunks"),
+#: (store, layout, medium) rows, in the table's order; a medium (``bench spark --medium``: the
+#: NFS and HDFS of ``bench services up``) holds a file store's directory instead of the local disk
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("indexed_fs", "chunks", ""), ("indexed_fs", "per-key", ""), ("indexed_fs", "changelog", ""),
+    ("indexed_fs", "chunks", "nfs"), ("indexed_fs", "chunks", "hdfs"),
+    ("default_fs", "chunks", ""), ("rocksdb", "chunks", ""), ("lmdb", "chunks", ""), ("sqlite", "chunks", ""),
+    ("redis", "chunks", ""), ("minio", "chunks", ""), ("hbase", "chunks", ""),
 )
-SERVERS = ("redis", "hbase", "minio")
+SERVERS = ("redis", "hbase", "minio", "nfs", "hdfs")
 
-#: the targets, stated in advance (not measurements): (row label, what, measured key, at least)
+#: the 1 %-dirty runs: 2,000,000 keys loaded (``load+``: event i < keys visits key i), then every
+#: event to 20,000 hot keys; a checkpoint every 4 micro-batches of 500,000, so the load is one
+#: interval and the steady state (measured after the load) checkpoints the hot 1 % each time
+DIRTY_JOB = "spark --job wordcount --state-bytes 1024"
+DIRTY = {"full": "--keys 2000000 --skew load+hot:1:20000 --events 10000000 --batch 500000 --interval 4",
+         "quick": "--keys 20000 --skew load+hot:1:200 --events 100000 --batch 5000 --interval 4"}
+DIRTY_ROWS: tuple[str, ...] = ("per-key", "changelog")
+
+#: the targets, stated in advance (not measurements): (row label, what, measured key, at least);
+#: ``STEADY`` as the key is the row's steady throughput over its own ``none`` run's
+STEADY = "steady x none"
 TARGETS: tuple[tuple[str, str, str, float], ...] = (
     ("indexed_fs-chunks", "a full checkpoint at ≥ 0.8x the disk's sequential write + fdatasync",
      "FullCheckpointDiskRatio", 0.8),
     ("indexed_fs-per-key", "a full per-key checkpoint at ≥ 0.5x the disk's sequential write",
      "FullCheckpointDiskRatio", 0.5),
     ("indexed_fs-chunks", "a restore at ≥ 0.7x the disk's cold sequential read", "RestoreDiskRatio", 0.7),
+    ("dirty-indexed_fs-per-key", "1 % of 2,000,000 keys dirty an interval: incremental checkpoints at "
+     "≥ 0.9x the events/s of none", STEADY, 0.9),
 )
 
 
@@ -48,18 +65,27 @@ TARGETS: tuple[tuple[str, str, str, float], ...] = (
 TARGET_STATE_BYTES = 1_500_000_000
 
 
-def label(store: str, layout: str) -> str:
-    return f"{store}-{layout}"
+def label(store: str, layout: str, medium: str = "") -> str:
+    return f"{store}-{medium}-{layout}" if medium else f"{store}-{layout}"
+
+
+def dirty_label(layout: str) -> str:
+    return f"dirty-indexed_fs-{layout}"
 
 
 def commands(size: str) -> list[tuple[str, str]]:
     """(label, ``bench`` arguments) of every step at ``size`` (``full`` or ``quick``)."""
     dims = FULL if size == "full" else QUICK
     steps = [("none", f"{JOB} --protocol none {dims}")]
-    for store, layout in ROWS:
-        steps.append((label(store, layout),
-                      f"{JOB} --protocol coordinated --backend {store} --layout {layout} {dims} "
+    for store, layout, medium in ROWS:
+        where = f" --medium {medium}" if medium else ""
+        steps.append((label(store, layout, medium),
+                      f"{JOB} --protocol coordinated --backend {store} --layout {layout}{where} {dims} "
                       f"--fail-at {FAIL_AT[size]} --verify --cold-restore --disk-baseline"))
+    steps.append(("dirty-none", f"{DIRTY_JOB} --protocol none {DIRTY[size]}"))
+    for layout in DIRTY_ROWS:
+        steps.append((dirty_label(layout), f"{DIRTY_JOB} --protocol coordinated --backend indexed_fs "
+                                           f"--layout {layout} {DIRTY[size]} --verify --disk-baseline"))
     return steps
 
 
@@ -76,9 +102,21 @@ def _ratio(doc: dict[str, Any], name: str) -> float | None:
 
 
 def _steady(runs: Runs, key: str) -> float | None:
-    base, doc = _ratio(runs.get("none", {}), "SteadyThroughput(events/sec)"), runs.get(key, {})
+    """The run's steady events/s over its own workload's ``none`` run's."""
+    none = "dirty-none" if key.startswith("dirty-") else "none"
+    base, doc = _ratio(runs.get(none, {}), "SteadyThroughput(events/sec)"), runs.get(key, {})
     mine = _ratio(doc, "SteadyThroughput(events/sec)")
     return mine / base if base and mine else None
+
+
+def _load_mbps(doc: dict[str, Any]) -> float | None:
+    """The restore's load rate: the disk baseline's line, or (a server, a remote medium: no
+    baseline) the same quotient of the recovery's load bytes and time."""
+    given = _ratio(doc, "RestoreMB/s")
+    m = doc.get("metrics", {})
+    if given is None and m.get("Recovery.Load(ms)"):
+        return m.get("Recovery.LoadBytes", 0) / m["Recovery.Load(ms)"] / 1e3
+    return given
 
 
 def _phases(doc: dict[str, Any]) -> str:
@@ -92,15 +130,17 @@ def table(runs: Runs) -> list[str]:
             "space amp. (left / after GC)", "recovery (ms)", "detect / load / restore / replay / catch-up (ms)",
             "load MB/s", "x cold read", "steady events/s x none", "exactly-once"]
     rows = []
-    for store, layout in ROWS:
-        doc = runs.get(label(store, layout))
+    for store, layout, medium in ROWS:
+        key = label(store, layout, medium)
+        doc = runs.get(key)
+        store = f"{store} on {medium}" if medium else store
         if doc is None:
             continue
         if "error" in doc:  # the run failed: its row says how, in the command's own words
             rows.append([store, layout, f"failed: {doc['error']}"] + [""] * (len(head) - 3))
             continue
         m = doc["metrics"]
-        load_mbps = _metric(doc, "RestoreMB/s")
+        load_mbps = _load_mbps(doc)
         rows.append([
             store, layout, num(m.get("StateBytes", 0) / 1e6),
             f"{num(m.get('CheckpointP50(ms)'))} / {num(m.get('CheckpointP99(ms)'))}",
@@ -110,18 +150,18 @@ def table(runs: Runs) -> list[str]:
             if _ratio(doc, "CheckpointDiskRatio") is not None else "n/a (no local directory)",
             f"{num(m.get('SpaceAmplification'))} / {num(m.get('SpaceAmplificationAfterGC'))}",
             num(m.get("RecoveryTime(ms)")), _phases(doc),
-            num(load_mbps) if isinstance(load_mbps, (int, float)) else "-",
+            num(load_mbps) if load_mbps is not None else "-",
             times(_ratio(doc, "RestoreDiskRatio")),
-            times(_steady(runs, label(store, layout))),
-            {True: "yes", False: "NO"}.get(m.get("ExactlyOnce"), "-"),
+            times(_steady(runs, key)), _yes(m),
         ])
     out = md_table(head, rows)
     base = runs.get("none", {}).get("metrics", {})
     out += ["", f"`none` (no checkpoints, no failure) ran at {num(base.get('SteadyThroughput(events/sec)'))} "
                 f"events/s at the normal level; one run per row, not interleaved rounds, so a ratio "
-                f"within a few per cent of another is within this machine's noise."]
+                f"within a few per cent of another is within this machine's noise.", ""]
+    out += dirty_table(runs)
     for key, what, name, least in TARGETS:
-        value = _ratio(runs.get(key, {}), name)
+        value = _steady(runs, key) if name == STEADY else _ratio(runs.get(key, {}), name)
         held = runs.get(key, {}).get("metrics", {}).get("StateBytes", 0)
         if value is not None and held < TARGET_STATE_BYTES:
             out.append(f"- {key}: {what}: not checked: {num(held / 1e6)} MB of state is too little to "
@@ -133,6 +173,42 @@ def table(runs: Runs) -> list[str]:
     return out
 
 
+def _yes(metrics: dict[str, Any]) -> str:
+    return {True: "yes", False: "NO"}.get(metrics.get("ExactlyOnce"), "-")
+
+
+def dirty_table(runs: Runs) -> list[str]:
+    """The 1 %-dirty runs: what an incremental checkpoint of the hot keys costs in the steady
+    state, against the same workload's ``none``."""
+    head = ["layout", "state (MB)", "steady checkpoints", "checkpoint p50 / p99 (ms)",
+            "MB a steady checkpoint", "steady events/s", "x none", "exactly-once"]
+    rows = []
+    for layout in DIRTY_ROWS:
+        doc = runs.get(dirty_label(layout))
+        if doc is None:
+            continue
+        if "error" in doc:
+            rows.append([layout, f"failed: {doc['error']}"] + [""] * (len(head) - 2))
+            continue
+        m = doc["metrics"]
+        steady = int(m.get("Checkpoints", 0)) - 1  # all but the load's, the largest
+        written = m.get("CheckpointBytes", 0) - m.get("LargestCheckpointBytes", 0)
+        rows.append([layout, num(m.get("StateBytes", 0) / 1e6), str(max(steady, 0)),
+                     f"{num(m.get('CheckpointP50(ms)'))} / {num(m.get('CheckpointP99(ms)'))}",
+                     num(written / steady / 1e6) if steady > 0 else "-",
+                     num(m.get("SteadyThroughput(events/sec)")), times(_steady(runs, dirty_label(layout))),
+                     _yes(m)])
+    if not rows:
+        return []
+    base = runs.get("dirty-none", {}).get("metrics", {})
+    return ["About 1 % of the keys dirty an interval (coordinated, indexed_fs on the local disk, no "
+            "failure): a load phase inserts every key and the first checkpoint writes them all; from "
+            "then on every event goes to the hot 1 %, and steady throughput is measured after the "
+            "load.", ""] + md_table(head, rows) + [
+            "", f"`none` on the same workload ran at {num(base.get('SteadyThroughput(events/sec)'))} "
+                f"events/s after the load.  The checkpoint p50 / p99 include the load's full one.", ""]
+
+
 def headline(runs: Runs) -> str:
     doc = runs.get("indexed_fs-chunks", {})
     m = doc.get("metrics", {})
@@ -142,7 +218,9 @@ def headline(runs: Runs) -> str:
             f"p50 {num(m.get('CheckpointP50(ms)'))} ms at {num(m.get('CheckpointMB/s'))} MB/s, "
             f"{times(_ratio(doc, 'FullCheckpointDiskRatio'))} the disk's sequential write; "
             f"recovery {num(m.get('RecoveryTime(ms)'))} ms; "
-            f"steady throughput {times(_steady(runs, 'indexed_fs-chunks'))} of none")
+            f"steady throughput {times(_steady(runs, 'indexed_fs-chunks'))} of none"
+            + (f"; 1 % of the keys dirty: incremental per-key checkpoints at {times(dirty)} of none"
+               if (dirty := _steady(runs, dirty_label("per-key"))) is not None else ""))
 
 
 def chart(runs: Runs, path: str) -> None:
@@ -153,13 +231,13 @@ def chart(runs: Runs, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = [label(s, l) for s, l in ROWS if "metrics" in runs.get(label(s, l), {})]
+    keys = [label(*row) for row in ROWS if "metrics" in runs.get(label(*row), {})]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, (mine, disk, title) in zip(axes, (
             ("CheckpointMB/s", "DiskWrite(MB/s)", "checkpoint write (MB/s)"),
             ("RestoreMB/s", "DiskReadCold(MB/s)", "restore load (MB/s)"))):
         xs = range(len(keys))
-        got = [_ratio(runs[k], mine) or 0.0 for k in keys]
+        got = [(_load_mbps(runs[k]) if mine == "RestoreMB/s" else _ratio(runs[k], mine)) or 0.0 for k in keys]
         ref = [_ratio(runs[k], disk) or 0.0 for k in keys]
         ax.bar([x - 0.2 for x in xs], got, 0.4, label="the store")
         ax.bar([x + 0.2 for x in xs], ref, 0.4, label="sequential, same disk (file stores)")

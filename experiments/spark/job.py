@@ -14,6 +14,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterator, Mapping
 
+from backends import backend_class
+from backends.base import BadOptionError
 from backends.media import is_remote_url
 from backends.media.local import memory_backed
 from spark_integration.conf import default_store_path
@@ -73,6 +75,38 @@ def store_on_disk(settings: Settings, wanted: bool) -> Iterator[Settings]:
         yield replace(settings, backend_options={**settings.backend_options, "path": os.path.join(top, "checkpoints")})
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def store_on_medium(settings: Settings, medium: str | None) -> Iterator[Settings]:
+    """``settings`` with a file backend's store in a fresh directory on ``medium`` (``--medium
+    KIND[:LOC]``, as ``bench storage-compare --media`` spells one: ``local``, ``tmpfs``, ``nfs``
+    and ``hdfs``, the last two by default on the servers of ``bench services up``), removed when
+    the block ends; ``None`` leaves the settings as they are."""
+    if not medium:
+        yield settings
+        return
+    from experiments.storage.media import cleanup, fresh_location, parse_media
+
+    if not (settings.backend and backend_class(settings.backend).keeps_a_directory()):
+        raise BadOptionError(f"--medium {medium} places a file backend's directory; "
+                         f"{settings.backend or 'no backend'} keeps no directory: drop --medium")
+    if settings.backend_options.get("path") != default_store_path(settings.state_dir, settings.job_id):
+        raise BadOptionError(f"--medium {medium} and --opt path= both place the store; give one of them")
+    kind, _, where = medium.partition(":")
+    if kind.strip().lower() == "local" and not where:
+        medium = f"local:{disk_directory()}"  # a disk, not the working directory (maybe tmpfs)
+    found = parse_media(medium)
+    if len(found) != 1:
+        raise BadOptionError(f"--medium {medium!r}: give one medium, e.g. --medium nfs")
+    place = found[0]
+    try:
+        if place.skipped:
+            raise BadOptionError(f"--medium {medium}: {place.skipped}")
+        yield replace(settings, backend_options={**settings.backend_options,
+                                                 "path": fresh_location(place, "spark")})
+    finally:
+        cleanup(found)
 
 
 def disk_baseline(metrics: Metrics, settings: Settings) -> dict[str, Any]:

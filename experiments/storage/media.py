@@ -20,6 +20,7 @@ from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from backends.base import BadOptionError
+from backends.media import join
 
 MEDIA_KINDS = ("local", "tmpfs", "nfs", "hdfs")
 #: kinds whose location is a URL (``nfs://``, ``hdfs://``) rather than a directory
@@ -110,10 +111,7 @@ def _is_url(location: str) -> bool:
 
 def sub_location(location: str, sub: str) -> str:
     """``location``/``sub`` for a directory or an ``nfs://``/``hdfs://`` URL (the query is kept)."""
-    if _is_url(location):
-        p = urlsplit(location)
-        return urlunsplit((p.scheme, p.netloc, p.path.rstrip("/") + "/" + sub, p.query, ""))
-    return os.path.join(location, sub)
+    return join(location, sub)
 
 
 def fresh_location(medium: Medium, what: str) -> str:
