@@ -211,6 +211,10 @@ def _add_reproduce_parser(sub: Any) -> None:
     p.add_argument("--allow-missed", action="store_true",
                    help="exit 0 even when a target of an experiment was not met (the tables "
                         "still say NOT met)")
+    p.add_argument("--rerun", metavar="STEP[,STEP...]",
+                   help="run only these steps of the one named experiment (its step labels: the "
+                        "names of OUT/NAME/*.json) and take the others over from OUT/NAME.json of "
+                        "an earlier run of the same commands; the docs' note says which ran when")
     p.add_argument("--out", default="results", metavar="DIR", help="results directory (default results)")
     p.add_argument("--docs", default="docs/results.md", metavar="FILE",
                    help="markdown with the experiments' blocks (default docs/results.md)")
@@ -231,5 +235,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown experiment {unknown[0]!r}; valid: {', '.join(names)}")
     if args.all == bool(args.names):
         raise UsageError("give experiment names or --all (not both); --list shows the names")
-    return reproduce.run(names if args.all else args.names, quick=args.quick, out=args.out,
-                         docs=args.docs, readme=args.readme, allow_missed=args.allow_missed)
+    rerun = [label.strip() for label in (args.rerun or "").split(",") if label.strip()]
+    if args.rerun is not None and (args.all or len(args.names) != 1 or not rerun):
+        raise UsageError("--rerun STEP[,STEP...] takes the steps of one named experiment, e.g. "
+                         "bench reproduce state --rerun redis-chunks")
+    try:
+        return reproduce.run(names if args.all else args.names, quick=args.quick, out=args.out,
+                             docs=args.docs, readme=args.readme, allow_missed=args.allow_missed,
+                             rerun=rerun or None)
+    except reproduce.RerunError as exc:
+        raise UsageError(str(exc)) from None

@@ -124,6 +124,10 @@ class Metrics:
     store_bytes_after_gc: int | None = None
     #: with ``coldRestore``: ``cold``, or ``warm: WHY`` (see :func:`.store.evict_job`)
     restore_cache: str = ""
+    #: every micro-batch, in order: its end offset, events, wall time (ms), the checkpoint it
+    #: took (ms; 0: none), whether it counted as steady state — the timeline behind the means,
+    #: as Spark's per-batch query progress and Flink's checkpoint history give one
+    timeline: list = field(default_factory=list)
 
     @property
     def state_bytes(self) -> int:

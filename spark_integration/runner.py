@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from backends import CkptError
+
 from . import phases
 from .errors import SparkIntegrationError, store_error
 from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
@@ -245,16 +247,17 @@ class JobRunner:
         self.metrics.recovery_ms.append(episode.total_ms)
         self.catching_up = None
 
-    def _track_rate(self, start: int, events: int, t_start: float, t_done: float, recovered: bool) -> None:
+    def _track_rate(self, start: int, events: int, t_start: float, t_done: float, recovered: bool) -> bool:
         """Per-batch rate: ends a catch-up once a batch runs at the pre-failure level (it then
         starts at that level, so the catch-up ends at its start), and feeds the reference.  A
         paced run is back only once its backlog is gone too: a micro-batch no larger than
         ``CATCH_UP_BACKLOG`` times the pre-failure ones.  Micro-batches of the load phase are
-        not the steady state: they insert, and the checkpoints after them write, every key."""
+        not the steady state: they insert, and the checkpoints after them write, every key.
+        Returns whether the micro-batch counted as steady state."""
         if recovered or self.metrics.batches == 0:  # the first micro-batch includes the warm-up
-            return
+            return False
         if start < self.load_end:
-            return
+            return False
         rate = events / max(t_done - t_start, 1e-9)
         if self.catching_up is not None:
             reference = self.catching_up[2]
@@ -262,11 +265,12 @@ class JobRunner:
                 slow = rate < phases.CATCH_UP_FRACTION * reference[0]
                 backlog = self.spec.rate > 0 and events > phases.CATCH_UP_BACKLOG * reference[1] + 1
                 if slow or backlog:
-                    return
+                    return False
             self._finish_episode(t_start)
         self.batch_rates.append((rate, events))
         self.metrics.steady_events += events
         self.metrics.steady_seconds += t_done - t_start
+        return True
 
     def _expected_counts(self, start: int, end: int) -> dict[int, int]:
         """Events per instance in ``[start, end)`` (same hash as ``repartition(P, "key")``)."""
@@ -320,7 +324,11 @@ class JobRunner:
                 self.metrics.checkpoint_encode_ms.append(max(s["encode_ms"] for s in stats))
                 self.metrics.checkpoint_write_ms.append(max(s["write_ms"] for s in stats))
             self._record_latency(start, end, t_start, t_done)
-            self._track_rate(start, end - start, t_start, t_done, recovered)
+            steady = self._track_rate(start, end - start, t_start, t_done, recovered)
+            self.metrics.timeline.append({
+                "end": end, "events": end - start, "ms": round((t_done - t_start) * 1e3, 1),
+                "checkpoint_ms": round(sum(r.checkpoint_ms for r in results), 1),
+                "recovered": recovered, "steady": steady})
             self.metrics.batches += 1
             if self.warm is None:  # first micro-batch: Python workers start, imports, JIT
                 self.warm = (t_done, end)
@@ -403,7 +411,11 @@ class JobRunner:
         if self.metrics.checkpoints:  # after the verify, which must see the store as the run left it
             self.metrics.store_bytes, self.metrics.store_bytes_after_gc = job_footprint(self.settings)
         if self.settings.writes_checkpoints and not self.settings.retain_checkpoints:
-            drop_job(self.settings)
+            try:
+                drop_job(self.settings)
+            except CkptError as exc:  # the run is done and measured: its leftovers are not its result
+                print(f"[SPARK], warning: the job's records stay in the store ({exc}); delete the keys "
+                      f"under {self.settings.job_id}/ when it answers", file=sys.stderr)
         self._clear_local_state()
         return self.metrics
 

@@ -48,7 +48,8 @@ def test_layout_is_exactly_once_after_a_kill(spark, tmp_path, protocol, layout, 
     entries = {PREFIX + "protocol": protocol, PREFIX + "jobId": job, PREFIX + "interval": "1",
                PREFIX + "fullEvery": "2", PREFIX + "failAt": "15000", PREFIX + "failInstance": "1",
                PREFIX + "stateBytes": SIZES[layout], PREFIX + "layout": layout,
-               PREFIX + "chunkBytes": "4096", PREFIX + "stateDir": str(tmp_path / "work")}
+               PREFIX + "chunkBytes": "4096", PREFIX + "stateDir": str(tmp_path / "work"),
+               PREFIX + "retainCheckpoints": "true"}  # participants() reads them, then cleans up
     if registration(protocol).uses_backend:
         entries.update({PREFIX + "backend": backend, **backend_entries(backend, tmp_path)})
     m = run_job(spark, from_conf(entries), JobSpec(**SPEC))
@@ -85,7 +86,7 @@ def test_windowed_state_is_exactly_once_after_a_kill(spark, tmp_path, protocol, 
                PREFIX + "stateBytes": SIZES[layout], PREFIX + "windowEvents": "4000",
                PREFIX + "layout": layout, PREFIX + "chunkBytes": "4096",
                PREFIX + "stateDir": str(tmp_path / "work"), PREFIX + "backend": backend,
-               **backend_entries(backend, tmp_path)}
+               PREFIX + "retainCheckpoints": "true", **backend_entries(backend, tmp_path)}
     m = run_job(spark, from_conf(entries), JobSpec(**WINDOWED))
     participants(backend, entries, tmp_path, job, {"i0", "i1"})
     assert m.failures == 1, m.summary()

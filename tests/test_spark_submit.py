@@ -24,7 +24,8 @@ def test_spark_submit_conf_selects_default_fs_and_its_path(tmp_path):
     store = tmp_path / "chosen-by-conf"
     conf = {"spark.ckptbench.protocol": "coordinated", "spark.ckptbench.backend": "default_fs",
             "spark.ckptbench.backend.path": str(store), "spark.ckptbench.jobId": "wc-submit",
-            "spark.ckptbench.failAt": "70000", "spark.ckptbench.stateDir": str(tmp_path / "work")}
+            "spark.ckptbench.failAt": "70000", "spark.ckptbench.stateDir": str(tmp_path / "work"),
+            "spark.ckptbench.retainCheckpoints": "true"}  # looked at below
     argv = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]"]
     for k, v in conf.items():
         argv += ["--conf", f"{k}={v}"]

@@ -33,7 +33,12 @@ def note(doc: Reproduce, commands: bool = True) -> str:
             f"{doc.loadavg_after[0]:.2f} after")
     run = ("commands: " + "; ".join(f"`{c}`" for c in doc.commands) if commands
            else f"its commands in [docs/results.md](docs/results.md#{markdown_blocks.anchor(doc.name)})")
-    return (f"`bench reproduce {doc.name}{flag}` on {doc.started[:10]}; {run}; "
+    reran = ""
+    if doc.reused:
+        fresh = [r.label for r in doc.runs if r.label not in doc.reused]
+        reran = (f" (`--rerun {','.join(fresh)}`: the other {len(doc.reused)} steps are from the run "
+                 f"of {(doc.reused_from or '')[:10]})")
+    return (f"`bench reproduce {doc.name}{flag}` on {doc.started[:10]}{reran}; {run}; "
             f"conditions: {doc.machine}, {doc.cpus} CPUs, {load}")
 
 

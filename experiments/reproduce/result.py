@@ -69,6 +69,10 @@ class Reproduce(Document):
     chart: str | None = optional()
     #: the targets its table judged, in table order (absent: the table holds none)
     targets: list[Target] | None = optional()
+    #: with ``--rerun``: the steps taken over from an earlier run of the same commands, and when
+    #: that run started (absent: every step ran in this one)
+    reused: list[str] | None = optional()
+    reused_from: str | None = optional()
 
     def missed(self) -> list[str]:
         """The targets this run did not meet."""

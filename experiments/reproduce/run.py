@@ -362,14 +362,57 @@ def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float,
     return record
 
 
+class RerunError(ValueError):
+    """``--rerun`` cannot take the other steps over from the earlier run (one line, the fix)."""
+
+
+def reusable(exp: Experiment, out: str, quick: bool, rerun: list[str], pages: str = "docs") -> tuple[dict[str, StepRun], str]:
+    """The steps of ``exp`` that ``--rerun`` takes over from ``out/NAME.json`` (every step not
+    named in ``rerun``), and when that run started; a clear error when a step is unknown, or
+    the earlier run is missing, of the other size, or ran a step with another command line or
+    without success — so a table is never made of steps that did not run as its commands say."""
+    labels = [s.label for s in exp.steps]
+    unknown = [label for label in rerun if label not in labels]
+    if unknown:
+        raise RerunError(f"--rerun {unknown[0]!r}: {exp.name} has no such step; its steps: {', '.join(labels)}")
+    path = os.path.join(out, f"{exp.name}.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            earlier = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise RerunError(f"--rerun needs the earlier run's {path} ({exc.__class__.__name__}); run "
+                         f"`bench reproduce {exp.name}` in full first") from None
+    if bool(earlier.get("quick")) != quick:
+        raise RerunError(f"{path} is a {'--quick' if earlier.get('quick') else 'full'} run; rerun at "
+                         f"the same size, or run `bench reproduce {exp.name}` in full")
+    runs = {r["label"]: StepRun(**r) for r in earlier.get("runs", [])}
+    taken = {}
+    for step in exp.steps:
+        if step.label in rerun:
+            continue
+        before, now = runs.get(step.label), command(step.argv(out, exp.name, quick, pages))
+        if before is None or before.error or before.document is None:
+            raise RerunError(f"step {step.label!r} did not succeed in {path}; add it to --rerun")
+        if before.command != now:
+            raise RerunError(f"step {step.label!r} ran `{before.command}` in {path}, not `{now}`; "
+                             f"add it to --rerun")
+        taken[step.label] = before
+    return taken, str(earlier.get("started", ""))
+
+
 def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], None],
-                   pages: str = "docs") -> Reproduce:
+                   pages: str = "docs", reuse: tuple[dict[str, StepRun], str] | None = None) -> Reproduce:
     """Every step in order (the first failure ends the experiment, unless its steps are rows
     apart: ``Experiment.rows_apart``); the reproduce document.  ``pages``: where a paper's
-    experiment writes its own page (beside the docs being written)."""
+    experiment writes its own page (beside the docs being written).  ``reuse``: steps taken
+    over from an earlier run instead of run (:func:`reusable`), and when that run started."""
     load_before, started, t0 = os.getloadavg(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.monotonic()
+    taken, taken_from = reuse if reuse is not None else ({}, "")
     runs = []
     for i, step in enumerate(exp.steps, 1):
+        if step.label in taken:
+            runs.append(taken[step.label])
+            continue
         record = run_step(step, exp, out, quick, QUICK_TIMEOUT if quick else FULL_TIMEOUT, pages)
         runs.append(record)
         state = "failed" if record.error else "ok"
@@ -385,7 +428,8 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
         commands=[command(s.argv(out, exp.name, quick, pages)) for s in exp.steps],
         started=started, finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         seconds=round(time.monotonic() - t0, 3), machine=machine(), cpus=os.cpu_count(),
-        loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), runs=runs)
+        loadavg_before=list(load_before), loadavg_after=list(os.getloadavg()), runs=runs,
+        reused=list(taken) or None, reused_from=taken_from or None)
     if not error:
         documents = doc.documents()
         if exp.rows_apart:
@@ -412,12 +456,13 @@ def machine() -> str:
 def run(selected: list[str], *, quick: bool = False, out: str = "results",
         docs: str = "docs/results.md", readme: str = "README.md",
         say: Callable[[str], None] | None = None, registry: dict[str, Experiment] | None = None,
-        allow_missed: bool = False) -> int:
+        allow_missed: bool = False, rerun: list[str] | None = None) -> int:
     """Run the ``selected`` experiments in order, write ``out/NAME.json`` and its report page
     ``out/NAME.html`` for each that ran, regenerate their blocks in ``docs`` and the summary
     in ``readme``.  Exit status: 0, or 1 when any experiment failed (the others still ran) or,
     unless ``allow_missed``, when a target of one was not met; a skipped one is not a
-    failure."""
+    failure.  ``rerun``: run only these steps of the one selected experiment and take the
+    others over from its earlier ``out/NAME.json`` (:func:`reusable`; the docs' note says so)."""
     from experiments.report import page
 
     from experiments.reproduce import docs as reproduce_docs
@@ -436,7 +481,8 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
                 f"not running (start {'it' if len(down) == 1 else 'them'} with: "
                 f"bench services up {' '.join(down)})")
             continue
-        doc = run_experiment(exp, out, quick, say, os.path.dirname(docs) or ".")
+        reuse = reusable(exp, out, quick, rerun, os.path.dirname(docs) or ".") if rerun else None
+        doc = run_experiment(exp, out, quick, say, os.path.dirname(docs) or ".", reuse)
         path = os.path.join(out, f"{name}.json")
         write_json(path, doc)
         page.write_beside(path, doc, doc.commands)

@@ -71,8 +71,9 @@ def store_on_disk(settings: Settings, wanted: bool) -> Iterator[Settings]:
         yield settings
         return
     top = tempfile.mkdtemp(prefix=f"ckptbench-{settings.job_id}-", dir=disk_directory())
-    try:
-        yield replace(settings, backend_options={**settings.backend_options, "path": os.path.join(top, "checkpoints")})
+    try:  # the whole directory goes when the block ends: the run need not delete record by record
+        yield replace(settings, backend_options={**settings.backend_options, "path": os.path.join(top, "checkpoints")},
+                      retain_checkpoints=True)
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
@@ -104,7 +105,8 @@ def store_on_medium(settings: Settings, medium: str | None) -> Iterator[Settings
         if place.skipped:
             raise BadOptionError(f"--medium {medium}: {place.skipped}")
         yield replace(settings, backend_options={**settings.backend_options,
-                                                 "path": fresh_location(place, "spark")})
+                                                 "path": fresh_location(place, "spark")},
+                      retain_checkpoints=True)  # removed whole below
     finally:
         cleanup(found)
 
@@ -132,7 +134,7 @@ class SparkJob(Document):
     name (the ``Recovery.*`` phase means among them, ``ExactlyOnce`` when verified),
     ``checkpoints`` as Flink's REST API names them (``end_to_end_duration``,
     ``checkpointed_size``, ``state_size``), ``recovery_phases`` every episode's detect, load,
-    restore, replay and catch-up (summing to ``total_ms``)."""
+    restore, replay and catch-up (summing to ``total_ms``), ``timeline`` every micro-batch."""
 
     SCHEMA = "ckptbench.spark/1"
 
@@ -142,6 +144,8 @@ class SparkJob(Document):
     metrics: dict[str, Any]
     checkpoints: dict[str, Any]
     recovery_phases: list[dict[str, Any]] = field(default_factory=list)
+    #: every micro-batch: end offset, events, wall ms, its checkpoint's ms, recovered, steady
+    timeline: list[dict[str, Any]] = field(default_factory=list)
     verify: str | None = optional()
     disk_baseline: dict[str, Any] | None = optional()
     environment: Environment = field(default_factory=Environment.here)
@@ -156,7 +160,7 @@ def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> SparkJo
         described = dump({**asdict(settings), "backend_options": dict(settings.backend_options)})
     doc = SparkJob(settings=described, job=spec, metrics=metrics.summary(),
                    checkpoints=metrics.checkpoint_statistics(),
-                   recovery_phases=[r.as_dict() for r in metrics.recoveries])
+                   recovery_phases=[r.as_dict() for r in metrics.recoveries], timeline=list(metrics.timeline))
     if metrics.exactly_once is not None:
         doc.metrics["ExactlyOnce"] = metrics.exactly_once
         doc.verify = metrics.verify_detail
