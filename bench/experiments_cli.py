@@ -159,7 +159,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def cmd_storage_compare(args: argparse.Namespace) -> int:
     from backends.base import CkptError
     from experiments.report import plots
-    from experiments.storage import media as storage_media
+    from experiments.core import media as storage_media
     from experiments.storage import compare as sc
     from experiments.storage.compare_table import table_lines
 

@@ -279,7 +279,7 @@ def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
 def test_storage_compare_round_trips_with_each_sections_rows(tmp_path):
     from experiments.storage import compare as sc
     from experiments.storage.compare_table import table_lines
-    from experiments.storage.media import Medium
+    from experiments.core.media import Medium
 
     media = [Medium("local", "local", str(tmp_path)),
              Medium("nfs", "nfs", "", skipped="NFS server not running")]
@@ -389,14 +389,16 @@ def test_a_spark_job_round_trips_with_the_keys_bench_spark_wrote():
     from spark_integration.job import JobSpec, Metrics
     from experiments.spark.job import SparkJob, job_document
 
+    batch = {"end": 1000, "events": 1000, "ms": 12.5, "checkpoint_ms": 3.0, "recovered": False, "steady": True}
     metrics = Metrics(checkpoints=2, checkpoint_ms=[3.0, 4.0], checkpoint_sizes=[10, 20],
-                      state_sizes=[100, 100], exactly_once=True, verify_detail="1000 keys")
+                      state_sizes=[100, 100], exactly_once=True, verify_detail="1000 keys", timeline=[batch])
     doc = job_document(metrics, build("coordinated", "redis"), JobSpec())
     doc.disk_baseline = {"DiskBaseline": "n/a (redis keeps its data on a server)"}
     back = round_trip(doc)
     assert set(back) == {"schema", "settings", "job", "metrics", "checkpoints", "recovery_phases",
-                         "verify", "disk_baseline", "environment"}
+                         "timeline", "verify", "disk_baseline", "environment"}
     assert back["metrics"]["ExactlyOnce"] is True and SparkJob.from_json(back).job == JobSpec()
+    assert back["timeline"] == [batch]  # every micro-batch, as the runner recorded it
 
 
 def test_fig47_headline_says_a_store_kept_up_instead_of_quoting_the_offered_rate():

@@ -14,7 +14,7 @@ from conftest import nfs_dir
 
 from backends.base import BadOptionError
 from bench import cli
-from experiments.storage import media as storage_media
+from experiments.core import media as storage_media
 
 QUICK = ["--ops", "60", "--sync-ops", "20", "--sizes", "200", "--threads", "1,2",
          "--seconds", "3", "--recovery-keys", "300", "--rpc-ops", "5"]

@@ -87,7 +87,7 @@ def store_on_medium(settings: Settings, medium: str | None) -> Iterator[Settings
     if not medium:
         yield settings
         return
-    from experiments.storage.media import cleanup, fresh_location, parse_media
+    from experiments.core.media import cleanup, fresh_location, parse_media
 
     if not (settings.backend and backend_class(settings.backend).keeps_a_directory()):
         raise BadOptionError(f"--medium {medium} places a file backend's directory; "

@@ -21,7 +21,7 @@ what was measured:
   with no delay in front of the server; on HDFS the HTTP requests (WebHDFS, NameNode and
   DataNode), counted by the client (:attr:`backends.media.hdfs.HdfsMedium.requests`).
 
-The media and their cleanup live in :mod:`experiments.storage.media`, the printed tables in
+The media and their cleanup live in :mod:`experiments.core.media`, the printed tables in
 :mod:`experiments.storage.compare_table`, the chart in :mod:`experiments.report.plots`.  A medium that
 cannot be used (NFS server down, no /dev/shm) is kept as *skipped* with the reason.
 """
@@ -42,7 +42,7 @@ from experiments.storage.compare_result import (Config, MediumInfo, RecoveryRow,
                                                  StorageCompare, Table51Row, Workload,
                                                  WriteHeavyRow)
 from experiments.storage import crash
-from experiments.storage.media import Medium, cleanup, scratch
+from experiments.core.media import Medium, cleanup, scratch
 
 SCHEMA = StorageCompare.SCHEMA
 RECORD = 10  # bytes per Table 5.1 write

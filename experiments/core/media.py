@@ -1,5 +1,6 @@
-"""The storage media ``bench storage-compare`` runs over: a local directory, tmpfs, an NFS export
-or a directory on HDFS.
+"""Storage media a run can put a file store on: a local directory, tmpfs, an NFS export or a
+directory on HDFS — what ``bench storage-compare --media`` compares and ``bench spark --medium``
+places a job's store on.
 
 A :class:`Medium` is a place plus whether it can be used: one that cannot (no NFS server, no HDFS,
 no /dev/shm, a directory that is missing) is kept with ``skipped`` saying why and how to fix it, so
