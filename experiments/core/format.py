@@ -19,6 +19,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 #: the documents one ``bench reproduce`` experiment's steps wrote, by step label: what a table
 #: or headline function reads
 Runs = dict[str, dict[str, Any]]
@@ -61,11 +66,6 @@ def text_table(head: list[str], body: list[list[str] | Note], *, align: str | No
     Laid out by ``rich`` (the library of the progress bars too): each cell is a
     :class:`rich.text.Text`, so brackets and colons in the data are never read as markup or
     emoji codes, and wide characters count as wide."""
-    from rich.cells import cell_len
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
     if align is None:
         rows = [r for r in body if not isinstance(r, Note)]
         align = "".join("r" if all(_is_number(r[i]) or r[i] in _PLACEHOLDERS for r in rows)

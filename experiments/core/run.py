@@ -33,7 +33,8 @@ from workloads.status import HdrLogs
 
 from experiments.core import results
 from experiments.core.document import load
-from experiments.core.spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
+from experiments.core.spec import (ProgressFactory, RunResult, RunSpec, SpecError, no_progress,
+                                   with_bar)
 
 PhaseObserver = Callable[[str, PhaseResult], None]
 
@@ -107,15 +108,6 @@ def _run_clients(spec: RunSpec) -> runner.ClientSettings:
     return spec.clients
 
 
-def _phase(progress: ProgressFactory, label: str, total: int | None,
-           work: Callable[[Callable[[int], None]], PhaseResult]) -> PhaseResult:
-    bar = progress(label, total)
-    try:
-        return work(bar.update)
-    finally:
-        bar.close()
-
-
 def _hdr_logs(spec: RunSpec) -> Any:
     """The phase's HdrHistogram logs, or None; a load alone and a run alone each write theirs,
     as YCSB's ``load`` and ``run`` do (a run after a load in one invocation overwrites)."""
@@ -134,7 +126,7 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
             if not spec.skip_load:
                 logs = _hdr_logs(spec) if spec.skip_run else None
                 try:
-                    phases["load"] = _phase(
+                    phases["load"] = with_bar(
                         progress, "load", spec.workload.inserts(), lambda update: runner.load(
                             store, workload, batch=spec.clients.load_batch,
                             threads=spec.load_threads, progress=update, hdr_logs=logs,
@@ -158,7 +150,7 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                                        progress=progress)
             logs = _hdr_logs(spec)
             try:
-                phases["run"] = _phase(progress, "run", clients.operations, lambda update:
+                phases["run"] = with_bar(progress, "run", clients.operations, lambda update:
                                        runner.run(store, workload, clients, progress=update,
                                                   hdr_logs=logs, **status))
             finally:
