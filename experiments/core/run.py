@@ -184,13 +184,13 @@ def _in_processes(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserv
         finally:
             store.close()
     clients = _run_clients(spec)
-    bar = progress("run", clients.operations)
-    try:
-        own_load, phases["run"] = parallel.run_processes(
+
+    def work(update: Callable[[int], None]) -> tuple[PhaseResult | None, PhaseResult]:
+        return parallel.run_processes(
             spec.backend_class, spec.options, spec.workload, clients, processes=spec.processes,
-            progress=bar.update, status_interval=spec.status_interval, status_out=sys.stderr)
-    finally:
-        bar.close()
+            progress=update, status_interval=spec.status_interval, status_out=sys.stderr)
+
+    own_load, phases["run"] = with_bar(progress, "run", clients.operations, work)
     if own_load is not None:
         phases = {"load": own_load, **phases}
     for name, phase in phases.items():
