@@ -10,6 +10,7 @@ import pytest
 
 from bench.progress import Display
 from experiments.core.format import Note, text_table
+from workloads.status import STDERR
 
 
 def test_a_table_is_plain_aligned_and_pastes_as_it_looks():
@@ -61,6 +62,9 @@ def test_bars_nest_show_counts_and_an_eta_and_vanish_when_closed():
     assert "compare, 2 rounds" in text and "  round 1 indexed_fs run" in text
     assert text.index("compare, 2 rounds") < text.index("round 1 indexed_fs run")  # outer first
     assert "1/4" in text and "500/1000" in text and "ETA" in text
+    print("2 sec: 500 operations; 250 current ops/sec", file=STDERR, flush=True)  # a status line
+    time.sleep(0.3)
+    assert "2 sec: 500 operations" in out.getvalue()  # printed by the display, above its bars
     inner.close()
     outer.close()
     assert display._live is None  # the last bar closed stops (and erases) the display

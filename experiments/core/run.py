@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import replace
 from typing import Any, Callable, Iterator
@@ -29,7 +28,7 @@ from typing import Any, Callable, Iterator
 from backends import Backend
 from workloads import core, runner
 from workloads.runner import PhaseResult
-from workloads.status import HdrLogs
+from workloads.status import STDERR, HdrLogs
 
 from experiments.core import results
 from experiments.core.document import load
@@ -116,7 +115,7 @@ def _hdr_logs(spec: RunSpec) -> Any:
 
 def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver) -> RunResult:
     options = dict(spec.options)
-    status: dict[str, Any] = {"status_interval": spec.status_interval, "status_out": sys.stderr}
+    status: dict[str, Any] = {"status_interval": spec.status_interval, "status_out": STDERR}
     phases: dict[str, PhaseResult] = {}
     baseline = None
     with data_dir(spec.backend_class, options) as path:
@@ -188,7 +187,7 @@ def _in_processes(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserv
     def work(update: Callable[[int], None]) -> tuple[PhaseResult | None, PhaseResult]:
         return parallel.run_processes(
             spec.backend_class, spec.options, spec.workload, clients, processes=spec.processes,
-            progress=update, status_interval=spec.status_interval, status_out=sys.stderr)
+            progress=update, status_interval=spec.status_interval, status_out=STDERR)
 
     own_load, phases["run"] = with_bar(progress, "run", clients.operations, work)
     if own_load is not None:
