@@ -11,11 +11,11 @@ import tempfile
 from typing import Any, Callable, NoReturn
 
 from backends import Backend, CkptError, backend_class, backend_names, parse_kv
-from experiments.core.spec import Bar, ProgressFactory
+from experiments.core.spec import ProgressFactory
 from workloads import core, placement
 from workloads.runner import ClientSettings
 
-from .progress import ProgressBar
+from .progress import Display
 
 PROG = "bench"
 EXIT_RUNTIME = 1
@@ -258,13 +258,10 @@ def config(args: argparse.Namespace, options: dict[str, Any], **extra: Any) -> d
 
 
 def progress(args: argparse.Namespace) -> ProgressFactory:
-    """Progress bars on stderr (off with ``--no-progress`` or when stderr is not a TTY)."""
-    enabled = not getattr(args, "no_progress", False)
-
-    def bar(label: str, total: int | None) -> Bar:
-        return ProgressBar(label, total, enabled=enabled)
-
-    return bar
+    """The command's progress bars on stderr (:mod:`bench.progress`; off with
+    ``--no-progress`` or when stderr is not a TTY).  Bars opened while another is open are
+    drawn nested under it."""
+    return Display(enabled=not getattr(args, "no_progress", False)).bar
 
 
 def _has_path(backend: str) -> bool:

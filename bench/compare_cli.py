@@ -31,6 +31,7 @@ from .args import (
     named,
     place,
     positive_float,
+    progress,
     workload_spec,
 )
 from .outputs import save
@@ -60,7 +61,8 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--csv", metavar="FILE", help="also write per-operation results as CSV")
         p.add_argument("--plot", metavar="FILE.png",
                        help="also draw a chart into FILE.png")
-        p.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
+        p.add_argument("--no-progress", action="store_true",
+                       help="no progress bars on stderr (there are none when it is not a TTY)")
         add_spec_args(p, None)
         add_cpus_arg(p)
         if name == "compare":
@@ -128,8 +130,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     place(args, args.backends, options)
     doc = experiment.compare(
         args.backends, options, spec, client_settings(args), config=config(args, options),
-        rounds=args.rounds, warmup=args.warmup,
-        on_result=lambda r, o: _said("compare" + (f" round {r}" if args.rounds > 1 else ""), o))
+        rounds=args.rounds, warmup=args.warmup, progress=progress(args),
+        on_result=lambda r, o: _said("compare" + (f" round {r + 1}" if args.rounds > 1 else ""), o))
     return _finish(args, "compare", doc,
                    tables.compare_table(doc) + tables.ratio_lines(doc.ratios or []))
 
@@ -143,6 +145,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     doc = experiment.sweep(
         args.backends, options, spec, config=config(args, options), targets=targets,
         threads_list=args.threads_sweep, point_seconds=args.point_seconds, rounds=args.rounds,
-        clients=client_settings(args),
+        clients=client_settings(args), progress=progress(args),
         on_point=lambda r, o: _said("sweep" + (f" round {r}" if args.rounds > 1 else ""), o))
     return _finish(args, "sweep", doc, tables.sweep_table(doc) + tables.ratio_lines(doc.ratios or []))

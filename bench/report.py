@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any, Iterable, TextIO
 
+from workloads.client_properties import select_interval
 from workloads.measure import OK, Measurements
 from workloads.runner import PhaseResult
 
@@ -101,14 +103,20 @@ def json_array(rows: Iterable[Row]) -> str:
     return "[ " + ", ".join(objects) + " ]\n" if objects else "[ ]\n"
 
 
-def measurement_lines(measurements: Measurements, prefix: str = "") -> list[str]:
-    """Per-operation lines (see :func:`measurement_rows`)."""
-    return text(measurement_rows(measurements, prefix))
+def measurement_lines(measurements: Measurements, prefix: str = "",
+                      interval: str = "op") -> list[str]:
+    """Per-operation lines (see :func:`measurement_rows`) of the latencies ``interval`` names
+    (YCSB's ``measurement.interval``: ``op`` by default, so no ``[Intended-...]`` sections)."""
+    return text(measurement_rows(select_interval(measurements, interval), prefix))
 
 
-def phase_lines(phase: PhaseResult, prefix: str = "") -> list[str]:
-    """``[OVERALL]`` (or ``[<prefix>OVERALL]``) runtime/throughput, then the per-op lines."""
-    return text(phase_rows(phase, prefix))
+def phase_lines(phase: PhaseResult, prefix: str = "", interval: str = "op") -> list[str]:
+    """``[OVERALL]`` (or ``[<prefix>OVERALL]``) runtime/throughput, then the per-op lines of
+    the latencies ``interval`` names.  YCSB prints ``[Intended-<OP>]`` only with
+    ``measurement.interval=intended|both``, never for a target rate alone: a parser that sums
+    every section's ``Operations`` would count each operation twice."""
+    return text(phase_rows(replace(phase, measurements=select_interval(phase.measurements, interval)),
+                           prefix))
 
 
 def checkpoint_lines(result: Any) -> list[str]:

@@ -23,7 +23,7 @@ from experiments.core import results
 from experiments.core import run as run_experiment
 from experiments.core.run import PhaseObserver
 from experiments.core.spec import RunResult, RunSpec
-from workloads import parallel
+from workloads import client_properties, parallel
 from workloads.core import PRESETS
 from workloads.runner import PhaseResult
 
@@ -73,8 +73,13 @@ def _add_workload_parser(sub: Any, name: str) -> None:
                         "the load; needs --spark-master (default: the master's task slots)")
     add_cpus_arg(p)
     p.add_argument("--target", type=positive_float, metavar="OPS",
-                   help="target ops/s over all processes and threads; adds Intended-<OP> "
-                        "latencies")
+                   help="target ops/s over all processes and threads (the latency from each "
+                        "operation's intended start is printed with --measurement-interval "
+                        "intended or both)")
+    p.add_argument("--measurement-interval", choices=client_properties.INTERVALS, default="op",
+                   help="YCSB's measurement.interval: op (default) prints the service latency, "
+                        "intended the latency from the intended start under the plain sections, "
+                        "both adds [Intended-<OP>] sections")
     p.add_argument("--skip-load", action="store_true",
                    help="do not load (the store at --opt path= already holds the records)")
     p.add_argument("--status-interval", type=positive_float, metavar="SECONDS",
@@ -135,20 +140,22 @@ def cmd_workload(args: argparse.Namespace) -> int:
     spec = replace(spec, config=config(args, spec.options, workload_spec=spec.workload.to_dict()))
     on_spark = spec.spark_master is not None
     say_gil(spec)
+    interval = args.measurement_interval
     load_lines: list[str] = []
 
     def show(name: str, phase: PhaseResult) -> None:
         report.print_errors(phase)
         if name == "load":  # printed after the run's: first-match parsers read the run
-            load_lines.extend(report.phase_lines(phase, "LOAD-"))
+            load_lines.extend(report.phase_lines(phase, "LOAD-", interval))
         elif not on_spark:  # with Spark clients the run's lines wait for the client count
-            report.print_lines(report.phase_lines(phase))
+            report.print_lines(report.phase_lines(phase, interval=interval))
             report.print_lines(load_lines)
             load_lines.clear()
 
     result = run_experiment.run(spec, progress=progress(args), on_phase=seed_told(spec, show))
     if on_spark:
-        report.print_lines(report.clients_lines(report.phase_lines(result.phases["run"]),
+        report.print_lines(report.clients_lines(report.phase_lines(result.phases["run"],
+                                                                   interval=interval),
                                                 result.extra["spark"].clients))
         report.print_lines(load_lines)
     if result.baseline is not None:

@@ -97,12 +97,19 @@ def test_write_only_and_ycsb_presets(tmp_path):
         assert int(parse(proc.stdout)[(op, "Operations")]) > 0
 
 
-def test_target_adds_intended_sections():
+@pytest.mark.parametrize("interval, intended", [(None, False), ("op", False),
+                                                 ("intended", False), ("both", True)])
+def test_intended_sections_only_with_measurement_interval(interval, intended):
+    """As YCSB: a target rate alone prints only the plain sections (measurement.interval=op);
+    ``both`` adds ``[Intended-<OP>]``, ``intended`` prints that latency under the plain ones."""
+    extra = () if interval is None else ("--measurement-interval", interval)
     proc = bench("ycsb-a", "--backend", "memory", "--records", "100", "--ops", "200",
-                 "--target", "2000", "--distribution", "uniform")
+                 "--target", "2000", "--distribution", "uniform", *extra)
     assert proc.returncode == 0, proc.stderr
-    lines = parse(proc.stdout)
-    assert ("Intended-READ", "Operations") in lines or ("Intended-UPDATE", "Operations") in lines
+    sections = {metric for metric, _ in parse(proc.stdout)}
+    assert any(s.startswith("Intended-") for s in sections) == intended, sorted(sections)
+    assert {"OVERALL", "LOAD-OVERALL"} <= sections
+    assert not any(s.startswith("LOAD-Intended-") for s in sections)
 
 
 @pytest.mark.parametrize(

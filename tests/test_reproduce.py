@@ -183,6 +183,7 @@ def test_harness_writes_its_json_and_regenerates_exactly_its_block(tmp_path):
     for command in doc["commands"]:
         assert f"`{command}`" in block and "--json results/harness/" in command
     assert "`bench reproduce harness --quick` on " in block and "load average" in block
+    assert f"<!-- run sha256:{doc['run_sha256']}: " in block and doc["charts"] == []
 
     summary = open(readme, encoding="utf-8").read()
     assert _outside(summary, "summary") == _outside(README, "summary")
@@ -407,3 +408,77 @@ def test_rerun_runs_the_named_steps_and_takes_the_rest_over_from_the_earlier_run
 
     assert main(["reproduce", "state", "harness", "--rerun", "x"]) == 2
     assert "takes the steps of one named experiment" in capsys.readouterr().err
+def _published_with_a_chart(tmp_path, png_bytes: bytes = b"\x89PNG drawn by the run"):
+    """A harness run with a chart (and one drawn beside it), published into the fixture's docs,
+    which embed both after the block as docs/results.md does."""
+    from types import SimpleNamespace
+
+    from experiments.reproduce import docs as reproduce_docs
+    from experiments.reproduce.result import Reproduce, StepRun
+
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "harness.png").write_bytes(png_bytes)
+    (out / "harness-zoom.png").write_bytes(b"\x89PNG beside it")
+    run = StepRun("a", "bench write-heavy", 0, 1.0, "a.log", str(out / "harness" / "a.json"),
+                  plot=str(out / "harness.png"), document={"schema": "ckptbench.result/1", "n": 1})
+    doc = Reproduce(name="harness", shows="", quick=True, runs=[run], table=["| a |", "|---|", "| 1 |"],
+                    commands=[run.command], started="2026-01-01T00:00:00+0000",
+                    loadavg_before=[0.5, 0.5, 0.5], loadavg_after=[0.5, 0.5, 0.5])
+    doc.run_sha256 = reproduce_docs.digest_json(doc.documents())
+    doc.charts = reproduce_docs.charts_of(doc, str(out / "harness.json"))
+    docs, _ = _fixture(tmp_path)
+    end = "<!-- reproduce:end harness -->\n"
+    with open(docs, encoding="utf-8", newline="") as fh:
+        text = fh.read()
+    with open(docs, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text.replace(end, end + "\n![harness](img/harness.png)\n![zoom](img/harness-zoom.png)\n"))
+    reproduce_docs.publish(SimpleNamespace(name="harness"), doc, docs, lambda _: None)
+    return docs, doc
+
+
+def test_a_published_chart_is_recorded_with_its_run_and_a_foreign_one_is_found(tmp_path, capsys):
+    from experiments.reproduce import docs as reproduce_docs
+
+    docs, doc = _published_with_a_chart(tmp_path)
+    assert [os.path.basename(c.png) for c in doc.charts] == ["harness.png", "harness-zoom.png"]
+    assert all(c.source.endswith("harness/a.json") for c in doc.charts)
+    assert reproduce_docs.chart_problems(docs) == []
+    assert (tmp_path / "docs" / "img" / "harness.png").read_bytes() == b"\x89PNG drawn by the run"
+
+    (tmp_path / "docs" / "img" / "harness.png").write_bytes(b"\x89PNG of another run")
+    (problem,) = reproduce_docs.chart_problems(docs)
+    assert problem.startswith("img/harness.png: not the chart the harness table's run drew")
+    assert problem.endswith("regenerate both with `bench reproduce harness --quick`")
+
+    with open(docs, "a", encoding="utf-8") as fh:  # a chart beside a block that records none
+        fh.write("\n![reopen](img/store-reopen.png)\n")
+    problems = reproduce_docs.chart_problems(docs)
+    assert problems[-1].startswith("img/store-reopen.png: the store-reopen block records no run")
+
+
+def test_every_chart_the_results_page_shows_is_from_the_run_of_the_table_beside_it():
+    """docs/results.md: each embedded chart is, byte for byte, one the run of the table in the
+    block before it drew (the block records its digest).  A failure names the charts and the
+    `bench reproduce` command that regenerates each with its table."""
+    from experiments.reproduce import docs as reproduce_docs
+
+    problems = reproduce_docs.chart_problems(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results.md"))
+    unrecorded = {p.split(":")[0] for p in problems if "records no run that drew it" in p}
+    wrong = [p for p in problems if p.split(":")[0] not in UNRECORDED or "records no run" not in p]
+    assert not wrong, "charts in docs/results.md not drawn by their table's run:\n" + "\n".join(wrong)
+    # the list below only shrinks: a chart regenerated with its table leaves it
+    assert not (UNRECORDED - unrecorded), (
+        f"regenerated since: drop {sorted(UNRECORDED - unrecorded)} from UNRECORDED")
+
+
+#: charts published before the results page recorded each chart's run: each regenerates with its
+#: table by the command `chart_problems` names; until then the test above only holds them to this
+UNRECORDED = {
+    "img/store-scaling-irq.png", "img/store-scaling.png", "img/backends.png", "img/embedded-peers-gets.png",
+    "img/embedded-peers-write-1.png", "img/embedded-peers-write-16.png", "img/fig4.1.png", "img/fig4.2.png",
+    "img/fig4.5.png", "img/fig4.7.png", "img/storage-compare.png", "img/storage-compare-fig4.1-nfs.png",
+    "img/storage-compare-fig4.1-hdfs.png", "img/spark-matrix.png", "img/state.png", "img/checkmate.png",
+    "img/logio-stragglers.png",
+}

@@ -144,7 +144,7 @@ def test_sweep_stop_rule_two_flat_points(monkeypatch):
 
     tputs = iter([100, 200, 300, 305, 310, 900])
 
-    def fake(backend, options, spec, clients):
+    def fake(backend, options, spec, clients, progress=None):
         ops = next(tputs)
         return compare.Outcome(backend, {"run": PhaseResult("run", 1000.0, ops, Measurements())})
 

@@ -55,6 +55,31 @@ def test_intended_sections_only_with_measurement_interval(mode, expected):
     assert sections(proc.stdout) == expected
 
 
+def test_printed_phase_has_intended_sections_only_when_asked():
+    """A paced run records ``Intended-<OP>``; the printed phase shows it only with
+    measurement.interval=intended|both, as YCSB, so a parser that sums ``Operations`` over
+    the sections counts each operation once."""
+    from bench import report
+    from workloads.runner import PhaseResult
+
+    m = Measurements()
+    for name, us in (("READ", 10), ("Intended-READ", 99), ("UPDATE", 20), ("Intended-UPDATE", 98)):
+        m.record(name, us)
+    phase = PhaseResult("run", 1000.0, 2, m)
+
+    def printed(**kw):
+        return {line.split("]")[0][1:] for line in report.phase_lines(phase, **kw)}
+
+    assert printed() == printed(interval="op") == {"OVERALL", "READ", "UPDATE"}
+    assert printed(interval="both") == {"OVERALL", "READ", "UPDATE", "Intended-READ",
+                                        "Intended-UPDATE"}
+    intended = report.phase_lines(phase, interval="intended")
+    assert "[READ], MaxLatency(us), 99" in intended
+    assert not any(line.startswith("[Intended-") for line in
+                   report.measurement_lines(m, "BASELINE-"))
+    assert set(m.histograms) == {"READ", "Intended-READ", "UPDATE", "Intended-UPDATE"}  # kept
+
+
 def test_select_interval_names_intended_latency_as_ycsb_does():
     m = Measurements()
     m.record("READ", 10)

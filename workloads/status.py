@@ -19,6 +19,7 @@ intervals (:class:`Intervals`), so the final result is the same as without statu
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from datetime import datetime
@@ -28,6 +29,22 @@ from hdrh.log import HistogramLogWriter
 
 from . import hdr_v1
 from .measure import Measurements, Recorder
+
+
+class _Stderr:
+    """``sys.stderr`` as it is at each write, for status lines: a progress display on the
+    terminal puts its own stream there while it draws, and prints what is written to it above
+    the bars; a stream taken before the display started would write into them."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+#: where status lines go: stderr, whatever stands for it when the line is printed
+STDERR: TextIO = _Stderr()  # type: ignore[assignment]
 
 
 class LiveRecorder(Recorder):

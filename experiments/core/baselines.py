@@ -34,7 +34,7 @@ from workloads.measure import Measurements, Recorder
 from workloads.runner import PhaseResult, watch
 
 from experiments.core import results
-from experiments.core.spec import ProgressFactory, no_progress
+from experiments.core.spec import ProgressFactory, no_progress, with_bar
 
 
 def fsync_baseline(directory: str, *, operations: int, value_size: int, seed: int = 0,
@@ -118,12 +118,9 @@ def leg(store_path: str | None, *, operations: int, value_size: int, seed: int, 
     directory = tempfile.mkdtemp(prefix="ckptbench-baseline-", dir=parent)
     operations = max(1, operations)
     try:
-        bar = progress("baseline", operations)
-        try:
-            python = fsync_baseline(directory, operations=operations, value_size=value_size,
-                                    seed=seed, threads=threads, progress=bar.update)
-        finally:
-            bar.close()
+        python = with_bar(progress, "baseline", operations, lambda update: fsync_baseline(
+            directory, operations=operations, value_size=value_size, seed=seed, threads=threads,
+            progress=update))
         return Leg(python, native_baseline(directory, operations=operations,
                                            value_size=value_size, threads=threads))
     finally:

@@ -25,7 +25,7 @@ from workloads.runner import ClientSettings, PhaseResult
 
 from experiments.core import results
 from experiments.core.run import data_dir
-from experiments.core.spec import SpecError
+from experiments.core.spec import ProgressFactory, SpecError, no_progress, with_bar
 
 #: a sweep stops after this many consecutive points gaining less than MIN_GAIN throughput
 FLAT_POINTS = 2
@@ -86,9 +86,11 @@ def check_options(backends: list[str], options: dict[str, Any]) -> None:
 
 
 def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
-                 clients: ClientSettings = ClientSettings()) -> Outcome:
+                 clients: ClientSettings = ClientSettings(), *,
+                 progress: ProgressFactory = no_progress) -> Outcome:
     """Load and run ``spec`` on a fresh store of ``backend``; skipped (with the reason) if it
-    cannot open.  ``options`` is copied, so one dict serves many backends."""
+    cannot open.  ``options`` is copied, so one dict serves many backends.  ``progress``
+    gets a ``<backend> load`` and a ``<backend> run`` bar."""
     options = dict(options)
     try:
         cls = backend_class(backend)
@@ -96,8 +98,13 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
             store = cls(**options)
             try:
                 workload = core.CoreWorkload(spec, seed=clients.seed)
-                phases = {"load": runner.load(store, workload, batch=clients.load_batch)}
-                phases["run"] = runner.run(store, workload, clients)
+                phases = {"load": with_bar(progress, f"{backend} load", spec.inserts(), lambda update:
+                                           runner.load(store, workload, batch=clients.load_batch,
+                                                       progress=update))}
+                ops = clients.operations if clients.duration else clients.operations or spec.operations
+                phases["run"] = with_bar(progress, f"{backend} run", ops,
+                                         lambda update: runner.run(store, workload, clients,
+                                                                   progress=update))
                 stats = store.stats()
             finally:
                 store.close()
@@ -112,7 +119,8 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
 
 def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
             clients: ClientSettings, *, config: dict[str, Any], rounds: int = 1, warmup: bool = True,
-            on_result: Callable[[int, Outcome], None] | None = None) -> results.Compare:
+            on_result: Callable[[int, Outcome], None] | None = None,
+            progress: ProgressFactory = no_progress) -> results.Compare:
     """Each backend with identical settings; the ``ckptbench.compare/1`` document.  With
     ``warmup`` every backend first runs once, a tenth of the operations, unmeasured: the first
     run of a process pays for imports, the page cache and a server's connections, which once
@@ -120,27 +128,48 @@ def compare(backends: list[str], options: dict[str, Any], spec: WorkloadSpec,
     backend runs that many times, interleaved, the order reversed every other round (no backend
     always runs first); each entry is the backend's run of median throughput, with every
     round's throughput, and ``ratios`` holds the first backend's throughput over each other's
-    per round and their median (:func:`compare_ratios`)."""
+    per round and their median (:func:`compare_ratios`).  ``progress`` gets one outer bar
+    counting the runs (warm-ups and rounds) and each run's load and run bars inside it."""
     if rounds < 1:
         raise SpecError("--rounds must be >= 1")
     check_options(backends, options)
-    if warmup:
-        short = replace(clients, operations=max(100, (clients.operations or spec.operations) // 10),
-                        duration=None, target=None)
-        small = replace(spec, records=max(100, spec.records // 10), insert_start=0, insert_count=None)
-        for backend in backends:
-            run_workload(backend, options_for(backend, options, len(backends) > 1), small, short)
     runs: dict[str, list[Outcome]] = {b: [] for b in backends}
-    for r in range(rounds):
-        for backend in (backends if r % 2 == 0 else backends[::-1]):
-            outcome = run_workload(backend, options_for(backend, options, len(backends) > 1), spec, clients)
-            if on_result is not None:
-                on_result(r, outcome)
-            runs[backend].append(outcome)
+    total = len(backends) * (rounds + bool(warmup))
+    label = "compare" + (f", {rounds} rounds" if rounds > 1 else "")
+
+    def every_run(update: Callable[[int], None]) -> None:
+        done = 0
+        if warmup:
+            short = replace(clients, operations=max(100, (clients.operations or spec.operations) // 10),
+                            duration=None, target=None)
+            small = replace(spec, records=max(100, spec.records // 10), insert_start=0,
+                            insert_count=None)
+            for backend in backends:
+                run_workload(backend, options_for(backend, options, len(backends) > 1), small,
+                             short, progress=_labelled(progress, "warm-up "))
+                done += 1
+                update(done)
+        for r in range(rounds):
+            for backend in (backends if r % 2 == 0 else backends[::-1]):
+                outcome = run_workload(backend, options_for(backend, options, len(backends) > 1),
+                                       spec, clients, progress=_labelled(
+                                           progress, f"round {r + 1} " if rounds > 1 else ""))
+                if on_result is not None:
+                    on_result(r, outcome)
+                runs[backend].append(outcome)
+                done += 1
+                update(done)
+
+    with_bar(progress, label, total, every_run)
     return results.Compare(
         workload=spec.name, config={**config, "workload_spec": spec.to_dict(), "rounds": rounds},
         results=[_median_run(runs[b]) for b in backends],
         ratios=compare_ratios(backends, runs) if rounds > 1 else None, warmup=warmup)
+
+
+def _labelled(progress: ProgressFactory, prefix: str) -> ProgressFactory:
+    """``progress`` with ``prefix`` before every label (``round 2 redis run``)."""
+    return lambda label, total: progress(prefix + label, total)
 
 
 def _median_run(outcomes: list[Outcome]) -> results.Entry:
@@ -175,7 +204,8 @@ def sweep_points(backend: str, options: dict[str, Any], spec: WorkloadSpec, *,
                  targets: list[float] | None = None, threads_list: list[int] | None = None,
                  point_seconds: float = 3.0, max_points: int = 12,
                  clients: ClientSettings = ClientSettings(),
-                 on_point: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+                 on_point: Callable[[Outcome], None] | None = None,
+                 progress: ProgressFactory = no_progress) -> list[Outcome]:
     """Raise the target rate (or the thread count) of one backend until throughput stops growing.
 
     ``targets=None`` and ``threads_list=None`` means automatic targets: 100, 200, 400, ... ops/s.
@@ -199,7 +229,8 @@ def sweep_points(backend: str, options: dict[str, Any], spec: WorkloadSpec, *,
         else:
             point = replace(clients, threads=1, duration=None, target=params["target"],
                             operations=max(200, int(params["target"] * point_seconds)))
-        outcome = run_workload(backend, options, spec, point)
+        outcome = run_workload(backend, options, spec, point, progress=_labelled(
+            progress, " ".join(f"{k} {v:g}" for k, v in params.items()) + " "))
         outcome.params = params
         out.append(outcome)
         if on_point is not None:
@@ -221,25 +252,34 @@ def sweep(backends: list[str], options: dict[str, Any], spec: WorkloadSpec, *,
           config: dict[str, Any], targets: list[float] | None = None,
           threads_list: list[int] | None = None, point_seconds: float = 3.0, rounds: int = 1,
           clients: ClientSettings = ClientSettings(),
-          on_point: Callable[[int, Outcome], None] | None = None) -> results.Sweep:
+          on_point: Callable[[int, Outcome], None] | None = None,
+          progress: ProgressFactory = no_progress) -> results.Sweep:
     """Every backend's sweep, ``rounds`` times with the backends interleaved; the
-    ``ckptbench.sweep/1`` document with the per-round ratios and their medians."""
+    ``ckptbench.sweep/1`` document with the per-round ratios and their medians.  ``progress``
+    gets one outer bar counting the backends' sweeps and each point's bars inside it."""
     if rounds < 1:
         raise SpecError("--rounds must be >= 1")
     check_options(backends, options)
     entries = []
-    for r in range(rounds):
-        for backend in backends:
-            points = sweep_points(backend, options_for(backend, options, len(backends) > 1), spec,
-                                  targets=targets,
-                                  threads_list=threads_list, point_seconds=point_seconds,
-                                  clients=clients,
-                                  on_point=None if on_point is None else
-                                  (lambda o, r=r: on_point(r + 1, o)))
-            for o in points:
-                entry = results.entry(o)
-                if rounds > 1:
-                    entry.round = r + 1
-                entries.append(entry)
+
+    def every_sweep(update: Callable[[int], None]) -> None:
+        for r in range(rounds):
+            for i, backend in enumerate(backends):
+                points = sweep_points(backend, options_for(backend, options, len(backends) > 1),
+                                      spec, targets=targets, threads_list=threads_list,
+                                      point_seconds=point_seconds, clients=clients,
+                                      on_point=None if on_point is None else
+                                      (lambda o, r=r: on_point(r + 1, o)),
+                                      progress=_labelled(progress, f"round {r + 1} " if rounds > 1
+                                                         else ""))
+                for o in points:
+                    entry = results.entry(o)
+                    if rounds > 1:
+                        entry.round = r + 1
+                    entries.append(entry)
+                update(r * len(backends) + i + 1)
+
+    with_bar(progress, "sweep" + (f", {rounds} rounds" if rounds > 1 else ""),
+             rounds * len(backends), every_sweep)
     return results.Sweep(workload=spec.name, config={**config, "workload_spec": spec.to_dict()},
                          results=entries, ratios=results.sweep_ratios(entries))

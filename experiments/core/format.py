@@ -3,13 +3,26 @@
 Shared by every experiment's table and headline (each beside the experiment's result type) and
 by the docs writer of ``bench reproduce``, so every generated block rounds and lays out its
 figures the same way.
+
+Terminal tables are laid out by ``rich`` (:func:`text_table`), the library the progress bars use
+too, rather than ``tabulate``: one dependency serves both, and without borders or colour its
+tables are plain text a test can compare and a reader can paste.  Markdown tables
+(:func:`md_table`) go into the docs and stay as GitHub renders them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import io
+import re
+from dataclasses import dataclass
 from typing import Any, Iterator
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 #: the documents one ``bench reproduce`` experiment's steps wrote, by step label: what a table
 #: or headline function reads
@@ -32,22 +45,60 @@ def times(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def text_table(head: list[str], body: list[list[str]]) -> list[str]:
-    """A fixed-width table: numbers right-aligned, text left-aligned, columns as wide as their
-    widest cell, trailing blanks dropped."""
-    widths = [max(len(c) for c in col) for col in zip(head, *body)]
-    numeric = [all(_is_number(r[i]) for r in body) and any(r[i] for r in body)
-               for i in range(len(head))]
+@dataclass(frozen=True)
+class Note:
+    """A table row whose leading cells (``lead``) are followed by one phrase instead of the
+    other cells (``redis  skipped: why``): the phrase widens no column."""
 
-    def line(cs: list[str]) -> str:
-        return "  ".join(c.rjust(w) if n else c.ljust(w)
-                         for c, w, n in zip(cs, widths, numeric)).rstrip()
+    lead: tuple[str, ...]
+    text: str
 
-    return [line(head)] + [line(r) for r in body]
+
+def text_table(head: list[str], body: list[list[str] | Note], *, align: str | None = None,
+               indent: str = "", header: bool = True) -> list[str]:
+    """A terminal table as plain lines: columns as wide as their widest cell, two blanks
+    between them, no borders, no trailing blanks, no colour, never wrapped, so it pastes as it
+    looks and a test can compare it.  ``align`` gives each column's ``l`` or ``r``; by default
+    a column of numbers (cells that are a number, perhaps with a unit such as ``x`` or ``us``,
+    or a ``-`` placeholder) is right-aligned and any other left-aligned.  ``header=False``
+    leaves the heading line out (``head`` still says how many columns there are).
+
+    Laid out by ``rich`` (the library of the progress bars too): each cell is a
+    :class:`rich.text.Text`, so brackets and colons in the data are never read as markup or
+    emoji codes, and wide characters count as wide."""
+    if align is None:
+        rows = [r for r in body if not isinstance(r, Note)]
+        align = "".join("r" if all(_is_number(r[i]) or r[i] in _PLACEHOLDERS for r in rows)
+                        and any(_is_number(r[i]) for r in rows) else "l" for i in range(len(head)))
+    table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 1),
+                  show_header=header, header_style="", highlight=False)
+    for name, side in zip(head, align):
+        table.add_column(Text(name), justify="right" if side == "r" else "left", no_wrap=True)
+    cells = [[*r.lead, *[""] * (len(head) - len(r.lead))] if isinstance(r, Note) else r
+             for r in body]
+    for row in cells:
+        table.add_row(*(Text(c) for c in row))
+    console = Console(file=io.StringIO(), width=100_000, color_system=None, force_terminal=False,
+                      no_color=True, highlight=False, markup=False, emoji=False, soft_wrap=False)
+    with console.capture() as captured:
+        console.print(table)
+    lines = [ln.rstrip() for ln in captured.get().splitlines()]
+    widths = [max(map(cell_len, col), default=0) for col in zip(*([head] if header else []), *cells)]
+    for i, r in enumerate(body, int(header)):
+        if isinstance(r, Note):  # the lead as laid out, padded to its last column's end
+            end = sum(widths[:len(r.lead)]) + 2 * (len(r.lead) - 1)
+            lines[i] = (lines[i] + " " * (end - cell_len(lines[i])) + "  " + r.text).rstrip()
+    return [indent + ln if ln else ln for ln in lines]
+
+
+#: cells that stand for "no figure" in a column of numbers
+_PLACEHOLDERS = ("", "-", "–")
+_NUMBER = re.compile(r"[-+]?(\d[\d,]*(\.\d+)?|\.\d+)([eE][-+]?\d+)?(x|us|µs|ms|s|%)?")
 
 
 def _is_number(text: str) -> bool:
-    return not text or text.split()[0].replace(",", "").replace(".", "", 1).isdigit()
+    words = text.split()
+    return bool(words) and _NUMBER.fullmatch(words[0]) is not None
 
 
 def md_table(head: list[str], rows: list[list[str]]) -> list[str]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 from dataclasses import replace
 from typing import Any, Callable, Iterator
@@ -29,11 +28,12 @@ from typing import Any, Callable, Iterator
 from backends import Backend
 from workloads import core, runner
 from workloads.runner import PhaseResult
-from workloads.status import HdrLogs
+from workloads.status import STDERR, HdrLogs
 
 from experiments.core import results
 from experiments.core.document import load
-from experiments.core.spec import ProgressFactory, RunResult, RunSpec, SpecError, no_progress
+from experiments.core.spec import (ProgressFactory, RunResult, RunSpec, SpecError, no_progress,
+                                   with_bar)
 
 PhaseObserver = Callable[[str, PhaseResult], None]
 
@@ -107,15 +107,6 @@ def _run_clients(spec: RunSpec) -> runner.ClientSettings:
     return spec.clients
 
 
-def _phase(progress: ProgressFactory, label: str, total: int | None,
-           work: Callable[[Callable[[int], None]], PhaseResult]) -> PhaseResult:
-    bar = progress(label, total)
-    try:
-        return work(bar.update)
-    finally:
-        bar.close()
-
-
 def _hdr_logs(spec: RunSpec) -> Any:
     """The phase's HdrHistogram logs, or None; a load alone and a run alone each write theirs,
     as YCSB's ``load`` and ``run`` do (a run after a load in one invocation overwrites)."""
@@ -124,7 +115,7 @@ def _hdr_logs(spec: RunSpec) -> Any:
 
 def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver) -> RunResult:
     options = dict(spec.options)
-    status: dict[str, Any] = {"status_interval": spec.status_interval, "status_out": sys.stderr}
+    status: dict[str, Any] = {"status_interval": spec.status_interval, "status_out": STDERR}
     phases: dict[str, PhaseResult] = {}
     baseline = None
     with data_dir(spec.backend_class, options) as path:
@@ -134,7 +125,7 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
             if not spec.skip_load:
                 logs = _hdr_logs(spec) if spec.skip_run else None
                 try:
-                    phases["load"] = _phase(
+                    phases["load"] = with_bar(
                         progress, "load", spec.workload.inserts(), lambda update: runner.load(
                             store, workload, batch=spec.clients.load_batch,
                             threads=spec.load_threads, progress=update, hdr_logs=logs,
@@ -158,7 +149,7 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                                        progress=progress)
             logs = _hdr_logs(spec)
             try:
-                phases["run"] = _phase(progress, "run", clients.operations, lambda update:
+                phases["run"] = with_bar(progress, "run", clients.operations, lambda update:
                                        runner.run(store, workload, clients, progress=update,
                                                   hdr_logs=logs, **status))
             finally:
@@ -192,13 +183,13 @@ def _in_processes(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserv
         finally:
             store.close()
     clients = _run_clients(spec)
-    bar = progress("run", clients.operations)
-    try:
-        own_load, phases["run"] = parallel.run_processes(
+
+    def work(update: Callable[[int], None]) -> tuple[PhaseResult | None, PhaseResult]:
+        return parallel.run_processes(
             spec.backend_class, spec.options, spec.workload, clients, processes=spec.processes,
-            progress=bar.update, status_interval=spec.status_interval, status_out=sys.stderr)
-    finally:
-        bar.close()
+            progress=update, status_interval=spec.status_interval, status_out=STDERR)
+
+    own_load, phases["run"] = with_bar(progress, "run", clients.operations, work)
     if own_load is not None:
         phases = {"load": own_load, **phases}
     for name, phase in phases.items():

@@ -14,7 +14,7 @@ progress bar on stderr), so experiments never decide how, or whether, progress i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from backends import Backend, backend_class
 from workloads.core import WorkloadSpec
@@ -51,6 +51,20 @@ class _Silent:
 def no_progress(_label: str, _total: int | None) -> Bar:
     """The progress factory that shows nothing."""
     return _Silent()
+
+
+T = TypeVar("T")
+
+
+def with_bar(progress: ProgressFactory, label: str, total: int | None,
+             work: Callable[[Callable[[int], None]], T]) -> T:
+    """``work(update)`` under a bar of ``total`` units labelled ``label``, closed however
+    ``work`` ends (a bar left open would stay on the terminal under the report)."""
+    bar = progress(label, total)
+    try:
+        return work(bar.update)
+    finally:
+        bar.close()
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Each table is built from the same JSON document that is written beside it
 
 from __future__ import annotations
 
+from experiments.core.format import Note, text_table
 from experiments.core.results import Compare, Ratio, Sweep
 
 
@@ -16,22 +17,21 @@ def compare_table(doc: Compare) -> list[str]:
     ran = [e for e in doc.results if not e.skipped]
     op_names = sorted({n for e in ran for n in e.ran()})
     first = ran[0].backend if ran else ""
-    head = f"{'backend':<12} {'ops/s':>10} {'first/this':>10}"
-    for n in op_names:
-        head += f" {n + ' p50':>14} {n + ' p99':>14}"
-    lines = [head]
+    head = ["backend", "ops/s", "first/this"] + [f"{n} {q}" for n in op_names for q in ("p50", "p99")]
     medians = {r.over: r.median for r in doc.ratios or []}
+    body: list[list[str] | Note] = []
     for e in doc.results:
         if e.skipped:
-            lines.append(f"{e.backend:<12} skipped: {e.skipped}")
+            body.append(Note((e.backend,), f"skipped: {e.skipped}"))
             continue
         ratio = 1.0 if e.backend == first else medians.get(
             e.backend, ran[0].throughput_ops_sec / e.throughput_ops_sec if e.throughput_ops_sec else 0.0)
-        row = f"{e.backend:<12} {e.throughput_ops_sec:>10.1f} {ratio:>9.3g}x"
+        row = [e.backend, f"{e.throughput_ops_sec:.1f}", f"{ratio:.3g}x"]
         for n in op_names:
             s = e.ran().get(n)
-            row += (f" {s.p50_us:>11}us {s.p99_us:>11}us" if s else f" {'-':>14} {'-':>14}")
-        lines.append(row)
+            row += [f"{s.p50_us}us", f"{s.p99_us}us"] if s else ["-", "-"]
+        body.append(row)
+    lines = text_table(head, body, align="l" + "r" * (len(head) - 1))
     if len(ran) > 1:
         lines.append(f"first/this: {first}'s throughput over each backend's"
                      + (" (the median of each round's ratio, as [RATIO])" if doc.ratios else ""))
@@ -42,23 +42,25 @@ def sweep_table(doc: Sweep) -> list[str]:
     """One row per sweep point: backend, target/threads, throughput, mean/p50/p99 latency
     (and the round, for ``--rounds``)."""
     rounds = any(e.round is not None for e in doc.results)
-    lines = [("round " if rounds else "")
-             + f"{'backend':<12} {'target':>8} {'threads':>7} {'ops/s':>10} {'mean us':>10} "
-             f"{'p50 us':>8} {'p99 us':>8} {'int.mean us':>12} {'int.p99 us':>11}"]
+    head = ["backend", "target", "threads", "ops/s", "mean us", "p50 us", "p99 us", "int.mean us",
+            "int.p99 us"]
+    body: list[list[str] | Note] = []
     for e in doc.results:
         p = e.params
-        target = f"{p.target:.0f}" if p.target else "-"
-        threads = p.threads if p.threads is not None else 1
-        head = f"{e.round if e.round is not None else '':>5} " if rounds else ""
+        lead = [e.backend, f"{p.target:.0f}" if p.target else "-",
+                str(p.threads if p.threads is not None else 1)]
+        if rounds:
+            lead.insert(0, str(e.round) if e.round is not None else "")
         if e.skipped:
-            lines.append(f"{head}{e.backend:<12} {target:>8} {threads:>7} skipped: {e.skipped}")
+            body.append(Note(tuple(lead), f"skipped: {e.skipped}"))
             continue
         o, i = e.overall, e.intended
-        lines.append(f"{head}{e.backend:<12} {target:>8} {threads:>7} "
-                     f"{e.throughput_ops_sec:>10.1f} {o.mean_us or 0:>10.1f} "
-                     f"{o.p50_us or 0:>8} {o.p99_us or 0:>8}"
-                     + (f" {i.mean_us:>12.1f} {i.p99_us:>11}" if i and i.count else ""))
-    return lines
+        body.append(lead + [f"{e.throughput_ops_sec:.1f}", f"{o.mean_us or 0:.1f}",
+                            str(o.p50_us or 0), str(o.p99_us or 0)]
+                    + ([f"{i.mean_us:.1f}", str(i.p99_us)] if i and i.count else ["", ""]))
+    if rounds:
+        head.insert(0, "round")
+    return text_table(head, body, align="r" * rounds + "l" + "r" * (len(head) - 1 - rounds))
 
 
 def ratio_lines(ratios: list[Ratio]) -> list[str]:

@@ -41,6 +41,22 @@ class Target:
     met: bool
 
 
+@dataclass
+class Chart:
+    """A chart the run drew and ``bench reproduce`` publishes, and what it was drawn from: the
+    digests that let a test tell that a chart in the docs is this run's and no other's
+    (:func:`experiments.reproduce.docs.chart_problems`)."""
+
+    #: where the run wrote it (``out/NAME*.png``; published as ``img/<its name>``)
+    png: str
+    #: SHA-256 of the PNG file
+    sha256: str
+    #: the document it was drawn from: a command's JSON, or ``out/NAME.json`` for a chart of all
+    source: str
+    #: digest of that document's content (:func:`experiments.reproduce.docs.digest_json`)
+    source_sha256: str
+
+
 @dataclass(kw_only=True)
 class Reproduce(Document):
     """``ckptbench.reproduce/1``: one experiment, its commands in order and its table."""
@@ -73,6 +89,10 @@ class Reproduce(Document):
     #: that run started (absent: every step ran in this one)
     reused: list[str] | None = optional()
     reused_from: str | None = optional()
+    #: digest of every command's document (:meth:`documents`): what the table was made from
+    run_sha256: str | None = optional()
+    #: the charts published beside the table, each with its source
+    charts: list[Chart] | None = optional()
 
     def missed(self) -> list[str]:
         """The targets this run did not meet."""

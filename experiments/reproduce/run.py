@@ -34,6 +34,7 @@ from experiments.audit import runner as audit
 from experiments.core.document import cpu_model
 from experiments.core.format import collect_targets
 from experiments.core.results import ensure_parent, write_json
+from experiments.reproduce import docs as reproduce_docs
 from experiments.reproduce import state, tables
 from experiments.reproduce.result import Reproduce, StepRun, Target
 from experiments.spark import matrix_result
@@ -441,6 +442,8 @@ def run_experiment(exp: Experiment, out: str, quick: bool, say: Callable[[str], 
             if exp.chart is not None:
                 doc.chart = os.path.join(out, f"{exp.name}.png")
                 exp.chart(doc.documents(), doc.chart)
+            doc.run_sha256 = reproduce_docs.digest_json(doc.documents())
+            doc.charts = reproduce_docs.charts_of(doc, os.path.join(out, f"{exp.name}.json"))
             if failures:  # published, and still a failure of the run
                 doc.error = f"{len(failures)} of {len(runs)} steps failed: " + "; ".join(failures)
         except Exception as exc:  # noqa: BLE001 - a document the table cannot read is a failure
@@ -464,8 +467,6 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
     failure.  ``rerun``: run only these steps of the one selected experiment and take the
     others over from its earlier ``out/NAME.json`` (:func:`reusable`; the docs' note says so)."""
     from experiments.report import page
-
-    from experiments.reproduce import docs as reproduce_docs
 
     registry = EXPERIMENTS if registry is None else registry
     say = say or (lambda text: print(text, file=sys.stderr, flush=True))

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.core.document import Document, Environment
+from experiments.core.format import text_table
 
 SCHEMA = "ckptbench.advise/1"
 DEFAULT_JSON = "results/advise.json"
@@ -399,17 +400,16 @@ def curve(entry: Advice, mtbf_s: float, points: int = 60) -> tuple[list[float], 
 def format_table(doc: Advise) -> str:
     head = ("rank", "protocol/backend", "C ms", "R ms", "events/s", "per-event %", "T_opt", "interval",
             "overhead %", "recovery", "keeps up", "meets RTO")
-    lines = [head]
+    lines = []
     for a in doc.ranking:
-        lines.append((str(a.rank), a.name, f"{a.cost_ms:.1f}",
+        lines.append([str(a.rank), a.name, f"{a.cost_ms:.1f}",
                       f"{a.restart_ms:.0f}" if a.recovery_measured else "–",
                       f"{a.throughput:,.0f}", f"{a.per_event * 100:.2f}" if a.per_event_measured else "–",
                       format_duration(a.optimal_interval_s),
                       format_duration(a.interval_s), f"{a.overhead * 100:.3f}",
                       format_duration(a.expected_recovery_s), "yes" if a.sustains_rate else "no",
-                      "–" if a.meets_rto is None else ("yes" if a.meets_rto else "no")))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+                      "–" if a.meets_rto is None else ("yes" if a.meets_rto else "no")])
+    return "\n".join(text_table(list(head), lines))
 
 
 def advise_lines(doc: Advise) -> list[str]:

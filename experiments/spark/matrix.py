@@ -58,6 +58,7 @@ from spark_integration.state_size import parse_state_size
 
 from experiments.core import results
 from experiments.core.compare import median_spread
+from experiments.core.format import text_table
 from experiments.spark.matrix_result import Matrix, RoundRun, Row, Spread, WarmupRun
 from experiments.spark.session import spark_session
 
@@ -342,18 +343,17 @@ def format_table(rows: list[Row]) -> str:
     refs = references()
     head = ("protocol", "backend", "events/s", "range", *(f"x {ref}" for ref in refs), "ckpt ms",
             "recovery ms", "ckpts", "ckpt MB", "logged MB", "ExactlyOnce")
-    lines = [head]
+    lines = []
     for r in rows:
         eo = MISSING if r.exactly_once is None else str(r.exactly_once).lower()
         work = r.work or {}
         mb = lambda k: _num(work[k] / 1e6 if k in work else None, ".2f")  # noqa: E731
-        lines.append((r.protocol, r.backend, _num(r.throughput, ",.0f"),
+        lines.append([r.protocol, r.backend, _num(r.throughput, ",.0f"),
                       _spread(r, "throughput", ",.0f"),
                       *(_num(r.ratio.get(ratio_key(ref)), ".2f") for ref in refs),
                       _num(r.checkpoint_ms, ".1f"), _num(r.recovery_ms, ".0f"),
-                      _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo))
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(head))]
-    out = "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+                      _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo])
+    out = "\n".join(text_table(list(head), lines))
     skips = [f"{label(r.protocol, r.backend)} skipped: {r.skipped}" for r in rows if r.skipped]
     return "\n".join([out, *skips])
 

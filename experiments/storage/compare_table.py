@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from backends import backend_names
 
-from experiments.core.format import Runs, md_table, num, times
+from experiments.core.format import Note, Runs, md_table, num, text_table, times
 from experiments.storage.compare_result import StorageCompare
 
 
@@ -33,11 +33,9 @@ def table_lines(doc: StorageCompare) -> list[str]:
     # Table 5.1
     lines += ["", "Table 5.1: 10-byte writes into one file, ops/s (ops run/requested; "
               f"per-op-durable runs capped at {doc.config.sync_ops:,})"]
-    head = f"{'ops':>11} {'pattern':<10} {'sync':<4} " + " ".join(f"{n:>18}" for n in names)
-    if base:
-        head += "  " + " ".join(f"{n + '/' + base:>12}" for n in ran if n != base)
-    head += "  seq/rand"
-    lines.append(head)
+    others = [n for n in ran if n != base] if base else []
+    head = ["ops", "pattern", "sync", *names, *(f"{n}/{base}" for n in others), "seq/rand"]
+    body: list[list[str] | Note] = []
     t51 = [r for r in rows if r.section == "table5.1"]
     index = {(r.ops_requested, r.pattern, r.sync_per_op, r.medium): r for r in t51}
     for size in doc.config.sizes:
@@ -47,28 +45,26 @@ def table_lines(doc: StorageCompare) -> list[str]:
                 for n in names:
                     r = index.get((size, pattern, sync, n))
                     if r is None or r.skipped:
-                        cells.append(f"{'skipped':>18}")
+                        cells.append("skipped")
                         continue
                     vals[n] = r.ops_per_sec
-                    mark = f"({r.ops:.0e})" if r.capped else ""
-                    cells.append(f"{_fmt(r.ops_per_sec) + mark:>18}")
-                line = f"{size:>11.0e} {pattern:<10} {'yes' if sync else 'no':<4} " + " ".join(cells)
-                if base:
-                    line += "  " + " ".join(
-                        f"{(vals[n] / vals[base]) if n in vals and vals.get(base) else float('nan'):>12.3f}"
-                        for n in ran if n != base)
+                    cells.append(_fmt(r.ops_per_sec) + (f"({r.ops:.0e})" if r.capped else ""))
+                ratios = [f"{(vals[n] / vals[base]) if n in vals and vals.get(base) else float('nan'):.3f}"
+                          for n in others]
+                seq_rand = ""
                 if pattern == "random":
                     seq = {n: index.get((size, "sequential", sync, n)) for n in names}
-                    ratios = [f"{n}:{seq[n].ops_per_sec / vals[n]:.3g}x" for n in vals
-                              if seq[n] and not seq[n].skipped and vals[n]]
-                    line += "  " + " ".join(ratios)
-                lines.append(line)
+                    seq_rand = " ".join(f"{n}:{seq[n].ops_per_sec / vals[n]:.3g}x" for n in vals
+                                        if seq[n] and not seq[n].skipped and vals[n])
+                body.append([f"{size:.0e}", pattern, "yes" if sync else "no", *cells, *ratios,
+                             seq_rand])
+    lines += text_table(head, body, align="rll" + "r" * (len(names) + len(others)) + "l")
 
     # write-heavy
     wh = [r for r in rows if r.section == "write-heavy"]
     lines += ["", "write-heavy (90% update/10% read, 1 KB, 1,000 PEs, durability=sync): ops/s, "
               "p50/p99 µs; ratio indexed_fs/default_fs (thesis on NFS: 4.85x)"]
-    lines.append(f"{'medium':<10} {'threads':>7} {'default_fs':>28} {'indexed_fs':>28} {'idx/def':>8}")
+    body = []
     for n in names:
         for t in doc.config.threads:
             cell, tp = {}, {}
@@ -83,20 +79,20 @@ def table_lines(doc: StorageCompare) -> list[str]:
                 cell[b] = f"{_fmt(tp[b])} ({_fmt(o.p50_us)}/{_fmt(o.p99_us)})"
             ratio = (f"{tp['indexed_fs'] / tp['default_fs']:.2f}x"
                      if tp.get("default_fs") and "indexed_fs" in tp else "-")
-            lines.append(f"{n:<10} {t:>7} {cell['default_fs']:>28} {cell['indexed_fs']:>28} "
-                         f"{ratio:>8}")
+            body.append([n, str(t), cell["default_fs"], cell["indexed_fs"], ratio])
+    lines += text_table(["medium", "threads", "default_fs", "indexed_fs", "idx/def"], body,
+                        align="lrrrr")
 
     # recovery
     rec = [r for r in rows if r.section == "recovery"]
     if rec:
         lines += ["", f"recovery: indexed_fs open time, {rec[0].keys:,} keys of 40 bytes (ms)"]
-        lines.append(f"{'medium':<10} {'after clean close':>18} {'after crash':>12} {'crash/clean':>12}")
-        for r in rec:
-            if r.skipped:
-                lines.append(f"{r.medium:<10} skipped: {r.skipped}")
-                continue
-            c, k = r.open_after_clean_ms, r.open_after_crash_ms
-            lines.append(f"{r.medium:<10} {c:>18.1f} {k:>12.1f} {k / c if c else 0:>11.1f}x")
+        lines += text_table(
+            ["medium", "after clean close", "after crash", "crash/clean"],
+            [Note((r.medium,), f"skipped: {r.skipped}") if r.skipped else
+             [r.medium, f"{r.open_after_clean_ms:.1f}", f"{r.open_after_crash_ms:.1f}",
+              f"{r.open_after_crash_ms / r.open_after_clean_ms if r.open_after_clean_ms else 0:.1f}x"]
+             for r in rec], align="lrrr")
 
     # rpc
     rpc = [r for r in rows if r.section == "rpc"]
@@ -104,13 +100,12 @@ def table_lines(doc: StorageCompare) -> list[str]:
               "proxy; HDFS: WebHDFS HTTP requests to NameNode and DataNode, counted by the client)"]
     if not rpc:
         lines.append("  no NFS or HDFS medium")
-    for r in rpc:
-        if r.skipped:
-            lines.append(f"  {r.medium:<8} {r.operation:<45} skipped: {r.skipped}")
-        else:
-            unit = "HTTP/op" if r.kind == "hdfs" else "RPCs/op"
-            lines.append(f"  {r.medium:<8} {r.operation:<45} {r.rpcs_per_op:>6.2f} "
-                         f"{unit}  ({r.ops_per_sec:,.0f} ops/s, {r.ops} ops)")
+    lines += text_table(
+        ["medium", "operation", "per op", "unit", "ops/s"],
+        [Note((r.medium, r.operation), f"skipped: {r.skipped}") if r.skipped else
+         [r.medium, r.operation, f"{r.rpcs_per_op:.2f}", "HTTP/op" if r.kind == "hdfs" else "RPCs/op",
+          f"({r.ops_per_sec:,.0f} ops/s, {r.ops} ops)"] for r in rpc],
+        align="llrll", indent="  ", header=False) if rpc else []
     lines += ["", doc.thesis]
     return lines
 

@@ -33,7 +33,7 @@ from workloads.runner import PhaseResult, VerifyResult
 from experiments.storage import crash
 from experiments.core.results import Reopen
 from experiments.core.run import data_dir
-from experiments.core.spec import ProgressFactory, SpecError, no_progress
+from experiments.core.spec import ProgressFactory, SpecError, no_progress, with_bar
 
 
 @dataclass
@@ -117,18 +117,15 @@ def recovery(backend: str, options: dict[str, Any], *, records: int, value_size:
     phases: dict[str, PhaseResult] = {}
     loaded = None
     with data_dir(backend_class(backend), options):
-        if crash_load:
-            loaded = crash.load_then_kill(backend, options, records, value_size, seed=seed,
-                                          batch=load_batch, flush=False)
+        if crash_load:  # the child counts its keys where the bar can read them
+            loaded = with_bar(progress, "load", records, lambda update: crash.load_then_kill(
+                backend, options, records, value_size, seed=seed, batch=load_batch, flush=False,
+                progress=update))
         else:
             store = open_backend(backend, **options)
             try:
-                bar = progress("load", records)
-                try:
-                    phases["load"] = runner.load(store, workload, batch=load_batch,
-                                                 value_for=value_for, progress=bar.update)
-                finally:
-                    bar.close()
+                phases["load"] = with_bar(progress, "load", records, lambda update: runner.load(
+                    store, workload, batch=load_batch, value_for=value_for, progress=update))
             finally:
                 store.close()
         rounds = timed_reopens(backend, options, reopens) if reopens > 1 else []
@@ -136,12 +133,8 @@ def recovery(backend: str, options: dict[str, Any], *, records: int, value_size:
         if rounds:
             open_ms = statistics.median(rounds)
         try:
-            bar = progress("verify", records)
-            try:
-                verified = runner.verify(store, workload.load_keys(), value_for, eager=eager,
-                                         progress=bar.update)
-            finally:
-                bar.close()
+            verified = with_bar(progress, "verify", records, lambda update: runner.verify(
+                store, workload.load_keys(), value_for, eager=eager, progress=update))
             stats = store.stats()
         finally:
             store.close()
@@ -188,12 +181,9 @@ def reopen_and_verify(backend: str, options: dict[str, Any], result: ck.Checkpoi
     store, open_ms = _reopen(backend, options)
     try:
         keys = [k for k in result.first_use if k in result.last_written]
-        bar = progress("recover", len(keys))
-        try:
-            verified = runner.verify(store, keys, result.last_written.__getitem__, eager=eager,
-                                     name="RECOVERY-READ", progress=bar.update)
-        finally:
-            bar.close()
+        verified = with_bar(progress, "recover", len(keys), lambda update: runner.verify(
+            store, keys, result.last_written.__getitem__, eager=eager, name="RECOVERY-READ",
+            progress=update))
     finally:
         store.close()
     return Recovery(True, eager, open_ms, verified)
@@ -215,10 +205,7 @@ def checkpoint(backend: str, options: dict[str, Any], spec: ck.CheckpointSpec, *
                                                            eager=eager, progress=progress))
         store = open_backend(backend, **options)
         try:
-            bar = progress("checkpoint", spec.events)
-            try:
-                return CheckpointRun(ck.run_checkpoint(store, spec, progress=bar.update))
-            finally:
-                bar.close()
+            return CheckpointRun(with_bar(progress, "checkpoint", spec.events, lambda update:
+                                          ck.run_checkpoint(store, spec, progress=update)))
         finally:
             store.close()

@@ -25,6 +25,7 @@ from experiments.storage import recovery
 from experiments.core import results
 from experiments.report import tables
 from experiments.core.document import Document, load
+from experiments.core.format import Note, text_table
 from experiments.storage.thesis_result import Fig42Row, Fig45Row, Fig47Row, Table52Row, Thesis
 
 D = TypeVar("D", bound=Document)
@@ -55,6 +56,11 @@ THESIS = {
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+def _print_table(head: list[str], body: list[list[str] | Note], align: str | None = None) -> None:
+    """An experiment's table on stdout (its progress lines go to stderr)."""
+    print("\n".join(text_table(head, body, align=align)), flush=True)
 
 
 def backend_options(backend: str) -> dict[str, Any]:
@@ -135,9 +141,9 @@ def fig42(out_dir: str, quick: bool) -> Thesis:
             shutil.rmtree(tmp, ignore_errors=True)
     doc = Thesis(experiment="fig4.2", quick=quick, rows=rows)
     plots.plot_fig42(doc, os.path.join(out_dir, "fig4.2.png"))
-    print(f"{'PEs':>9} {'open after crash ms':>20} {'open after clean ms':>20}")
-    for r in rows:
-        print(f"{r.pes:>9} {r.open_after_crash_ms:>20.1f} {r.open_after_clean_ms:>20.1f}")
+    _print_table(["PEs", "open after crash ms", "open after clean ms"],
+                 [[str(r.pes), f"{r.open_after_crash_ms:.1f}", f"{r.open_after_clean_ms:.1f}"]
+                  for r in rows])
     return doc
 
 
@@ -178,15 +184,11 @@ def fig45(out_dir: str, quick: bool) -> Thesis:
     ran = [r for r in rows if not r.skipped]
     doc = Thesis(experiment="fig4.5", quick=quick, spec=spec, rows=rows)
     plots.plot_fig45(doc, os.path.join(out_dir, "fig4.5.png"))
-    print(f"{'backend':<12} {'write mean us':>14} {'write p99 us':>13} {'read mean us':>13} "
-          f"{'read p99 us':>12} {'dropped':>8} {'open ms':>8}")
-    for r in rows:
-        if r.skipped:
-            print(f"{r.backend:<12} skipped: {r.skipped}")
-            continue
-        print(f"{r.backend:<12} {r.write.mean_us:>14.0f} {r.write.p99_us:>13} "
-              f"{r.read.mean_us:>13.1f} {r.read.p99_us:>12} "
-              f"{r.checkpoint.dropped:>8} {r.open_ms:>8.1f}")
+    _print_table(["backend", "write mean us", "write p99 us", "read mean us", "read p99 us",
+                  "dropped", "open ms"],
+                 [Note((r.backend,), f"skipped: {r.skipped}") if r.skipped else
+                  [r.backend, f"{r.write.mean_us:.0f}", str(r.write.p99_us), f"{r.read.mean_us:.1f}",
+                   str(r.read.p99_us), str(r.checkpoint.dropped), f"{r.open_ms:.1f}"] for r in rows])
     by = {r.backend: r for r in ran}
     if "default_fs" in by and "indexed_fs" in by:
         wr = by["default_fs"].write.mean_us / by["indexed_fs"].write.mean_us
@@ -225,9 +227,9 @@ def fig47(out_dir: str, quick: bool) -> Thesis:
     doc = Thesis(experiment="fig4.7", quick=quick, events=events, rate=rate, queue=queue,
                  rows=rows)
     plots.plot_fig47(doc, os.path.join(out_dir, "fig4.7.png"))
-    print(f"{'backend':<12} {'PEs':>9} {'ckpt/s':>9} {'written':>8} {'dropped':>8}")
-    for r in rows:
-        print(f"{r.backend:<12} {r.pes:>9} {r.write_rate:>9.0f} {r.written:>8} {r.dropped:>8}")
+    _print_table(["backend", "PEs", "ckpt/s", "written", "dropped"],
+                 [[r.backend, str(r.pes), f"{r.write_rate:.0f}", str(r.written), str(r.dropped)]
+                  for r in rows])
     return doc
 
 
@@ -269,17 +271,18 @@ def table52(out_dir: str, quick: bool) -> Thesis:
         for r in f47.rows:
             q = rows[r.backend].queue_ckpt_sec_by_pes = rows[r.backend].queue_ckpt_sec_by_pes or {}
             q[str(r.pes)] = r.write_rate
-    print(f"{'backend':<11} {'dependency':<18} {'durability':<40} {'max ops/s':>9} "
-          f"{'write us':>9} {'read us':>8} {'queue ckpt/s (PEs)':<24}")
+    body: list[list[str] | Note] = []
     for b, r in rows.items():
         dep, dur = r.dependency, r.durability
         qtext = " ".join(f"{v:.0f}({k})" for k, v in (r.queue_ckpt_sec_by_pes or {}).items())
         if r.skipped and r.write_mean_us is None:
-            print(f"{b:<11} {dep:<18} {dur:<40} skipped: {r.skipped[:60]}")
+            body.append(Note((b, dep, dur), f"skipped: {r.skipped[:60]}"))
             continue
         mx, wr, rd = r.max_write_heavy_ops_sec, r.write_mean_us, r.read_mean_us
-        print(f"{b:<11} {dep:<18} {dur:<40} {f'{mx:.0f}' if mx else '-':>9} "
-              f"{f'{wr:.0f}' if wr else '-':>9} {f'{rd:.1f}' if rd else '-':>8} {qtext:<24}")
+        body.append([b, dep, dur, f"{mx:.0f}" if mx else "-", f"{wr:.0f}" if wr else "-",
+                     f"{rd:.1f}" if rd else "-", qtext])
+    _print_table(["backend", "dependency", "durability", "max ops/s", "write us", "read us",
+                  "queue ckpt/s (PEs)"], body, align="lllrrrl")
     return Thesis(experiment="table5.2", rows=list(rows.values()))
 
 
