@@ -72,6 +72,9 @@ def check(args: argparse.Namespace) -> Any:
 
     from experiments.spark import state_sweep as sweep
 
+    if args.json == "-":
+        raise UsageError("--json -: the sweep rewrites its JSON after every run and keeps each run's "
+                         "own beside it; give a file, e.g. --json results/state-sweep.json")
     stores, layouts = names(args.stores), names(args.layouts)
     for store in stores or ():
         backend_class(store)  # UnknownBackendError lists the valid names

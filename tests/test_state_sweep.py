@@ -168,12 +168,14 @@ def test_slopes_tables_and_a_failed_point_that_is_shown_failed_never_zero(tmp_pa
     (["--sizes", "16KiB,32KiB"], "give sizes of at least"),
     (["--sizes", "16MiB", "--dirty", "none"], "at least two sizes"),
     (["--stores", "memory"], "keeps nothing across the injected failure"),
+    (["--json", "-"], "give a file"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys, args, says):
     from bench import cli
 
+    outputs = ["--json", str(tmp_path / "s.json")] if "--json" not in args else []
     try:
-        code = cli.main(["state-sweep", *args, "--json", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")])
+        code = cli.main(["state-sweep", *args, *outputs, "--plot", str(tmp_path / "s.png")])
     except SystemExit as exc:  # argparse's own (a value of the wrong type): the same one line
         code = exc.code
     err = capsys.readouterr().err
