@@ -201,3 +201,11 @@ def test_a_real_sweep_of_three_sizes_writes_json_plot_and_slopes(tmp_path):
     assert doc.slope("indexed_fs/chunks", SIZE, "CheckpointBytes") is not None
     assert (tmp_path / "sweep.png").stat().st_size > 0
     assert (tmp_path / "sweep" / "indexed_fs-chunks-1MiB.json").exists()
+
+
+def test_a_steeper_bend_says_what_the_store_held_against_the_machines_memory():
+    pts = [_point("indexed_fs", "chunks", s) for s in (16 * MiB, 64 * MiB, 256 * MiB, 1 * GiB)]
+    pts[-1].metrics.update({"RecoveryTime(ms)": 1e6, "StoreBytes": 4.2e9})  # a cliff at the last size
+    text = "\n".join(text_report(_doc(pts)))
+    assert ("indexed_fs/chunks recovery: from 256 MiB to 1 GiB slope" in text
+            and "steeper" in text and "the store held 4.20 GB at 1 GiB" in text)

@@ -247,9 +247,19 @@ def bend_lines(doc: StateSweep, against: str = SIZE) -> list[str]:
             how = ("steeper: the cost grows faster here than the fit (what a page cache or a "
                    "server's memory running out looks like)" if b.steeper else
                    "flatter: a cost that does not grow with the state dominates here")
+            held = _store_bytes_at(doc, f"{s.store}/{s.layout}", b.x_to) if against == SIZE else None
+            if held and doc.conditions.memory_bytes:
+                how += (f"; the store held {num(held / 1e9)} GB at {show(b.x_to)}, against the "
+                        f"machine's {num(doc.conditions.memory_bytes / 1e9)} GB of memory")
             out.append(f"{s.store}/{s.layout} {names.get(s.metric, s.metric)}: from {show(b.x_from)} "
                        f"to {show(b.x_to)} slope {b.slope:.2f} against the fit's {b.fitted:.2f}: {how}")
     return out
+
+
+def _store_bytes_at(doc: StateSweep, line: str, state_bytes: float) -> float | None:
+    """What the store held (``StoreBytes``) at the size sweep's point of ``state_bytes``."""
+    return next((p.value("StoreBytes") for p in doc.of(SIZE, line) if p.ok and p.state_bytes == state_bytes),
+                None)
 
 
 def _about(doc: StateSweep) -> list[str]:
