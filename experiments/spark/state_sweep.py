@@ -63,8 +63,6 @@ CAPS: dict[str, tuple[int, str]] = {
     "redis": (1 * GiB, "Redis holds every checkpoint the job keeps in memory (the full one and its "
                        "increments, several times the live state), which at 4 GiB of state would "
                        "not fit in this machine's memory beside the job's own copies"),
-    "hbase": (1 * GiB, "HBase takes every byte through one Thrift gateway with a 256 MiB heap "
-                       "shared by its clients"),
 }
 #: micro-batches per checkpoint interval, intervals after the load, the failure's offset in K
 BATCHES_PER_INTERVAL = 4
