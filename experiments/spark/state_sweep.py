@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from backends import backend_class
 from spark_integration.layouts.registry import layout_names
 
 from experiments.core import results
@@ -147,16 +148,11 @@ def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str
     """The sweep the options ask for; ``None``: the full or quick default."""
     stores = stores or list(QUICK_STORES if quick else STORES)
     return Plan(lines=default_lines(stores, layouts, quick),
-                sizes=tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES)),
-                dirty=tuple(dirty if dirty is not None else (QUICK_DIRTY_FRACTIONS if quick else DIRTY_FRACTIONS)),
+                sizes=tuple(sorted(set(sizes or (QUICK_SIZES if quick else FULL_SIZES)))),
+                dirty=tuple(sorted(set(dirty if dirty is not None else
+                                       (QUICK_DIRTY_FRACTIONS if quick else DIRTY_FRACTIONS)))),
                 dirty_size=dirty_size or (QUICK_DIRTY_SIZE if quick else DIRTY_SIZE),
                 state_bytes=state_bytes, quick=quick)
-
-
-def keeps_a_directory(store: str) -> bool:
-    from backends import backend_class
-
-    return backend_class(store).keeps_a_directory()
 
 
 def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, document: str) -> list[str]:
@@ -167,7 +163,7 @@ def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, documen
             "--skew", f"load+hot:1:{hot}", "--events", str((1 + STEADY_INTERVALS) * keys),
             "--batch", str(batch), "--interval", str(BATCHES_PER_INTERVAL),
             "--fail-at", str(int(FAIL_AT_K * keys)), "--cold-restore", "--verify",
-            *(["--medium", "local"] if keeps_a_directory(store) else []), "--json", document]
+            *(["--medium", "local"] if backend_class(store).keeps_a_directory() else []), "--json", document]
 
 
 def label(sweep: str, store: str, layout: str, keys: int, hot: int, state_bytes: int) -> str:
