@@ -82,6 +82,7 @@ def test_quick_has_three_sizes_on_three_stores_in_chunks_and_runs_the_dirty_hund
 
 def test_the_full_sweep_covers_every_store_and_layout_and_caps_redis_saying_why():
     p = sweep.plan()
+    assert p.full and not sweep.plan(quick=True).full and not sweep.plan(sizes=[16 * MiB, 64 * MiB]).full
     lines = set(p.lines)
     assert {("indexed_fs", "chunks"), ("indexed_fs", "per-key"), ("indexed_fs", "changelog")} <= lines
     assert {s for s, _ in lines} == set(sweep.STORES)
@@ -120,7 +121,7 @@ def _point(store, layout, size, hot=1.0, p50=None, error=None):
 
 
 def _doc(points, quick=False):
-    doc = StateSweep(quick=quick, lines=["indexed_fs/chunks", "redis/chunks"], points=points,
+    doc = StateSweep(quick=quick, full=not quick, lines=["indexed_fs/chunks", "redis/chunks"], points=points,
                      conditions=Conditions(job="wordcount", protocol="coordinated", state_bytes_per_key=1024,
                                            sizes=[16 * MiB, 64 * MiB, 256 * MiB], dirty=[0.01, 0.1, 1.0],
                                            dirty_size=16 * MiB, schedule=sweep.SCHEDULE,
@@ -185,18 +186,19 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_runs(tmp_path, capsys,
 
 # -------------------------------------------------------------------------------- a real run
 @pytest.mark.slow
-def test_a_real_sweep_of_three_sizes_writes_json_plot_and_slopes(tmp_path):
-    """Three sizes on indexed_fs (chunks), each a real ``bench spark`` run with a failure and a
-    cold restore: smaller than ``--quick`` (15 runs) so that it stays under a minute."""
+def test_a_real_sweep_of_two_sizes_writes_json_plot_and_slopes(tmp_path):
+    """Two sizes on indexed_fs (chunks), each a real ``bench spark`` run with a failure and a
+    cold restore: the fewest runs a slope needs (``--quick`` makes 12)."""
     out = tmp_path / "sweep.json"
     proc = subprocess.run([sys.executable, "-m", "bench", "state-sweep", "--stores", "indexed_fs",
-                           "--sizes", "1MiB,2MiB,4MiB", "--dirty", "none", "--json", str(out),
+                           "--layouts", "chunks", "--sizes", "1MiB,4MiB", "--dirty", "none", "--json", str(out),
                            "--plot", str(tmp_path / "sweep.png")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "# Slopes against state size (log-log)" in proc.stdout
+    assert "a sweep its options narrowed, not the full sweep" in proc.stdout
     doc = StateSweep.from_json(json.loads(out.read_text()))
-    assert [p.ok for p in doc.points] == [True] * 3 and doc.lines == ["indexed_fs/chunks"]
+    assert [p.ok for p in doc.points] == [True] * 2 and doc.lines == ["indexed_fs/chunks"]
     assert all(p.metrics["ExactlyOnce"] is True and p.metrics["Failures"] == 1 for p in doc.points)
     assert doc.slope("indexed_fs/chunks", SIZE, "CheckpointBytes") is not None
     assert (tmp_path / "sweep.png").stat().st_size > 0

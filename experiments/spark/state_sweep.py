@@ -17,7 +17,7 @@ only in the state: ``--skew load+hot:1:N`` makes the first ``K`` events visit ev
 (the load, as YCSB's load phase), then sends every event to ``N`` hot keys (key ids ``0..N-1``),
 so ``N / K`` of the state is what an interval can dirty (with ``K`` events an interval, an
 interval dirties about ``1 - e^(-K/N)`` of the hot keys: all of them for a small ``N``, 63 % for
-``N = K``).  Micro-batches of ``K / 4`` events and a checkpoint every 4 of them put the load in
+``N = K``).  Micro-batches of ``K / 2`` events and a checkpoint every 2 of them put the load in
 exactly one interval, so the first checkpoint holds the whole state and the next ones its dirty
 part; ``4 K`` events make 4 checkpoints.  One failure at event ``2.5 K`` makes the recovery load
 the full checkpoint and an increment and replay half an interval; ``--cold-restore`` reads it
@@ -53,7 +53,7 @@ FULL_SIZES = (16 * MiB, 64 * MiB, 256 * MiB, 1 * GiB, 4 * GiB)
 QUICK_SIZES = (4 * MiB, 16 * MiB, 64 * MiB)
 #: hot keys / keys of the dirty sweep, and the size it runs at
 DIRTY_FRACTIONS = (0.001, 0.01, 0.1, 1.0)
-QUICK_DIRTY_FRACTIONS = (0.01, 0.1, 1.0)
+QUICK_DIRTY_FRACTIONS = (0.1, 1.0)
 DIRTY_SIZE, QUICK_DIRTY_SIZE = 256 * MiB, 16 * MiB
 #: the stores of the full sweep (every layout on indexed_fs, chunks on the others) and of --quick
 STORES = ("indexed_fs", "default_fs", "rocksdb", "lmdb", "sqlite", "redis", "minio", "hbase")
@@ -66,7 +66,7 @@ CAPS: dict[str, tuple[int, str]] = {
                        "not fit in this machine's memory beside the job's own copies"),
 }
 #: micro-batches per checkpoint interval, intervals after the load, the failure's offset in K
-BATCHES_PER_INTERVAL = 4
+BATCHES_PER_INTERVAL = 2
 STEADY_INTERVALS = 3
 FAIL_AT_K = 2.5
 SCHEDULE = (f"K keys, --skew load+hot:1:N, {1 + STEADY_INTERVALS} K events in micro-batches of "
@@ -75,7 +75,7 @@ SCHEDULE = (f"K keys, --skew load+hot:1:N, {1 + STEADY_INTERVALS} K events in mi
             f"file store's directory on the local disk (--medium local)")
 #: seconds one run may take before it is stopped and its point marked failed
 FULL_TIMEOUT, QUICK_TIMEOUT = 40 * 60, 10 * 60
-#: the fewest keys a point may have (the micro-batches are K/4 events)
+#: the fewest keys a point may have (the micro-batches are K/2 events)
 MIN_KEYS = 64
 
 
@@ -89,6 +89,8 @@ class Plan:
     dirty_size: int
     state_bytes: int = STATE_BYTES
     quick: bool = False
+    #: every default of the full sweep (no option narrowed it): what "the full sweep" means
+    full: bool = False
 
     def keys(self, size: int) -> int:
         """Keys holding ``size`` bytes of state: a multiple of the micro-batches an interval
@@ -146,13 +148,14 @@ def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str
          sizes: list[int] | None = None, dirty: list[float] | None = None, dirty_size: int | None = None,
          state_bytes: int = STATE_BYTES) -> Plan:
     """The sweep the options ask for; ``None``: the full or quick default."""
+    full = not quick and stores is layouts is sizes is dirty is dirty_size is None and state_bytes == STATE_BYTES
     stores = stores or list(QUICK_STORES if quick else STORES)
     return Plan(lines=default_lines(stores, layouts, quick),
                 sizes=tuple(sorted(set(sizes or (QUICK_SIZES if quick else FULL_SIZES)))),
                 dirty=tuple(sorted(set(dirty if dirty is not None else
                                        (QUICK_DIRTY_FRACTIONS if quick else DIRTY_FRACTIONS)))),
                 dirty_size=dirty_size or (QUICK_DIRTY_SIZE if quick else DIRTY_SIZE),
-                state_bytes=state_bytes, quick=quick)
+                state_bytes=state_bytes, quick=quick, full=full)
 
 
 def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, document: str) -> list[str]:
@@ -222,7 +225,7 @@ def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None) -
     """Every point of ``p`` in order, the document rewritten at ``json_path`` after each."""
     points_dir = points_directory(json_path)
     os.makedirs(points_dir, exist_ok=True)
-    doc = StateSweep(quick=p.quick, lines=[f"{s}/{lay}" for s, lay in p.lines], conditions=Conditions(
+    doc = StateSweep(quick=p.quick, full=p.full, lines=[f"{s}/{lay}" for s, lay in p.lines], conditions=Conditions(
         job="wordcount", protocol="coordinated", state_bytes_per_key=p.state_bytes,
         sizes=[p.keys(s) * p.state_bytes for s in sorted(p.sizes)], dirty=sorted(p.dirty),
         dirty_size=p.keys(p.dirty_size) * p.state_bytes, schedule=SCHEDULE, caps=p.cap_notes(),

@@ -144,6 +144,8 @@ class StateSweep(Document):
 
     quick: bool
     conditions: Conditions
+    #: every default of the full sweep ran (neither --quick nor an option narrowing it)
+    full: bool = False
     #: store/layout, in the order they ran
     lines: list[str] = field(default_factory=list)
     points: list[Point] = field(default_factory=list)
@@ -264,7 +266,8 @@ def _store_bytes_at(doc: StateSweep, line: str, state_bytes: float) -> float | N
 
 def _about(doc: StateSweep) -> list[str]:
     c = doc.conditions
-    size = "`--quick`: a small subset at small sizes, not the full sweep" if doc.quick else "the full sweep"
+    size = ("`--quick`: a small subset at small sizes, not the full sweep" if doc.quick else
+            "the full sweep" if doc.full else "a sweep its options narrowed, not the full sweep")
     memory = f"; the machine has {binary_size(c.memory_bytes)} of memory" if c.memory_bytes else ""
     return [f"{size}: {c.job} under {c.protocol}, {c.state_bytes_per_key} bytes of state a key; "
             f"{c.schedule}{memory}.",
