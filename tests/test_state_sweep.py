@@ -210,4 +210,4 @@ def test_a_steeper_bend_says_what_the_store_held_against_the_machines_memory():
     pts[-1].metrics.update({"RecoveryTime(ms)": 1e6, "StoreBytes": 4.2e9})  # a cliff at the last size
     text = "\n".join(text_report(_doc(pts)))
     assert ("indexed_fs/chunks recovery: from 256 MiB to 1 GiB slope" in text
-            and "steeper" in text and "the store held 4.20 GB at 1 GiB" in text)
+            and "steeper" in text and "the store held 3.91 GiB at 1 GiB, of the machine's 24 GiB" in text)

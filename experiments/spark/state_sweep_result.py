@@ -31,9 +31,11 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("CheckpointP50(ms)", "checkpoint p50"), ("CheckpointP99(ms)", "checkpoint p99"),
     ("RecoveryTime(ms)", "recovery"), ("SpaceAmplification", "space amp."),
     ("CheckpointBytes", "bytes written"), ("SteadyThroughput(events/sec)", "steady events/s"))
+#: a figure of a point computed from its lines (:meth:`Point.steady_bytes`), not printed by the run
+STEADY_BYTES = "SteadyCheckpointBytes"
 #: the metrics fitted against the dirty fraction
 DIRTY_METRICS: tuple[tuple[str, str], ...] = (
-    ("CheckpointP50(ms)", "checkpoint p50"), ("CheckpointBytes", "bytes written"),
+    ("CheckpointP50(ms)", "checkpoint p50"), (STEADY_BYTES, "bytes a steady checkpoint"),
     ("SteadyThroughput(events/sec)", "steady events/s"))
 
 
@@ -87,6 +89,10 @@ class Point:
         return self.error is None and bool(self.metrics)
 
     def value(self, metric: str) -> float | None:
+        """A ``[SPARK]`` line as a number (or :data:`STEADY_BYTES`); ``None`` for a failed run
+        or a line it did not print."""
+        if metric == STEADY_BYTES:
+            return self.steady_bytes()
         v = self.metrics.get(metric) if self.ok else None
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -238,30 +244,28 @@ def slope_rows(doc: StateSweep, against: str = SIZE) -> tuple[list[str], list[li
 
 
 def bend_lines(doc: StateSweep, against: str = SIZE) -> list[str]:
-    """Where a curve bends, one sentence per segment that leaves its line's fit."""
+    """Where a curve bends, one sentence per segment that leaves its line's fit; a steeper one
+    also says what the store held there beside the machine's memory."""
     names = dict(METRICS if against == SIZE else DIRTY_METRICS)
-    show = binary_size if against == SIZE else percent
     out = []
     for s in doc.slopes:
         if s.against != against:
             continue
+        line = f"{s.store}/{s.layout}"
+        at = {(p.state_bytes if against == SIZE else p.dirty): p for p in doc.of(against, line) if p.ok}
+        show = (lambda x: binary_size(at[x].keys * doc.conditions.state_bytes_per_key) if x in at  # noqa: E731
+                else binary_size(x)) if against == SIZE else percent
         for b in s.bends:
             how = ("steeper: the cost grows faster here than the fit (what a page cache or a "
                    "server's memory running out looks like)" if b.steeper else
                    "flatter: a cost that does not grow with the state dominates here")
-            held = _store_bytes_at(doc, f"{s.store}/{s.layout}", b.x_to) if against == SIZE else None
+            held = at[b.x_to].value("StoreBytes") if b.steeper and b.x_to in at else None
             if held and doc.conditions.memory_bytes:
-                how += (f"; the store held {num(held / 1e9)} GB at {show(b.x_to)}, against the "
-                        f"machine's {num(doc.conditions.memory_bytes / 1e9)} GB of memory")
-            out.append(f"{s.store}/{s.layout} {names.get(s.metric, s.metric)}: from {show(b.x_from)} "
-                       f"to {show(b.x_to)} slope {b.slope:.2f} against the fit's {b.fitted:.2f}: {how}")
+                how += (f"; the store held {binary_size(held)} at {show(b.x_to)}, of the machine's "
+                        f"{binary_size(doc.conditions.memory_bytes)} of memory")
+            out.append(f"{line} {names.get(s.metric, s.metric)}: from {show(b.x_from)} to {show(b.x_to)} "
+                       f"slope {b.slope:.2f} against the fit's {b.fitted:.2f}: {how}")
     return out
-
-
-def _store_bytes_at(doc: StateSweep, line: str, state_bytes: float) -> float | None:
-    """What the store held (``StoreBytes``) at the size sweep's point of ``state_bytes``."""
-    return next((p.value("StoreBytes") for p in doc.of(SIZE, line) if p.ok and p.state_bytes == state_bytes),
-                None)
 
 
 def _about(doc: StateSweep) -> list[str]:
@@ -330,7 +334,7 @@ def headline(runs: Runs) -> str:
         if got:
             span = f"{min(got):.2f}" if f"{min(got):.2f}" == f"{max(got):.2f}" else f"{min(got):.2f}–{max(got):.2f}"
             parts.append(f"{name} {span}")
-    sizes = [p.state_bytes for p in doc.points if p.sweep == SIZE and p.ok]
+    sizes = [p.keys * doc.conditions.state_bytes_per_key for p in doc.points if p.sweep == SIZE and p.ok]
     if not parts or not sizes:
         return "no point succeeded"
     bent = sum(len(s.bends) for s in doc.slopes if s.against == SIZE)
