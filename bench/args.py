@@ -129,6 +129,38 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+#: byte-size units: binary (``K``, ``KiB``: 1024) and decimal (``KB``: 1000), any case
+_BYTE_UNITS = {"": 1, "b": 1, **{u + s: 1 << (10 * i) for i, u in enumerate("kmgt", 1)
+                                  for s in ("", "i", "ib")},
+               **{u + "b": 1000 ** i for i, u in enumerate("kmgt", 1)}}
+
+
+@named("size")
+def byte_size(text: str) -> int:
+    """A number of bytes: ``1024``, ``16MiB``, ``4GiB``, ``1.5G`` (binary units; ``MB`` and
+    ``GB`` decimal), at least one byte."""
+    t = text.strip().replace(" ", "")
+    number_part = t.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    unit = t[len(number_part):].lower()
+    if unit not in _BYTE_UNITS or not number_part:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; give bytes or a number with a "
+                                         f"unit, e.g. 1024, 16MiB, 4GiB")
+    value = int(_parse_number(float, number_part) * _BYTE_UNITS[unit])
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1 byte")
+    return value
+
+
+@named("fraction")
+def fraction_or_percent(text: str) -> float:
+    """A share in (0, 1]: ``0.1%``, ``10%``, ``100%``, or the fraction itself (``0.001``, ``1``)."""
+    t = text.strip()
+    value = _parse_number(float, t[:-1].strip()) / 100 if t.endswith("%") else _parse_number(float, t)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be above 0 and at most 100 %")
+    return value
+
+
 def csv_list(kind: Callable[[str], Any]) -> Any:
     """A comma-separated list of ``kind`` (a type above, so each item is range-checked too)."""
 

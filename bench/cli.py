@@ -15,6 +15,7 @@
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench storage-compare | peer redis                      # local disk vs NFS; vs redis-benchmark
     bench spark ... | spark-matrix ...                      # protocols on PySpark
+    bench state-sweep [--quick]                             # cost against state size, log-log slopes
     bench advise --from results/spark-matrix.json --mtbf 1h  # protocol, backend, interval
     bench checkmate | logio-stragglers [--quick]            # the protocol papers' experiments
     bench reproduce NAME... | --all [--quick]               # regenerate results/ and docs tables
@@ -57,6 +58,7 @@ from . import (
     services_cli,
     spark_cli,
     spark_matrix_cli,
+    state_sweep_cli,
     verify_cli,
     ycsb_cli,
 )
@@ -77,6 +79,7 @@ def build_parser() -> Parser:
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
     spark_matrix_cli.add_parsers(sub)
+    state_sweep_cli.add_parsers(sub)
     advise_cli.add_parsers(sub)
     papers_cli.add_parsers(sub)
     verify_cli.add_parsers(sub)

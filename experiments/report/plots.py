@@ -463,3 +463,74 @@ def plot_rows(rows: list[Any], path: str) -> None:
     ax.set_xlabel(f"throughput ({', '.join(units) or 'per s'}, linear from 0)")
     ax.grid(True, alpha=0.3, axis="x")
     _save(fig, path)
+
+
+def _loglog_panel(ax: Any, doc: Any, against: str, metric: str, title: str, dashed: str | None = None) -> None:
+    """One log-log panel of a state sweep: a line per store x layout through its points of
+    ``metric`` (and of ``dashed`` in the same colour, dashed), failed and unreported points left
+    out (a log axis has no zero)."""
+    from experiments.spark.state_sweep_result import SIZE
+
+    drawn = False
+    for line in doc.lines:
+        pts = [p for p in doc.of(against, line) if p.ok]
+        xs = [p.state_bytes / 2 ** 20 if against == SIZE else p.dirty * 100 for p in pts]
+        colour = None
+        for key, style in ((metric, "-"), (dashed, "--")):
+            if key is None:
+                continue
+            got = [(x, p.value(key)) for x, p in zip(xs, pts) if p.value(key)]
+            if got:
+                drawn = True
+                plotted, = ax.plot(*zip(*got), style, marker="o", markersize=3, color=colour,
+                                   label=line if style == "-" else None)
+                colour = plotted.get_color()
+    from matplotlib.ticker import NullFormatter
+
+    from experiments.spark.state_sweep_result import binary_size, percent
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ticks = ([(s / 2 ** 20, binary_size(s)) for s in doc.conditions.sizes] if against == SIZE else
+             [(d * 100, percent(d)) for d in sorted({*doc.conditions.dirty, 1.0})])
+    if ticks:  # the swept values themselves, not matplotlib's powers of ten
+        ax.set_xticks([t for t, _ in ticks], [name for _, name in ticks], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("live state (log)" if against == SIZE else "hot keys / keys (log)")
+    ax.set_title(title + " (log-log)", fontsize=10)
+    ax.grid(True, alpha=0.3, which="both")
+    if not drawn:
+        ax.text(0.5, 0.5, "no point measured", ha="center", transform=ax.transAxes)
+
+
+def plot_state_sweep(doc: Any, path: str) -> list[str]:
+    """``bench state-sweep`` (:class:`experiments.spark.state_sweep_result.StateSweep`): the
+    size sweep on log-log axes at ``path`` (checkpoint p50 solid and p99 dashed, recovery time,
+    space amplification; one line per store x layout) and, when it ran, the dirty sweep beside
+    it at ``<stem>-dirty.png`` (checkpoint p50 / p99 and steady throughput against the share
+    of keys hot).  The paths written."""
+    from experiments.spark.state_sweep_result import DIRTY, SIZE
+
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    _loglog_panel(axes[0], doc, SIZE, "CheckpointP50(ms)", "checkpoint p50, p99 dashed (ms)", "CheckpointP99(ms)")
+    _loglog_panel(axes[1], doc, SIZE, "RecoveryTime(ms)", "recovery time (ms)")
+    _loglog_panel(axes[2], doc, SIZE, "SpaceAmplification", "space amplification")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"{doc.conditions.state_bytes_per_key} bytes of state a key, coordinated, one failure a run: "
+                 f"cost against state, log-log axes" + (" (--quick)" if doc.quick else ""))
+    _save(fig, path)
+    written = [path]
+    if any(p.sweep == DIRTY for p in doc.points):
+        dirty_path = (path[:-4] if path.endswith(".png") else path) + "-dirty.png"
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+        _loglog_panel(axes[0], doc, DIRTY, "CheckpointP50(ms)", "checkpoint p50, p99 dashed (ms)",
+                      "CheckpointP99(ms)")
+        _loglog_panel(axes[1], doc, DIRTY, "SteadyThroughput(events/sec)", "steady events/s")
+        axes[0].legend(fontsize=7)
+        size = doc.conditions.dirty_size / 2 ** 20
+        fig.suptitle(f"{size:g} MiB of state: cost against the share of keys an interval may dirty, log-log axes"
+                     + (" (--quick)" if doc.quick else ""))
+        _save(fig, dirty_path)
+        written.append(dirty_path)
+    return written

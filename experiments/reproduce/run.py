@@ -17,27 +17,25 @@ load), ``out/NAME/LABEL.json`` and ``.log`` (one command's own document and outp
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from experiments.audit import runner as audit
+from experiments.core.bench_command import run_bench
 from experiments.core.document import cpu_model
 from experiments.core.format import collect_targets
 from experiments.core.results import ensure_parent, write_json
 from experiments.reproduce import docs as reproduce_docs
 from experiments.reproduce import state, tables
 from experiments.reproduce.result import Reproduce, StepRun, Target
-from experiments.spark import matrix_result
+from experiments.spark import matrix_result, state_sweep_result
 from experiments.storage import compare_table, thesis_result
 
 SCHEMA = Reproduce.SCHEMA
@@ -293,6 +291,13 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             Step(lab, full, quick) for (lab, full), (_, quick) in zip(state.commands("full"),
                                                                     state.commands("quick"))),
         state.table, state.headline, servers=state.SERVERS, chart=state.chart, rows_apart=True),
+    Experiment(
+        "state-sweep", "how checkpoint p50/p99, recovery time, space amplification, bytes written "
+        "and steady throughput grow with the live state (16 MiB to 4 GiB) and with the share of keys "
+        "an interval dirties (0.1 % to 100 %), per store x layout, one failure a run: each "
+        "metric's log-log slope and where its curve bends", (
+            _plotted("run", "state-sweep", "state-sweep --quick", "{out}/state-sweep.png"),),
+        state_sweep_result.table, state_sweep_result.headline, servers=("redis", "hbase", "minio")),
 )}
 
 
@@ -311,18 +316,6 @@ def server_running(server: str) -> bool:
         return False
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGKILL a command's whole session: the processes it started (client processes, a JVM) too."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float,
              pages: str = "docs") -> StepRun:
     """Run one command, its stdout and stderr into ``out/NAME/LABEL.log``; the run's record
@@ -335,24 +328,11 @@ def run_step(step: Step, exp: Experiment, out: str, quick: bool, timeout: float,
             ensure_parent(path)
     if os.path.exists(paths["document"]):
         os.remove(paths["document"])  # a document left by an earlier run must not pass for this one
-    t0 = time.monotonic()
-    with open(log, "w", encoding="utf-8") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=fh,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _stop(proc)
-            err = (proc.stderr.read() if proc.stderr else "") + f"\ntimed out after {timeout:.0f} s"
-        except BaseException:  # Ctrl-C: the command and everything it started stop with us
-            _stop(proc)
-            raise
-        fh.write(err)
-    record = StepRun(step.label, command(argv), proc.returncode,
-                     round(time.monotonic() - t0, 3), log, paths["document"],
+    ran = run_bench(argv, log, timeout)
+    record = StepRun(step.label, command(argv), ran.returncode, ran.seconds, log, paths["document"],
                      paths["shown_as"] or None)
-    if proc.returncode != 0:
-        record.error = _last_line(err) or f"exit status {proc.returncode}"
+    if ran.error:
+        record.error = ran.error
     elif not os.path.exists(paths["document"]):
         record.error = f"it wrote no {paths['document']}"
     else:

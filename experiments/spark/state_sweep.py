@@ -1,0 +1,245 @@
+"""``bench state-sweep``: how checkpoint, recovery and space grow with the state, per store x layout.
+
+The sweep is a set of ``bench spark`` runs of the word count under ``coordinated``, every key
+holding ``--state-bytes`` of state (1 KiB by default), each run a child process of its own
+(:mod:`experiments.core.bench_command`: a run that fails or runs out of memory is one failed
+point, the others still run, and every run starts with a fresh JVM and leaves nothing behind).  Two sweeps, on every store x layout (a *line*):
+
+* **State size**: the live state ``S`` from :data:`FULL_SIZES` (16 MiB to 4 GiB, x4 apart),
+  ``K = S / state-bytes`` keys.  A store that cannot take the largest sizes here stops
+  below them (:data:`CAPS`, each with its reason), and the output says so.
+* **Dirty fraction**: at one size (:data:`DIRTY_SIZE`), the share of the keys an interval may
+  dirty from 0.1 % to 100 % (:data:`DIRTY_FRACTIONS`).  The 100 % point is the size sweep's
+  point at that size, not run twice.
+
+Every run is spelled the same way (:func:`argv`), so its figures differ from its neighbours'
+only in the state: ``--skew load+hot:1:N`` makes the first ``K`` events visit every key once
+(the load, as YCSB's load phase), then sends every event to ``N`` hot keys (key ids ``0..N-1``),
+so ``N / K`` of the state is what an interval can dirty (with ``K`` events an interval, an
+interval dirties about ``1 - e^(-K/N)`` of the hot keys: all of them for a small ``N``, 63 % for
+``N = K``).  Micro-batches of ``K / 2`` events and a checkpoint every 2 of them put the load in
+exactly one interval, so the first checkpoint holds the whole state and the next ones its dirty
+part; ``4 K`` events make 4 checkpoints.  One failure at event ``2.5 K`` makes the recovery load
+the full checkpoint and an increment and replay half an interval; ``--cold-restore`` reads it
+from the device, ``--verify`` checks exactly-once.  A file store's directory is put on the local
+disk (``--medium local``): the default one lives with the working state in memory.
+
+The sweep's document is written after every point (:mod:`.state_sweep_result`), so a sweep cut
+short keeps what it measured; each run's own ``ckptbench.spark`` document and output stay beside
+it (``<json stem>/<label>.json`` and ``.log``).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from backends import backend_class
+from spark_integration.layouts.registry import layout_names
+
+from experiments.core import results
+from experiments.core.bench_command import run_bench
+from experiments.spark.state_sweep_result import (DIRTY, SIZE, Conditions, Point,
+                                                  StateSweep, binary_size, fit_slopes, percent)
+
+MiB, GiB = 1 << 20, 1 << 30
+#: bytes of state every key holds (``--state-bytes``)
+STATE_BYTES = 1024
+#: the live state sizes of the full sweep and of ``--quick``
+FULL_SIZES = (16 * MiB, 64 * MiB, 256 * MiB, 1 * GiB, 4 * GiB)
+QUICK_SIZES = (4 * MiB, 16 * MiB, 64 * MiB)
+#: hot keys / keys of the dirty sweep, and the size it runs at
+DIRTY_FRACTIONS = (0.001, 0.01, 0.1, 1.0)
+QUICK_DIRTY_FRACTIONS = (0.1, 1.0)
+DIRTY_SIZE, QUICK_DIRTY_SIZE = 256 * MiB, 16 * MiB
+#: the stores of the full sweep (every layout on indexed_fs, chunks on the others) and of --quick
+STORES = ("indexed_fs", "default_fs", "rocksdb", "lmdb", "sqlite", "redis", "minio", "hbase")
+QUICK_STORES = ("indexed_fs", "rocksdb", "redis")
+LAYOUT = "chunks"
+#: the largest state a store is given, and why (said in the output and the document)
+CAPS: dict[str, tuple[int, str]] = {
+    "redis": (1 * GiB, "Redis holds every checkpoint the job keeps in memory (the full one and its "
+                       "increments, several times the live state), which at 4 GiB of state would "
+                       "not fit in this machine's memory beside the job's own copies"),
+}
+#: micro-batches per checkpoint interval, intervals after the load, the failure's offset in K
+BATCHES_PER_INTERVAL = 2
+STEADY_INTERVALS = 3
+FAIL_AT_K = 2.5
+SCHEDULE = (f"K keys, --skew load+hot:1:N, {1 + STEADY_INTERVALS} K events in micro-batches of "
+            f"K/{BATCHES_PER_INTERVAL}, a checkpoint every {BATCHES_PER_INTERVAL} (the load is the "
+            f"first interval), one failure at event {FAIL_AT_K} K, --cold-restore, --verify; a "
+            f"file store's directory on the local disk (--medium local)")
+#: seconds one run may take before it is stopped and its point marked failed
+FULL_TIMEOUT, QUICK_TIMEOUT = 40 * 60, 10 * 60
+#: the fewest keys a point may have (the micro-batches are K/2 events)
+MIN_KEYS = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a sweep runs: its lines (store, layout), sizes, dirty fractions and their size."""
+
+    lines: tuple[tuple[str, str], ...]
+    sizes: tuple[int, ...]
+    dirty: tuple[float, ...]
+    dirty_size: int
+    state_bytes: int = STATE_BYTES
+    quick: bool = False
+    #: every default of the full sweep (no option narrowed it): what "the full sweep" means
+    full: bool = False
+
+    def keys(self, size: int) -> int:
+        """Keys holding ``size`` bytes of state: a multiple of the micro-batches an interval
+        has, so the load fills exactly one interval."""
+        k = size // self.state_bytes
+        return k - k % BATCHES_PER_INTERVAL
+
+    def capped(self, store: str, size: int) -> bool:
+        return store in CAPS and size > CAPS[store][0]
+
+    def points(self) -> list[tuple[str, str, str, int, int]]:
+        """``(sweep, store, layout, keys, hot keys)`` in the order they run: every line at one
+        size before the next size (so a machine that slows down hits every line alike, and a
+        sweep cut short has the small sizes of every line), then the dirty fractions likewise;
+        a capped size is left out, and the dirty sweep's 100 % is the size sweep's point."""
+        out = []
+        for size in sorted(self.sizes):
+            for store, layout in self.lines:
+                if not self.capped(store, size):
+                    k = self.keys(size)
+                    out.append((SIZE, store, layout, k, k))
+        k = self.keys(self.dirty_size)
+        for fraction in sorted(self.dirty):
+            for store, layout in self.lines:
+                hot = max(1, round(fraction * k))
+                if (hot == k and self.dirty_size in self.sizes) or self.capped(store, self.dirty_size):
+                    continue
+                out.append((DIRTY, store, layout, k, hot))
+        return out
+
+    def cap_notes(self) -> list[str]:
+        """What was left out for a store, and why."""
+        out = []
+        for store in dict.fromkeys(s for s, _ in self.lines):
+            left = [size for size in self.sizes if self.capped(store, size)]
+            if left:
+                limit, why = CAPS[store]
+                out.append(f"{store} above {binary_size(limit)} ({', '.join(map(binary_size, left))}): {why}")
+        return out
+
+
+def default_lines(stores: list[str], layouts: list[str] | None,
+                  quick: bool = False) -> tuple[tuple[str, str], ...]:
+    """Every layout on indexed_fs and chunks on the other stores (``quick``: chunks on every
+    store), unless ``layouts`` names the layouts every store runs."""
+    out = []
+    for store in stores:
+        for layout in layouts or ([LAYOUT] + [x for x in layout_names() if x != LAYOUT]
+                                  if store == "indexed_fs" and not quick else [LAYOUT]):
+            out.append((store, layout))
+    return tuple(dict.fromkeys(out))
+
+
+def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str] | None = None,
+         sizes: list[int] | None = None, dirty: list[float] | None = None, dirty_size: int | None = None,
+         state_bytes: int = STATE_BYTES) -> Plan:
+    """The sweep the options ask for; ``None``: the full or quick default."""
+    full = not quick and stores is layouts is sizes is dirty is dirty_size is None and state_bytes == STATE_BYTES
+    stores = stores or list(QUICK_STORES if quick else STORES)
+    return Plan(lines=default_lines(stores, layouts, quick),
+                sizes=tuple(sorted(set(sizes or (QUICK_SIZES if quick else FULL_SIZES)))),
+                dirty=tuple(sorted(set(dirty if dirty is not None else
+                                       (QUICK_DIRTY_FRACTIONS if quick else DIRTY_FRACTIONS)))),
+                dirty_size=dirty_size or (QUICK_DIRTY_SIZE if quick else DIRTY_SIZE),
+                state_bytes=state_bytes, quick=quick, full=full)
+
+
+def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, document: str) -> list[str]:
+    """The ``bench`` arguments of one point (see the module doc for why each)."""
+    batch = keys // BATCHES_PER_INTERVAL
+    return ["spark", "--job", "wordcount", "--protocol", "coordinated", "--backend", store,
+            "--layout", layout, "--state-bytes", str(state_bytes), "--keys", str(keys),
+            "--skew", f"load+hot:1:{hot}", "--events", str((1 + STEADY_INTERVALS) * keys),
+            "--batch", str(batch), "--interval", str(BATCHES_PER_INTERVAL),
+            "--fail-at", str(int(FAIL_AT_K * keys)), "--cold-restore", "--verify",
+            *(["--medium", "local"] if backend_class(store).keeps_a_directory() else []), "--json", document]
+
+
+def label(sweep: str, store: str, layout: str, keys: int, hot: int, state_bytes: int) -> str:
+    size = binary_size(keys * state_bytes).replace(" ", "")
+    return (f"{store}-{layout}-{size}" if sweep == SIZE else
+            f"{store}-{layout}-{size}-hot{percent(hot / keys).replace(' ', '')}")
+
+
+def memory_bytes() -> int | None:
+    """The machine's memory (``MemTotal``), against which a bend can be read."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _read_metrics(path: str) -> dict:
+    import json
+
+    with open(path, encoding="utf-8") as fh:
+        return dict(json.load(fh).get("metrics") or {})
+
+
+def run_point(sweep: str, store: str, layout: str, keys: int, hot: int, state_bytes: int,
+              points_dir: str, timeout: float) -> Point:
+    """One ``bench spark`` run as a child process; its point (``error``: its one line)."""
+    name = label(sweep, store, layout, keys, hot, state_bytes)
+    document, log = os.path.join(points_dir, f"{name}.json"), os.path.join(points_dir, f"{name}.log")
+    args = argv(store, layout, keys, hot, state_bytes, document)
+    if os.path.exists(document):
+        os.remove(document)  # a document left by an earlier sweep must not pass for this run
+    ran = run_bench(args, log, timeout)
+    point = Point(sweep, store, layout, keys, hot, keys * state_bytes, "bench " + shlex.join(args),
+                  ran.seconds, ran.error, document=document, log=log)
+    if ran.error is None:
+        if not os.path.exists(document):
+            point.error = f"it wrote no {document}"
+        else:
+            point.metrics = _read_metrics(document)
+            point.state_bytes = int(point.metrics.get("StateBytes") or point.state_bytes)
+    return point
+
+
+def points_directory(json_path: str) -> str:
+    """Where the runs' own documents and logs go: beside the sweep's JSON, in a directory named
+    after it (``results/state-sweep.json`` -> ``results/state-sweep/``)."""
+    stem = json_path[:-5] if json_path.endswith(".json") else json_path + ".d"
+    return stem
+
+
+def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None) -> StateSweep:
+    """Every point of ``p`` in order, the document rewritten at ``json_path`` after each."""
+    points_dir = points_directory(json_path)
+    os.makedirs(points_dir, exist_ok=True)
+    doc = StateSweep(quick=p.quick, full=p.full, lines=[f"{s}/{lay}" for s, lay in p.lines], conditions=Conditions(
+        job="wordcount", protocol="coordinated", state_bytes_per_key=p.state_bytes,
+        sizes=[p.keys(s) * p.state_bytes for s in sorted(p.sizes)], dirty=sorted(p.dirty),
+        dirty_size=p.keys(p.dirty_size) * p.state_bytes, schedule=SCHEDULE, caps=p.cap_notes(),
+        memory_bytes=memory_bytes()))
+    todo = p.points()
+    t0 = time.monotonic()
+    for i, (sweep, store, layout, keys, hot) in enumerate(todo, 1):
+        point = run_point(sweep, store, layout, keys, hot, p.state_bytes, points_dir,
+                          QUICK_TIMEOUT if p.quick else FULL_TIMEOUT)
+        doc.points.append(point)
+        doc.slopes = fit_slopes(doc)
+        doc.seconds = round(time.monotonic() - t0, 1)
+        results.write_json(json_path, doc)
+        what = binary_size(keys * p.state_bytes) + ("" if sweep == SIZE else f", {percent(hot / keys)} hot")
+        echo(f"state-sweep [{i}/{len(todo)}] {store}/{layout} {what}: "
+             + (f"failed in {point.seconds:.0f} s: {point.error}" if point.error else f"ok in {point.seconds:.0f} s"))
+    return doc
