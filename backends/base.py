@@ -234,14 +234,20 @@ def _clipped(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else f"{text[:width - 5]}...{text[-2:]}"
 
 
-def _binary_size(n: int) -> str:
-    """``n`` bytes in the largest binary unit that keeps one decimal, e.g. ``2.0 GiB``."""
-    size, unit = float(n), "bytes"
+def binary_units(n: float) -> tuple[float, str]:
+    """``n`` bytes as (value, unit) in the largest binary unit it fills: ``B``, ``KiB`` … ``TiB``."""
+    size, unit = float(n), "B"
     for bigger in ("KiB", "MiB", "GiB", "TiB"):
         if size < 1024:
             break
         size, unit = size / 1024, bigger
-    return f"{size:.1f} {unit}" if unit != "bytes" else f"{n} bytes"
+    return size, unit
+
+
+def _binary_size(n: int) -> str:
+    """``n`` bytes in the largest binary unit that keeps one decimal, e.g. ``2.0 GiB``."""
+    size, unit = binary_units(n)
+    return f"{size:.1f} {unit}" if unit != "B" else f"{n} bytes"
 
 
 def _shown(x: Any) -> str:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.base import binary_units
+
 from experiments.core.document import Document, Environment, optional
 from experiments.core.format import Runs, md_table, num, text_table
 from experiments.core.loglog import BEND_TOLERANCE, Bend, bends, fit
@@ -41,11 +43,7 @@ DIRTY_METRICS: tuple[tuple[str, str], ...] = (
 
 def binary_size(n: float) -> str:
     """``n`` bytes in the largest binary unit it fills, ``16 MiB``, ``4 GiB``, ``1.5 GiB``."""
-    size, unit = float(n), "B"
-    for bigger in ("KiB", "MiB", "GiB", "TiB"):
-        if size < 1024:
-            break
-        size, unit = size / 1024, bigger
+    size, unit = binary_units(n)
     return f"{size:.3g} {unit}"
 
 
