@@ -148,6 +148,11 @@ def test_cli_reads_the_state_experiments_runs_as_a_matrix(tmp_path, capsys):
     runs = [("none", _spark_run("none", None, "changelog", 100_000.0, 0.0)),
             ("indexed_fs-chunks", _spark_run("coordinated", "indexed_fs", "chunks", 90_000.0, 3000.0)),
             ("redis-chunks", _spark_run("coordinated", "redis", "chunks", 60_000.0, 9000.0))]
+    on_nfs = _spark_run("coordinated", "indexed_fs", "chunks", 50_000.0, 8000.0)
+    on_nfs["settings"]["backend_options"] = {"path": "nfs://127.0.0.1/export/x?version=3"}
+    other_workload = _spark_run("coordinated", "indexed_fs", "per-key", 999_000.0, 300.0)
+    other_workload["job"]["skew"] = "load+hot:1.0:20000"  # the 1 %-dirty rounds: their own none
+    runs += [("indexed_fs-nfs-chunks", on_nfs), ("dirty-indexed_fs-per-key-r1", other_workload)]
     doc = {"schema": "ckptbench.reproduce/1", "name": "state",
            "runs": [{"label": label, "document": d} for label, d in runs]}
     path = tmp_path / "state.json"
@@ -157,3 +162,4 @@ def test_cli_reads_the_state_experiments_runs_as_a_matrix(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "[ADVISE], Recommended, coordinated/indexed_fs (chunks)" in out
     assert "coordinated/redis (chunks)" in out and "RecoveryMeasured, true" in out
+    assert "coordinated/indexed_fs on nfs (chunks)" in out and "(per-key)" not in out

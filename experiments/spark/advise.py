@@ -304,11 +304,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+#: what makes two ``bench spark`` runs the same workload (their throughputs comparable)
+WORKLOAD_KEYS = ("kind", "keys", "skew", "events", "max_batch")
+
+
 def matrix_of_runs(doc: dict[str, Any]) -> dict[str, Any] | None:
     """A ``bench reproduce`` document whose commands are ``bench spark`` runs (``bench
     reproduce state``: every store and layout at gigabytes of state) as a matrix the model
-    reads: one row per run, named ``protocol/backend (layout)``, ``none``'s row the denominator;
-    None when ``doc`` is not such a document.  A run is one round: its throughput is the
+    reads: one row per run, named ``protocol/backend (layout)`` (``backend on nfs`` for a file
+    store on a remote medium), ``none``'s row the denominator, of the first run's workload only
+    (the state experiment's 1 %-dirty rounds are another); None when ``doc`` is not such a
+    document.  A run is one round: its throughput is the
     steady one (the micro-batches at the normal level, its recovery apart), its checkpoint cost
     the run's mean, its restart cost its measured recovery."""
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("ckptbench.reproduce/"):
@@ -317,10 +323,16 @@ def matrix_of_runs(doc: dict[str, Any]) -> dict[str, Any] | None:
     jobs = [d for d in runs if isinstance(d, dict) and str(d.get("schema", "")).startswith("ckptbench.spark/")]
     if not jobs:
         return None
+    # one workload: the first run's (an experiment's other workloads have their own none)
+    workload = {k: (jobs[0].get("job") or {}).get(k) for k in WORKLOAD_KEYS}
+    jobs = [j for j in jobs if {k: (j.get("job") or {}).get(k) for k in WORKLOAD_KEYS} == workload]
     rows = []
     for job in jobs:
         settings, m = job.get("settings") or {}, job.get("metrics") or {}
         backend = settings.get("backend") or "-"
+        path = str((settings.get("backend_options") or {}).get("path", ""))
+        if "://" in path:  # a file store on a remote medium: a choice of its own
+            backend = f"{backend} on {path.split('://')[0]}"
         if backend != "-" and settings.get("layout"):
             backend = f"{backend} ({settings['layout']})"
         rows.append({"protocol": settings.get("protocol"), "backend": backend,
