@@ -135,6 +135,13 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
     yield Scoped(store, prefix(settings, owner))
 
 
+def _owners(settings: Settings) -> list[str]:
+    """The participants of job ``settings.job_id`` on a path backend: one directory each."""
+    with _job_directory(settings) as medium:
+        files = set(medium.list_files())
+        return [n for n in medium.listdir() if n not in files]
+
+
 @contextlib.contextmanager
 def _job_directory(settings: Settings) -> Iterator[Medium]:
     """The directory holding job ``settings.job_id``'s participants (a path backend's), on its
@@ -159,11 +166,8 @@ def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
                 return None, None
             backend.reclaim()
             return before, backend.footprint(job)
-    with _job_directory(settings) as medium:
-        files = set(medium.list_files())
-        owners = [n for n in medium.listdir() if n not in files]  # one directory per participant
     before = after = 0
-    for owner in owners:
+    for owner in _owners(settings):
         with participant_store(settings, owner) as store:
             before += store.footprint() or 0
             store.backend.reclaim()
@@ -188,11 +192,8 @@ def drop_job(settings: Settings) -> int:
     job_local = os.path.join(os.path.abspath(settings.state_dir), settings.job_id) + os.sep
     if os.path.abspath(str(settings.backend_options["path"])).startswith(job_local):
         return 0  # the default directory: inside the job's working state, removed with it
-    with _job_directory(settings) as medium:  # one store per participant, each in its directory
-        files = set(medium.list_files())
-        owners = [n for n in medium.listdir() if n not in files]
     deleted = 0
-    for owner in owners:
+    for owner in _owners(settings):
         with participant_store(settings, owner) as store:
             deleted += _delete_all(store.backend, "")
     return deleted

@@ -108,6 +108,18 @@ def test_scan_prefix_is_ordered_and_exact(store):
     assert list(store.scan("zzz")) == []
 
 
+def test_keys_are_the_scans_keys_without_the_values(store):
+    """``keys(prefix)``: what deleting a job's namespace lists (SCAN, ListObjectsV2, a
+    key-only HBase scan, the keydir, or the scan itself): the same keys as ``scan``, ordered."""
+    for k in ["b2", "a1", "b10", "b1", "c", "b", "ba"]:
+        store.put(k, k.encode())
+    store.delete("b10")
+    assert store.keys("b") == ["b", "b1", "b2", "ba"] == [k for k, _ in store.scan("b")]
+    assert store.keys("") == [k for k, _ in store.scan("")] and store.keys("zzz") == []
+    with pytest.raises(TypeError):
+        store.keys(b"b")
+
+
 def test_type_errors(store):
     with pytest.raises(TypeError):
         store.put(b"bytes-key", b"v")

@@ -279,33 +279,29 @@ class HBaseBackend(Backend):
 
         self._call("delete_many", delete_all)
 
-    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        # page by row range: each page is one retried call, and no connection is held while the
-        # caller consumes the iterator
+    def _pages(self, prefix: str, row_filter: bytes | None = None) -> Iterator[list[tuple[bytes, dict]]]:
+        """The rows under ``prefix`` a page at a time, by row range: each page is one retried
+        call, and no connection is held while the caller consumes the iterator."""
         start = prefix.encode() or None
         stop = _row_stop(prefix.encode())
         while True:
             page = self._call("scan", lambda t: list(t.scan(
-                row_start=start, row_stop=stop, columns=[COLUMN],
+                row_start=start, row_stop=stop, columns=[COLUMN], filter=row_filter,
                 batch_size=self._batch, limit=self._batch)))
-            for row, data in page:
-                if COLUMN in data:
-                    yield row.decode(), data[COLUMN]
+            yield page
             if len(page) < self._batch:
                 return
             start = page[-1][0] + b"\x00"
 
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        for page in self._pages(prefix):
+            for row, data in page:
+                if COLUMN in data:
+                    yield row.decode(), data[COLUMN]
+
     def _keys(self, prefix: str) -> list[str]:
         """The row keys alone (a ``KeyOnlyFilter`` scan: the region server sends no values)."""
-        start, stop, found = prefix.encode() or None, _row_stop(prefix.encode()), []
-        while True:
-            page = self._call("scan", lambda t: [row for row, _ in t.scan(
-                row_start=start, row_stop=stop, columns=[COLUMN], filter=b"KeyOnlyFilter()",
-                batch_size=self._batch, limit=self._batch)])
-            found += [row.decode() for row in page]
-            if len(page) < self._batch:
-                return found
-            start = page[-1] + b"\x00"
+        return [row.decode() for page in self._pages(prefix, b"KeyOnlyFilter()") for row, _ in page]
 
     def _flush(self) -> None:
         """``wal``: nothing to do, every acknowledged edit is in the WAL.  ``skip_wal``: Thrift1

@@ -528,8 +528,7 @@ class IndexedFSBackend(Backend):
             return list(self._index.keys_from(prefix))
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        with self._lock:
-            keys = list(self._index.keys_from(prefix))
+        keys = self._keys(prefix)
         for i in range(0, len(keys), 256):
             chunk = keys[i : i + 256]
             values = self._get_many(chunk)

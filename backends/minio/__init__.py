@@ -286,47 +286,38 @@ class MinioBackend(Backend):
         values = self._parallel(self._get, unique)
         return {k: v for k, v in zip(unique, values) if v is not None}
 
-    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        base = self.config["prefix"]
+    def _listing(self, prefix: str) -> Iterator[list[dict[str, Any]]]:
+        """The bucket's objects under this store's ``prefix``, a ``ListObjectsV2`` page at a
+        time (each page one retried call)."""
         paginator = self._client.get_paginator("list_objects_v2")
-        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=base + encode_key(prefix)))
-        while True:
-            page = self._call("ListObjectsV2", lambda: next(pages, None))
-            if page is None:
-                return
-            found = []
-            for obj in page.get("Contents", []):
-                try:
-                    found.append((decode_key(obj["Key"][len(base):]), obj["Key"]))
-                except ValueError:
-                    continue  # not written by this backend
+        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.config["prefix"] + encode_key(prefix)))
+        while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
+            yield page.get("Contents", [])
+
+    def _named(self, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """(key, object name) of the listed objects this backend wrote (others are skipped)."""
+        base, found = self.config["prefix"], []
+        for obj in objects:
+            try:
+                found.append((decode_key(obj["Key"][len(base):]), obj["Key"]))
+            except ValueError:
+                continue  # not written by this backend
+        return found
+
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        for objects in self._listing(prefix):
+            found = self._named(objects)
             values = self._parallel(self._get_name, [name for _, name in found])
             for (key, _), value in zip(found, values):
                 if value is not None:  # deleted since the listing
                     yield key, value
 
     def _keys(self, prefix: str) -> list[str]:
-        base = self.config["prefix"]
-        paginator = self._client.get_paginator("list_objects_v2")
-        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=base + encode_key(prefix)))
-        found = []
-        while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
-            for obj in page.get("Contents", []):
-                try:
-                    found.append(decode_key(obj["Key"][len(base):]))
-                except ValueError:
-                    continue  # not written by this backend
-        return found
+        return [key for objects in self._listing(prefix) for key, _ in self._named(objects)]
 
     def _footprint(self, prefix: str) -> int:
         """The sizes of this store's objects, as the bucket lists them (S3 bills by these)."""
-        paginator = self._client.get_paginator("list_objects_v2")
-        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.config["prefix"]
-                                             + encode_key(prefix)))
-        total = 0
-        while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
-            total += sum(obj["Size"] for obj in page.get("Contents", []))
-        return total
+        return sum(obj["Size"] for objects in self._listing(prefix) for obj in objects)
 
     def _close(self) -> None:
         if self._barrier_written:  # the barrier means nothing once every delete has returned

@@ -328,13 +328,14 @@ class RedisBackend(Backend):
         values = self._command(b"MGET", *map(self._k, keys))
         return {k: v for k, v in zip(keys, values) if v is not None}
 
-    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+    def _raw_keys(self, prefix: str) -> list[bytes]:
+        """The server's names of this store's keys under ``prefix``, each once, ordered (one
+        ``SCAN`` walk; a key renamed during it may be reported twice, hence the set)."""
         pattern = glob_escape(self._k(prefix)) + b"*"
+        return sorted(self._call("SCAN", lambda: set(self._client.scan_iter(match=pattern, count=_SCAN_BATCH))))
 
-        def all_keys() -> list[bytes]:
-            return list(self._client.scan_iter(match=pattern, count=_SCAN_BATCH))
-
-        found = sorted(set(self._call("SCAN", all_keys)))
+    def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        found = self._raw_keys(prefix)
         cut = len(self._prefix)
         for start in range(0, len(found), _SCAN_BATCH):
             batch = found[start:start + _SCAN_BATCH]
@@ -344,17 +345,13 @@ class RedisBackend(Backend):
                     yield _decode(raw[cut:]), value
 
     def _keys(self, prefix: str) -> list[str]:
-        pattern = glob_escape(self._k(prefix)) + b"*"
-        found = self._call("SCAN", lambda: set(self._client.scan_iter(match=pattern, count=_SCAN_BATCH)))
-        return [_decode(raw[len(self._prefix):]) for raw in found]
+        return [_decode(raw[len(self._prefix):]) for raw in self._raw_keys(prefix)]
 
     def _footprint(self, prefix: str) -> int:
         """The server memory its keys use (``MEMORY USAGE``, key and value with Redis' own
         overhead, pipelined per batch): Redis holds every checkpoint in memory, and its AOF
         on disk is the server's, shared by every store on it."""
-        pattern = glob_escape(self._k(prefix)) + b"*"
-        keys = self._call("SCAN", lambda: list(self._client.scan_iter(match=pattern,
-                                                                       count=_SCAN_BATCH)))
+        keys = self._raw_keys(prefix)
         total = 0
         for start in range(0, len(keys), _SCAN_BATCH):
             def usage(batch: list[bytes] = keys[start:start + _SCAN_BATCH]) -> list[Any]:

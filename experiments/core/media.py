@@ -21,7 +21,7 @@ from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from backends.base import BadOptionError
-from backends.media import join
+from backends.media import is_remote_url, join
 
 MEDIA_KINDS = ("local", "tmpfs", "nfs", "hdfs")
 #: kinds whose location is a URL (``nfs://``, ``hdfs://``) rather than a directory
@@ -106,10 +106,6 @@ def parse_media(text: str | None) -> list[Medium]:
     return out
 
 
-def _is_url(location: str) -> bool:
-    return location.startswith(("nfs://", "hdfs://"))
-
-
 def sub_location(location: str, sub: str) -> str:
     """``location``/``sub`` for a directory or an ``nfs://``/``hdfs://`` URL (the query is kept)."""
     return join(location, sub)
@@ -121,7 +117,7 @@ def fresh_location(medium: Medium, what: str) -> str:
 
 def _split(location: str) -> tuple[str, str]:
     """(parent location, last path component) of a directory or an ``nfs://``/``hdfs://`` URL."""
-    if _is_url(location):
+    if is_remote_url(location):
         p = urlsplit(location)
         head, tail = p.path.rstrip("/").rsplit("/", 1)
         return urlunsplit((p.scheme, p.netloc, head, p.query, "")), tail
