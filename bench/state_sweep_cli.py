@@ -38,8 +38,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"{', '.join(sweep.QUICK_STORES)} (chunks) at small sizes: a few minutes")
     p.add_argument("--stores", metavar="LIST",
-                   help="comma-separated backends (default: " + ", ".join(sweep.STORES) + "; --quick: "
-                        + ", ".join(sweep.QUICK_STORES) + ")")
+                   help="comma-separated backends, or spark-state for Spark's own state store (default: "
+                        + ", ".join(sweep.STORES) + "; --quick: " + ", ".join(sweep.QUICK_STORES) + ")")
     p.add_argument("--layouts", metavar="LIST",
                    help="comma-separated layouts every store runs (default: every layout on "
                         "indexed_fs, chunks on the others)")
@@ -77,6 +77,8 @@ def check(args: argparse.Namespace) -> Any:
                          "own beside it; give a file, e.g. --json results/state-sweep.json")
     stores, layouts = names(args.stores), names(args.layouts)
     for store in stores or ():
+        if store == sweep.SPARK_STATE:
+            continue
         backend_class(store)  # UnknownBackendError lists the valid names
         if store == "memory":
             raise UsageError("--stores memory: the memory store keeps nothing across the injected "

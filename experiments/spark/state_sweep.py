@@ -24,6 +24,9 @@ the full checkpoint and an increment and replay half an interval; ``--cold-resto
 from the device, ``--verify`` checks exactly-once.  A file store's directory is put on the local
 disk (``--medium local``): the default one lives with the working state in memory.
 
+Spark's own state store is a line too (:data:`SPARK_STATE`): the same runs under the
+``spark-state`` baseline, so its checkpoint and recovery grow beside the stores' at equal state.
+
 The sweep's document is written after every point (:mod:`.state_sweep_result`), so a sweep cut
 short keeps what it measured; each run's own ``ckptbench.spark`` document and output stay beside
 it (``<json stem>/<label>.json`` and ``.log``).
@@ -59,6 +62,11 @@ DIRTY_SIZE, QUICK_DIRTY_SIZE = 256 * MiB, 16 * MiB
 STORES = ("indexed_fs", "default_fs", "rocksdb", "lmdb", "sqlite", "redis", "minio", "hbase")
 QUICK_STORES = ("indexed_fs", "rocksdb", "redis")
 LAYOUT = "chunks"
+#: Spark's own state store as a line of the sweep (``--stores spark-state``): the same state,
+#: schedule and failure under the ``spark-state`` baseline instead of ``coordinated`` on a
+#: ckptbench store; its checkpoint is RocksDB's (changelog checkpointing), hence its layout name.
+#: ``bench reproduce state-sweep`` runs it as a step of its own beside the stores' sweep.
+SPARK_STATE, SPARK_STATE_LAYOUT = "spark-state", "rocksdb"
 #: the largest state a store is given, and why (said in the output and the document)
 CAPS: dict[str, tuple[int, str]] = {
     "redis": (1 * GiB, "Redis holds every checkpoint the job keeps in memory (the full one and its "
@@ -135,9 +143,13 @@ class Plan:
 def default_lines(stores: list[str], layouts: list[str] | None,
                   quick: bool = False) -> tuple[tuple[str, str], ...]:
     """Every layout on indexed_fs and chunks on the other stores (``quick``: chunks on every
-    store), unless ``layouts`` names the layouts every store runs."""
+    store), unless ``layouts`` names the layouts every store runs; Spark's own state store has
+    its one."""
     out = []
     for store in stores:
+        if store == SPARK_STATE:
+            out.append((SPARK_STATE, SPARK_STATE_LAYOUT))
+            continue
         for layout in layouts or ([LAYOUT] + [x for x in layout_names() if x != LAYOUT]
                                   if store == "indexed_fs" and not quick else [LAYOUT]):
             out.append((store, layout))
@@ -147,8 +159,10 @@ def default_lines(stores: list[str], layouts: list[str] | None,
 def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str] | None = None,
          sizes: list[int] | None = None, dirty: list[float] | None = None, dirty_size: int | None = None,
          state_bytes: int = STATE_BYTES) -> Plan:
-    """The sweep the options ask for; ``None``: the full or quick default."""
-    full = not quick and stores is layouts is sizes is dirty is dirty_size is None and state_bytes == STATE_BYTES
+    """The sweep the options ask for; ``None``: the full or quick default.  Spark's own state
+    store alone is a full sweep too: its line at every size and fraction of the full one."""
+    full = (not quick and (stores is None or stores == [SPARK_STATE])
+            and layouts is sizes is dirty is dirty_size is None and state_bytes == STATE_BYTES)
     stores = stores or list(QUICK_STORES if quick else STORES)
     return Plan(lines=default_lines(stores, layouts, quick),
                 sizes=tuple(sorted(set(sizes or (QUICK_SIZES if quick else FULL_SIZES)))),
@@ -159,14 +173,25 @@ def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str
 
 
 def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, document: str) -> list[str]:
-    """The ``bench`` arguments of one point (see the module doc for why each)."""
+    """The ``bench`` arguments of one point (see the module doc for why each); Spark's own
+    state store keeps its checkpoint location on the local disk as a file store does."""
     batch = keys // BATCHES_PER_INTERVAL
-    return ["spark", "--job", "wordcount", "--protocol", "coordinated", "--backend", store,
-            "--layout", layout, "--state-bytes", str(state_bytes), "--keys", str(keys),
+    on_disk = store == SPARK_STATE or backend_class(store).keeps_a_directory()
+    return ["spark", "--job", "wordcount", "--protocol",
+            *(["spark-state"] if store == SPARK_STATE else ["coordinated", "--backend", store, "--layout", layout]),
+            "--state-bytes", str(state_bytes), "--keys", str(keys),
             "--skew", f"load+hot:1:{hot}", "--events", str((1 + STEADY_INTERVALS) * keys),
             "--batch", str(batch), "--interval", str(BATCHES_PER_INTERVAL),
             "--fail-at", str(int(FAIL_AT_K * keys)), "--cold-restore", "--verify",
-            *(["--medium", "local"] if backend_class(store).keeps_a_directory() else []), "--json", document]
+            *(["--medium", "local"] if on_disk else []), "--json", document]
+
+
+def protocols(lines: tuple[tuple[str, str], ...]) -> str:
+    """What checkpointed the state of ``lines``: coordinated on a store, Spark's own store, both."""
+    spark_state = any(store == SPARK_STATE for store, _ in lines)
+    stores = any(store != SPARK_STATE for store, _ in lines)
+    return "; ".join((["coordinated"] if stores else [])
+                     + (["spark-state (Spark's RocksDB state store, changelog checkpointing)"] if spark_state else []))
 
 
 def label(sweep: str, store: str, layout: str, keys: int, hot: int, state_bytes: int) -> str:
@@ -226,7 +251,7 @@ def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None) -
     points_dir = points_directory(json_path)
     os.makedirs(points_dir, exist_ok=True)
     doc = StateSweep(quick=p.quick, full=p.full, lines=[f"{s}/{lay}" for s, lay in p.lines], conditions=Conditions(
-        job="wordcount", protocol="coordinated", state_bytes_per_key=p.state_bytes,
+        job="wordcount", protocol=protocols(p.lines), state_bytes_per_key=p.state_bytes,
         sizes=[p.keys(s) * p.state_bytes for s in sorted(p.sizes)], dirty=sorted(p.dirty),
         dirty_size=p.keys(p.dirty_size) * p.state_bytes, schedule=SCHEDULE, caps=p.cap_notes(),
         memory_bytes=memory_bytes()))
