@@ -233,3 +233,38 @@ def test_a_steeper_bend_says_what_the_store_held_against_the_machines_memory():
     text = "\n".join(text_report(_doc(pts)))
     assert ("indexed_fs/chunks recovery: from 256 MiB to 1 GiB slope" in text
             and "steeper" in text and "the store held 3.91 GiB at 1 GiB, of the machine's 24 GiB" in text)
+
+
+def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monkeypatch):
+    """``--resume``: a point whose command is the same and that succeeded is taken over (and says
+    from when); a new size, a failed point and a point of another command run again."""
+    ran = []
+
+    def fake_run_point(sweep_, store, layout, keys, hot, state_bytes, points_dir, timeout):
+        name = sweep.label(sweep_, store, layout, keys, hot, state_bytes)
+        document = os.path.join(points_dir, f"{name}.json")
+        with open(document, "w", encoding="utf-8") as fh:
+            fh.write("{}")
+        ran.append(keys)
+        command = "bench " + sweep.shlex.join(sweep.argv(store, layout, keys, hot, state_bytes, document))
+        failed = keys == 128 and len(ran) == 2  # the first sitting's 128 KiB point fails
+        return Point(sweep_, store, layout, keys, hot, keys * state_bytes, command, 1.0,
+                     error="bench: error: out of memory" if failed else None,
+                     metrics={} if failed else {"CheckpointP50(ms)": 1.0, "ExactlyOnce": True},
+                     document=document)
+
+    monkeypatch.setattr(sweep, "run_point", fake_run_point)
+    path = str(tmp_path / "s.json")
+    first = sweep.plan(stores=["indexed_fs"], layouts=["chunks"], sizes=[64 * 1024, 128 * 1024], dirty=[])
+    sweep.run(first, path)
+    assert ran == [64, 128]
+    second = sweep.plan(stores=["indexed_fs"], layouts=["chunks"], sizes=[64 * 1024, 128 * 1024, 256 * 1024],
+                        dirty=[])
+    doc = sweep.run(second, path, resume=True)
+    assert ran == [64, 128, 128, 256]  # 64 taken over; the failed 128 and the new 256 ran
+    assert [bool(p.resumed) for p in doc.points] == [True, False, False] and all(p.ok for p in doc.points)
+    assert "1 of 3 points were taken over (`--resume`)" in "\n".join(text_report(doc))
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("not json")
+    with pytest.raises(sweep.ResumeError, match="run without --resume"):
+        sweep.run(second, path, resume=True)

@@ -305,9 +305,12 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "one failure a run: each metric's log-log slope and where its curve bends", (
             # each step's own plot is one part of the sweep; the chart (both parts) is drawn over
             # the first part's: the published PNG is always the whole sweep
-            Step("run", "state-sweep", "state-sweep --quick",
+            # --resume: a sweep stopped part-way continues where it stopped (its tables say which
+            # points an earlier sitting measured)
+            Step("run", "state-sweep --resume", "state-sweep --quick --resume",
                  ("--json", "{document}", "--plot", "{out}/state-sweep.png")),
-            Step("spark-state", "state-sweep --stores spark-state", "state-sweep --quick --stores spark-state",
+            Step("spark-state", "state-sweep --resume --stores spark-state",
+                 "state-sweep --quick --resume --stores spark-state",
                  ("--json", "{document}", "--plot", "{out}/{name}/spark-state.png"))),
         state_sweep_result.table, state_sweep_result.headline, servers=("redis", "hbase", "minio"),
         chart=_state_sweep_chart),

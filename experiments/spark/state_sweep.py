@@ -29,11 +29,16 @@ Spark's own state store is a line too (:data:`SPARK_STATE`): the same runs under
 
 The sweep's document is written after every point (:mod:`.state_sweep_result`), so a sweep cut
 short keeps what it measured; each run's own ``ckptbench.spark`` document and output stay beside
-it (``<json stem>/<label>.json`` and ``.log``).
+it (``<json stem>/<label>.json`` and ``.log``).  ``--resume`` takes over from that document every
+point whose command is, to the character, the one this sweep would run and that succeeded, and
+runs the others: a sweep of an hour and more on a shared machine can be stopped and continued.
+A point taken over says so (:attr:`Point.resumed`: when and at which commit it ran), and so do
+the tables, so a curve made of two sittings is never passed off as one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -57,7 +62,9 @@ QUICK_SIZES = (4 * MiB, 16 * MiB, 64 * MiB)
 #: hot keys / keys of the dirty sweep, and the size it runs at
 DIRTY_FRACTIONS = (0.001, 0.01, 0.1, 1.0)
 QUICK_DIRTY_FRACTIONS = (0.1, 1.0)
-DIRTY_SIZE, QUICK_DIRTY_SIZE = 256 * MiB, 16 * MiB
+#: (64 MiB: every line's dirty points together cost about what one line's 4 GiB point does, so the
+#: full sweep stays within about 90 minutes here)
+DIRTY_SIZE, QUICK_DIRTY_SIZE = 64 * MiB, 16 * MiB
 #: the stores of the full sweep (every layout on indexed_fs, chunks on the others) and of --quick
 STORES = ("indexed_fs", "default_fs", "rocksdb", "lmdb", "sqlite", "redis", "minio", "hbase")
 QUICK_STORES = ("indexed_fs", "rocksdb", "redis")
@@ -213,8 +220,6 @@ def memory_bytes() -> int | None:
 
 
 def _read_metrics(path: str) -> dict:
-    import json
-
     with open(path, encoding="utf-8") as fh:
         return dict(json.load(fh).get("metrics") or {})
 
@@ -246,8 +251,37 @@ def points_directory(json_path: str) -> str:
     return stem
 
 
-def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None) -> StateSweep:
-    """Every point of ``p`` in order, the document rewritten at ``json_path`` after each."""
+class ResumeError(ValueError):
+    """``--resume`` cannot read the earlier sweep's document (one line, the fix)."""
+
+
+def earlier_points(json_path: str) -> dict[str, Point]:
+    """The succeeded points of the sweep document at ``json_path`` by command, each marked with
+    when and at which commit it ran; none when there is no document yet."""
+    if not os.path.exists(json_path):
+        return {}
+    try:
+        with open(json_path, encoding="utf-8") as fh:
+            doc = StateSweep.from_json(json.load(fh))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ResumeError(f"--resume: {json_path} is not a state-sweep document ({exc.__class__.__name__}: "
+                          f"{exc}); move it away or run without --resume") from None
+    env = doc.environment
+    when = f"{env.time or 'an earlier run'}" + (f" at commit {env.commit[:10]}" if env.commit else "")
+    out = {}
+    for point in doc.points:
+        if point.ok and os.path.exists(point.document):
+            point.resumed = point.resumed or when
+            out[point.command] = point
+    return out
+
+
+def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None,
+        resume: bool = False) -> StateSweep:
+    """Every point of ``p`` in order, the document rewritten at ``json_path`` after each;
+    ``resume``: the points the document there already holds (:func:`earlier_points`) are
+    taken over, not run again."""
+    earlier = earlier_points(json_path) if resume else {}
     points_dir = points_directory(json_path)
     os.makedirs(points_dir, exist_ok=True)
     doc = StateSweep(quick=p.quick, full=p.full, lines=[f"{s}/{lay}" for s, lay in p.lines], conditions=Conditions(
@@ -258,6 +292,14 @@ def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None) -
     todo = p.points()
     t0 = time.monotonic()
     for i, (sweep, store, layout, keys, hot) in enumerate(todo, 1):
+        name = label(sweep, store, layout, keys, hot, p.state_bytes)
+        taken = earlier.get("bench " + shlex.join(argv(store, layout, keys, hot, p.state_bytes,
+                                                       os.path.join(points_dir, f"{name}.json"))))
+        if taken is not None:
+            doc.points.append(taken)
+            echo(f"state-sweep [{i}/{len(todo)}] {store}/{layout} {binary_size(keys * p.state_bytes)}: "
+                 f"taken over from {taken.resumed}")
+            continue
         point = run_point(sweep, store, layout, keys, hot, p.state_bytes, points_dir,
                           QUICK_TIMEOUT if p.quick else FULL_TIMEOUT)
         doc.points.append(point)

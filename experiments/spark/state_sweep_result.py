@@ -76,6 +76,8 @@ class Point:
     #: where the run's own ``ckptbench.spark`` document and its output were written
     document: str = ""
     log: str = ""
+    #: when and at which commit the point ran, if ``--resume`` took it over from an earlier sitting
+    resumed: str | None = optional()
 
     @property
     def line(self) -> str:
@@ -304,8 +306,13 @@ def _about(doc: StateSweep) -> list[str]:
     size = ("`--quick`: a small subset at small sizes, not the full sweep" if doc.quick else
             "the full sweep" if doc.full else "a sweep its options narrowed, not the full sweep")
     memory = f"; the machine has {binary_size(c.memory_bytes)} of memory" if c.memory_bytes else ""
+    sittings = sorted({p.resumed for p in doc.points if p.resumed})
+    resumed = sum(1 for p in doc.points if p.resumed)
     return [f"{size}: {c.job} under {c.protocol}, {c.state_bytes_per_key} bytes of state a key; "
             f"{c.schedule}{memory}.",
+            *([f"{resumed} of {len(doc.points)} points were taken over (`--resume`) from an earlier "
+               f"sitting of the same commands ({'; '.join(sittings)}); the others ran in this one."]
+              if resumed else []),
             *(f"Left out: {cap}." for cap in c.caps),
             f"Slopes are least squares on log10 of both axes (1: cost grows as the state does, "
             f"0: it does not grow); a segment whose own slope differs from its line's by more "
