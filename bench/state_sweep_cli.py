@@ -38,8 +38,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"{', '.join(sweep.QUICK_STORES)} (chunks) at small sizes: a few minutes")
     p.add_argument("--stores", metavar="LIST",
-                   help="comma-separated backends (default: " + ", ".join(sweep.STORES) + "; --quick: "
-                        + ", ".join(sweep.QUICK_STORES) + ")")
+                   help="comma-separated backends, or spark-state for Spark's own state store (default: "
+                        + ", ".join(sweep.STORES) + "; --quick: " + ", ".join(sweep.QUICK_STORES) + ")")
     p.add_argument("--layouts", metavar="LIST",
                    help="comma-separated layouts every store runs (default: every layout on "
                         "indexed_fs, chunks on the others)")
@@ -50,9 +50,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="shares of the keys an interval may dirty, e.g. 0.1%%,1%%,10%%,100%% "
                         "(default: those; --quick: 1%%,10%%,100%%); 'none' skips the dirty sweep")
     p.add_argument("--dirty-size", type=byte_size, metavar="SIZE",
-                   help="the live state of the dirty sweep (default 256MiB; --quick: 16MiB)")
+                   help="the live state of the dirty sweep (default 64MiB; --quick: 16MiB)")
     p.add_argument("--state-bytes", type=byte_size, default=sweep.STATE_BYTES, metavar="BYTES",
                    help=f"state per key beside its count (default {sweep.STATE_BYTES})")
+    p.add_argument("--resume", action="store_true",
+                   help="take over the points of the sweep already in --json whose command is the "
+                        "same and that succeeded; run the others (the tables say which)")
     p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE",
                    help=f"(default {DEFAULT_JSON}; each run's own JSON and output go in a "
                         f"directory beside it)")
@@ -77,6 +80,8 @@ def check(args: argparse.Namespace) -> Any:
                          "own beside it; give a file, e.g. --json results/state-sweep.json")
     stores, layouts = names(args.stores), names(args.layouts)
     for store in stores or ():
+        if store == sweep.SPARK_STATE:
+            continue
         backend_class(store)  # UnknownBackendError lists the valid names
         if store == "memory":
             raise UsageError("--stores memory: the memory store keeps nothing across the injected "
@@ -117,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
     todo = len(p.points())
     print(f"{PROG} state-sweep: {todo} runs over {len(p.lines)} store x layout lines; each run's "
           f"JSON and output in {sweep.points_directory(args.json)}/", file=sys.stderr, flush=True)
-    doc = sweep.run(p, args.json, echo=lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        doc = sweep.run(p, args.json, echo=lambda line: print(line, file=sys.stderr, flush=True),
+                        resume=args.resume)
+    except sweep.ResumeError as exc:
+        raise UsageError(str(exc)) from None
     for line in text_report(doc):
         print(line)
     drawn = plot_state_sweep(doc, args.plot)

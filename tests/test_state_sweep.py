@@ -13,7 +13,7 @@ import pytest
 
 from experiments.core.loglog import Fit, bends, fit, segment_slopes
 from experiments.spark import state_sweep as sweep
-from experiments.spark.state_sweep_result import (DIRTY, SIZE, Conditions, Point, StateSweep, fit_slopes,
+from experiments.spark.state_sweep_result import (DIRTY, SIZE, Conditions, Point, StateSweep, fit_slopes, merged,
                                                   headline, markdown, table, text_report)
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -106,6 +106,19 @@ def test_every_point_is_a_bench_spark_command_that_parses_and_file_stores_go_to_
     assert "--medium" not in sweep.argv("redis", "chunks", 4096, 4096, 1024, "x.json")
 
 
+def test_spark_state_is_a_line_run_the_same_way_under_its_own_baseline():
+    from bench import cli
+
+    p = sweep.plan(stores=["spark-state"])
+    assert p.lines == (("spark-state", "rocksdb"),) and p.full  # its line at every full size
+    assert not sweep.plan(stores=["indexed_fs"]).full
+    args = cli.build_parser().parse_args(sweep.argv("spark-state", "rocksdb", 4096, 40, 1024, "x.json"))
+    assert (args.protocol, args.skew, args.medium, args.backend) == ("spark-state", "load+hot:1.0:40", "local", None)
+    assert args.events == 4 * 4096 and args.fail_at == [10240] and args.cold_restore and args.verify
+    assert sweep.protocols(p.lines).startswith("spark-state")
+    assert sweep.protocols((("redis", "chunks"), *p.lines)).startswith("coordinated; spark-state")
+
+
 # ---------------------------------------------------------------------- document and tables
 def _point(store, layout, size, hot=1.0, p50=None, error=None):
     keys = size // 1024
@@ -155,6 +168,15 @@ def test_slopes_tables_and_a_failed_point_that_is_shown_failed_never_zero(tmp_pa
     assert "checkpoint p50 0.0" not in headline({"run": doc.to_json()})
     assert headline({"run": doc.to_json()}).startswith("log-log slope against state (16 MiB to 256 MiB")
     assert "`--quick`: a small subset" in "\n".join(markdown(_doc(pts, quick=True)))
+    spark = _doc([_point("spark-state", "rocksdb", s) for s in (16 * MiB, 64 * MiB)])
+    spark.lines, spark.conditions.protocol, spark.conditions.caps = ["spark-state/rocksdb"], "spark-state", []
+    both = merged([doc, spark])
+    assert both.lines[-1] == "spark-state/rocksdb" and len(both.points) == len(pts) + 2
+    assert both.conditions.protocol == "coordinated; spark-state" and both.full
+    assert both.slope("spark-state/rocksdb", SIZE, "CheckpointBytes").slope == pytest.approx(1.0)
+    assert "| spark-state | rocksdb | 2 |" in "\n".join(table({"run": doc.to_json(), "spark-state": spark.to_json()}))
+    with pytest.raises(ValueError, match="not run alike"):
+        merged([doc, _doc(pts, quick=True)])
     drawn = plot_state_sweep(doc, str(tmp_path / "s.png"))
     assert drawn == [str(tmp_path / "s.png"), str(tmp_path / "s-dirty.png")]
     assert all(os.path.getsize(p) > 0 for p in drawn)
@@ -211,3 +233,38 @@ def test_a_steeper_bend_says_what_the_store_held_against_the_machines_memory():
     text = "\n".join(text_report(_doc(pts)))
     assert ("indexed_fs/chunks recovery: from 256 MiB to 1 GiB slope" in text
             and "steeper" in text and "the store held 3.91 GiB at 1 GiB, of the machine's 24 GiB" in text)
+
+
+def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monkeypatch):
+    """``--resume``: a point whose command is the same and that succeeded is taken over (and says
+    from when); a new size, a failed point and a point of another command run again."""
+    ran = []
+
+    def fake_run_point(sweep_, store, layout, keys, hot, state_bytes, points_dir, timeout):
+        name = sweep.label(sweep_, store, layout, keys, hot, state_bytes)
+        document = os.path.join(points_dir, f"{name}.json")
+        with open(document, "w", encoding="utf-8") as fh:
+            fh.write("{}")
+        ran.append(keys)
+        command = "bench " + sweep.shlex.join(sweep.argv(store, layout, keys, hot, state_bytes, document))
+        failed = keys == 128 and len(ran) == 2  # the first sitting's 128 KiB point fails
+        return Point(sweep_, store, layout, keys, hot, keys * state_bytes, command, 1.0,
+                     error="bench: error: out of memory" if failed else None,
+                     metrics={} if failed else {"CheckpointP50(ms)": 1.0, "ExactlyOnce": True},
+                     document=document)
+
+    monkeypatch.setattr(sweep, "run_point", fake_run_point)
+    path = str(tmp_path / "s.json")
+    first = sweep.plan(stores=["indexed_fs"], layouts=["chunks"], sizes=[64 * 1024, 128 * 1024], dirty=[])
+    sweep.run(first, path)
+    assert ran == [64, 128]
+    second = sweep.plan(stores=["indexed_fs"], layouts=["chunks"], sizes=[64 * 1024, 128 * 1024, 256 * 1024],
+                        dirty=[])
+    doc = sweep.run(second, path, resume=True)
+    assert ran == [64, 128, 128, 256]  # 64 taken over; the failed 128 and the new 256 ran
+    assert [bool(p.resumed) for p in doc.points] == [True, False, False] and all(p.ok for p in doc.points)
+    assert "1 of 3 points were taken over (`--resume`)" in "\n".join(text_report(doc))
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("not json")
+    with pytest.raises(sweep.ResumeError, match="run without --resume"):
+        sweep.run(second, path, resume=True)

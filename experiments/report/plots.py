@@ -517,7 +517,8 @@ def plot_state_sweep(doc: Any, path: str) -> list[str]:
     _loglog_panel(axes[1], doc, SIZE, "RecoveryTime(ms)", "recovery time (ms)")
     _loglog_panel(axes[2], doc, SIZE, "SpaceAmplification", "space amplification")
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"{doc.conditions.state_bytes_per_key} bytes of state a key, coordinated, one failure a run: "
+    by = " and ".join(part.split(" (")[0] for part in doc.conditions.protocol.split("; "))
+    fig.suptitle(f"{doc.conditions.state_bytes_per_key} bytes of state a key, {by}, one failure a run: "
                  f"cost against state, log-log axes" + (" (--quick)" if doc.quick else ""))
     _save(fig, path)
     written = [path]

@@ -24,13 +24,21 @@ the full checkpoint and an increment and replay half an interval; ``--cold-resto
 from the device, ``--verify`` checks exactly-once.  A file store's directory is put on the local
 disk (``--medium local``): the default one lives with the working state in memory.
 
+Spark's own state store is a line too (:data:`SPARK_STATE`): the same runs under the
+``spark-state`` baseline, so its checkpoint and recovery grow beside the stores' at equal state.
+
 The sweep's document is written after every point (:mod:`.state_sweep_result`), so a sweep cut
 short keeps what it measured; each run's own ``ckptbench.spark`` document and output stay beside
-it (``<json stem>/<label>.json`` and ``.log``).
+it (``<json stem>/<label>.json`` and ``.log``).  ``--resume`` takes over from that document every
+point whose command is, to the character, the one this sweep would run and that succeeded, and
+runs the others: a sweep of an hour and more on a shared machine can be stopped and continued.
+A point taken over says so (:attr:`Point.resumed`: when and at which commit it ran), and so do
+the tables, so a curve made of two sittings is never passed off as one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -54,11 +62,18 @@ QUICK_SIZES = (4 * MiB, 16 * MiB, 64 * MiB)
 #: hot keys / keys of the dirty sweep, and the size it runs at
 DIRTY_FRACTIONS = (0.001, 0.01, 0.1, 1.0)
 QUICK_DIRTY_FRACTIONS = (0.1, 1.0)
-DIRTY_SIZE, QUICK_DIRTY_SIZE = 256 * MiB, 16 * MiB
+#: (64 MiB: every line's dirty points together cost about what one line's 4 GiB point does, so the
+#: full sweep stays within about 90 minutes here)
+DIRTY_SIZE, QUICK_DIRTY_SIZE = 64 * MiB, 16 * MiB
 #: the stores of the full sweep (every layout on indexed_fs, chunks on the others) and of --quick
 STORES = ("indexed_fs", "default_fs", "rocksdb", "lmdb", "sqlite", "redis", "minio", "hbase")
 QUICK_STORES = ("indexed_fs", "rocksdb", "redis")
 LAYOUT = "chunks"
+#: Spark's own state store as a line of the sweep (``--stores spark-state``): the same state,
+#: schedule and failure under the ``spark-state`` baseline instead of ``coordinated`` on a
+#: ckptbench store; its checkpoint is RocksDB's (changelog checkpointing), hence its layout name.
+#: ``bench reproduce state-sweep`` runs it as a step of its own beside the stores' sweep.
+SPARK_STATE, SPARK_STATE_LAYOUT = "spark-state", "rocksdb"
 #: the largest state a store is given, and why (said in the output and the document)
 CAPS: dict[str, tuple[int, str]] = {
     "redis": (1 * GiB, "Redis holds every checkpoint the job keeps in memory (the full one and its "
@@ -135,9 +150,13 @@ class Plan:
 def default_lines(stores: list[str], layouts: list[str] | None,
                   quick: bool = False) -> tuple[tuple[str, str], ...]:
     """Every layout on indexed_fs and chunks on the other stores (``quick``: chunks on every
-    store), unless ``layouts`` names the layouts every store runs."""
+    store), unless ``layouts`` names the layouts every store runs; Spark's own state store has
+    its one."""
     out = []
     for store in stores:
+        if store == SPARK_STATE:
+            out.append((SPARK_STATE, SPARK_STATE_LAYOUT))
+            continue
         for layout in layouts or ([LAYOUT] + [x for x in layout_names() if x != LAYOUT]
                                   if store == "indexed_fs" and not quick else [LAYOUT]):
             out.append((store, layout))
@@ -147,8 +166,10 @@ def default_lines(stores: list[str], layouts: list[str] | None,
 def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str] | None = None,
          sizes: list[int] | None = None, dirty: list[float] | None = None, dirty_size: int | None = None,
          state_bytes: int = STATE_BYTES) -> Plan:
-    """The sweep the options ask for; ``None``: the full or quick default."""
-    full = not quick and stores is layouts is sizes is dirty is dirty_size is None and state_bytes == STATE_BYTES
+    """The sweep the options ask for; ``None``: the full or quick default.  Spark's own state
+    store alone is a full sweep too: its line at every size and fraction of the full one."""
+    full = (not quick and (stores is None or stores == [SPARK_STATE])
+            and layouts is sizes is dirty is dirty_size is None and state_bytes == STATE_BYTES)
     stores = stores or list(QUICK_STORES if quick else STORES)
     return Plan(lines=default_lines(stores, layouts, quick),
                 sizes=tuple(sorted(set(sizes or (QUICK_SIZES if quick else FULL_SIZES)))),
@@ -159,14 +180,25 @@ def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str
 
 
 def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, document: str) -> list[str]:
-    """The ``bench`` arguments of one point (see the module doc for why each)."""
+    """The ``bench`` arguments of one point (see the module doc for why each); Spark's own
+    state store keeps its checkpoint location on the local disk as a file store does."""
     batch = keys // BATCHES_PER_INTERVAL
-    return ["spark", "--job", "wordcount", "--protocol", "coordinated", "--backend", store,
-            "--layout", layout, "--state-bytes", str(state_bytes), "--keys", str(keys),
+    on_disk = store == SPARK_STATE or backend_class(store).keeps_a_directory()
+    return ["spark", "--job", "wordcount", "--protocol",
+            *(["spark-state"] if store == SPARK_STATE else ["coordinated", "--backend", store, "--layout", layout]),
+            "--state-bytes", str(state_bytes), "--keys", str(keys),
             "--skew", f"load+hot:1:{hot}", "--events", str((1 + STEADY_INTERVALS) * keys),
             "--batch", str(batch), "--interval", str(BATCHES_PER_INTERVAL),
             "--fail-at", str(int(FAIL_AT_K * keys)), "--cold-restore", "--verify",
-            *(["--medium", "local"] if backend_class(store).keeps_a_directory() else []), "--json", document]
+            *(["--medium", "local"] if on_disk else []), "--json", document]
+
+
+def protocols(lines: tuple[tuple[str, str], ...]) -> str:
+    """What checkpointed the state of ``lines``: coordinated on a store, Spark's own store, both."""
+    spark_state = any(store == SPARK_STATE for store, _ in lines)
+    stores = any(store != SPARK_STATE for store, _ in lines)
+    return "; ".join((["coordinated"] if stores else [])
+                     + (["spark-state (Spark's RocksDB state store, changelog checkpointing)"] if spark_state else []))
 
 
 def label(sweep: str, store: str, layout: str, keys: int, hot: int, state_bytes: int) -> str:
@@ -188,8 +220,6 @@ def memory_bytes() -> int | None:
 
 
 def _read_metrics(path: str) -> dict:
-    import json
-
     with open(path, encoding="utf-8") as fh:
         return dict(json.load(fh).get("metrics") or {})
 
@@ -221,18 +251,55 @@ def points_directory(json_path: str) -> str:
     return stem
 
 
-def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None) -> StateSweep:
-    """Every point of ``p`` in order, the document rewritten at ``json_path`` after each."""
+class ResumeError(ValueError):
+    """``--resume`` cannot read the earlier sweep's document (one line, the fix)."""
+
+
+def earlier_points(json_path: str) -> dict[str, Point]:
+    """The succeeded points of the sweep document at ``json_path`` by command, each marked with
+    when and at which commit it ran; none when there is no document yet."""
+    if not os.path.exists(json_path):
+        return {}
+    try:
+        with open(json_path, encoding="utf-8") as fh:
+            doc = StateSweep.from_json(json.load(fh))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ResumeError(f"--resume: {json_path} is not a state-sweep document ({exc.__class__.__name__}: "
+                          f"{exc}); move it away or run without --resume") from None
+    env = doc.environment
+    when = f"{env.time or 'an earlier run'}" + (f" at commit {env.commit[:10]}" if env.commit else "")
+    out = {}
+    for point in doc.points:
+        if point.ok and os.path.exists(point.document):
+            point.resumed = point.resumed or when
+            out[point.command] = point
+    return out
+
+
+def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None,
+        resume: bool = False) -> StateSweep:
+    """Every point of ``p`` in order, the document rewritten at ``json_path`` after each;
+    ``resume``: the points the document there already holds (:func:`earlier_points`) are
+    taken over, not run again."""
+    earlier = earlier_points(json_path) if resume else {}
     points_dir = points_directory(json_path)
     os.makedirs(points_dir, exist_ok=True)
     doc = StateSweep(quick=p.quick, full=p.full, lines=[f"{s}/{lay}" for s, lay in p.lines], conditions=Conditions(
-        job="wordcount", protocol="coordinated", state_bytes_per_key=p.state_bytes,
+        job="wordcount", protocol=protocols(p.lines), state_bytes_per_key=p.state_bytes,
         sizes=[p.keys(s) * p.state_bytes for s in sorted(p.sizes)], dirty=sorted(p.dirty),
         dirty_size=p.keys(p.dirty_size) * p.state_bytes, schedule=SCHEDULE, caps=p.cap_notes(),
         memory_bytes=memory_bytes()))
     todo = p.points()
     t0 = time.monotonic()
     for i, (sweep, store, layout, keys, hot) in enumerate(todo, 1):
+        name = label(sweep, store, layout, keys, hot, p.state_bytes)
+        taken = earlier.get("bench " + shlex.join(argv(store, layout, keys, hot, p.state_bytes,
+                                                       os.path.join(points_dir, f"{name}.json"))))
+        if taken is not None:
+            doc.points.append(taken)
+            echo(f"state-sweep [{i}/{len(todo)}] {store}/{layout} {binary_size(keys * p.state_bytes)}: "
+                 f"taken over from {taken.resumed}")
+            continue
         point = run_point(sweep, store, layout, keys, hot, p.state_bytes, points_dir,
                           QUICK_TIMEOUT if p.quick else FULL_TIMEOUT)
         doc.points.append(point)

@@ -11,12 +11,15 @@ by :func:`fit_slopes` (:mod:`experiments.core.loglog`) and stored beside them, s
 later ``bench advise`` reads them without fitting again.
 
 A point that failed keeps its error and has no figures: it is left out of every fit and shown
-as failed in the tables, never as a zero.
+as failed in the tables, never as a zero.  Sweeps of the same sizes run apart (``bench
+reproduce state-sweep`` runs Spark's own state store as a step of its own) are read as one by
+:func:`merged`, which refuses sweeps whose sizes or schedule differ: their curves would not be
+comparable.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.base import binary_units
@@ -73,6 +76,8 @@ class Point:
     #: where the run's own ``ckptbench.spark`` document and its output were written
     document: str = ""
     log: str = ""
+    #: when and at which commit the point ran, if ``--resume`` took it over from an earlier sitting
+    resumed: str | None = optional()
 
     @property
     def line(self) -> str:
@@ -170,6 +175,36 @@ class StateSweep(Document):
     def slope(self, line: str, against: str, metric: str) -> Slope | None:
         return next((s for s in self.slopes if f"{s.store}/{s.layout}" == line
                      and s.against == against and s.metric == metric), None)
+
+
+def merged(docs: list[StateSweep]) -> StateSweep:
+    """``docs`` as one sweep: their lines and points in order, the slopes fitted again, the
+    protocols and caps of each; full only when each was.  ``ValueError`` when they were not
+    spelled alike (another size, fraction, schedule or per-key state)."""
+    first, *others = docs
+    if not others:
+        return first
+
+    def spelled(c: Conditions) -> Conditions:
+        return replace(c, protocol="", caps=[], memory_bytes=None)
+
+    for doc in others:
+        if spelled(doc.conditions) != spelled(first.conditions) or doc.quick != first.quick:
+            raise ValueError("the sweeps were not run alike (sizes, dirty fractions, schedule or "
+                             "--quick differ): their curves cannot be read together")
+    out = replace(first, full=all(d.full for d in docs), seconds=sum(d.seconds for d in docs),
+                  lines=[line for d in docs for line in d.lines],
+                  points=[p for d in docs for p in d.points],
+                  conditions=replace(first.conditions,
+                                     protocol="; ".join(dict.fromkeys(d.conditions.protocol for d in docs)),
+                                     caps=[cap for d in docs for cap in d.conditions.caps]))
+    out.slopes = fit_slopes(out)
+    return out
+
+
+def of_runs(runs: Runs) -> StateSweep:
+    """The documents of ``bench reproduce state-sweep``'s steps as one sweep."""
+    return merged([StateSweep.from_json(d) for d in runs.values()])
 
 
 # ------------------------------------------------------------------------------------- fitting
@@ -271,8 +306,13 @@ def _about(doc: StateSweep) -> list[str]:
     size = ("`--quick`: a small subset at small sizes, not the full sweep" if doc.quick else
             "the full sweep" if doc.full else "a sweep its options narrowed, not the full sweep")
     memory = f"; the machine has {binary_size(c.memory_bytes)} of memory" if c.memory_bytes else ""
+    sittings = sorted({p.resumed for p in doc.points if p.resumed})
+    resumed = sum(1 for p in doc.points if p.resumed)
     return [f"{size}: {c.job} under {c.protocol}, {c.state_bytes_per_key} bytes of state a key; "
             f"{c.schedule}{memory}.",
+            *([f"{resumed} of {len(doc.points)} points were taken over (`--resume`) from an earlier "
+               f"sitting of the same commands ({'; '.join(sittings)}); the others ran in this one."]
+              if resumed else []),
             *(f"Left out: {cap}." for cap in c.caps),
             f"Slopes are least squares on log10 of both axes (1: cost grows as the state does, "
             f"0: it does not grow); a segment whose own slope differs from its line's by more "
@@ -317,15 +357,14 @@ def markdown(doc: StateSweep) -> list[str]:
 
 
 def table(runs: Runs) -> list[str]:
-    """``bench reproduce state-sweep``'s block, from the one command's document."""
-    (doc,) = (StateSweep.from_json(d) for d in runs.values())
-    return markdown(doc)
+    """``bench reproduce state-sweep``'s block, from its steps' documents."""
+    return markdown(of_runs(runs))
 
 
 def headline(runs: Runs) -> str:
     """The slopes of the checkpoint p50 and of the recovery against state size, as a range over
     the lines."""
-    (doc,) = (StateSweep.from_json(d) for d in runs.values())
+    doc = of_runs(runs)
     parts = []
     for metric, name in (("CheckpointP50(ms)", "checkpoint p50"), ("RecoveryTime(ms)", "recovery")):
         got = [s.slope for s in doc.slopes if s.against == SIZE and s.metric == metric]
