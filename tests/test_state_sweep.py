@@ -268,3 +268,15 @@ def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monke
         fh.write("not json")
     with pytest.raises(sweep.ResumeError, match="run without --resume"):
         sweep.run(second, path, resume=True)
+
+
+def test_the_budget_leaves_out_a_slow_lines_largest_size_unless_sizes_are_named(monkeypatch):
+    monkeypatch.setattr(sweep, "BUDGET_CAPS", {"hbase": (1 * GiB, "slow"), "indexed_fs/per-key": (1 * GiB, "slow")})
+    p = sweep.plan()
+    biggest = {(store, layout) for _, store, layout, keys, _ in p.points() if keys * p.state_bytes > 1 * GiB}
+    assert ("hbase", "chunks") not in biggest and ("indexed_fs", "per-key") not in biggest
+    assert ("indexed_fs", "chunks") in biggest and ("indexed_fs", "changelog") in biggest
+    assert "indexed_fs/per-key, hbase above 1 GiB (4 GiB): slow" in p.cap_notes()
+    named = sweep.plan(sizes=[1 * GiB, 4 * GiB])
+    assert ("hbase", "chunks", 4 * GiB) in {(s, lay, k * named.state_bytes) for _, s, lay, k, _ in named.points()}
+    assert not any(n.startswith("indexed_fs/per-key") for n in named.cap_notes())

@@ -7,7 +7,8 @@ point, the others still run, and every run starts with a fresh JVM and leaves no
 
 * **State size**: the live state ``S`` from :data:`FULL_SIZES` (16 MiB to 4 GiB, x4 apart),
   ``K = S / state-bytes`` keys.  A store that cannot take the largest sizes here stops
-  below them (:data:`CAPS`, each with its reason), and the output says so.
+  below them (:data:`CAPS`, each with its reason), and so do the stores the full sweep's time
+  budget leaves out at its largest size (:data:`BUDGET_CAPS`); the output says so.
 * **Dirty fraction**: at one size (:data:`DIRTY_SIZE`), the share of the keys an interval may
   dirty from 0.1 % to 100 % (:data:`DIRTY_FRACTIONS`).  The 100 % point is the size sweep's
   point at that size, not run twice.
@@ -74,12 +75,20 @@ LAYOUT = "chunks"
 #: ckptbench store; its checkpoint is RocksDB's (changelog checkpointing), hence its layout name.
 #: ``bench reproduce state-sweep`` runs it as a step of its own beside the stores' sweep.
 SPARK_STATE, SPARK_STATE_LAYOUT = "spark-state", "rocksdb"
-#: the largest state a store is given, and why (said in the output and the document)
+#: the largest state a store (or a ``store/layout`` line) is given, and why (said in the output
+#: and the document): what this machine cannot hold
 CAPS: dict[str, tuple[int, str]] = {
     "redis": (1 * GiB, "Redis holds every checkpoint the job keeps in memory (the full one and its "
                        "increments, several times the live state), which at 4 GiB of state would "
                        "not fit in this machine's memory beside the job's own copies"),
 }
+#: the stores whose largest size the default sizes leave out to keep the full sweep within about
+#: 90 minutes here (a run's time grows with its events and state: about 4x at the next size), and
+#: why; naming ``--sizes`` runs them at every size given
+BUDGET = ("at 4 GiB the full sweep keeps one line of each kind of store to stay within about 90 "
+          "minutes here: indexed_fs in every layout (the store under test), rocksdb (the embedded "
+          "peers) and minio (the servers); `--stores STORE --sizes 1GiB,4GiB` runs another")
+BUDGET_CAPS: dict[str, tuple[int, str]] = {store: (1 * GiB, BUDGET) for store in ("default_fs", "lmdb", "sqlite", "hbase")}
 #: micro-batches per checkpoint interval, intervals after the load, the failure's offset in K
 BATCHES_PER_INTERVAL = 2
 STEADY_INTERVALS = 3
@@ -106,6 +115,8 @@ class Plan:
     quick: bool = False
     #: every default of the full sweep (no option narrowed it): what "the full sweep" means
     full: bool = False
+    #: the default sizes: the caps of the full sweep's time budget hold (:data:`BUDGET_CAPS`)
+    budget: bool = False
 
     def keys(self, size: int) -> int:
         """Keys holding ``size`` bytes of state: a multiple of the micro-batches an interval
@@ -113,8 +124,18 @@ class Plan:
         k = size // self.state_bytes
         return k - k % BATCHES_PER_INTERVAL
 
-    def capped(self, store: str, size: int) -> bool:
-        return store in CAPS and size > CAPS[store][0]
+    def cap(self, store: str, layout: str) -> tuple[str, int, str] | None:
+        """What caps a line, its largest size and why; ``None``: every size.  The budget's caps
+        hold only for the default sizes."""
+        for key in (f"{store}/{layout}", store):
+            for caps in (CAPS, BUDGET_CAPS if self.budget else {}):
+                if key in caps:
+                    return (key, *caps[key])
+        return None
+
+    def capped(self, store: str, layout: str, size: int) -> bool:
+        cap = self.cap(store, layout)
+        return cap is not None and size > cap[1]
 
     def points(self) -> list[tuple[str, str, str, int, int]]:
         """``(sweep, store, layout, keys, hot keys)`` in the order they run: every line at one
@@ -124,27 +145,31 @@ class Plan:
         out = []
         for size in sorted(self.sizes):
             for store, layout in self.lines:
-                if not self.capped(store, size):
+                if not self.capped(store, layout, size):
                     k = self.keys(size)
                     out.append((SIZE, store, layout, k, k))
         k = self.keys(self.dirty_size)
         for fraction in sorted(self.dirty):
             for store, layout in self.lines:
                 hot = max(1, round(fraction * k))
-                if (hot == k and self.dirty_size in self.sizes) or self.capped(store, self.dirty_size):
+                if (hot == k and self.dirty_size in self.sizes) or self.capped(store, layout, self.dirty_size):
                     continue
                 out.append((DIRTY, store, layout, k, hot))
         return out
 
     def cap_notes(self) -> list[str]:
-        """What was left out for a store, and why."""
-        out = []
-        for store in dict.fromkeys(s for s, _ in self.lines):
-            left = [size for size in self.sizes if self.capped(store, size)]
-            if left:
-                limit, why = CAPS[store]
-                out.append(f"{store} above {binary_size(limit)} ({', '.join(map(binary_size, left))}): {why}")
-        return out
+        """What was left out for a store or line, and why: one note a reason."""
+        left: dict[tuple[int, str], tuple[list[str], list[int]]] = {}
+        for store, layout in self.lines:
+            cap = self.cap(store, layout)
+            sizes = [size for size in self.sizes if cap is not None and size > cap[1]]
+            if cap is not None and sizes:
+                names, dropped = left.setdefault(cap[1:], ([], []))
+                if cap[0] not in names:
+                    names.append(cap[0])
+                dropped.extend(x for x in sizes if x not in dropped)
+        return [f"{', '.join(names)} above {binary_size(limit)} ({', '.join(map(binary_size, sorted(dropped)))}): {why}"
+                for (limit, why), (names, dropped) in left.items()]
 
 
 def default_lines(stores: list[str], layouts: list[str] | None,
@@ -176,7 +201,7 @@ def plan(quick: bool = False, stores: list[str] | None = None, layouts: list[str
                 dirty=tuple(sorted(set(dirty if dirty is not None else
                                        (QUICK_DIRTY_FRACTIONS if quick else DIRTY_FRACTIONS)))),
                 dirty_size=dirty_size or (QUICK_DIRTY_SIZE if quick else DIRTY_SIZE),
-                state_bytes=state_bytes, quick=quick, full=full)
+                state_bytes=state_bytes, quick=quick, full=full, budget=not quick and sizes is None)
 
 
 def argv(store: str, layout: str, keys: int, hot: int, state_bytes: int, document: str) -> list[str]:
