@@ -163,6 +163,8 @@ def test_slopes_tables_and_a_failed_point_that_is_shown_failed_never_zero(tmp_pa
     assert "# Dirty fraction at 16 MiB" in text
     back = StateSweep.from_json(json.loads(json.dumps(doc.to_json())))
     assert back.to_json() == doc.to_json() and back.points[-1].metrics == {}
+    doc.points[0].loadavg = 3.25
+    assert "from 3.2 to 3.2 on" in "\n".join(text_report(doc)) and "| 3.2 |" in "\n".join(markdown(doc))
     block = "\n".join(table({"run": doc.to_json()}))
     assert "| indexed_fs | chunks | 3 |" in block and "`--quick`" not in block
     assert "checkpoint p50 0.0" not in headline({"run": doc.to_json()})
@@ -263,6 +265,7 @@ def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monke
     doc = sweep.run(second, path, resume=True)
     assert ran == [64, 128, 128, 256]  # 64 taken over; the failed 128 and the new 256 ran
     assert [bool(p.resumed) for p in doc.points] == [True, False, False] and all(p.ok for p in doc.points)
+    assert doc.points[0].loadavg is None  # its document has no environment
     assert "1 of 3 points were taken over (`--resume`)" in "\n".join(text_report(doc))
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("not json")

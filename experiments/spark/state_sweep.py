@@ -244,9 +244,13 @@ def memory_bytes() -> int | None:
     return None
 
 
-def _read_metrics(path: str) -> dict:
+def _read_run(path: str) -> tuple[dict, float | None]:
+    """A run's ``[SPARK]`` lines and the 1-minute load average when it ended (from its own
+    document's environment): how busy the shared machine was while it ran."""
     with open(path, encoding="utf-8") as fh:
-        return dict(json.load(fh).get("metrics") or {})
+        doc = json.load(fh)
+    load = (doc.get("environment") or {}).get("loadavg") or [None]
+    return dict(doc.get("metrics") or {}), load[0]
 
 
 def run_point(sweep: str, store: str, layout: str, keys: int, hot: int, state_bytes: int,
@@ -264,7 +268,7 @@ def run_point(sweep: str, store: str, layout: str, keys: int, hot: int, state_by
         if not os.path.exists(document):
             point.error = f"it wrote no {document}"
         else:
-            point.metrics = _read_metrics(document)
+            point.metrics, point.loadavg = _read_run(document)
             point.state_bytes = int(point.metrics.get("StateBytes") or point.state_bytes)
     return point
 
@@ -297,6 +301,8 @@ def earlier_points(json_path: str) -> dict[str, Point]:
     for point in doc.points:
         if point.ok and os.path.exists(point.document):
             point.resumed = point.resumed or when
+            if point.loadavg is None:
+                point.loadavg = _read_run(point.document)[1]
             out[point.command] = point
     return out
 

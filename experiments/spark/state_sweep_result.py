@@ -78,6 +78,8 @@ class Point:
     log: str = ""
     #: when and at which commit the point ran, if ``--resume`` took it over from an earlier sitting
     resumed: str | None = optional()
+    #: the machine's 1-minute load average when the run ended (2 cores: above 2, other work shared them)
+    loadavg: float | None = optional()
 
     @property
     def line(self) -> str:
@@ -241,7 +243,8 @@ def point_rows(doc: StateSweep, sweep: str) -> tuple[list[str], list[list[str]]]
     """The points of one sweep as table cells, line by line."""
     x_head = "state" if sweep == SIZE else "hot keys"
     head = ["store", "layout", x_head, "state (MB)", "checkpoint p50 / p99 (ms)", "recovery (ms)",
-            "space amp.", "written (MB)", "MB a steady checkpoint", "steady events/s", "exactly-once"]
+            "space amp.", "written (MB)", "MB a steady checkpoint", "steady events/s", "exactly-once",
+            "load avg"]
     rows = []
     for line in doc.lines:
         for p in doc.of(sweep, line):
@@ -253,7 +256,8 @@ def point_rows(doc: StateSweep, sweep: str) -> tuple[list[str], list[list[str]]]
                          f"{num(p.value('CheckpointP50(ms)'))} / {num(p.value('CheckpointP99(ms)'))}",
                          num(p.value("RecoveryTime(ms)")), num(p.value("SpaceAmplification")),
                          _mb(p.value("CheckpointBytes")), _mb(p.steady_bytes()),
-                         num(p.value("SteadyThroughput(events/sec)")), _yes(p)])
+                         num(p.value("SteadyThroughput(events/sec)")), _yes(p),
+                         f"{p.loadavg:.1f}" if p.loadavg is not None else "-"])
     return head, rows
 
 
@@ -308,8 +312,15 @@ def _about(doc: StateSweep) -> list[str]:
     memory = f"; the machine has {binary_size(c.memory_bytes)} of memory" if c.memory_bytes else ""
     sittings = sorted({p.resumed for p in doc.points if p.resumed})
     resumed = sum(1 for p in doc.points if p.resumed)
+    loads = [p.loadavg for p in doc.points if p.loadavg is not None]
+    cpus = doc.environment.cpu_count or "the"
     return [f"{size}: {c.job} under {c.protocol}, {c.state_bytes_per_key} bytes of state a key; "
             f"{c.schedule}{memory}.",
+            *([f"The 1-minute load average when a run ended ranged from {min(loads):.1f} to "
+               f"{max(loads):.1f} on {cpus} CPUs (column `load avg`): above the CPU count, other "
+               f"work shared the machine, and a point's times are longer than on a quiet one (a "
+               f"slope's too, when the load changed along its line)."]
+              if loads else []),
             *([f"{resumed} of {len(doc.points)} points were taken over (`--resume`) from an earlier "
                f"sitting of the same commands ({'; '.join(sittings)}); the others ran in this one."]
               if resumed else []),
