@@ -156,6 +156,24 @@ def recovery_lines(recovery: Any) -> list[str]:
     ]
 
 
+def cost_lines(stats: dict[str, Any] | None, phase: PhaseResult) -> list[str]:
+    """``[COST]``: what the store sent to its medium during the run phase (its request ledger,
+    :mod:`backends.ledger`): requests by type, per operation, bytes each way, retries and
+    their wait.  Nothing where the run has no ledger (``--processes``, Spark clients)."""
+    ledger = ((stats or {}).get("ledger_by_phase") or {}).get("run")
+    if not ledger:
+        return []
+    requests = ledger["requests"]
+    total = sum(requests.values())
+    by_type = " ".join(f"{k}={v}" for k, v in sorted(requests.items(), key=lambda kv: -kv[1]))
+    return [f"[COST], Requests, {by_type or 'none'}",
+            f"[COST], Requests/op, {_num(total / phase.operations) if phase.operations else 0}",
+            f"[COST], SentBytes, {ledger['sent_bytes']}",
+            f"[COST], ReceivedBytes, {ledger['received_bytes']}",
+            f"[COST], Retries, {ledger['retries']}",
+            f"[COST], RetryWait(ms), {_num(float(ledger['retry_wait_ms']))}"]
+
+
 def print_lines(lines: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write("".join(line + "\n" for line in lines))

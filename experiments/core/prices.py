@@ -23,6 +23,8 @@ from backends.base import BadOptionError
 
 #: the price table used unless ``--prices FILE`` names another
 DEFAULT_TABLE = os.path.join(os.path.dirname(__file__), "prices.toml")
+#: how messages and the [COST] lines name it (its place in the repository)
+DEFAULT_NAME = "experiments/core/prices.toml"
 #: seconds in a billing month (AWS, GCP and Azure price a month as 730 hours)
 MONTH_S = 730 * 3600.0
 
@@ -75,25 +77,24 @@ class PriceTable:
 def load(path: str | None = None) -> PriceTable:
     """The price table at ``path`` (default :data:`DEFAULT_TABLE`); a file that is missing,
     not TOML or not of the table's shape is one :class:`BadOptionError` naming the problem."""
-    shown = path or os.path.relpath(DEFAULT_TABLE, os.path.dirname(os.path.dirname(
-        os.path.dirname(DEFAULT_TABLE))))  # the default as the repository names it
+    shown = path or DEFAULT_NAME
     path = path or DEFAULT_TABLE
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except OSError as exc:
         raise BadOptionError(f"--prices {path}: cannot read it ({exc.strerror or exc}); give a "
-                             f"TOML price table like {DEFAULT_TABLE}") from None
+                             f"TOML price table like {DEFAULT_NAME}") from None
     except tomllib.TOMLDecodeError as exc:
         raise BadOptionError(f"--prices {path}: not TOML ({exc}); give a price table like "
-                             f"{DEFAULT_TABLE}") from None
+                             f"{DEFAULT_NAME}") from None
     return parse(data, shown)
 
 
 def parse(data: Mapping[str, Any], path: str = "<table>") -> PriceTable:
     """A :class:`PriceTable` from a table's parsed TOML (see :func:`load`)."""
     def bad(what: str) -> BadOptionError:
-        return BadOptionError(f"--prices {path}: {what}; see {DEFAULT_TABLE} for the shape")
+        return BadOptionError(f"--prices {path}: {what}; see {DEFAULT_NAME} for the shape")
 
     providers = data.get("providers")
     if not isinstance(providers, dict) or not providers:

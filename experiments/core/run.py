@@ -136,6 +136,7 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                 observe("load", phases["load"])
             if spec.skip_run:
                 return RunResult(spec, phases, store.stats())
+            loaded = store.requests()  # the open's and the load's: the run's are the rest
             clients = _run_clients(spec)
             before = None
             if spec.baseline:  # the first half of the bracket (see experiments.core.baselines)
@@ -157,6 +158,8 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                     logs.close()
             observe("run", phases["run"])
             stats = store.stats()
+            stats["ledger_by_phase"] = {"load": loaded.as_dict(),
+                                        "run": store.requests().since(loaded).as_dict()}
         finally:
             store.close()
         if before is not None:
