@@ -110,8 +110,9 @@ class Metrics:
     #: checkpoints were not confirmed durable while it ran (uncoordinated's writer lags its tasks)
     live_state_bytes: int = 0
     backend_ops: int = 0
-    #: per micro-batch that checkpointed: the requests the stores sent for it (the instances'
-    #: checkpoint steps and the driver's commit, :meth:`backends.ledger.Ledger.as_dict`)
+    #: per micro-batch whose commit made checkpoints durable: the requests the stores sent for
+    #: them since the previous one (the instances' checkpoint and logging steps, the driver's
+    #: commits; :meth:`backends.ledger.Ledger.as_dict`)
     checkpoint_requests: list = field(default_factory=list)
     #: the requests of the run's end: measuring the store's footprint and deleting the job's
     #: records (None: none sent)

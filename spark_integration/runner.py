@@ -148,6 +148,8 @@ class JobRunner:
         self.protocol: Protocol = protocol_class(settings.protocol)(settings)
         check_fail_point(settings)
         self.metrics = Metrics()
+        #: requests sent since the last checkpoint became durable (LOG.io logs between them)
+        self.unpaid = Ledger()
         self.pending_failures = sorted(settings.fail_at)
         self.batch_seq = 0
         self.done = threading.Event()
@@ -323,9 +325,10 @@ class JobRunner:
             with phases.metering() as committed:  # the driver's commit records, their GC
                 results = self.protocol.commit(plan.checkpoint, end, stats)
             t_done = time.time()
-            requests = committed.requests.add(stats_requests(stats, "ckpt_requests"))
-            if results or requests:  # a checkpoint's requests: the instances' and the commit's
-                self.metrics.checkpoint_requests.append(requests.as_dict())
+            self.unpaid.add(committed.requests).add(stats_requests(stats, "ckpt_requests"))
+            if results:  # a checkpoint's requests: the instances' and the commit's since the last
+                self.metrics.checkpoint_requests.append(self.unpaid.as_dict())
+                self.unpaid = Ledger()
             self.metrics.replayed_events += sum(s["replayed"] for s in stats)
             self.metrics.useless_checkpoints += sum(s["useless"] for s in stats)
             for result in results:
