@@ -119,6 +119,8 @@ def test_the_default_table_prices_s3_requests_by_class_and_storage_by_gb_month()
                                          "Mystery": 1})
     assert dollars == pytest.approx(0.005 + 0.0004) and unpriced == ["Mystery"]
     assert s3.storage_cost(table.gb_bytes, prices.MONTH_S, table.gb_bytes) == pytest.approx(0.023)
+    ebs = next(p for p in table.providers if p.name == "ebs-gp3")
+    assert ebs.request_cost({"fsync": 10, "write": 10}) == (0.0, [])  # gp3 charges no request
     month = prices.monthly(s3, {"PutObject": 3}, 60.0, 2 * table.gb_bytes, table.gb_bytes)
     checkpoints = prices.MONTH_S / 60.0
     assert month["requests"] == pytest.approx(checkpoints * 3 * 0.005 / 1000)

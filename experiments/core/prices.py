@@ -43,13 +43,15 @@ class Provider:
     requests: Mapping[str, float] = field(default_factory=dict)  # class -> $ per 1,000
     classes: Mapping[str, str] = field(default_factory=dict)  # request type -> class
     note: str = ""
+    #: the class of a type ``classes`` does not name (None: such a type is unpriced)
+    default_class: str | None = None
 
     def request_cost(self, requests: Mapping[str, float]) -> tuple[float, list[str]]:
         """Dollars for ``requests`` (type -> count, counts may be fractional: a median), and
         the types it could not price (in no class)."""
         dollars, unpriced = 0.0, []
         for kind, n in requests.items():
-            cls = self.classes.get(kind)
+            cls = self.classes.get(kind, self.default_class)
             if cls is None:
                 unpriced.append(kind)
                 continue
@@ -111,7 +113,9 @@ def parse(data: Mapping[str, Any], path: str = "<table>") -> PriceTable:
             raise bad(f"providers.{name} has no {exc.args[0]}") from None
         except (TypeError, ValueError):
             raise bad(f"providers.{name}: a price that is not a number >= 0") from None
-        unknown = sorted(set(classes.values()) - set(requests))
+        default = p.get("default_class")
+        unknown = sorted((set(classes.values()) | ({str(default)} if default else set()))
+                         - set(requests))
         if unknown:
             raise bad(f"providers.{name}.classes names the price class {unknown[0]!r}, "
                       f"which providers.{name}.requests does not price")
@@ -119,7 +123,8 @@ def parse(data: Mapping[str, Any], path: str = "<table>") -> PriceTable:
                             backends=tuple(map(str, p.get("backends", ()))),
                             date=str(p.get("date", "")), source=str(p.get("source", "")),
                             confirmed=bool(p.get("confirmed", False)), storage_gb_month=storage,
-                            requests=requests, classes=classes, note=str(p.get("note", ""))))
+                            requests=requests, classes=classes, note=str(p.get("note", "")),
+                            default_class=str(default) if default else None))
     gb = data.get("gb_bytes", 1 << 30)
     if type(gb) is not int or gb <= 0:
         raise bad(f"gb_bytes = {gb!r} is not a positive integer")
