@@ -9,7 +9,8 @@ prices requests by class and storage by GB-month, refuses a malformed table in o
 Real servers (seconds): a MinIO checkpoint, written by a real layout through the same meter a
 Spark task uses, counts one ``PutObject`` per object the bucket then lists; the per-key layout's
 PUTs grow with the keys while chunks' stay at the bytes' count; Redis counts the commands its
-client sends, a pipeline's one by one.
+client sends, a pipeline's one by one; a real Spark job on Redis with a killed instance reports
+every checkpoint's and its restore's requests.
 """
 
 from __future__ import annotations
@@ -229,3 +230,38 @@ def test_redis_counts_the_commands_its_client_sends():
         assert backend.requests().requests["SET"] >= 1  # the store's own totals too
     finally:
         backend.close()
+
+
+def test_bench_spark_refuses_a_bad_price_table_in_one_line_before_spark_starts(tmp_path, capsys):
+    from bench.cli import main
+
+    bad = tmp_path / "prices.toml"
+    bad.write_text("[providers.x]\ntitle = 'no storage price'\n")
+    assert main(["spark", "--backend", "minio", "--prices", str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"bench: error: --prices {bad}: providers.x has no storage_gb_month")
+
+
+@pytest.mark.redis
+@pytest.mark.server
+@pytest.mark.slow
+def test_a_spark_job_reports_each_checkpoints_and_its_restores_requests(spark, tmp_path):
+    from spark_integration.conf import PREFIX, from_conf
+    from spark_integration.runner import JobSpec, run_job
+
+    namespace = server_options("redis", f"t{uuid.uuid4().hex[:12]}")
+    entries = {PREFIX + "protocol": "coordinated", PREFIX + "backend": "redis",
+               **{PREFIX + f"backend.{k}": str(v) for k, v in namespace.items()},
+               PREFIX + "layout": "per-key",
+               PREFIX + "stateBytes": "64", PREFIX + "failAt": "15000",
+               PREFIX + "stateDir": str(tmp_path / "work")}
+    m = run_job(spark, from_conf(entries), JobSpec(events=30_000, keys=300, max_batch=10_000,
+                                                  timeout=120))
+    assert m.failures == 1 and m.checkpoints >= 2
+    assert len(m.checkpoint_requests) == m.checkpoints  # one commit, one checkpoint, a batch
+    for ledger in m.checkpoint_requests:  # the instances' rows and the driver's commit record
+        assert ledger["requests"].get("MSET", 0) >= 1 and ledger["requests"].get("SET", 0) >= 1
+    restore = m.recoveries[0].requests
+    assert restore["requests"].get("SCAN", 0) >= 1 and restore["received_bytes"] > 0
+    assert m.cleanup_requests["requests"].get("DEL", 0) >= 1  # the job's records dropped
