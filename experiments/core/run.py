@@ -157,9 +157,9 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                 if logs is not None:
                     logs.close()
             observe("run", phases["run"])
+            run_requests = store.requests().since(loaded)  # before stats(), which asks a server too
             stats = store.stats()
-            stats["ledger_by_phase"] = {"load": loaded.as_dict(),
-                                        "run": store.requests().since(loaded).as_dict()}
+            stats["ledger_by_phase"] = {"load": loaded.as_dict(), "run": run_requests.as_dict()}
         finally:
             store.close()
         if before is not None:
