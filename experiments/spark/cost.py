@@ -58,7 +58,9 @@ def cost_report(metrics: Metrics, backend: str | None, table: PriceTable,
         report["prices"]["providers"][provider.name] = {
             "title": provider.title, "date": provider.date, "source": provider.source,
             "confirmed": provider.confirmed,
-            "per_checkpoint": per_checkpoint, "per_restore": per_restore if restores else None,
+            "per_checkpoint": per_checkpoint if checkpoints["count"] and checkpoints["total"]["requests"]
+            else None,  # None: no request attributed to a checkpoint (an asynchronous writer's)
+            "per_restore": per_restore if restores else None,
             "per_month": month, "unpriced": sorted(set(unpriced) | set(more))}
     return report
 
@@ -67,7 +69,10 @@ def cost_lines(report: dict[str, Any], backend: str | None) -> list[tuple[str, s
     """The ``[COST], <name>, <value>`` lines of a :func:`cost_report`."""
     lines: list[tuple[str, str]] = []
     ck = report["checkpoints"]
-    if ck["count"]:
+    if ck["count"] and not ck["total"]["requests"]:  # written after their tasks returned
+        lines.append(("Checkpoint.Requests", "none attributed: the checkpoints were written by "
+                                             "an asynchronous writer (docs/cost.md)"))
+    elif ck["count"]:
         lines += [("Checkpoint.Requests(median)", _requests(ck["median"])),
                   ("Checkpoint.Requests(total)", f"{_requests(ck['total'])} over {ck['count']} checkpoints"),
                   ("Checkpoint.SentBytes(median)", _bytes(ck["median"]["sent_bytes"])),
@@ -88,7 +93,8 @@ def cost_lines(report: dict[str, Any], backend: str | None) -> list[tuple[str, s
     for name, p in providers.items():
         mark = "" if p["confirmed"] else " (unconfirmed)"
         m = p["per_month"]
-        lines.append((f"{name}.$/checkpoint(median)", f"{p['per_checkpoint']:.8f}{mark}"))
+        if p["per_checkpoint"] is not None:
+            lines.append((f"{name}.$/checkpoint(median)", f"{p['per_checkpoint']:.8f}{mark}"))
         if p["per_restore"] is not None:
             lines.append((f"{name}.$/restore(mean)", f"{p['per_restore']:.8f}{mark}"))
         size, unit = binary_units(report["stored_bytes"] or 0)
