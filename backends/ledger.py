@@ -10,8 +10,9 @@ its client hands a request to the medium, what it sends:
   its commands; ``MULTI``/``EXEC`` too);
 * ``hbase``: every Thrift RPC, by method name;
 * the file backends: the system calls their Python code issues on the store's files (``write``,
-  ``fsync``, ``rename``, ``unlink``, ``open``, ``read``), at the call sites (what C code of their
-  own does is named where it is counted); over HDFS, every WebHDFS request by operation.
+  ``fsync``, ``rename``, ``unlink``, ``open``, ``read``, …), at the call sites (``indexed_fs``'s
+  C group committer counts its own syncs, which the store adds to its totals); over HDFS, every
+  WebHDFS request by operation; over NFS, every call of the nfs-rs client by kind.
 
 A ledger's numbers are totals since the store was opened; a caller that wants what one
 checkpoint or one restore cost takes the difference of two :meth:`Ledger.snapshot`\\ s, or opens
@@ -23,7 +24,9 @@ Invariants and cost: counting never changes what a store does (it adds no reques
 call and no ordering); a record is a few dictionary updates.  :meth:`Ledger.record` is not
 atomic: a store records under a lock of its own or from one thread at a time, or uses
 :meth:`Ledger.record_shared`, which takes the ledger's lock (the networked clients, whose
-requests run in pools of threads and take a millisecond each).
+requests run in pools of threads and are network round trips, which the lock does not slow).
+While no tap is open in any thread, a record reads no thread-local state at all.
+:func:`summarize` turns many ledgers (one per checkpoint) into their median, mean and total.
 
 This module imports nothing of the project: the backends and their callers all use it.
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from typing import Any, Iterator, Mapping
+
 
 class _Taps(threading.local):
     """This thread's open taps; the class attribute answers a thread that opened none (a
