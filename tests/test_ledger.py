@@ -162,6 +162,11 @@ def test_cost_lines_price_checkpoints_restores_and_a_month():
     assert lines["Checkpoint.Requests(total)"] == "PutObject=12 (12 in all) over 4 checkpoints"
     assert lines["Restore1.Requests"].startswith("GetObject=10 ListObjectsV2=1")
     assert "s3-standard.$/month" in lines and "Cleanup.Requests" in lines
+    assert lines["Checkpoint.SentBytes(median)"] == "100"
+    m.checkpoint_requests = [{"requests": {"mutateRows": 3}}]  # a store that counts no bytes
+    m.recoveries = []
+    assert dict(cost_lines(cost_report(m, "hbase", table), "hbase"))[
+        "Checkpoint.SentBytes(median)"] == "not counted by this store"
     other = cost_report(m, "redis", table, interval_s=60.0)
     assert dict(cost_lines(other, "redis"))["Price"].startswith("n/a: no provider")
     assert cost_report(Metrics(), "minio", table) is None  # nothing sent: no [COST] lines

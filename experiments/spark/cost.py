@@ -69,19 +69,23 @@ def cost_lines(report: dict[str, Any], backend: str | None) -> list[tuple[str, s
     """The ``[COST], <name>, <value>`` lines of a :func:`cost_report`."""
     lines: list[tuple[str, str]] = []
     ck = report["checkpoints"]
+    ledgers = [*ck["each"], *report["restores"]["each"], report["cleanup"] or {}]
+    # requests sent and not one byte either way: a store that does not count bytes (HBase, NFS)
+    size = _bytes if any(d.get("sent_bytes") or d.get("received_bytes") for d in ledgers) \
+        else (lambda _n: "not counted by this store")
     if ck["count"] and not ck["total"]["requests"]:  # written after their tasks returned
         lines.append(("Checkpoint.Requests", "none attributed: the checkpoints were written by "
                                              "an asynchronous writer (docs/cost.md)"))
     elif ck["count"]:
         lines += [("Checkpoint.Requests(median)", _requests(ck["median"])),
                   ("Checkpoint.Requests(total)", f"{_requests(ck['total'])} over {ck['count']} checkpoints"),
-                  ("Checkpoint.SentBytes(median)", _bytes(ck["median"]["sent_bytes"])),
-                  ("Checkpoint.ReceivedBytes(median)", _bytes(ck["median"]["received_bytes"])),
+                  ("Checkpoint.SentBytes(median)", size(ck["median"]["sent_bytes"])),
+                  ("Checkpoint.ReceivedBytes(median)", size(ck["median"]["received_bytes"])),
                   ("Checkpoint.Retries(total)", f"{ck['total']['retries']:g}"),
                   ("Checkpoint.RetryWait(ms)(total)", f"{ck['total']['retry_wait_ms']:.1f}")]
     for i, episode in enumerate(report["restores"]["each"], 1):
         lines += [(f"Restore{i}.Requests", _requests(episode)),
-                  (f"Restore{i}.ReceivedBytes", _bytes(episode.get("received_bytes", 0))),
+                  (f"Restore{i}.ReceivedBytes", size(episode.get("received_bytes", 0))),
                   (f"Restore{i}.Retries", f"{episode.get('retries', 0)} "
                                           f"({episode.get('retry_wait_ms', 0.0):.1f} ms waiting)")]
     if report["cleanup"]:
