@@ -38,6 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from .ledger import Ledger
+
 T = TypeVar("T")
 
 
@@ -361,6 +363,8 @@ class Backend(abc.ABC):
         #: one token per public operation in flight (see the module docstring)
         self._inflight: list[None] = []
         self._close_lock = threading.Lock()
+        #: the requests this store sent to its medium since it was opened (:mod:`.ledger`)
+        self.ledger = Ledger()
 
     @classmethod
     def keeps_a_directory(cls) -> bool:
@@ -663,10 +667,17 @@ class Backend(abc.ABC):
         self._operation(self._reclaim)
 
     def stats(self) -> dict[str, Any]:
-        """What this store is and did: backend name, durability, and backend-specific counters."""
+        """What this store is and did: backend name, durability, backend-specific counters, and
+        its request ledger (``ledger``: :meth:`requests` as :meth:`.Ledger.as_dict` gives it)."""
         out: dict[str, Any] = {"backend": self.name, "durability": self.durability}
         out.update(self._stats())
+        out["ledger"] = self.requests().as_dict()
         return out
+
+    def requests(self) -> Ledger:
+        """The requests this store sent since it was opened (a copy): :attr:`ledger`, plus what
+        the store counts elsewhere (:meth:`_requests`: a committer's syncs issued in C)."""
+        return self._requests(self.ledger.snapshot())
 
     # -- primitives -----------------------------------------------------------------------
     @abc.abstractmethod
@@ -710,6 +721,10 @@ class Backend(abc.ABC):
     def _footprint(self, prefix: str) -> int | None:
         return None
 
+    def _requests(self, counted: Ledger) -> Ledger:
+        """``counted`` (a copy of :attr:`ledger`) with what the store counts outside it."""
+        return counted
+
     def _keys(self, prefix: str) -> list[str]:
         return [key for key, _ in self._scan(prefix)]
 
@@ -726,6 +741,7 @@ class Retry:
 
     Only exceptions in ``retry_on`` are retried; after ``attempts`` tries (or ``deadline``
     seconds) the last error is raised as :class:`BackendUnavailableError` naming ``what``.
+    Each retry and its wait are counted in ``ledger`` (the store's, :mod:`.ledger`) when given.
     """
 
     attempts: int = 5
@@ -734,6 +750,7 @@ class Retry:
     deadline: float = 10.0
     retry_on: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, OSError)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
+    ledger: Ledger | None = field(default=None, repr=False)
 
     def call(self, what: str, fn: Callable[[], T], *, started: float | None = None,
              tried: int = 0, last: BaseException | None = None) -> T:
@@ -756,6 +773,9 @@ class Retry:
                     raise BackendUnavailableError(
                         f"{what} failed after {attempt} attempts in {spent:.1f}s: {exc}"
                     ) from exc
-                self.sleep(delay * (0.5 + random.random() / 2))
+                wait = delay * (0.5 + random.random() / 2)
+                if self.ledger is not None:
+                    self.ledger.retried(wait)
+                self.sleep(wait)
                 delay = min(delay * 2, self.max_delay)
         raise AssertionError("unreachable")

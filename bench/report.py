@@ -156,6 +156,27 @@ def recovery_lines(recovery: Any) -> list[str]:
     ]
 
 
+def cost_lines(stats: dict[str, Any] | None, phase: PhaseResult) -> list[str]:
+    """``[COST]``: what the store sent to its medium during the run phase (its request ledger,
+    :mod:`backends.ledger`), in YCSB's shape (one number a line): requests in all and per
+    operation, each type's count (``Requests.<type>``), bytes each way, retries and their wait.
+    Nothing where the run has no ledger (``--processes``, Spark clients) or the store sent
+    nothing (``memory``)."""
+    ledger = ((stats or {}).get("ledger_by_phase") or {}).get("run")
+    if not ledger or not (ledger["requests"] or ledger["sent_bytes"] or ledger["received_bytes"]):
+        return []
+    requests = ledger["requests"]
+    total = sum(requests.values())
+    return [f"[COST], Requests, {total}",
+            f"[COST], Requests/op, {_num(total / phase.operations) if phase.operations else 0}",
+            *(f"[COST], Requests.{k}, {v}"
+              for k, v in sorted(requests.items(), key=lambda kv: (-kv[1], kv[0]))),
+            f"[COST], SentBytes, {ledger['sent_bytes']}",
+            f"[COST], ReceivedBytes, {ledger['received_bytes']}",
+            f"[COST], Retries, {ledger['retries']}",
+            f"[COST], RetryWait(ms), {_num(float(ledger['retry_wait_ms']))}"]
+
+
 def print_lines(lines: list[str], out: TextIO | None = None) -> None:
     out = out or sys.stdout
     out.write("".join(line + "\n" for line in lines))

@@ -160,6 +160,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
         report.print_lines(load_lines)
     if result.baseline is not None:
         report.print_lines(report.baseline_lines(result.baseline))
+    if "run" in result.phases:
+        report.print_lines(report.cost_lines(result.backend_stats, result.phases["run"]))
     report.print_warnings(result.backend_stats)
     write_results(args, result)
     return 0

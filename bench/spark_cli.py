@@ -26,7 +26,7 @@ from spark_integration.skew import SYNTAX as SKEW_SYNTAX, skew_arg
 from spark_integration.state_size import SYNTAX as STATE_SYNTAX, state_size_arg
 
 from .args import (EXIT_RUNTIME, EXIT_USAGE, PROG, UsageError, add_html_arg, at_least, named,
-                   non_negative_float)
+                   non_negative_float, positive_float)
 from .outputs import save
 
 #: ``--job`` name -> :data:`spark_integration.queries.QUERIES` kind
@@ -103,6 +103,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="after the job, write each checkpoint's bytes again sequentially beside the "
                         "store at the run's pace (write + fdatasync), read the largest back cold, and "
                         "print the ratios to them; a file backend's default store then lives on disk")
+    p.add_argument("--prices", metavar="FILE",
+                   help="price table (TOML) for the [COST] lines' dollars (default: "
+                        "experiments/core/prices.toml; docs/cost.md)")
+    p.add_argument("--price-interval", type=positive_float, metavar="SECONDS",
+                   help="price a month of checkpoints taken every SECONDS (default: the run's own "
+                        "interval, wall time / checkpoints)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_html_arg(p)
     return p
@@ -173,10 +179,13 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
 
 
 def run(args: argparse.Namespace) -> int:
+    from experiments.core import prices
+    from experiments.spark import cost
     from experiments.spark import job as spark_job
 
     try:
         check_protocol(args)
+        table = prices.load(args.prices)  # a bad table is refused before Spark starts
         extra = parse_kv(args.conf)
         settings: Settings = from_conf({**extra, **settings_conf(args)})
         spec = job_spec(args, args.verify)
@@ -192,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.writes_checkpoints:
         print(f"[SPARK], Layout, {settings.layout}")
     document = spark_job.job_document(metrics, settings, spec)
+    document.cost = cost.cost_report(metrics, settings.backend, table, args.price_interval)
+    cost.print_cost(document.cost, settings.backend)
     if baseline is not None:
         document.disk_baseline = baseline
         for name, value in baseline.items():

@@ -58,6 +58,9 @@ class RecoveryPhases:
     replay_events: int = 0  # source events re-processed + logged events re-applied
     catch_up_ms: float = 0.0
     failures: int = 1  # failures in the episode (a re-run that failed again extends it)
+    #: the requests the stores sent for it: the driver's and every instance's restore
+    #: (:meth:`backends.ledger.Ledger.as_dict`)
+    requests: dict = field(default_factory=dict)
 
     @property
     def total_ms(self) -> float:
@@ -66,7 +69,7 @@ class RecoveryPhases:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"{p}_ms": round(getattr(self, f"{p}_ms"), 2) for p in PHASES}
         out.update(load_bytes=self.load_bytes, replay_events=self.replay_events, failures=self.failures,
-                   total_ms=round(self.total_ms, 2))
+                   total_ms=round(self.total_ms, 2), requests=self.requests)
         return out
 
 
@@ -107,6 +110,13 @@ class Metrics:
     #: checkpoints were not confirmed durable while it ran (uncoordinated's writer lags its tasks)
     live_state_bytes: int = 0
     backend_ops: int = 0
+    #: per micro-batch whose commit made checkpoints durable: the requests the stores sent for
+    #: them since the previous one (the instances' checkpoint and logging steps, the driver's
+    #: commits; :meth:`backends.ledger.Ledger.as_dict`)
+    checkpoint_requests: list = field(default_factory=list)
+    #: the requests of the run's end: measuring the store's footprint and deleting the job's
+    #: records (None: none sent)
+    cleanup_requests: dict | None = None
     failures: int = 0
     restart_ms: list = field(default_factory=list)
     recovery_ms: list = field(default_factory=list)  # per episode: the sum of its phases

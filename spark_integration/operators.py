@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import threading
 import time
@@ -43,6 +44,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from backends import failpoints
+from backends.ledger import Ledger, tap
 
 from . import phases, state_file
 from .errors import SparkIntegrationError
@@ -218,7 +220,8 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
         state_file.begin(state)  # from here until save_state, a dead task leaves no usable state
         # deduplication: a re-run batch this instance had already applied (sequence number = batch)
         duplicate = state.version == plan.batch_seq
-        ack_ops = 0 if duplicate else protocol.acknowledge(settings, instance, plan.batch_seq)
+        with tap() as acked:  # counted with the checkpoint, as its backend_ops are
+            ack_ops = 0 if duplicate else protocol.acknowledge(settings, instance, plan.batch_seq)
         if not duplicate:  # the protocol may read what the senders piggybacked, and act first
             batches = protocol.receive(settings, instance, plan.batch_seq, state, batches)
         events, lo, hi = 0, -1, -1
@@ -263,9 +266,16 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
                         useless=useless, forced=ckpt["forced"], load_ms=meter.load_s * 1e3,
                         load_bytes=meter.load_bytes, log_replay_ms=meter.replay_s * 1e3, failed_at=failed_at,
                         state_bytes=size, dropped=getattr(state, "dropped_keys", 0),
-                        encode_ms=spent.encode_s * 1e3, write_ms=spent.write_s * 1e3)
+                        encode_ms=spent.encode_s * 1e3, write_ms=spent.write_s * 1e3,
+                        ckpt_requests=_requests_json(spent.requests.add(acked)),
+                        restore_requests=_requests_json(meter.requests))
     # by name, in the schema's order (mapInArrow matches columns by position)
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
+
+
+def _requests_json(ledger: Ledger) -> str:
+    """A meter's requests for the stats row: JSON, or "" when the stores sent none."""
+    return json.dumps(ledger.as_dict()) if ledger else ""
 
 
 def discard_zombie_work(settings: Settings, protocol: Protocol, plan: BatchPlan, instance: int) -> None:

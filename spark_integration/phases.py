@@ -28,7 +28,12 @@ bytes); a protocol that re-applies logged messages wraps that loop in :func:`rep
 ``with``).  What remains of the restore is rebuilding.  The meter is thread-local, so an
 asynchronous checkpoint writer in the same Python worker never counts as a restore's read.
 
-This module imports nothing of the project: the store, the operators and the protocols all use it.
+A meter also opens a request tap (:func:`backends.ledger.tap`) in its thread: ``requests`` holds
+every request any store sent from this thread (and the pools it runs a call on) while it meters,
+so a restore's and a checkpoint's requests are counted where their time is.
+
+This module imports nothing of the project but the backends' request ledger: the store, the
+operators and the protocols all use it.
 """
 
 from __future__ import annotations
@@ -36,8 +41,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
+
+from backends.ledger import Ledger, tap
 
 _local = threading.local()
 
@@ -51,6 +58,7 @@ class Meter:
     replay_s: float = 0.0  # time re-applying logged events, backend reads excluded
     encode_s: float = 0.0  # a checkpoint: time turning the state into pieces (layouts)
     write_s: float = 0.0  # a checkpoint: time in backend writes, deletes and flushes
+    requests: Ledger = field(default_factory=Ledger)  # what the stores sent meanwhile
 
     def add_read(self, seconds: float, nbytes: int) -> None:
         self.load_s += seconds
@@ -68,7 +76,8 @@ def metering() -> Iterator[Meter]:
     previous, meter = current(), Meter()
     _local.meter = meter
     try:
-        yield meter
+        with tap(meter.requests):
+            yield meter
     finally:
         _local.meter = previous
 

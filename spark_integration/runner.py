@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import shutil
 import sys
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from backends import CkptError
+from backends.ledger import Ledger
 
 from . import phases
 from .errors import SparkIntegrationError, store_error
@@ -110,6 +112,16 @@ def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: 
     return builder.getOrCreate()
 
 
+def stats_requests(stats: list[InstanceStats], column: str) -> Ledger:
+    """The requests the instances' rows report in ``column`` (``ckpt_requests``,
+    ``restore_requests``), added up."""
+    total = Ledger()
+    for row in stats:
+        if row[column]:
+            total.add(Ledger.from_dict(json.loads(row[column])))
+    return total
+
+
 class JobRunner:
     """Runs one keyed job (:mod:`.queries`) under ``settings`` and collects :class:`Metrics`."""
 
@@ -136,6 +148,8 @@ class JobRunner:
         self.protocol: Protocol = protocol_class(settings.protocol)(settings)
         check_fail_point(settings)
         self.metrics = Metrics()
+        #: requests sent since the last checkpoint became durable (LOG.io logs between them)
+        self.unpaid = Ledger()
         self.pending_failures = sorted(settings.fail_at)
         self.batch_seq = 0
         self.done = threading.Event()
@@ -187,7 +201,7 @@ class JobRunner:
         bounds = df.agg(F.min("seq"), F.max("seq")).first()
         start, end = int(bounds[0]), int(bounds[1]) + 1
         t_first, detect_s, wasted_s, failures = t_caught, 0.0, 0.0, 0
-        driver = phases.Meter()
+        driver = phases.Meter()  # every attempt's: its load time and bytes, its requests
         for attempt in range(MAX_RECOVERY_ATTEMPTS):
             failures += 1
             self.metrics.failures += 1
@@ -198,6 +212,7 @@ class JobRunner:
             with phases.metering() as meter:  # the driver's reads of the protocol's records
                 recovery = self.protocol.recover(start, self.batch_seq, self.spec.parallelism)
             driver.add_read(meter.load_s, meter.load_bytes)
+            driver.requests.add(meter.requests)
             replay = (self.spark.read.format("ckptbench").options(**self.source_opts)
                       .option("start", str(recovery.replay_from)).option("end", str(end)).load())
             plan = replace(self._plan(restore=recovery.restore), expected=self._expected_counts(start, end))
@@ -227,7 +242,8 @@ class JobRunner:
                 restore_ms=max(0.0, crit["restore_ms"] - crit["load_ms"] - crit["log_replay_ms"]),
                 replay_ms=((t_end - t_run) + wasted_s) * 1e3 - crit["restore_ms"] + crit["log_replay_ms"],
                 replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
-                failures=failures)
+                failures=failures,
+                requests=driver.requests.add(stats_requests(stats, "restore_requests")).as_dict())
             recent = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
             reference = None  # no micro-batch ran at the normal level before: any next one is back
             if recent:
@@ -306,8 +322,13 @@ class JobRunner:
             start = min(s["min_seq"] for s in seen)
             end = max(s["max_seq"] for s in seen) + 1
             self.watermark = end
-            results = self.protocol.commit(plan.checkpoint, end, stats)
+            with phases.metering() as committed:  # the driver's commit records, their GC
+                results = self.protocol.commit(plan.checkpoint, end, stats)
             t_done = time.time()
+            self.unpaid.add(committed.requests).add(stats_requests(stats, "ckpt_requests"))
+            if results:  # a checkpoint's requests: the instances' and the commit's since the last
+                self.metrics.checkpoint_requests.append(self.unpaid.as_dict())
+                self.unpaid = Ledger()
             self.metrics.replayed_events += sum(s["replayed"] for s in stats)
             self.metrics.useless_checkpoints += sum(s["useless"] for s in stats)
             for result in results:
@@ -408,6 +429,16 @@ class JobRunner:
         self.metrics.protocol_counters.setdefault("LoggedBytes", logged_bytes(self.settings.job_id))
         if self.spec.verify:
             self._verify()
+        with phases.metering() as cleanup:  # measuring what the run left, and deleting it
+            self._clean_up()
+        if cleanup.requests:
+            self.metrics.cleanup_requests = cleanup.requests.as_dict()
+        self._clear_local_state()
+        return self.metrics
+
+    def _clean_up(self) -> None:
+        """The store's footprint as the run left it, then the job's records deleted (unless
+        retained)."""
         if self.metrics.checkpoints:  # after the verify, which must see the store as the run left it
             self.metrics.store_bytes, self.metrics.store_bytes_after_gc = job_footprint(self.settings)
         if self.settings.writes_checkpoints and not self.settings.retain_checkpoints:
@@ -416,8 +447,6 @@ class JobRunner:
             except CkptError as exc:  # the run is done and measured: its leftovers are not its result
                 print(f"[SPARK], warning: the job's records stay in the store ({exc}); delete the keys "
                       f"under {self.settings.job_id}/ when it answers", file=sys.stderr)
-        self._clear_local_state()
-        return self.metrics
 
     def _warm_up(self) -> None:
         """Start the Python workers (and their numpy/pyarrow imports) before the clock starts."""

@@ -114,6 +114,7 @@ class DefaultFSBackend(Backend):
         super().__init__(**options)
         self.medium = open_data_dir(self.name, self.config["path"])
         self.path = self.medium.root
+        self.ledger = self.medium.ledger  # its system calls (or client calls) are the store's
         try:
             claim(self.name, self.medium)
             self._lock = lock_dir(self.name, self.medium)

@@ -37,7 +37,7 @@ from Hbase_thrift import AlreadyExists, IOError as HBaseIOError  # loaded by hap
 from thriftpy2.transport import TTransportException
 
 from .thrift2 import TIOError as Thrift2IOError
-from .thrift2 import Thrift2Writer
+from .thrift2 import Thrift2Writer, count_rpcs
 from ..base import (LONGEST_WAIT_S, Backend, BackendUnavailableError, BadOptionError, Claim,
                     Option, Retry)
 
@@ -134,11 +134,11 @@ class HBaseBackend(Backend):
         self._hsync: Thrift2Writer | None = None
         if self.durability == "wal_hsync":
             self._hsync = Thrift2Writer(cfg["host"], cfg["thrift2_port"], self.table_name, COLUMN,
-                                        cfg["timeout"], cfg["pool_size"])
+                                        cfg["timeout"], cfg["pool_size"], self.ledger)
         self._batch = cfg["batch_size"]
         timeout_s = cfg["timeout"] / 1000
         self._retry = Retry(attempts=cfg["retries"] + 1, deadline=timeout_s * (cfg["retries"] + 1),
-                            retry_on=_TRANSIENT)
+                            retry_on=_TRANSIENT, ledger=self.ledger)
         # wait for a pooled connection at most as long as one call may take
         self._pool_wait = timeout_s
         self._pool: happybase.ConnectionPool | None = None  # made by the first (retried) call
@@ -153,6 +153,7 @@ class HBaseBackend(Backend):
 
         def attempt() -> T:
             with self._connections().connection(timeout=self._pool_wait) as conn:
+                count_rpcs(conn.client, self.ledger)
                 return fn(conn.table(self.table_name))
 
         try:

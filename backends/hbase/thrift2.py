@@ -23,6 +23,8 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TBufferedTransportFactory
 
+from ..ledger import Ledger
+
 T = TypeVar("T")
 
 IDL = """
@@ -80,13 +82,29 @@ TIOError = hbase2.TIOError
 FSYNC_WAL = hbase2.TDurability.FSYNC_WAL
 
 
+def count_rpcs(client: Any, ledger: Ledger) -> Any:
+    """``client`` (a thriftpy2 ``TClient``: happybase's Thrift one or our Thrift2 one) with every
+    RPC it sends counted in ``ledger`` by method name, once per client: its ``_send``, which
+    writes one call to the wire, is wrapped on the instance.  Bytes are not counted."""
+    if getattr(client, "_ckpt_ledger", None) is not ledger:
+        send = type(client)._send.__get__(client)
+
+        def counted(_api: str, **kwargs: Any) -> None:
+            ledger.record_shared(_api)
+            send(_api, **kwargs)
+
+        client._send = counted
+        client._ckpt_ledger = ledger
+    return client
+
+
 class Thrift2Writer:
     """Puts and deletes with ``FSYNC_WAL`` through a pool of Thrift2 connections (made lazily;
     a connection whose call failed is dropped, the next call opens a new one)."""
 
     def __init__(self, host: str, port: int, table: str, column: bytes, timeout_ms: int,
-                 pool_size: int) -> None:
-        self.host, self.port, self.timeout_ms = host, port, timeout_ms
+                 pool_size: int, ledger: Ledger) -> None:
+        self.host, self.port, self.timeout_ms, self.ledger = host, port, timeout_ms, ledger
         self.table = table.encode()
         self.family, _, self.qualifier = column.partition(b":")
         self._idle: queue.LifoQueue = queue.LifoQueue()
@@ -99,10 +117,11 @@ class Thrift2Writer:
             try:
                 client = self._idle.get_nowait()
             except queue.Empty:
-                client = make_client(hbase2.THBaseService, self.host, self.port,
-                                     timeout=self.timeout_ms,
-                                     proto_factory=TBinaryProtocolFactory(),
-                                     trans_factory=TBufferedTransportFactory())
+                client = count_rpcs(make_client(hbase2.THBaseService, self.host, self.port,
+                                                timeout=self.timeout_ms,
+                                                proto_factory=TBinaryProtocolFactory(),
+                                                trans_factory=TBufferedTransportFactory()),
+                                    self.ledger)
             try:
                 out = fn(client)
             except BaseException:

@@ -227,7 +227,10 @@ class Segment:
         self.id = seg_id
         self.name = name or segment_name(seg_id)
         self.path = medium.full(self.name)  # type: ignore[attr-defined]
+        #: the medium's, so the store's: appends (under the store's lock) count unlocked
+        self.ledger = medium.ledger
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self.ledger.record_shared("open")
         self.fd = os.open(self.path, flags, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.file_size = self.size  # records plus reserved space
@@ -258,7 +261,9 @@ class Segment:
         if total <= self.file_size:
             return True
         try:
+            self.ledger.record_shared("fallocate")
             os.posix_fallocate(self.fd, self.file_size, total - self.file_size)
+            self.ledger.record_shared("fsync")
             os.fsync(self.fd)
         except OSError:
             try:  # a failed fallocate may leave part of the range allocated: give it back
@@ -284,6 +289,7 @@ class Segment:
         try:
             if end > self.zeroed and self.zeroed < self.file_size:
                 self._zero_ahead(end)
+            self.ledger.record("write", end - off)  # one pwrite or pwritev (its rare rest: not)
             if isinstance(data, (bytes, bytearray)):
                 _pwrite_all(self.fd, data, off)
             else:
@@ -311,6 +317,7 @@ class Segment:
         stop = min(max(end, start + ZERO_AHEAD), self.file_size)
         while start < stop:
             k = min(stop - start, ZERO_AHEAD)
+            self.ledger.record("write", k)
             _pwrite_all(self.fd, _ZEROS[:k], start)
             start += k
         self.zeroed = stop
@@ -319,6 +326,7 @@ class Segment:
         if self.mapped is not None:
             return self.mapped[offset : offset + size]
         data = os.pread(self.fd, size, offset)
+        self.ledger.record_shared("read", 0, len(data))
         if len(data) < size:  # one read stops short of a very large record (Linux caps it)
             data = self._read_rest(data, offset, size)
         return data
@@ -330,6 +338,7 @@ class Segment:
         got = len(data)
         while got < size:
             more = os.pread(self.fd, size - got, offset + got)
+            self.ledger.record_shared("read", 0, len(more))
             if not more:
                 break
             parts.append(more)
@@ -360,6 +369,7 @@ class Segment:
         pos = start
         while pos < size:
             chunk = os.pread(self.fd, min(size - pos, 1 << 28), pos)
+            self.ledger.record_shared("read", 0, len(chunk))
             if not chunk:
                 break
             chunks.append(chunk)
@@ -367,11 +377,14 @@ class Segment:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def truncate(self, size: int) -> None:
+        self.ledger.record_shared("truncate")
         os.ftruncate(self.fd, size)
+        self.ledger.record_shared("fsync")
         os.fsync(self.fd)
         self.size = self.file_size = self.zeroed = size
 
     def sync(self) -> None:
+        self.ledger.record_shared("fsync")
         os.fdatasync(self.fd)
 
     def seal(self, durable: bool) -> None:
@@ -379,6 +392,7 @@ class Segment:
         make records and size durable — ``fsync``, since the size changed)."""
         self.trim()
         if durable:
+            self.ledger.record_shared("fsync")
             os.fsync(self.fd)
 
     def close(self) -> None:

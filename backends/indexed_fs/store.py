@@ -38,6 +38,7 @@ from ..base import LONGEST_WAIT_S, Backend, Claim, CorruptDataError, Option, Sto
 from ..byte_keys import key_bytes
 from ..dir_lock import lock_dir
 from ..owner import claim
+from ..ledger import Ledger
 from ..media import open_data_dir, storage_errors
 from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
@@ -165,6 +166,7 @@ class IndexedFSBackend(Backend):
         cfg = self.config
         self.medium = open_data_dir(self.name, cfg["path"])
         self.path = self.medium.root
+        self.ledger = self.medium.ledger  # its system calls (or client calls) are the store's
         self._errors = storage_errors(self.name, self.path)  # stateless: one for every use
         self._segment_size: int = cfg["segment_size"]
         self._sync_writes = self.durability == "sync"
@@ -905,6 +907,13 @@ class IndexedFSBackend(Backend):
 
     def _reclaim(self) -> None:
         self._compact()
+
+    def _requests(self, counted: Ledger) -> Ledger:
+        """The C committer's ``fdatasync`` calls are issued in C (its own thread or the
+        waiting writer's), not at a Python call site: its count is added here as ``fsync``."""
+        if self._commit_kind == "native":
+            counted.requests["fsync"] = counted.requests.get("fsync", 0) + self._commit.stats()["syncs"]
+        return counted
 
     def _stats(self) -> dict[str, Any]:
         with self._lock:

@@ -195,9 +195,14 @@ class HdfsMedium(BufferedAppends, Medium):
             conn = self._conn(host, port)
             try:
                 self.requests += 1
+                if attempt:
+                    self.ledger.retried(0.0)
                 conn.request(method, target, body=body, headers=headers)
                 resp = conn.getresponse()
-                return resp.status, resp.read()
+                raw = resp.read()
+                # counted by WebHDFS operation (NameNode and DataNode requests alike)
+                self.ledger.record_shared(what.split(" ", 1)[0], len(body or b""), len(raw))
+                return resp.status, raw
             except (http.client.RemoteDisconnected, ConnectionResetError,
                     BrokenPipeError) as exc:
                 self._drop(host, port)

@@ -13,6 +13,7 @@ import os
 from typing import Callable
 
 from ..base import BackendUnavailableError, BadOptionError
+from ..ledger import Ledger
 from .medium import AppendFile, Medium, ReadFile, map_os_error, parts_of
 
 
@@ -79,16 +80,19 @@ def fsync_dir(path: str) -> None:
 
 
 class LocalAppendFile(AppendFile):
-    def __init__(self, path: str, label: str) -> None:
-        self.path, self.label = path, label
+    def __init__(self, path: str, label: str, ledger: Ledger) -> None:
+        self.path, self.label, self.ledger = path, label, ledger
+        ledger.record_shared("open")
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
 
     def append(self, data: bytes) -> int:
         offset = self.size
         try:
+            self.ledger.record_shared("write", len(data))
             written = os.write(self.fd, data)
             while written < len(data):
+                self.ledger.record_shared("write")
                 written += os.write(self.fd, memoryview(data)[written:])
         except OSError as exc:
             raise map_os_error(exc, self.label, self.path) from exc
@@ -97,6 +101,7 @@ class LocalAppendFile(AppendFile):
 
     def sync(self) -> None:
         try:
+            self.ledger.record_shared("fsync")
             os.fdatasync(self.fd)
         except OSError as exc:
             raise map_os_error(exc, self.label, self.path) from exc
@@ -108,11 +113,15 @@ class LocalAppendFile(AppendFile):
 
 
 class LocalReadFile(ReadFile):
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, ledger: Ledger) -> None:
+        self.ledger = ledger
+        ledger.record_shared("open")
         self.fd = os.open(path, os.O_RDONLY)
 
     def pread(self, offset: int, size: int) -> bytes:
-        return os.pread(self.fd, size, offset)
+        data = os.pread(self.fd, size, offset)
+        self.ledger.record_shared("read", 0, len(data))
+        return data
 
     def size(self) -> int:
         return os.fstat(self.fd).st_size
@@ -165,20 +174,25 @@ class LocalMedium(Medium):
         return os.path.join(self.root, rel) if rel else self.root
 
     def open_append(self, rel: str) -> LocalAppendFile:
-        return LocalAppendFile(self.full(rel), self.label)
+        return LocalAppendFile(self.full(rel), self.label, self.ledger)
 
     def open_read(self, rel: str) -> LocalReadFile:
-        return LocalReadFile(self.full(rel))
+        return LocalReadFile(self.full(rel), self.ledger)
 
     def read_file(self, rel: str) -> bytes:
+        self.ledger.record_shared("open")
         with open(self.full(rel), "rb") as f:
-            return f.read()
+            data = f.read()
+        self.ledger.record_shared("read", 0, len(data))
+        return data
 
     def write_atomic(self, rel: str, data, sync: bool = True, tmp: str | None = None,
                      step: Callable[[str], None] | None = None) -> None:
         final = self.full(rel)
         tmp = self.full(tmp) if tmp else f"{final}.tmp"
+        ledger = self.ledger
         try:
+            ledger.record_shared("open")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 try:
@@ -187,48 +201,66 @@ class LocalMedium(Medium):
                             step("mid_write")
                         view = memoryview(part)
                         while view:
+                            ledger.record_shared("write", len(view))
                             view = view[os.write(fd, view):]
                     if sync:
+                        ledger.record_shared("fsync")
                         os.fdatasync(fd)
                 finally:
                     os.close(fd)
                 if step:
                     step("before_rename")
+                ledger.record_shared("rename")
                 os.replace(tmp, final)
             except BaseException:
                 with contextlib.suppress(OSError):
+                    ledger.record_shared("unlink")
                     os.unlink(tmp)
                 raise
             if sync:
-                fsync_dir(os.path.dirname(final))
+                self._fsync_dir(os.path.dirname(final))
         except OSError as exc:
             raise map_os_error(exc, self.label, final) from exc
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
+        ledger = self.ledger
         try:
+            ledger.record_shared("open")
             fd = os.open(self.full(rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return False
         try:
+            ledger.record_shared("write", len(data))
             os.write(fd, data)
+            ledger.record_shared("fsync")
             os.fsync(fd)
         finally:
             os.close(fd)
-        fsync_dir(os.path.dirname(self.full(rel)))
+        self._fsync_dir(os.path.dirname(self.full(rel)))
         return True
 
+    def _fsync_dir(self, path: str) -> None:
+        """:func:`fsync_dir`, counted (an ``open`` and an ``fsync``)."""
+        self.ledger.record_shared("open")
+        self.ledger.record_shared("fsync")
+        fsync_dir(path)
+
     def rename(self, src: str, dst: str) -> None:
+        self.ledger.record_shared("rename")
         os.replace(self.full(src), self.full(dst))
 
     def listdir(self, rel: str = "") -> list[str]:
+        self.ledger.record_shared("list")
         return os.listdir(self.full(rel))
 
     def list_files(self, rel: str = "") -> list[str]:
+        self.ledger.record_shared("list")
         with os.scandir(self.full(rel)) as it:  # the entry types come with the listing
             return [e.name for e in it if e.is_file()]
 
     def delete(self, rel: str, missing_ok: bool = True) -> None:
         try:
+            self.ledger.record_shared("unlink")
             os.unlink(self.full(rel))
         except FileNotFoundError:
             if not missing_ok:
@@ -269,7 +301,8 @@ class LocalMedium(Medium):
         return os.path.exists(self.full(rel))
 
     def sync_dir(self, rel: str = "") -> None:
-        fsync_dir(self.full(rel))
+        self._fsync_dir(self.full(rel))
 
     def sync_all(self) -> None:
+        self.ledger.record_shared("sync")
         os.sync()

@@ -27,6 +27,7 @@ import threading
 from typing import Callable
 
 from ..base import BackendUnavailableError, StorageFullError
+from ..ledger import Ledger
 
 
 def map_os_error(exc: OSError, label: str, where: str) -> Exception:
@@ -219,6 +220,9 @@ class Medium(abc.ABC):
     def __init__(self, path: str, label: str) -> None:
         self.path = path  # what the user gave, for messages
         self.label = label
+        #: what this medium sent: system calls (local), client calls (NFS), HTTP requests
+        #: (HDFS); a file store adopts it as its own ledger (:mod:`backends.ledger`)
+        self.ledger = Ledger()
 
     @abc.abstractmethod
     def open_append(self, rel: str) -> AppendFile: ...

@@ -153,7 +153,9 @@ class NfsMedium(BufferedAppends, Medium):
 
     @contextlib.contextmanager
     def guard(self, what: str, rel: str) -> Iterator[None]:
-        """Typed errors for one client call; a dead connection is replaced on the next call."""
+        """Typed errors for one client call; a dead connection is replaced on the next call.
+        The call is counted in the ledger as ``what`` (an nfs-rs call: one or more NFS RPCs)."""
+        self.ledger.record_shared(what)
         nfs_rs = _nfs_rs()
         if self.client is None:
             with self._connect_lock:

@@ -35,6 +35,8 @@ thread-safe).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import threading
+import time
 from typing import Any, Callable, Iterator, TypeVar
 from urllib.parse import urlsplit
 
@@ -45,6 +47,7 @@ from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 from ..base import (LONGEST_WAIT_S, Backend, BackendUnavailableError, Claim, Option,
                     StorageFullError)
+from ..ledger import current_taps, tapped
 
 T = TypeVar("T")
 
@@ -74,6 +77,11 @@ def encode_key(key: str) -> str:
     """
     text = key.encode("utf-8", "surrogatepass").hex()
     return "/".join(text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK))
+
+
+def _text(header: str | bytes | None) -> str:
+    """A header's value as text (botocore holds some as ``bytes``), ``""`` when absent."""
+    return header.decode("latin-1") if isinstance(header, bytes) else (header or "")
 
 
 def decode_key(name: str) -> str:
@@ -154,6 +162,7 @@ class MinioBackend(Backend):
                 max_pool_connections=max(10, cfg["max_workers"]),
             ),
         )
+        self._count_requests()
         self._pool = cf.ThreadPoolExecutor(cfg["max_workers"], thread_name_prefix="minio")
         self._server: str | None = None
         self._barrier_written = False
@@ -165,6 +174,34 @@ class MinioBackend(Backend):
             raise
 
     # -- plumbing ---------------------------------------------------------------------------
+    def _count_requests(self) -> None:
+        """Count every HTTP request botocore sends in :attr:`ledger`, at botocore's own event
+        hooks: ``before-send`` once per attempt (so a retry is a request too), by S3 operation,
+        with the body's bytes (its ``Content-Length``), and as a retry where botocore's ``amz-sdk-request`` header says
+        it is a second or later attempt, with the time since the failed attempt was answered
+        (botocore's backoff sleep); ``needs-retry`` after each attempt, with the response's
+        ``Content-Length`` (a GET's object, counted when the server answers)."""
+        ledger, events, state = self.ledger, self._client.meta.events, threading.local()
+
+        def before_send(request: Any, event_name: str, **_: Any) -> None:
+            headers = request.headers
+            length = _text(headers.get("Content-Length"))  # the body, however it is held
+            sent = int(length) if length.isdigit() else 0
+            attempt = _text(headers.get("amz-sdk-request"))  # "attempt=N; max=M"
+            if attempt and not attempt.startswith("attempt=1;"):  # a retry: since the failure
+                ledger.retried(time.monotonic() - getattr(state, "answered", time.monotonic()))
+            ledger.record_shared(event_name.rsplit(".", 1)[-1], sent)
+
+        def after_attempt(response: Any, attempts: int, **_: Any) -> None:
+            if response is not None:
+                length = _text(response[0].headers.get("content-length"))
+                if length.isdigit():
+                    ledger.received_more(int(length))
+            state.answered = time.monotonic()  # a retry, if any, waits from here
+
+        events.register("before-send.s3", before_send)
+        events.register_first("needs-retry.s3", after_attempt)
+
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         """Run one S3 request; turn every failure into a typed error that names the fix."""
         try:
@@ -221,9 +258,16 @@ class MinioBackend(Backend):
         return name
 
     def _parallel(self, fn: Callable[[Any], T], args: list) -> list[T]:
+        """``fn`` of each arg on the pool; the caller's ledger taps see the pool's requests."""
         if len(args) <= 1:
             return [fn(a) for a in args]
-        return list(self._pool.map(fn, args))  # re-raises the first failure
+        taps = current_taps()
+
+        def counted(arg: Any) -> T:
+            with tapped(taps):
+                return fn(arg)
+
+        return list(self._pool.map(counted if taps else fn, args))  # re-raises the first failure
 
     # -- primitives -------------------------------------------------------------------------
     def _put(self, key: str, value: bytes) -> None:

@@ -46,6 +46,7 @@ from ..base import (
     Retry,
     StorageFullError,
 )
+from ..ledger import Ledger
 
 T = TypeVar("T")
 
@@ -82,36 +83,44 @@ def resp(*args: bytes) -> bytes:
 
 
 class _Wire:
-    """One thread's connection for the per-key commands: a socket and a reply parser."""
+    """One thread's connection for the per-key commands: a socket and a reply parser; every
+    command it sends is counted in ``ledger`` (the store's) with the bytes each way."""
 
-    __slots__ = ("sock", "reader")
+    __slots__ = ("sock", "reader", "ledger")
 
-    def __init__(self, host: str, port: int, timeout: float, password: str | None, db: int) -> None:
+    def __init__(self, host: str, port: int, timeout: float, password: str | None, db: int,
+                 ledger: Ledger) -> None:
+        self.ledger = ledger
         self.sock = socket.create_connection((host, port), timeout=timeout)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.reader = hiredis.Reader()
             if password:
-                self.expect_ok(self.call(resp(b"AUTH", password.encode())))
+                self.expect_ok(self.call(resp(b"AUTH", password.encode()), "AUTH"))
             if db:
-                self.expect_ok(self.call(resp(b"SELECT", str(db).encode())))
+                self.expect_ok(self.call(resp(b"SELECT", str(db).encode()), "SELECT"))
         except BaseException:
             self.sock.close()
             raise
 
-    def call(self, packed: bytes) -> Any:
-        """Send one packed command and return its reply (a ``hiredis.ReplyError`` is returned,
-        not raised, as the parser gives it)."""
-        self.sock.sendall(packed)
-        reader = self.reader
-        reply = reader.gets()
-        while reply is False:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise redis.ConnectionError("the server closed the connection")
-            reader.feed(chunk)
+    def call(self, packed: bytes, name: str) -> Any:
+        """Send one packed command (``name``: its command, for the ledger) and return its reply
+        (a ``hiredis.ReplyError`` is returned, not raised, as the parser gives it)."""
+        got = 0
+        try:
+            self.sock.sendall(packed)
+            reader = self.reader
             reply = reader.gets()
-        return reply
+            while reply is False:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise redis.ConnectionError("the server closed the connection")
+                got += len(chunk)
+                reader.feed(chunk)
+                reply = reader.gets()
+            return reply
+        finally:  # sent (or tried): a request on the wire, answered or not
+            self.ledger.record_shared(name, len(packed), got)
 
     @staticmethod
     def expect_ok(reply: Any) -> None:
@@ -121,6 +130,39 @@ class _Wire:
 
     def close(self) -> None:
         self.sock.close()
+
+
+#: the per-key commands' names as the ledger counts them (no decode on a put's path)
+_NAMES = {b"SET": "SET", b"GET": "GET", b"DEL": "DEL", b"MSET": "MSET", b"MGET": "MGET"}
+
+
+def _command_name(first: Any) -> str:
+    """A command's name as the ledger counts it: ``CONFIG GET`` -> ``CONFIG``."""
+    text = first.decode() if isinstance(first, (bytes, bytearray)) else str(first)
+    return text.split(" ", 1)[0].upper()
+
+
+class _Counted:
+    """Mixed into redis-py's connection class: every command it sends (one, or each of a
+    pipeline's, ``MULTI``/``EXEC`` included; packed as redis-py's own ``send_command`` packs
+    it) is counted in ``ledger`` with its bytes.
+    The replies' bytes are not counted on this path (redis-py reads them in its parser)."""
+
+    ledger: Ledger
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        packed = self._command_packer.pack(*args)  # type: ignore[attr-defined]
+        self.ledger.record_shared(_command_name(args[0]), sum(len(p) for p in packed))
+        self.send_packed_command(packed, check_health=kwargs.get("check_health", True))  # type: ignore[attr-defined]
+
+    def pack_commands(self, commands: Any) -> list:
+        commands = list(commands)
+        out = super().pack_commands(commands)  # type: ignore[misc]
+        sent = sum(len(p) for p in out)  # the whole pipeline's, on its first command
+        for cmd in commands:
+            self.ledger.record_shared(_command_name(cmd[0]), sent)
+            sent = 0
+        return out
 
 
 class RedisBackend(Backend):
@@ -172,13 +214,16 @@ class RedisBackend(Backend):
         self._prefix = _encode(cfg["prefix"])
         self._retry = Retry(
             attempts=cfg["retries"] + 1, deadline=cfg["timeout"],
-            retry_on=(redis.ConnectionError, redis.TimeoutError, OSError),
+            retry_on=(redis.ConnectionError, redis.TimeoutError, OSError), ledger=self.ledger,
         )
         self._client = redis.Redis(
             host=cfg["host"], port=cfg["port"], db=cfg["db"], password=cfg["password"],
             socket_timeout=cfg["timeout"], socket_connect_timeout=cfg["timeout"],
             retry=None,  # our own bounded Retry is the only retry loop
         )
+        pool = self._client.connection_pool  # no connection made yet: each one will count
+        pool.connection_class = type("CountedConnection", (_Counted, pool.connection_class),
+                                     {"ledger": self.ledger})
         self._local = threading.local()  # .wire: this thread's connection (see _command)
         self._wires: list[_Wire] = []  # every thread's, closed by close()
         self._conns_lock = threading.Lock()
@@ -236,7 +281,8 @@ class RedisBackend(Backend):
 
     def _wire(self) -> _Wire:
         cfg = self.config
-        wire = _Wire(cfg["host"], cfg["port"], cfg["timeout"], cfg["password"], cfg["db"])
+        wire = _Wire(cfg["host"], cfg["port"], cfg["timeout"], cfg["password"], cfg["db"],
+                     self.ledger)
         with self._conns_lock:
             self._wires.append(wire)
         self._local.wire = wire
@@ -257,7 +303,7 @@ class RedisBackend(Backend):
         method call and closure show in a small ``SET``'s latency."""
         wire = getattr(self._local, "wire", None)
         try:
-            reply = (wire or self._wire()).call(resp(*args))
+            reply = (wire or self._wire()).call(resp(*args), _NAMES.get(args[0]) or args[0].decode())
         except (OSError, redis.RedisError, hiredis.ProtocolError) as exc:
             if wire is not None:
                 self._drop_wire(wire)
@@ -271,7 +317,7 @@ class RedisBackend(Backend):
     def _again(self, args: tuple) -> Any:
         wire = getattr(self._local, "wire", None) or self._wire()
         try:
-            reply = wire.call(resp(*args))
+            reply = wire.call(resp(*args), _NAMES.get(args[0]) or args[0].decode())
         except (OSError, redis.RedisError, hiredis.ProtocolError) as exc:
             self._drop_wire(wire)
             if isinstance(exc, hiredis.ProtocolError):

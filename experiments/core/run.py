@@ -136,6 +136,7 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                 observe("load", phases["load"])
             if spec.skip_run:
                 return RunResult(spec, phases, store.stats())
+            loaded = store.requests()  # the open's and the load's: the run's are the rest
             clients = _run_clients(spec)
             before = None
             if spec.baseline:  # the first half of the bracket (see experiments.core.baselines)
@@ -156,7 +157,9 @@ def _in_threads(spec: RunSpec, progress: ProgressFactory, observe: PhaseObserver
                 if logs is not None:
                     logs.close()
             observe("run", phases["run"])
+            run_requests = store.requests().since(loaded)  # before stats(), which asks a server too
             stats = store.stats()
+            stats["ledger_by_phase"] = {"load": loaded.as_dict(), "run": run_requests.as_dict()}
         finally:
             store.close()
         if before is not None:

@@ -148,6 +148,9 @@ class SparkJob(Document):
     timeline: list[dict[str, Any]] = field(default_factory=list)
     verify: str | None = optional()
     disk_baseline: dict[str, Any] | None = optional()
+    #: the ``[COST]`` lines' data: requests per checkpoint, restore and cleanup, and their prices
+    #: (:func:`experiments.spark.cost.cost_report`)
+    cost: dict[str, Any] | None = optional()
     environment: Environment = field(default_factory=Environment.here)
 
 

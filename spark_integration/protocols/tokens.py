@@ -82,8 +82,12 @@ class InstanceStats(TypedDict):
     dropped: int  # keys whose state this task dropped (their window closed or moved on)
     encode_ms: float  # of its checkpoint: the layout turning the state into pieces
     write_ms: float  # of its checkpoint: backend writes, deletes and flushes in the task
+    #: the requests the stores sent for its checkpoint / its restore, as JSON
+    #: (:meth:`backends.ledger.Ledger.as_dict`; "" for none)
+    ckpt_requests: str
+    restore_requests: str
 
 
-_SPARK_TYPES = {int: "long", float: "double"}
+_SPARK_TYPES = {int: "long", float: "double", str: "string"}
 #: the Spark DDL schema of :class:`InstanceStats`, fields in the same order
 STATS_SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[t]}" for name, t in get_type_hints(InstanceStats).items())
