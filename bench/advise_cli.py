@@ -25,7 +25,8 @@ the recovery-time objective.  Prints a ranked table and [ADVISE] lines; writes J
 overhead against interval.  From a state sweep (bench state-sweep's JSON) with --state and
 --dirty, each store x layout is first carried along its measured slopes to your state size and
 dirty share; every row says how far it extrapolates, and rows beyond the stated limit (the
-[ADVISE], MaxExtrapolation line) are shown but ranked only with --extrapolate.  The model and its assumptions: docs/advise.md.
+[ADVISE], MaxExtrapolation line) are shown but ranked only with --extrapolate.  The model and
+its assumptions: docs/advise.md.
 """
 
 

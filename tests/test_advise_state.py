@@ -10,6 +10,7 @@ import math
 import pytest
 
 from bench.cli import main
+from test_bad_input import _usage_error_in_process
 from experiments.spark.advise import AdviseError, young_interval
 from experiments.spark.advise_state import (FIT, HELD, LAST, MAX_EXTRAPOLATION, SIZE_SWEEP_DIRTY, WITHIN,
                                             AdviseState, advise_lines, advise_state, carry, dirtied_share,
@@ -146,35 +147,27 @@ def test_cli_from_a_sweep_writes_a_document_that_reads_back(tmp_path, capsys):
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def _one_line(argv, capsys) -> str:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert code == 2 and out == "", (code, out)
-    assert err.count("\n") == 1 and err.startswith("bench: error: "), err
-    return err
-
-
 def test_cli_bad_input_is_one_line(tmp_path, capsys):
     src = tmp_path / "sweep.json"
     src.write_text(json.dumps(sweep_doc().to_json()))
     outs = ["--json", str(tmp_path / "a.json"), "--plot", str(tmp_path / "a.png")]
     good = ["advise", "--from", str(src), "--mtbf", "6h", *outs]
-    assert "no such file" in _one_line(["advise", "--from", str(tmp_path / "none.json"), "--state", "1GiB",
-                                        "--dirty", "2%", "--mtbf", "6h", *outs], capsys)
-    assert "must be at least 1 byte" in _one_line([*good, "--state", "0", "--dirty", "2%"], capsys)
-    assert "at most 100 %" in _one_line([*good, "--state", "1GiB", "--dirty", "150%"], capsys)
-    assert "give your job's --state" in _one_line([*good, "--dirty", "2%"], capsys)
+
+    def one_line(*argv: str) -> str:
+        return _usage_error_in_process(argv, capsys)
+
+    assert "no such file" in one_line("advise", "--from", str(tmp_path / "none.json"), "--state", "1GiB",
+                                      "--dirty", "2%", "--mtbf", "6h", *outs)
+    assert "must be at least 1 byte" in one_line(*good, "--state", "0", "--dirty", "2%")
+    assert "at most 100 %" in one_line(*good, "--state", "1GiB", "--dirty", "150%")
+    assert "give your job's --state" in one_line(*good, "--dirty", "2%")
     failed = sweep_doc()
     for p in failed.points:
         p.error, p.metrics = "OutOfMemoryError", {}
     src.write_text(json.dumps(failed.to_json()))
-    err = _one_line([*good, "--state", "1GiB", "--dirty", "2%"], capsys)
+    err = one_line(*good, "--state", "1GiB", "--dirty", "2%")
     assert "0 of 10 runs succeeded" in err and "run bench state-sweep" in err
     matrix = tmp_path / "m.json"
     matrix.write_text(json.dumps({"job": {}, "rows": []}))
-    assert "need a state sweep" in _one_line(["advise", "--from", str(matrix), "--mtbf", "1h", "--state", "1GiB",
-                                              *outs], capsys)
+    assert "need a state sweep" in one_line("advise", "--from", str(matrix), "--mtbf", "1h", "--state", "1GiB", *outs)
     assert not (tmp_path / "a.json").exists()

@@ -60,8 +60,8 @@ from typing import Any, Sequence
 from experiments.core.document import Document, Environment, optional
 from experiments.core.format import Note, text_table
 from experiments.core.loglog import BEND_TOLERANCE, bends, fit
-from experiments.spark.advise import (AdviseError, Recommended, format_duration, overhead, recovery_time,
-                                      rto_interval, young_interval)
+from experiments.spark.advise import (AdviseError, Recommended, advised_interval, format_duration, overhead,
+                                      rank_key, recovery_time)
 from experiments.spark.state_sweep_result import DIRTY, SIZE, Point, StateSweep, binary_size, percent
 
 SCHEMA = "ckptbench.advise-state/1"
@@ -305,13 +305,7 @@ def advise_line(sweep: StateSweep, line: str, state: float, dirty: float, mtbf_s
     restart_s = carried["detect"].value / 1e3 + restore_s
     x = carried["throughput"].value
     lam = rate if rate else x
-    t_opt = young_interval(cost_s, mtbf_s)
-    t, meets = t_opt, None
-    if rto_s is not None:
-        cap = rto_interval(rto_s, restart_s, lam, x)
-        meets = cap is not None and cap >= cost_s
-        t = min(t_opt, cap) if meets else None
-    at = t if t is not None else t_opt
+    t_opt, t, meets, at = advised_interval(cost_s, mtbf_s, restart_s, lam, x, rto_s)
     sizes = sorted({float(p.state_bytes) for p in sweep.of(SIZE, line) if p.ok})
     amp = (carried["space"].value * (space_ratio if space_ratio is not None else 1.0)
            if "space" in carried else None)
@@ -326,9 +320,9 @@ def advise_line(sweep: StateSweep, line: str, state: float, dirty: float, mtbf_s
 def rank(rows: list[StateAdvice], limit: float, extrapolate: bool) -> list[StateAdvice]:
     """Rows within ``limit`` (every row with ``extrapolate``) ranked as a matrix's are (feasible
     first, then by overhead, then by recovery), then the rest, unranked, by factor."""
-    key = lambda a: (not a.feasible, a.overhead, a.expected_recovery_s)  # noqa: E731
-    inside = sorted((a for a in rows if extrapolate or a.factor <= limit), key=key)
-    beyond = sorted((a for a in rows if not (extrapolate or a.factor <= limit)), key=lambda a: (a.factor, key(a)))
+    inside = sorted((a for a in rows if extrapolate or a.factor <= limit), key=rank_key)
+    beyond = sorted((a for a in rows if not (extrapolate or a.factor <= limit)),
+                    key=lambda a: (a.factor, rank_key(a)))
     for i, a in enumerate(inside, 1):
         a.rank, a.ranked = i, True
     for a in beyond:
