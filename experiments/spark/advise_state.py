@@ -59,7 +59,7 @@ from typing import Any, Sequence
 
 from experiments.core.document import Document, Environment, optional
 from experiments.core.format import Note, text_table
-from experiments.core.loglog import BEND_TOLERANCE, bends, fit
+from experiments.core.loglog import BEND_TOLERANCE, bends, fit, usable
 from experiments.spark.advise import (AdviseError, Recommended, advised_interval, format_duration, overhead,
                                       rank_key, recovery_time)
 from experiments.spark.state_sweep_result import DIRTY, SIZE, Point, StateSweep, binary_size, percent
@@ -68,8 +68,9 @@ SCHEMA = "ckptbench.advise-state/1"
 #: the furthest a ranked row may be carried beyond (or below) its line's measured states.  The
 #: full sweep's sizes are x4 apart over 256x (16 MiB to 4 GiB); 16x is two more of its steps,
 #: half its span on the log axis: a prediction no farther from the data than half of what the
-#: data covers.  Beyond it a bend the sweep never reached (the page cache, the machine's memory,
-#: a server's) is as likely as the slope going on, so such a row is shown, not recommended.
+#: data covers.  Beyond it the prediction rests more on the slope than on the data, and a bend the
+#: sweep never reached (the page cache, the machine's memory, a server's) would go unseen, so such
+#: a row is shown, not recommended.
 MAX_EXTRAPOLATION = 16.0
 #: the fewest measured sizes a slope needs
 MIN_SIZES = 2
@@ -103,12 +104,6 @@ class Carried:
     x_to: float
 
 
-def _pairs(xs: Sequence[float | None], ys: Sequence[float | None]) -> list[tuple[float, float]]:
-    return sorted((float(x), float(y)) for x, y in zip(xs, ys)
-                  if x is not None and y is not None and x > 0 and y > 0
-                  and math.isfinite(x) and math.isfinite(y))
-
-
 def _through(a: tuple[float, float], b: tuple[float, float], x: float, along: str) -> Carried:
     line = fit([a[0], b[0]], [a[1], b[1]])
     if line is None:  # two points at one x: their mean
@@ -122,7 +117,7 @@ def carry(xs: Sequence[float | None], ys: Sequence[float | None], x: float,
     fit or the nearest end segment outside); ``floor``: never below the last measured ``y``
     above the range; ``hold_below``: the first measured ``y`` below it.  None without two
     distinct measured ``x``."""
-    pts = _pairs(xs, ys)
+    pts = usable(xs, ys)
     overall = fit([p[0] for p in pts], [p[1] for p in pts])
     if overall is None:
         return None
