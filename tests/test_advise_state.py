@@ -69,8 +69,10 @@ def test_carry_interpolates_inside_fits_outside_and_follows_a_bend():
     bent = carry(xs, [10.0, 10.0, 160.0], 64.0)
     assert bent.along == LAST and bent.slope == pytest.approx(2.0) and bent.value == pytest.approx(2560.0)
     # a time falling at the top is held there, never carried below its last value
-    held = carry([1.0, 2.0, 4.0], [100.0, 200.0, 50.0], 8.0, floor=True)
+    held = carry([1.0, 2.0, 4.0], [100.0, 200.0, 50.0], 8.0, grows=True)
     assert held.along == HELD and held.value == 50.0
+    # and a rate rising at the top (the sweep's batching) is held at its last value
+    assert carry(xs, ys, 64.0, grows=False).value == 160.0 and carry(xs, ys, 8.0, grows=False).value == pytest.approx(80.0)
     assert carry([1.0, 2.0, 4.0], [100.0, 200.0, 50.0], 8.0).value == pytest.approx(12.5)
     assert carry(xs, ys, 0.5, hold_below=True).value == 10.0  # below the range: its first value
     assert carry([1.0], [1.0], 2.0) is None and carry([1.0, 2.0], [None, 3.0], 2.0) is None

@@ -16,7 +16,10 @@ user's state ``S`` (:func:`carry`):
   nearest ``S`` (the two largest sizes above, the two smallest below): where the curve is going
   there, not its average over sizes it has left.  A time carried above the largest size is
   never below its value there (a falling last segment is noise or a fixed cost, and a state
-  that grows does not checkpoint or restore in less).
+  that grows does not checkpoint or restore in less), and a throughput never above it: the
+  sweep's micro-batches grow with its state (``K/2`` events), so a rate that rises with the
+  state rises with the batching, which a job of the user's state does not get for free and
+  which stops paying once the per-event cost dominates.
 
 The figures carried, at ``S`` (each a least-squares power law, never a sum of two fits of the
 same figure):
@@ -112,11 +115,11 @@ def _through(a: tuple[float, float], b: tuple[float, float], x: float, along: st
 
 
 def carry(xs: Sequence[float | None], ys: Sequence[float | None], x: float,
-          tolerance: float = BEND_TOLERANCE, *, floor: bool = False, hold_below: bool = False) -> Carried | None:
+          tolerance: float = BEND_TOLERANCE, *, grows: bool | None = None, hold_below: bool = False) -> Carried | None:
     """``y`` at ``x`` from the measured ``(xs, ys)`` (module doc: between neighbours inside, the
-    fit or the nearest end segment outside); ``floor``: never below the last measured ``y``
-    above the range; ``hold_below``: the first measured ``y`` below it.  None without two
-    distinct measured ``x``."""
+    fit or the nearest end segment outside); above the range, ``grows=True`` (a time): never
+    below the last measured ``y``, ``grows=False`` (a rate): never above it; ``hold_below``:
+    the first measured ``y`` below the range.  None without two distinct measured ``x``."""
     pts = usable(xs, ys)
     overall = fit([p[0] for p in pts], [p[1] for p in pts])
     if overall is None:
@@ -131,7 +134,7 @@ def carry(xs: Sequence[float | None], ys: Sequence[float | None], x: float,
         got = _through(pts[-2], pts[-1], x, LAST) if x > hi[0] else _through(pts[0], pts[1], x, FIRST)
     else:
         got = Carried(overall.predict(x), FIT, overall.slope, overall.x_min, overall.x_max)
-    if floor and x > hi[0] and got.value < hi[1]:
+    if grows is not None and x > hi[0] and (got.value < hi[1] if grows else got.value > hi[1]):
         return Carried(hi[1], HELD, 0.0, hi[0], hi[0])
     return got
 
@@ -235,9 +238,10 @@ class AdviseState(Document):
 
 
 #: the figures carried along the state, the metric (or pair summed) each comes from, and
-#: whether it is a time that may not fall above the largest size (:func:`carry`); a line
-#: without one of them has no advice.  The space amplification may fall (a fixed overhead
-#: spread over more state), and a store that does not report it still has the rest.
+#: whether it grows (a time: it may not fall above the largest size) or not (a rate: it may not
+#: rise), :func:`carry`; a line without one of them has no advice.  The space amplification may
+#: go either way (a fixed overhead spread over more state), and a store that does not report it
+#: still has the rest.
 CHECKPOINT, SPACE = "CheckpointP50(ms)", "SpaceAmplification"
 FIGURES: dict[str, tuple[tuple[str, ...], bool]] = {
     "checkpoint": ((CHECKPOINT,), True),
@@ -272,9 +276,9 @@ def carry_line(sweep: StateSweep, line: str, state: float) -> dict[str, Carried]
         return (f"{len(sizes)} measured state size{'s' if len(sizes) != 1 else ''} (a slope needs "
                 f"{MIN_SIZES})" + (f"; {failed} of its runs failed" if failed else ""))
     out = {}
-    for name, (metrics, floor) in FIGURES.items():
+    for name, (metrics, grows) in FIGURES.items():
         got = carry([float(p.state_bytes) for p in pts], [_figure(p, metrics) for p in pts], state,
-                    tolerance, floor=floor)
+                    tolerance, grows=grows)
         if got is None:
             return f"no {' + '.join(metrics)} at two state sizes"
         out[name] = got
@@ -394,7 +398,7 @@ def _along(name: str, c: Carried) -> str:
     what = {"checkpoint": "C", "detect": "detect", "restore": "restore", "throughput": "events/s",
             "space": "space"}[name]
     if c.along == HELD:
-        return f"{what} held at its {_gib(c.x_from)} value (its slope there falls)"
+        return f"{what} held at its {_gib(c.x_from)} value (its slope there {'rises' if name == 'throughput' else 'falls'})"
     return f"{what} along the {c.along} {_gib(c.x_from)}–{_gib(c.x_to)} (slope {c.slope:.2f})"
 
 
