@@ -99,6 +99,8 @@ def test_each_line_is_carried_to_the_state_with_its_factor():
     inside = advise_state(sweep_doc(), 32 * MiB, 0.5, mtbf_s=3600.0)
     assert _row(inside, "linear/chunks").factor == 1.0 and _row(inside, "linear/chunks").cost_ms == pytest.approx(200.0)
     assert "within" in format_table(inside)
+    below = advise_state(sweep_doc(), 4 * MiB, 0.5, mtbf_s=3600.0)
+    assert _row(below, "linear/chunks").factor == pytest.approx(4.0) and "4.0x below" in format_table(below)
 
 
 def test_the_dirty_share_scales_the_checkpoint_by_the_dirty_sweep():
@@ -144,8 +146,9 @@ def test_cli_from_a_sweep_writes_a_document_that_reads_back(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "[ADVISE], Recommended, " in text and "extrapolation" in text and "4.0x" in text
     back = AdviseState.from_json(json.loads(out.read_text()))
-    assert format_table(back) == format_table(advise_state(sweep_doc(), GiB, 0.01, 21600.0, rto_s=60.0,
-                                                           source=str(src)))
+    again = advise_state(sweep_doc(), GiB, 0.01, 21600.0, rto_s=60.0, source=str(src))
+    assert format_table(back) == format_table(again) and advise_lines(back) == advise_lines(again)
+    assert back.ranking[0].carried["checkpoint"].along in (FIT, LAST)
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
 
