@@ -1,8 +1,10 @@
-"""``bench advise``: parse, read (or run) a spark matrix, call the model, print.
+"""``bench advise``: parse, read (or run) a spark matrix or read a state sweep, call the model, print.
 
 The model — Young's and Daly's checkpoint interval, expected overhead and recovery time — is
 :mod:`experiments.spark.advise`; the matrix it reads is ``bench spark-matrix``'s JSON (``--from``), or a
-fresh quick matrix run here (indexed_fs, one injected failure so the restart cost is measured).
+fresh quick matrix run here (indexed_fs, one injected failure so the restart cost is measured).  A
+``bench state-sweep`` document (``--from``, recognised by its schema) is carried to the user's
+``--state`` and ``--dirty`` first (:mod:`experiments.spark.advise_state`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from .args import EXIT_USAGE, PROG, UsageError, add_html_arg
+from .args import EXIT_USAGE, PROG, UsageError, add_html_arg, byte_size, fraction_or_percent
 from .outputs import save
 
 DESCRIPTION = """\
@@ -20,7 +22,11 @@ Advise a protocol, a backend and a checkpoint interval from a measured spark mat
 protocol x backend, the interval minimising expected overhead (Young/Daly: T = sqrt(2 C MTBF), C
 the measured checkpoint time), the overhead there, the expected recovery time and whether it meets
 the recovery-time objective.  Prints a ranked table and [ADVISE] lines; writes JSON and a plot of
-overhead against interval.  The model and its assumptions: docs/advise.md.
+overhead against interval.  From a state sweep (bench state-sweep's JSON) with --state and
+--dirty, each store x layout is first carried along its measured slopes to your state size and
+dirty share; every row says how far it extrapolates, and rows beyond the stated limit (the
+[ADVISE], MaxExtrapolation line) are shown but ranked only with --extrapolate.  The model and
+its assumptions: docs/advise.md.
 """
 
 
@@ -63,7 +69,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", metavar="MATRIX.json",
                    help="bench spark-matrix's JSON, or bench reproduce state's (results/state.json: every "
-                        "store and layout at gigabytes of state) (default: run a quick matrix now)")
+                        "store and layout at gigabytes of state), or bench state-sweep's (with --state "
+                        "and --dirty) (default: run a quick matrix now)")
+    p.add_argument("--state", type=byte_size, metavar="SIZE",
+                   help="with a state sweep: your job's live state, e.g. 50GiB")
+    p.add_argument("--dirty", type=fraction_or_percent, metavar="FRACTION",
+                   help="with a state sweep: the share of the state one checkpoint interval changes, "
+                        "e.g. 2%% or 0.02")
+    p.add_argument("--extrapolate", action="store_true",
+                   help="with a state sweep: rank the rows carried beyond the limit too "
+                        "([ADVISE], MaxExtrapolation)")
     p.add_argument("--mtbf", type=_duration("--mtbf"), required=True,
                    help="mean time between failures: 30m, 1h, 2d, 1h30m")
     p.add_argument("--rate", type=_typed("rate", _rate),
@@ -80,17 +95,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def load_matrix(path: str) -> dict[str, Any]:
-    """A saved matrix document; one line naming the problem otherwise."""
+def read_json(path: str) -> Any:
+    """The JSON document at ``path``; one line naming the problem otherwise."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+            return json.load(f)
     except FileNotFoundError:
         raise UsageError(f"--from {path}: no such file; run bench spark-matrix first (it writes "
-                         f"results/spark-matrix.json)") from None
+                         f"results/spark-matrix.json) or bench state-sweep") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--from {path}: not a readable JSON file ({type(exc).__name__}); give "
                          f"bench spark-matrix's JSON") from None
+
+
+def is_state_sweep(doc: Any) -> bool:
+    from experiments.spark.state_sweep_result import SCHEMA
+
+    return isinstance(doc, dict) and str(doc.get("schema", "")).partition("/")[0] == SCHEMA.partition("/")[0]
+
+
+def load_matrix(doc: Any, path: str) -> dict[str, Any]:
+    """A saved matrix document (or a state experiment's runs read as one)."""
     from experiments.spark.advise import matrix_of_runs
 
     doc = matrix_of_runs(doc) or doc  # bench reproduce state's runs read as a matrix
@@ -98,6 +123,21 @@ def load_matrix(path: str) -> dict[str, Any]:
         raise UsageError(f"--from {path}: not a spark-matrix document (no rows); give bench spark-matrix's "
                          f"JSON or bench reproduce state's (results/state.json)")
     return doc
+
+
+def load_sweep(doc: dict[str, Any], path: str, args: argparse.Namespace) -> Any:
+    """A saved state sweep, with the --state and --dirty it needs."""
+    from experiments.core.document import DocumentError
+    from experiments.spark.state_sweep_result import StateSweep
+
+    if args.state is None or args.dirty is None:
+        raise UsageError(f"--from {path} is a state sweep: give your job's --state (e.g. 50GiB) and "
+                         f"--dirty (the share an interval changes, e.g. 2%)")
+    try:
+        return StateSweep.from_json(doc)
+    except (DocumentError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise UsageError(f"--from {path}: not a readable state sweep ({exc}); give bench state-sweep's "
+                         f"JSON as it wrote it") from None
 
 
 def quick_matrix() -> dict[str, Any]:
@@ -115,25 +155,35 @@ def quick_matrix() -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.spark import advise
+    from experiments.spark import advise, advise_state
     from experiments.report.plots import plot_advise
 
+    model: Any = advise
     try:
-        if args.source:
-            matrix, source = load_matrix(args.source), args.source
+        doc = read_json(args.source) if args.source else None
+        if is_state_sweep(doc):
+            model = advise_state
+            result = advise_state.advise_state(load_sweep(doc, args.source, args), args.state, args.dirty,
+                                               args.mtbf, args.rate, args.rto, args.extrapolate, args.source)
         else:
-            matrix, source = quick_matrix(), "a quick matrix run now"
-        doc = advise.advise(matrix, args.mtbf, args.rate, args.rto, source=source)
+            if args.state is not None or args.dirty is not None or args.extrapolate:
+                raise UsageError("--state, --dirty and --extrapolate need a state sweep: give --from "
+                                 "bench state-sweep's JSON (e.g. results/state-sweep.json)")
+            if args.source:
+                matrix, source = load_matrix(doc, args.source), args.source
+            else:
+                matrix, source = quick_matrix(), "a quick matrix run now"
+            result = advise.advise(matrix, args.mtbf, args.rate, args.rto, source=source)
     except (UsageError, advise.AdviseError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(advise.format_table(doc))
-    for line in advise.advise_lines(doc):
+    print(model.format_table(result))
+    for line in model.advise_lines(result):
         print(line)
     from experiments.core.results import ensure_parent
 
     ensure_parent(args.json)
-    save(args, doc, page_beside=True)
-    plot_advise(doc, args.plot)
+    save(args, result, page_beside=True)
+    plot_advise(result, args.plot)
     print(f"wrote {args.json} and {args.plot}")
     return 0

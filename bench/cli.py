@@ -17,6 +17,7 @@
     bench spark ... | spark-matrix ...                      # protocols on PySpark
     bench state-sweep [--quick]                             # cost against state size, log-log slopes
     bench advise --from results/spark-matrix.json --mtbf 1h  # protocol, backend, interval
+    bench advise --from results/state-sweep.json --state 50GiB --dirty 2% --mtbf 6h  # at your state
     bench checkmate | logio-stragglers [--quick]            # the protocol papers' experiments
     bench reproduce NAME... | --all [--quick]               # regenerate results/ and docs tables
     bench services up|down|status|kill [NAME...]            # the real servers

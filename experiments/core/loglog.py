@@ -60,7 +60,8 @@ class Bend:
         return self.slope > self.fitted
 
 
-def _usable(xs: Sequence[float | None], ys: Sequence[float | None]) -> list[tuple[float, float]]:
+def usable(xs: Sequence[float | None], ys: Sequence[float | None]) -> list[tuple[float, float]]:
+    """The points a log-log axis can hold (both coordinates positive and finite), by ``x``."""
     if len(xs) != len(ys):
         raise ValueError(f"{len(xs)} x values but {len(ys)} y values")
     return sorted((float(x), float(y)) for x, y in zip(xs, ys)
@@ -71,7 +72,7 @@ def _usable(xs: Sequence[float | None], ys: Sequence[float | None]) -> list[tupl
 def fit(xs: Sequence[float | None], ys: Sequence[float | None]) -> Fit | None:
     """The least-squares line through ``(log10 x, log10 y)``; ``None`` without two distinct
     positive ``x`` with a positive ``y``."""
-    pts = _usable(xs, ys)
+    pts = usable(xs, ys)
     lx = [math.log10(x) for x, _ in pts]
     ly = [math.log10(y) for _, y in pts]
     if len(set(lx)) < 2:
@@ -91,7 +92,7 @@ def fit(xs: Sequence[float | None], ys: Sequence[float | None]) -> Fit | None:
 def segment_slopes(xs: Sequence[float | None], ys: Sequence[float | None]) -> list[tuple[float, float, float]]:
     """``(x_from, x_to, slope)`` of every segment between neighbouring usable points, by ``x``
     (points at the same ``x`` make no segment)."""
-    pts = _usable(xs, ys)
+    pts = usable(xs, ys)
     out = []
     for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
         if x1 > x0:

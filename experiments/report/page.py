@@ -83,7 +83,7 @@ def _chart_drawers(doc: Document, table: list[Row]) -> list[tuple[str, Callable[
     own = {"ckptbench.storage-compare": plots.plot_storage_compare,
            "ckptbench.checkmate": plots.plot_checkmate,
            "ckptbench.logio-stragglers": plots.plot_stragglers,
-           "ckptbench.advise": plots.plot_advise}
+           "ckptbench.advise": plots.plot_advise, "ckptbench.advise-state": plots.plot_advise}
     if name in own:
         return [(name.partition(".")[2], lambda p: own[name](doc, p))]
     thesis = {"fig4.2": plots.plot_fig42, "fig4.5": plots.plot_fig45, "fig4.7": plots.plot_fig47}

@@ -425,14 +425,17 @@ def plot_stragglers(doc: Any, path: str) -> None:
 
 def plot_advise(doc: Any, path: str) -> None:
     """``bench advise``: expected overhead against checkpoint interval, one curve per protocol x
-    backend of the ranking (Young/Daly, :mod:`experiments.spark.advise`), the advised interval marked."""
+    backend of the ranking (Young/Daly, :mod:`experiments.spark.advise`), the advised interval marked;
+    from a state sweep, one per store x layout at the user's state (:mod:`experiments.spark.advise_state`),
+    a row beyond its extrapolation limit labelled as not ranked."""
     from experiments.spark.advise import curve, overhead
 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for a in doc.ranking:
         xs, ys = curve(a, doc.mtbf_s)
-        line, = ax.plot(xs, [y * 100 for y in ys], label=f"{a.rank}. {a.name}")
+        label = f"{a.rank}. {a.name}" if getattr(a, "ranked", True) else f"{a.name} (not ranked)"
+        line, = ax.plot(xs, [y * 100 for y in ys], label=label)
         if a.interval_s is not None:
             at = overhead(a.interval_s, a.cost_ms / 1e3, doc.mtbf_s, a.restart_ms / 1e3) + a.per_event
             ax.plot([a.interval_s], [at * 100], "o", color=line.get_color())

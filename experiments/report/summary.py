@@ -253,6 +253,15 @@ def _advise(doc: Any, source: str) -> Iterator[Row]:
                   note=f"rank {a.rank}: {interval}, overhead {100 * a.overhead:.1f}%")
 
 
+def _advise_state(doc: Any, source: str) -> Iterator[Row]:
+    for a in doc.ranking:
+        interval = "RTO not met" if a.interval_s is None else f"interval {a.interval_s:.3g} s"
+        rank = f"rank {a.rank}" if a.ranked else "not ranked"
+        yield Row(source, doc.SCHEMA, "advise-state", a.store, "", f"layout {a.layout}",
+                  throughput=a.throughput, unit="events/s",
+                  note=f"{rank}: {a.factor:.3g}x the measured state, {interval}, overhead {100 * a.overhead:.1f}%")
+
+
 def _verify(doc: Any, source: str) -> Iterator[Row]:
     yield Row(source, doc.SCHEMA, "verify", doc.backend, setting=f"records {doc.records}",
               note=("intact" if doc.ok else f"DAMAGED: {len(doc.damaged_keys)} damaged, "
@@ -273,6 +282,7 @@ HANDLERS: dict[str, Callable[[Any, str], Iterator[Row]]] = {
     "ckptbench.diff": _diff, "ckptbench.thesis": _thesis,
     "ckptbench.storage-compare": _storage_compare, "ckptbench.checkmate": _paper,
     "ckptbench.logio-stragglers": _paper, "ckptbench.advise": _advise,
+    "ckptbench.advise-state": _advise_state,
 }
 
 

@@ -146,6 +146,20 @@ def rto_interval(rto_s: float, restart_s: float, rate: float, throughput: float)
     return 2.0 * (rto_s - restart_s) * throughput / rate
 
 
+def advised_interval(cost_s: float, mtbf_s: float, restart_s: float, rate: float, throughput: float,
+                     rto_s: float | None) -> tuple[float, float | None, bool | None, float]:
+    """``(T_opt, T, meets_rto, at)``: Young's optimum, the interval advised under the RTO
+    (``min(T_opt, T_rto)``; None when no interval meets it), whether it does (None: no RTO),
+    and the interval the overhead and recovery are reported at (``T``, else ``T_opt``)."""
+    t_opt = young_interval(cost_s, mtbf_s)
+    t, meets = t_opt, None
+    if rto_s is not None:
+        cap = rto_interval(rto_s, restart_s, rate, throughput)
+        meets = cap is not None and cap >= cost_s
+        t = min(t_opt, cap) if meets else None
+    return t_opt, t, meets, t if t is not None else t_opt
+
+
 @dataclass
 class Advice:
     """One protocol x backend under the user's numbers."""
@@ -235,13 +249,7 @@ def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: fl
     restart_s = row["recovery_ms"] / 1e3 if measured else 0.0
     x = float(row["throughput"])
     lam = rate if rate else x
-    t_opt = young_interval(cost_s, mtbf_s)
-    t, meets = t_opt, None
-    if rto_s is not None:
-        cap = rto_interval(rto_s, restart_s, lam, x)
-        meets = cap is not None and cap >= cost_s
-        t = min(t_opt, cap) if meets else None
-    at = t if t is not None else t_opt
+    t_opt, t, meets, at = advised_interval(cost_s, mtbf_s, restart_s, lam, x, rto_s)
     return Advice(row["protocol"], row["backend"], row["checkpoint_ms"], restart_s * 1e3, measured, x, lam,
                   t_opt, t, overhead(at, cost_s, mtbf_s, restart_s) + (p or 0.0), p or 0.0, p is not None,
                   recovery_time(at, restart_s, lam, x), x >= lam, meets, at * lam)
@@ -361,9 +369,15 @@ def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def rank_key(a: Any) -> tuple[bool, float, float]:
+    """Feasible first (keeps up with the rate, meets the RTO), then by expected overhead, then
+    by expected recovery (of an :class:`Advice`, or a row of the state model)."""
+    return not a.feasible, a.overhead, a.expected_recovery_s
+
+
 def rank(advice: list[Advice]) -> list[Advice]:
-    """Feasible first (keeps up with the rate, meets the RTO), then by expected overhead."""
-    ordered = sorted(advice, key=lambda a: (not a.feasible, a.overhead, a.expected_recovery_s))
+    """Ordered by :func:`rank_key`, numbered from 1."""
+    ordered = sorted(advice, key=rank_key)
     for i, a in enumerate(ordered, 1):
         a.rank = i
     return ordered

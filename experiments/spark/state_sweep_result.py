@@ -47,7 +47,7 @@ DIRTY_METRICS: tuple[tuple[str, str], ...] = (
 def binary_size(n: float) -> str:
     """``n`` bytes in the largest binary unit it fills, ``16 MiB``, ``4 GiB``, ``1.5 GiB``."""
     size, unit = binary_units(n)
-    return f"{size:.3g} {unit}"
+    return f"{size:.3g} {unit}" if size < 1000 else f"{size:.0f} {unit}"  # 1020 MiB, not 1.02e+03
 
 
 def percent(fraction: float) -> str:
