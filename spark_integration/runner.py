@@ -483,5 +483,5 @@ def run_job(spark: Any, settings: Settings, spec: JobSpec) -> Metrics:
             f"protocol {reg.name!r} does not cover the {spec.kind} job ({operator} state); it covers "
             f"the jobs with {', '.join(reg.operators)} state")
     if reg.baseline:
-        return baseline_class(reg.name)().run(spark, spec)
+        return baseline_class(reg.name)().run(spark, spec, settings)
     return JobRunner(spark, settings, spec).run()
