@@ -78,12 +78,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=OFFSET, default=42)
     p.add_argument("--parallelism", type=COUNT, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
-    p.add_argument("--interval", type=COUNT, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--interval", type=COUNT, default=1,
+                   help="micro-batches per checkpoint (spark-state commits its store at every one)")
     p.add_argument("--jitter", type=OFFSET, default=0,
                    help="uncoordinated: each checkpoint due interval +- up to this many micro-batches")
     p.add_argument("--full-every", type=COUNT, default=10, help="full snapshot every N checkpoints")
     p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET",
-                   help="kill an instance when it reaches this event offset (repeatable)")
+                   help="kill an instance when it reaches this event offset (repeatable; spark-state: "
+                        "fail the micro-batch passing it and restart the query from its checkpoint)")
     p.add_argument("--fail-instance", type=OFFSET, default=0)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
@@ -94,7 +96,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--medium", metavar="KIND[:LOC]",
                    help="put a file backend's store in a fresh directory on local[:DIR], tmpfs[:DIR], "
                         "nfs[:nfs://HOST/EXPORT/DIR] or hdfs[:hdfs://HOST:PORT/DIR] (nfs and hdfs: by "
-                        "default the servers of `bench services up`), removed after the run")
+                        "default the servers of `bench services up`), removed after the run; "
+                        "spark-state: its checkpoint location (local, tmpfs or hdfs)")
     p.add_argument("--retain-checkpoints", action="store_true",
                    help="leave the job's checkpoints in the store when it ends (Flink's "
                         "RETAIN_ON_CANCELLATION); by default a run that ends deletes them once "
