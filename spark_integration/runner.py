@@ -228,11 +228,7 @@ class JobRunner:
                 replay_ms=((t_end - t_run) + wasted_s) * 1e3 - crit["restore_ms"] + crit["log_replay_ms"],
                 replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
                 failures=failures)
-            recent = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
-            reference = None  # no micro-batch ran at the normal level before: any next one is back
-            if recent:
-                reference = (float(np.median([r for r, _ in recent])), float(np.median([n for _, n in recent])))
-            self.catching_up = (episode, t_end, reference)
+            self.catching_up = (episode, t_end, phases.reference(self.batch_rates))
             return stats
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
@@ -260,12 +256,8 @@ class JobRunner:
             return False
         rate = events / max(t_done - t_start, 1e-9)
         if self.catching_up is not None:
-            reference = self.catching_up[2]
-            if reference is not None:
-                slow = rate < phases.CATCH_UP_FRACTION * reference[0]
-                backlog = self.spec.rate > 0 and events > phases.CATCH_UP_BACKLOG * reference[1] + 1
-                if slow or backlog:
-                    return False
+            if not phases.back_at_rate(rate, events, self.catching_up[2], self.spec.rate > 0):
+                return False
             self._finish_episode(t_start)
         self.batch_rates.append((rate, events))
         self.metrics.steady_events += events

@@ -454,17 +454,10 @@ class _Run:
                     replay_events=events)
                 m.replayed_events += events
                 m.restart_ms.append(episode.detect_ms + load_ms + restore_ms)
-                recent = rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
-                reference = ((float(np.median([r for r, _ in recent])), float(np.median([n for _, n in recent])))
-                             if recent else None)
-                catching = (episode, b.t_done, reference)
+                catching = (episode, b.t_done, phases.reference(rates))
             elif i > 0 and b.start >= load_end:
-                steady = True
-                if catching is not None and catching[2] is not None:
-                    rate_ref, size_ref = catching[2]
-                    slow = events / seconds < phases.CATCH_UP_FRACTION * rate_ref
-                    backlog = self.spec.rate > 0 and events > phases.CATCH_UP_BACKLOG * size_ref + 1
-                    steady = not (slow or backlog)
+                steady = catching is None or phases.back_at_rate(events / seconds, events, catching[2],
+                                                                  self.spec.rate > 0)
                 if steady and catching is not None:
                     self._finish(catching, b.t_start)
                     catching = None
