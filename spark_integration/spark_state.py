@@ -9,10 +9,11 @@ fastest stateful path Spark has.  With a size ``B`` every key keeps what the pro
 keeps (:mod:`.sized_state`): its count and a ring of ``B / 8`` int64 slots, event ``seq`` of the key
 raising slot ``seq % R`` to ``seq + 1`` — the same sizes per key id (:mod:`.state_size`), the same
 bytes (little-endian).  That state lives in Spark's store as one row per key, ``(n long, ring
-binary)``, kept by ``applyInPandasWithState``: Spark hands the function each key's state with its
-events and stores what it returns, inside the task, in one Arrow stream.  (``transformWithStateInPandas``
-reaches its state through a round trip to the JVM's state server per call, and was the slower of
-the two per key.)  Spark checkpoints its state itself: at the end of every micro-batch each state
+binary)``, a value state of ``transformWithState`` (the Row flavour of ``transformWithStateInPandas``):
+PySpark's stateful APIs all call Python once per key and micro-batch, and this one is the cheapest
+per call — ``applyInPandasWithState`` and ``transformWithStateInPandas`` build pandas frames of
+each key's events, state and output, which costs more than this processor's two state calls
+(a get, an update) and its one output row.  Spark checkpoints its state itself: at the end of every micro-batch each state
 store instance commits a version and writes its changelog to the checkpoint location, so
 ``--interval`` has no meaning here (reported as ``CheckpointEvery``).
 
@@ -106,6 +107,8 @@ INJECTED = "ckptbench: injected failure of micro-batch"
 OUTPUT = "key long, n long, last long"
 #: a sized key's state in Spark's store: its count and its ring (little-endian int64 slots)
 STATE = "n long, ring binary"
+#: the name of that value state (what the ``statestore`` source reads back)
+STATE_VAR = "sized_count"
 #: what the run loop waits for at a time (how late a failed query is noticed, at most)
 POLL_S = 0.02
 
@@ -303,8 +306,7 @@ class _Run:
         events = spark.readStream.format("ckptbench").options(**opts).load().select("key", "seq")
         if not self.size.sized:
             return events.groupBy("key").agg(F.count("*").alias("n"), F.max("seq").alias("last"))
-        return events.groupBy("key").applyInPandasWithState(
-            sized_update(self.size), OUTPUT, STATE, "Update", "NoTimeout")
+        return events.groupBy("key").transformWithState(sized_processor(self.size), OUTPUT, "Update", "None")
 
     def _start(self, stream: Any) -> Any:
         return (stream.writeStream.outputMode("update").foreachBatch(self._sink)
@@ -509,8 +511,9 @@ class _Run:
         s = self.spec
         check = stored_rings_check(job_query(s.kind).source, s.seed, s.keys, str(parse_skew(s.skew)), s.events,
                                    self.settings.state_bytes)
-        table = (self.spark.read.format("statestore").load(spark_path(self.location))
-                 .selectExpr("key.key AS key", "value.groupState.n AS n", "value.groupState.ring AS ring")
+        table = (self.spark.read.format("statestore").option("stateVarName", STATE_VAR)
+                 .load(spark_path(self.location))
+                 .selectExpr("key.key AS key", "value.n AS n", "value.ring AS ring")
                  .mapInArrow(check, "key long, n long, wrong long, compared long").toArrow())
         return compare(expected, table.column("key").to_numpy(), table.column("n").to_numpy(),
                        _column_sum(table, "wrong"), _column_sum(table, "compared"))
@@ -564,30 +567,33 @@ def rows_as_state(table: Any, size: str) -> Any:
     return state
 
 
-def sized_update(size: Any):
-    """The ``applyInPandasWithState`` function of a sized count (module doc): one key's events of
-    a micro-batch applied to its state ``(n, ring)``; yields its running count and its latest
-    event's offset."""
+def sized_processor(size: Any) -> Any:
+    """The ``transformWithState`` processor of a sized count (module doc): one key's events of a
+    micro-batch applied to its value state ``(n, ring)``; yields its running count and its latest
+    event's offset.  Built here, so importing this module needs no pyspark."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-    def update(key: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
-        import pandas as pd
+    class SizedCount(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.state = handle.getValueState(STATE_VAR, STATE)
 
-        k = int(key[0])
-        if state.exists:
-            n, ring = state.get
-            ring = np.frombuffer(ring, "<i8").copy()
-        else:
-            n, ring = 0, np.zeros(int(size.slots(np.array([k]))[0]), "<i8")
-        last = -1
-        for frame in frames:
-            seq = frame["seq"].to_numpy()
-            if len(seq):
-                np.maximum.at(ring, seq % len(ring), seq + 1)
-                n, last = n + len(seq), max(last, int(seq.max()))
-        state.update((n, ring.tobytes()))
-        yield pd.DataFrame({"key": [k], "n": [n], "last": [last]})
+        def handleInputRows(self, key: tuple, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+            k = int(key[0])
+            held = self.state.get()
+            if held is None:
+                n, ring = 0, np.zeros(int(size.slots(np.array([k]))[0]), "<i8")
+            else:
+                n, ring = held[0], np.frombuffer(held[1], "<i8").copy()
+            seq = np.fromiter((r.seq for r in rows), np.int64)
+            np.maximum.at(ring, seq % len(ring), seq + 1)
+            self.state.update((n + len(seq), ring.tobytes()))
+            yield Row(key=k, n=n + len(seq), last=int(seq.max()))
 
-    return update
+        def close(self) -> None:
+            pass
+
+    return SizedCount()
 
 
 def _progress(query: Any) -> list[dict]:

@@ -47,7 +47,7 @@ def test_spark_state_baseline_without_failures_carries_counts_across_micro_batch
 
 def test_spark_state_keeps_sized_state_exactly_once_across_an_injected_failure(spark, tmp_path):
     """spark-state with the protocols' sized state (a count and a ring of 8 slots per key, in
-    Spark's store through applyInPandasWithState) and one failure: the micro-batch passing the
+    Spark's store through transformWithState) and one failure: the micro-batch passing the
     offset fails in the sink after delivering half its output, the query restarts from its
     checkpoint location and Spark re-runs that batch.  The counts the sink delivered and the
     rings read back from Spark's store match the failure-free run; the recovery is reported by
