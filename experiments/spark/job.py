@@ -28,6 +28,10 @@ from experiments.core.document import Document, Environment, dump, optional
 from experiments.spark import disk_baseline as disk_baseline_mod
 
 
+#: the settings a baseline run honours (spark-state: its state, failures and checkpoint location)
+BASELINE_SETTINGS = ("state_bytes", "fail_at", "cold_restore", "checkpoint_location", "retain_checkpoints")
+
+
 def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Spark conf for a session running ``protocols``: ``extra`` plus what their baselines need."""
     conf = dict(extra or {})
@@ -160,7 +164,9 @@ def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> SparkJo
     """The run as a :class:`SparkJob` document."""
     reg = registration(settings.protocol)
     if reg.baseline:
-        described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf}
+        # what a baseline honours of the settings, beside the Spark conf it runs under
+        described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf,
+                                     **dump({k: getattr(settings, k) for k in BASELINE_SETTINGS})}
     else:
         described = dump({**asdict(settings), "backend_options": dict(settings.backend_options)})
     doc = SparkJob(settings=described, job=spec, metrics=metrics.summary(),
