@@ -432,7 +432,7 @@ class _Run:
         """Steady state, and every failure's recovery by phase (module doc); the catch-up and the
         steady micro-batches as :class:`~.runner.JobRunner` counts them (:mod:`.phases`)."""
         m, load_end = self.metrics, parse_skew(self.spec.skew).load_events(self.spec.keys)
-        failures = list(self.failures)
+        m.failures = len(self.failures)
         rates: list[tuple[float, int]] = []
         catching: tuple[RecoveryPhases, float, tuple[float, float] | None] | None = None
         for i, b in enumerate(self.batches):
@@ -441,8 +441,8 @@ class _Run:
             if b.recovered:
                 if catching is not None:
                     self._finish(catching, b.t_start)
-                t_fail, failed_id = failures.pop(0)
-                m.failures += 1
+                # the failures of this batch: a re-run that failed again extends the episode
+                t_fail = min(t for t, failed in self.failures if failed == b.batch_id)
                 op = _state_operator(by_batch.get(b.batch_id)) or {}
                 custom = op.get("customMetrics") or {}
                 instances = max(1, int(op.get("numStateStoreInstances") or self.spec.parallelism))
@@ -450,10 +450,10 @@ class _Run:
                 load_ms = max(0.0, float(custom.get("rocksdbLoadLatencyMs", 0)) / instances - restore_ms)
                 episode = RecoveryPhases(
                     detect_ms=(b.t_start - t_fail) * 1e3, load_ms=load_ms,
-                    load_bytes=restore_bytes(listing, failed_id),
+                    load_bytes=restore_bytes(listing, b.batch_id),
                     restore_ms=restore_ms,
                     replay_ms=max(0.0, (b.t_done - b.t_start) * 1e3 - load_ms - restore_ms),
-                    replay_events=events)
+                    replay_events=events, failures=sum(failed == b.batch_id for _, failed in self.failures))
                 m.replayed_events += events
                 m.restart_ms.append(episode.detect_ms + load_ms + restore_ms)
                 catching = (episode, b.t_done, phases.reference(rates))
