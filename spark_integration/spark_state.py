@@ -423,6 +423,8 @@ class _Run:
             "BackendOps": "no ckptbench backend: Spark writes its checkpoint location itself",
             "UselessCheckpoints": "every committed version is on Spark's recovery line",
             "LoggedBytes": "Spark logs no events, only its offsets",
+            "StoreBytesAfterGC": "Spark deletes a version's files itself, once it is older than "
+                                 "spark.sql.streaming.minBatchesToRetain batches",
         })
         if s.verify:
             self._verify()
