@@ -3,8 +3,8 @@ on Spark's own state store, with the same failure injection.
 
 **What runs.**  The same deterministic source, grouped by key, in *update* mode, with the RocksDB
 state store provider and changelog checkpointing (:data:`STATE_CONF`).  Without a state size
-(``stateBytes`` 0) it is Spark's built-in aggregation, ``groupBy(key).agg(count, min(seq),
-max(seq))``: its state is a count per key, like the protocols' counts-only state, and it is the
+(``stateBytes`` 0) it is Spark's built-in aggregation, ``groupBy(key).agg(count, max(seq))``: its
+state is a count per key, like the protocols' counts-only state, and it is the
 fastest stateful path Spark has.  With a size ``B`` every key keeps what the protocols' sized count
 keeps (:mod:`.sized_state`): its count and a ring of ``B / 8`` int64 slots, event ``seq`` of the key
 raising slot ``seq % R`` to ``seq + 1`` — the same sizes per key id (:mod:`.state_size`), the same
@@ -13,9 +13,9 @@ binary)``, a value state of ``transformWithState`` (the Row flavour of ``transfo
 PySpark's stateful APIs all call Python once per key and micro-batch, and this one is the cheapest
 per call — ``applyInPandasWithState`` and ``transformWithStateInPandas`` build pandas frames of
 each key's events, state and output, which costs more than this processor's two state calls
-(a get, an update) and its one output row.  Spark checkpoints its state itself: at the end of every micro-batch each state
-store instance commits a version and writes its changelog to the checkpoint location, so
-``--interval`` has no meaning here (reported as ``CheckpointEvery``).
+(a get, an update) and its one output row.  Spark checkpoints its state itself: at the end of
+every micro-batch each state store instance commits a version and writes its changelog to the
+checkpoint location, so ``--interval`` has no meaning here (reported as ``CheckpointEvery``).
 
 **Where the checkpoints go.**  ``Settings.checkpoint_location`` (``bench spark --medium``): a fresh
 directory made under it, a directory or an ``hdfs://`` URL (Spark writes there through Hadoop's
@@ -49,14 +49,16 @@ part ``rocksdbChangeLogWriterCommitLatencyMs`` likewise, its bytes what the batc
 checkpoint location (offset and commit log entries, the state's changelog files of that version,
 snapshot files with the snapshot's version).  ``StateBytes`` is the live state by the protocols'
 rule (:meth:`~.keyed_state.KeyedState.encoded_size`, one header per instance); ``StoreBytes`` the
-bytes in the checkpoint location.  A recovery is cut into the protocols' phases (:mod:`.phases`):
+bytes the checkpoint location holds (:meth:`backends.media.Medium.bytes_held`: ``du``'s blocks on a
+local disk), as for the protocols' file stores.  A recovery is cut into the protocols' phases (:mod:`.phases`):
 detect = the failure -> the re-run batch reaches the sink (the query's end, the eviction, the
 restart and the batch's planning); load = ``rocksdbLoadLatencyMs`` less the changelog replay (the
 state store instance opened on the checkpoint location, its latest snapshot fetched:
 ``rocksdbLoadFromSnapshotLatencyMs``, 0 before the first snapshot); restore =
 ``rocksdbReplayChangeLogLatencyMs`` (the changelogs after that snapshot read and re-applied: Spark
 does not split their reads from their applying); ``Recovery.LoadBytes`` the files those read;
-replay = the rest of the re-run batch; catch-up as the runner measures it.  Spark's per-instance
+replay = the rest of the re-run batch; catch-up as the runner measures it (a re-run that fails
+again extends its episode).  Spark's per-instance
 latencies are summed over the instances like ``commitTimeMs``, so load and restore are the mean
 instance's.  What Spark does not expose is reported as ``n/a (why)`` (:attr:`.job.Metrics.unmeasured`).
 Registered as the baseline protocol ``spark-state`` (:class:`SparkStateBaseline`).
@@ -413,7 +415,8 @@ class _Run:
         m.wall_seconds = last.t_done - first.t_start
         self._recoveries(by_batch, listing)
         m.live_state_bytes = self._state_bytes()
-        m.store_bytes = sum(size for _, size in listing)
+        with open_medium(self.location, "spark-state") as medium:  # du's figure: blocks held, locally
+            m.store_bytes = medium.bytes_held()
         if self.settings.retain_checkpoints:
             m.protocol_counters["CheckpointLocation"] = self.location
         m.protocol_counters["CheckpointEvery"] = (
