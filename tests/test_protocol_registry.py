@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
@@ -95,3 +96,16 @@ def test_cli_rules_come_from_the_registry(capsys):
     assert "have no nfs://" in capsys.readouterr().err
     assert main(["spark-matrix", "--protocols", "none,spark-state"]) == 2
     assert "'spark-state' is not a protocol; valid: none, uncoordinated, coordinated, cic, logio" in capsys.readouterr().err
+
+
+def test_a_baseline_medium_holds_its_checkpoint_location(tmp_path):
+    """``--medium`` places spark-state's checkpoint location (Spark's own checkpoints), in a
+    fresh directory removed with the medium's when the run ends; no file backend is asked for."""
+    from experiments.spark.job import store_on_medium
+
+    settings = from_conf({PREFIX + "protocol": "spark-state"})
+    with store_on_medium(settings, f"local:{tmp_path}") as placed:
+        where = placed.checkpoint_location
+        assert where.startswith(str(tmp_path)) and os.path.isdir(where)
+        assert placed.backend is None and not placed.retain_checkpoints
+    assert not os.path.exists(where)
