@@ -106,6 +106,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="after the job, write each checkpoint's bytes again sequentially beside the "
                         "store at the run's pace (write + fdatasync), read the largest back cold, and "
                         "print the ratios to them; a file backend's default store then lives on disk")
+    p.add_argument("--timeout", type=at_least(1), default=int(JobSpec.timeout), metavar="SECONDS",
+                   help=f"give up on a job that has not finished after this long (default {int(JobSpec.timeout)})")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_html_arg(p)
     return p
@@ -172,7 +174,7 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
     return JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew,
                    seed=getattr(args, "seed", 42), rate=getattr(args, "rate", 0.0),
                    parallelism=args.parallelism, max_batch=args.batch, verify=verify,
-                   resume=getattr(args, "resume", False))
+                   resume=getattr(args, "resume", False), timeout=getattr(args, "timeout", JobSpec.timeout))
 
 
 def run(args: argparse.Namespace) -> int:
