@@ -134,6 +134,9 @@ def _check(spec: JobSpec, settings: Settings) -> None:
         raise SparkIntegrationError(
             f"the {spec.kind} job has no Spark state-store baseline here (it covers the keyed counts: "
             f"wordcount, bids); run it with a protocol instead")
+    if spec.resume:
+        raise SparkIntegrationError("spark-state starts a fresh checkpoint location every run, so there "
+                                    "is no dead driver's job to take over: drop --resume")
     if settings.window_events:
         raise SparkIntegrationError("spark-state keeps a key's state for ever: drop "
                                     "spark.ckptbench.windowEvents (--window-events)")

@@ -92,6 +92,8 @@ def test_cli_rules_come_from_the_registry(capsys):
     assert "drop spark.ckptbench.windowEvents (--window-events)" in capsys.readouterr().err
     assert main(["spark", "--protocol", "spark-state", "--fail-at", "10", "--fail-instance", "1"]) == 2
     assert "drop spark.ckptbench.failInstance" in capsys.readouterr().err
+    assert main(["spark", "--protocol", "spark-state", "--resume"]) == 2
+    assert "drop --resume" in capsys.readouterr().err
     assert main(["spark", "--protocol", "spark-state", "--medium", "nfs"]) == 2
     assert "have no nfs://" in capsys.readouterr().err
     assert main(["spark-matrix", "--protocols", "none,spark-state"]) == 2
