@@ -78,12 +78,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=OFFSET, default=42)
     p.add_argument("--parallelism", type=COUNT, default=2, help="instances of the keyed stage")
     p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
-    p.add_argument("--interval", type=COUNT, default=1, help="micro-batches per checkpoint")
+    p.add_argument("--interval", type=COUNT, default=1,
+                   help="micro-batches per checkpoint (spark-state commits its store at every one)")
     p.add_argument("--jitter", type=OFFSET, default=0,
                    help="uncoordinated: each checkpoint due interval +- up to this many micro-batches")
     p.add_argument("--full-every", type=COUNT, default=10, help="full snapshot every N checkpoints")
     p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET",
-                   help="kill an instance when it reaches this event offset (repeatable)")
+                   help="kill an instance when it reaches this event offset (repeatable; spark-state: "
+                        "fail the micro-batch passing it and restart the query from its checkpoint)")
     p.add_argument("--fail-instance", type=OFFSET, default=0)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
@@ -94,7 +96,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--medium", metavar="KIND[:LOC]",
                    help="put a file backend's store in a fresh directory on local[:DIR], tmpfs[:DIR], "
                         "nfs[:nfs://HOST/EXPORT/DIR] or hdfs[:hdfs://HOST:PORT/DIR] (nfs and hdfs: by "
-                        "default the servers of `bench services up`), removed after the run")
+                        "default the servers of `bench services up`), removed after the run; "
+                        "spark-state: its checkpoint location (local, tmpfs or hdfs)")
     p.add_argument("--retain-checkpoints", action="store_true",
                    help="leave the job's checkpoints in the store when it ends (Flink's "
                         "RETAIN_ON_CANCELLATION); by default a run that ends deletes them once "
@@ -109,6 +112,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--price-interval", type=positive_float, metavar="SECONDS",
                    help="price a month of checkpoints taken every SECONDS (default: the run's own "
                         "interval, wall time / checkpoints)")
+    p.add_argument("--timeout", type=at_least(1), default=int(JobSpec.timeout), metavar="SECONDS",
+                   help=f"give up on a job that has not finished after this long (default {int(JobSpec.timeout)})")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_html_arg(p)
     return p
@@ -175,7 +180,7 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
     return JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew,
                    seed=getattr(args, "seed", 42), rate=getattr(args, "rate", 0.0),
                    parallelism=args.parallelism, max_batch=args.batch, verify=verify,
-                   resume=getattr(args, "resume", False))
+                   resume=getattr(args, "resume", False), timeout=getattr(args, "timeout", JobSpec.timeout))
 
 
 def run(args: argparse.Namespace) -> int:

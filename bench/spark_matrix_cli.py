@@ -43,7 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--backends", default="indexed_fs,redis", help="comma-separated registered backend names")
     p.add_argument("--job", choices=sorted(JOBS), default="wordcount")
     p.add_argument("--skew", type=SKEW, default="1.0", help=SKEW_SYNTAX)
-    add_state_args(p, "state per key beside its count (leaves the spark-state baseline out): ")
+    add_state_args(p, "state per key beside its count (the spark-state baseline's too): ")
     p.add_argument("--no-spark-state", action="store_true",
                    help="skip the baselines (" + ", ".join(protocol_names(baseline=True)) + ")")
     p.add_argument("--events", type=COUNT, default=1_000_000)

@@ -11,7 +11,6 @@ Keys (all optional except the backend when the protocol writes checkpoints):
                                       ``path`` defaults to :func:`default_store_path`
   spark.ckptbench.protocol            a registered protocol (``protocols.registry.protocol_names()``),
                                       e.g. coordinated; a baseline (spark-state) takes no backend
-                                      and no failAt
   spark.ckptbench.interval            micro-batches per checkpoint (coordinated epoch length)
   spark.ckptbench.jitter              uncoordinated: each checkpoint due interval +- up to this many
                                       micro-batches (< interval / 2; CheckMate: interval +- 1 s)
@@ -34,6 +33,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
                                       as Flink's RETAIN_ON_CANCELLATION does (default false: a
                                       run that ends deletes them, once measured; a failed run
                                       always leaves them, for --resume and as evidence)
+  spark.ckptbench.checkpointLocation  a baseline's own checkpoint location (spark-state: Spark's
+                                      checkpointLocation, a directory or hdfs://HOST:PORT/DIR);
+                                      default: a fresh directory on the local disk
   spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
                                       spark.<protocol>.*) at which the instance dies instead of
                                       right after applying its events (docs/spark.md)
@@ -59,7 +61,7 @@ BACKEND_PREFIX = PREFIX + "backend."
 
 _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "stateDir", "failAt",
          "failInstance", "failPoint", "stateBytes", "windowEvents", "layout", "chunkBytes",
-         "coldRestore", "retainCheckpoints")
+         "coldRestore", "retainCheckpoints", "checkpointLocation")
 
 
 def default_state_dir() -> str:
@@ -110,7 +112,8 @@ def build(protocol: str = "none", backend: str | None = None,
           full_every: int = 10, job_id: str = "", state_dir: str = "", fail_at: Iterable[int] = (),
           fail_instance: int = 0, fail_point: str = "", state_bytes: "str | int | StateSize" = 0,
           window_events: int = 0, layout: str = DEFAULT_LAYOUT, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-          cold_restore: bool = False, retain_checkpoints: bool = False) -> Settings:
+          cold_restore: bool = False, retain_checkpoints: bool = False,
+          checkpoint_location: str = "") -> Settings:
     """Validated :class:`Settings` from typed values: every check :func:`from_conf` makes.
 
     Launchers in Python (the experiments) call this directly; :func:`from_conf` only parses the
@@ -161,6 +164,12 @@ def build(protocol: str = "none", backend: str | None = None,
             options["path"] = os.path.abspath(os.path.expanduser(str(path)))
         elif cls.keeps_a_directory() and reg.uses_backend:
             options["path"] = default_store_path(state_dir, job_id)
+
+    checkpoint_location = checkpoint_location.strip()
+    if checkpoint_location and not reg.baseline:
+        raise SparkIntegrationError(
+            f"{PREFIX}checkpointLocation places a baseline's own checkpoints; protocol={protocol} "
+            f"writes to its backend: give {BACKEND_PREFIX}path instead")
 
     offsets = tuple(sorted(_at_least("failAt", int(o), 0) for o in fail_at))
     if offsets and not reg.failure_injection:
@@ -213,6 +222,7 @@ def build(protocol: str = "none", backend: str | None = None,
         chunk_bytes=_at_least("chunkBytes", chunk_bytes, 64),
         cold_restore=bool(cold_restore),
         retain_checkpoints=bool(retain_checkpoints),
+        checkpoint_location=checkpoint_location,
         writes_checkpoints=reg.uses_backend,
     )
 
@@ -255,7 +265,8 @@ def from_conf(conf: Any) -> Settings:
                  layout=plain.get("layout", DEFAULT_LAYOUT),
                  chunk_bytes=number("chunkBytes", str(DEFAULT_CHUNK_BYTES)),
                  cold_restore=_bool("coldRestore", plain.get("coldRestore", "false")),
-                 retain_checkpoints=_bool("retainCheckpoints", plain.get("retainCheckpoints", "false")))
+                 retain_checkpoints=_bool("retainCheckpoints", plain.get("retainCheckpoints", "false")),
+                 checkpoint_location=plain.get("checkpointLocation", ""))
 
 
 def to_conf(settings_kv: Mapping[str, Any], backend_options: Mapping[str, Any] | None = None) -> dict[str, str]:

@@ -138,6 +138,10 @@ class Metrics:
     #: took (ms; 0: none), whether it counted as steady state — the timeline behind the means,
     #: as Spark's per-batch query progress and Flink's checkpoint history give one
     timeline: list = field(default_factory=list)
+    #: ``[SPARK]`` lines this run cannot measure -> why: printed as ``n/a (WHY)`` in place of a
+    #: number, so a figure never reads as measured when it was not (a baseline on Spark's own
+    #: store has no backend operations to count, for one)
+    unmeasured: dict = field(default_factory=dict)
 
     @property
     def state_bytes(self) -> int:
@@ -212,7 +216,7 @@ class Metrics:
 
     def summary(self) -> dict[str, Any]:
         mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
-        return {
+        out = {
             "Throughput(events/sec)": round(self.throughput, 1),
             "SteadyThroughput(events/sec)": round(self.steady_events / self.steady_seconds, 1)
             if self.steady_seconds > 0 else 0.0,
@@ -237,6 +241,8 @@ class Metrics:
             **self.space_lines(),
             **({"RestoreCache": self.restore_cache} if self.restore_cache else {}),
         }
+        out.update({name: f"n/a ({why})" for name, why in self.unmeasured.items()})
+        return out
 
     def space_lines(self) -> dict[str, Any]:
         """Space amplification (bytes the store holds for the job ÷ the live state's bytes), as

@@ -39,6 +39,7 @@ operators and the protocols all use it.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -133,3 +134,25 @@ CATCH_UP_FRACTION = 0.9
 CATCH_UP_REFERENCE_BATCHES = 5
 #: a paced run's micro-batch larger than this many times the pre-failure median still drains a backlog
 CATCH_UP_BACKLOG = 1.5
+
+
+def reference(recent: list[tuple[float, int]]) -> tuple[float, float] | None:
+    """The pre-failure level a recovery's catch-up must get back to: the median rate (events/s)
+    and size (events) of the last :data:`CATCH_UP_REFERENCE_BATCHES` micro-batches run at the
+    normal level, given as ``(rate, events)`` in order; None when none ran (then any next
+    micro-batch is back)."""
+    recent = recent[-CATCH_UP_REFERENCE_BATCHES:]
+    if not recent:
+        return None
+    return float(statistics.median(r for r, _ in recent)), float(statistics.median(n for _, n in recent))
+
+
+def back_at_rate(rate: float, events: int, level: tuple[float, float] | None, paced: bool) -> bool:
+    """Whether a micro-batch after a recovery runs at the pre-failure ``level`` (:func:`reference`):
+    at :data:`CATCH_UP_FRACTION` of its rate, and in a paced run no larger than
+    :data:`CATCH_UP_BACKLOG` times its size (the backlog drained)."""
+    if level is None:
+        return True
+    slow = rate < CATCH_UP_FRACTION * level[0]
+    backlog = paced and events > CATCH_UP_BACKLOG * level[1] + 1
+    return not (slow or backlog)

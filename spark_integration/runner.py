@@ -244,11 +244,7 @@ class JobRunner:
                 replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
                 failures=failures,
                 requests=driver.requests.add(stats_requests(stats, "restore_requests")).as_dict())
-            recent = self.batch_rates[-phases.CATCH_UP_REFERENCE_BATCHES:]
-            reference = None  # no micro-batch ran at the normal level before: any next one is back
-            if recent:
-                reference = (float(np.median([r for r, _ in recent])), float(np.median([n for _, n in recent])))
-            self.catching_up = (episode, t_end, reference)
+            self.catching_up = (episode, t_end, phases.reference(self.batch_rates))
             return stats
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
@@ -276,12 +272,8 @@ class JobRunner:
             return False
         rate = events / max(t_done - t_start, 1e-9)
         if self.catching_up is not None:
-            reference = self.catching_up[2]
-            if reference is not None:
-                slow = rate < phases.CATCH_UP_FRACTION * reference[0]
-                backlog = self.spec.rate > 0 and events > phases.CATCH_UP_BACKLOG * reference[1] + 1
-                if slow or backlog:
-                    return False
+            if not phases.back_at_rate(rate, events, self.catching_up[2], self.spec.rate > 0):
+                return False
             self._finish_episode(t_start)
         self.batch_rates.append((rate, events))
         self.metrics.steady_events += events
@@ -512,5 +504,5 @@ def run_job(spark: Any, settings: Settings, spec: JobSpec) -> Metrics:
             f"protocol {reg.name!r} does not cover the {spec.kind} job ({operator} state); it covers "
             f"the jobs with {', '.join(reg.operators)} state")
     if reg.baseline:
-        return baseline_class(reg.name)().run(spark, spec)
+        return baseline_class(reg.name)().run(spark, spec, settings)
     return JobRunner(spark, settings, spec).run()

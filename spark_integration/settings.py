@@ -44,6 +44,9 @@ class Settings:
     #: leave the job's records in the store when the run ends (:func:`.store.drop_job` deletes
     #: them otherwise, after the run measured their footprint)
     retain_checkpoints: bool = False
+    #: a baseline's own checkpoint location (``spark-state``: Spark's ``checkpointLocation``, a
+    #: directory or an ``hdfs://`` URL); ``""``: a fresh directory on the local disk
+    checkpoint_location: str = ""
     #: the keyed operator's kind of state (``count``, ``join``): set by the runner from the job,
     #: not a conf key — the job script decides what it computes
     operator: str = "count"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
@@ -34,9 +35,9 @@ def test_unknown_protocol_is_one_error_listing_them():
         from_conf({PREFIX + "protocol": "hmnr"})
 
 
-def test_spark_state_is_a_baseline_without_backend_failures_or_q3():
+def test_spark_state_is_a_baseline_without_backend_or_q3_that_takes_failures():
     reg = registration("spark-state")
-    assert reg.baseline and not reg.uses_backend and not reg.failure_injection
+    assert reg.baseline and not reg.uses_backend and reg.failure_injection
     assert reg.supports("count") and not reg.supports("join")
     cls = baseline_class("spark-state")
     assert issubclass(cls, Baseline) and cls.name == "spark-state" and cls.session_conf
@@ -60,11 +61,15 @@ def test_conf_asks_the_registry(tmp_path):
     with pytest.raises(ValueError, match="drop spark.ckptbench.backend"):
         from_conf({PREFIX + "protocol": "spark-state", PREFIX + "backend": "default_fs",
                    PREFIX + "backend.path": str(tmp_path)})
-    with pytest.raises(ValueError, match="drop spark.ckptbench.failAt"):
-        from_conf({PREFIX + "protocol": "spark-state", PREFIX + "failAt": "100"})
+    s = from_conf({PREFIX + "protocol": "spark-state", PREFIX + "failAt": "100",
+                   PREFIX + "checkpointLocation": str(tmp_path)})
+    assert s.fail_at == (100,) and s.checkpoint_location == str(tmp_path)
     s = from_conf({PREFIX + "protocol": "logio", PREFIX + "backend": "default_fs",
                    PREFIX + "backend.path": str(tmp_path)})
     assert s.writes_checkpoints is True
+    with pytest.raises(ValueError, match="give spark.ckptbench.backend.path instead"):
+        from_conf({PREFIX + "protocol": "logio", PREFIX + "backend": "default_fs",
+                   PREFIX + "checkpointLocation": str(tmp_path)})
 
 
 def test_tokens_are_typed_frozen_and_picklable(tmp_path):
@@ -82,7 +87,27 @@ def test_cli_rules_come_from_the_registry(capsys):
 
     assert main(["spark", "--protocol", "spark-state", "--backend", "default_fs"]) == 2
     assert "drop --backend" in capsys.readouterr().err
-    assert main(["spark", "--protocol", "spark-state", "--fail-at", "10"]) == 2
-    assert "drop --fail-at" in capsys.readouterr().err
+    # what the baseline cannot run is refused before a Spark session starts
+    assert main(["spark", "--protocol", "spark-state", "--state-bytes", "64", "--window-events", "100"]) == 2
+    assert "drop spark.ckptbench.windowEvents (--window-events)" in capsys.readouterr().err
+    assert main(["spark", "--protocol", "spark-state", "--fail-at", "10", "--fail-instance", "1"]) == 2
+    assert "drop spark.ckptbench.failInstance" in capsys.readouterr().err
+    assert main(["spark", "--protocol", "spark-state", "--resume"]) == 2
+    assert "drop --resume" in capsys.readouterr().err
+    assert main(["spark", "--protocol", "spark-state", "--medium", "nfs"]) == 2
+    assert "have no nfs://" in capsys.readouterr().err
     assert main(["spark-matrix", "--protocols", "none,spark-state"]) == 2
     assert "'spark-state' is not a protocol; valid: none, uncoordinated, coordinated, cic, logio" in capsys.readouterr().err
+
+
+def test_a_baseline_medium_holds_its_checkpoint_location(tmp_path):
+    """``--medium`` places spark-state's checkpoint location (Spark's own checkpoints), in a
+    fresh directory removed with the medium's when the run ends; no file backend is asked for."""
+    from experiments.spark.job import store_on_medium
+
+    settings = from_conf({PREFIX + "protocol": "spark-state"})
+    with store_on_medium(settings, f"local:{tmp_path}") as placed:
+        where = placed.checkpoint_location
+        assert where.startswith(str(tmp_path)) and os.path.isdir(where)
+        assert placed.backend is None and not placed.retain_checkpoints
+    assert not os.path.exists(where)

@@ -28,9 +28,8 @@ def settings_for(tmp_path, **kv):
 
 
 def test_spark_state_baseline_without_failures_carries_counts_across_micro_batches(spark):
-    """spark-state takes no injected failure (its registration refuses failAt,
-    tests/test_protocol_registry.py): what it must get right is the state carried from one
-    micro-batch to the next through Spark's state store.  With the batch cap, the events come in
+    """What spark-state must get right first is the state carried from one micro-batch to the
+    next through Spark's state store.  With the batch cap, the events come in
     at least 4 micro-batches and each of the 2,000 keys is hit in several of them, so a count that
     forgot an earlier batch (update mode emits the running count) fails the ground-truth check."""
     from spark_integration.spark_state import run_spark_state
@@ -44,6 +43,36 @@ def test_spark_state_baseline_without_failures_carries_counts_across_micro_batch
     # report comes after its sink returned, which ends the run, so it may be missing
     assert m.checkpoints >= m.batches - 1
     assert 0 < m.events < spec.events and m.throughput > 0  # steady state: after the first batch
+
+
+def test_spark_state_keeps_sized_state_exactly_once_across_an_injected_failure(spark, tmp_path):
+    """spark-state with the protocols' sized state (a count and a ring of 8 slots per key, in
+    Spark's store through transformWithState) and one failure: the micro-batch passing the
+    offset fails in the sink after delivering half its output, the query restarts from its
+    checkpoint location and Spark re-runs that batch.  The counts the sink delivered and the
+    rings read back from Spark's store match the failure-free run; the recovery is reported by
+    phase, and what Spark does not expose as n/a, never as a measured 0."""
+    from spark_integration.job import PHASE_LINES
+    from spark_integration.spark_state import run_spark_state
+
+    where = tmp_path / "ckpt"
+    settings = from_conf({PREFIX + "protocol": "spark-state", PREFIX + "stateBytes": "64",
+                          PREFIX + "failAt": "2500", PREFIX + "coldRestore": "true",
+                          PREFIX + "checkpointLocation": str(where)})
+    spec = JobSpec(events=5_000, keys=400, skew="load+hot:1:4", max_batch=1_000, verify=True, timeout=150)
+    m = run_spark_state(spark, spec, settings)
+    assert m.exactly_once is True, m.verify_detail
+    assert "400 keys' state bytes match" in m.verify_detail  # the rings, from Spark's store
+    assert m.failures == 1 and len(m.recoveries) == 1 and m.restore_cache == "cold"
+    s = m.summary()
+    assert s["Recovery.ReplayEvents"] == 1_000 and s["Recovery.LoadBytes"] > 0  # the changelogs read
+    assert s["RecoveryTime(ms)"] == pytest.approx(sum(s[line] for line in PHASE_LINES.values()), abs=1)
+    assert s["RecoveryTime(ms)"] > 0 and s["Recovery.Detect(ms)"] > 0 and s["Recovery.Replay(ms)"] > 0
+    assert s["StateBytes"] == 2 * 16 + 400 * (16 + 64)  # the protocols' rule, two instances
+    assert s["Checkpoints"] == m.batches == 5 and s["CheckpointP50(ms)"] > 0 and s["CheckpointBytes"] > 0
+    assert s["StoreBytes"] > 0 and s["SpaceAmplification"] > 0
+    assert s["BackendOps"].startswith("n/a (") and s["Checkpoint.Encode(ms)"].startswith("n/a (")
+    assert list(where.iterdir()) == []  # the run's checkpoint location is removed after it
 
 
 def test_none_loses_state_on_failure(spark, tmp_path):

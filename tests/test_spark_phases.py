@@ -74,3 +74,17 @@ def test_phase_lines_are_means_over_episodes_and_sum_to_recovery_time():
     phase_sum = sum(s[k] for k in ("Recovery.Detect(ms)", "Recovery.Load(ms)", "Recovery.Restore(ms)",
                                    "Recovery.Replay(ms)", "Recovery.CatchUp(ms)"))
     assert phase_sum == pytest.approx(s["RecoveryTime(ms)"])
+
+
+def test_catch_up_ends_at_the_pre_failure_level_and_a_paced_run_drains_its_backlog():
+    """The runner and the spark-state baseline share this rule: a micro-batch after a recovery
+    is back once it runs at 90 % of the median pre-failure rate (and, paced, is no larger than
+    1.5 times the median pre-failure batch)."""
+    assert phases.reference([]) is None and phases.back_at_rate(1.0, 10, None, paced=True)
+    level = phases.reference([(1.0, 5), (100.0, 10), (200.0, 10), (300.0, 10), (400.0, 20), (500.0, 30)])
+    assert level == (300.0, 10.0)  # the last five: medians of rate and size
+    assert phases.back_at_rate(270.0, 10, level, paced=False)
+    assert not phases.back_at_rate(269.0, 10, level, paced=False)
+    assert phases.back_at_rate(300.0, 100, level, paced=False)
+    assert not phases.back_at_rate(300.0, 100, level, paced=True)  # a backlog still drains
+    assert phases.back_at_rate(300.0, 16, level, paced=True)

@@ -149,6 +149,18 @@ def memory_backed(path: str) -> bool:
     return fstype in ("tmpfs", "ramfs")
 
 
+def disk_directory() -> str:
+    """A directory on a disk for a run's files: the system's temporary directory, unless that is
+    kept in memory (then the user's cache), so what is written there is measured on a device."""
+    import tempfile
+
+    base = tempfile.gettempdir()
+    if memory_backed(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache", "ckptbench")
+        os.makedirs(base, exist_ok=True)
+    return base
+
+
 def local_bytes_held(path: str) -> int:
     """The blocks allocated to the files under ``path`` (``du``'s figure, not the logical sizes:
     LMDB's map file, for one, is as long as its map but holds only the pages written)."""

@@ -17,7 +17,7 @@ from typing import Any, Iterator, Mapping
 from backends import backend_class
 from backends.base import BadOptionError
 from backends.media import is_remote_url
-from backends.media.local import memory_backed
+from backends.media.local import disk_directory, memory_backed
 from spark_integration.conf import default_store_path
 from spark_integration.job import JobSpec, Metrics
 from spark_integration.protocols.registry import baseline_class, registration
@@ -26,6 +26,10 @@ from spark_integration.settings import Settings
 
 from experiments.core.document import Document, Environment, dump, optional
 from experiments.spark import disk_baseline as disk_baseline_mod
+
+
+#: the settings a baseline run honours (spark-state: its state, failures and checkpoint location)
+BASELINE_SETTINGS = ("state_bytes", "fail_at", "cold_restore", "checkpoint_location", "retain_checkpoints")
 
 
 def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -40,6 +44,9 @@ def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -
 def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
               conf: Mapping[str, str] | None = None) -> Metrics:
     """Start a session on ``master``, run ``spec`` under ``settings``, stop the session."""
+    reg = registration(settings.protocol)
+    if reg.baseline:  # what the baseline cannot do, said before a session starts
+        baseline_class(reg.name).check(spec, settings)
     spark = build_session(master, conf=session_conf([settings.protocol], conf))
     # Spark would log every task failure (injected kills included) with its Python traceback;
     # the runner raises what failed itself, as one line where it can
@@ -48,16 +55,6 @@ def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
         return run_job(spark, settings, spec)
     finally:
         spark.stop()
-
-
-def disk_directory() -> str:
-    """A directory on a disk for a job's store: the system's temporary directory, unless that is
-    kept in memory (then the user's cache)."""
-    base = tempfile.gettempdir()
-    if memory_backed(base):
-        base = os.path.join(os.path.expanduser("~"), ".cache", "ckptbench")
-        os.makedirs(base, exist_ok=True)
-    return base
 
 
 @contextlib.contextmanager
@@ -83,16 +80,24 @@ def store_on_medium(settings: Settings, medium: str | None) -> Iterator[Settings
     """``settings`` with a file backend's store in a fresh directory on ``medium`` (``--medium
     KIND[:LOC]``, as ``bench storage-compare --media`` spells one: ``local``, ``tmpfs``, ``nfs``
     and ``hdfs``, the last two by default on the servers of ``bench services up``), removed when
-    the block ends; ``None`` leaves the settings as they are."""
+    the block ends; ``None`` leaves the settings as they are.  A baseline's own checkpoints
+    (``spark-state``'s checkpoint location) go there instead: the baseline makes its directory
+    in it and removes it unless it retains its checkpoints (then the medium's directory stays too)."""
     if not medium:
         yield settings
         return
     from experiments.core.media import cleanup, fresh_location, parse_media
 
-    if not (settings.backend and backend_class(settings.backend).keeps_a_directory()):
+    baseline = registration(settings.protocol).baseline
+    if baseline:
+        if medium.strip().lower().startswith("nfs"):
+            raise BadOptionError(f"--medium {medium}: Spark writes its checkpoint location through Hadoop's "
+                                 f"file systems, which have no nfs://; mount the export and give --medium "
+                                 f"local:/mnt/..., or use --medium hdfs")
+    elif not (settings.backend and backend_class(settings.backend).keeps_a_directory()):
         raise BadOptionError(f"--medium {medium} places a file backend's directory; "
                          f"{settings.backend or 'no backend'} keeps no directory: drop --medium")
-    if settings.backend_options.get("path") != default_store_path(settings.state_dir, settings.job_id):
+    elif settings.backend_options.get("path") != default_store_path(settings.state_dir, settings.job_id):
         raise BadOptionError(f"--medium {medium} and --opt path= both place the store; give one of them")
     kind, _, where = medium.partition(":")
     if kind.strip().lower() == "local" and not where:
@@ -104,11 +109,15 @@ def store_on_medium(settings: Settings, medium: str | None) -> Iterator[Settings
     try:
         if place.skipped:
             raise BadOptionError(f"--medium {medium}: {place.skipped}")
+        if baseline:
+            yield replace(settings, checkpoint_location=place.location)
+            return
         yield replace(settings, backend_options={**settings.backend_options,
                                                  "path": fresh_location(place, "spark")},
                       retain_checkpoints=True)  # removed whole below
     finally:
-        cleanup(found)
+        if not (baseline and settings.retain_checkpoints):
+            cleanup(found)
 
 
 def disk_baseline(metrics: Metrics, settings: Settings) -> dict[str, Any]:
@@ -158,7 +167,9 @@ def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> SparkJo
     """The run as a :class:`SparkJob` document."""
     reg = registration(settings.protocol)
     if reg.baseline:
-        described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf}
+        # what a baseline honours of the settings, beside the Spark conf it runs under
+        described: dict[str, Any] = {"protocol": reg.name, **baseline_class(reg.name).session_conf,
+                                     **dump({k: getattr(settings, k) for k in BASELINE_SETTINGS})}
     else:
         described = dump({**asdict(settings), "backend_options": dict(settings.backend_options)})
     doc = SparkJob(settings=described, job=spec, metrics=metrics.summary(),

@@ -166,7 +166,9 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
             "checkpoint_ms": s["CheckpointTime(ms)"],
             "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],
             "failures": s["Failures"], "exactly_once": metrics.exactly_once,
-            "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()}}, "metrics": s}
+            # a figure the run could not measure (an "n/a (why)" line) is left out of its work
+            "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()
+                                               if not isinstance(s.get(m, 0), str)}}, "metrics": s}
 
 
 def jvm_cpu_seconds(spark: Any) -> float | None:
@@ -300,13 +302,12 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
 def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
                interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = WARMUP_ROUNDS,
                echo: Callable[..., None] = print, state: StateSetup = StateSetup()) -> Matrix:
-    """The whole method on ``spark``: the matrix document (rows, warm-up, settings).  With state
-    of a size (``state.state_bytes``) the baselines are left out: Spark's own store keeps counts
-    only, so its row would not carry the same state."""
+    """The whole method on ``spark``: the matrix document (rows, warm-up, settings); the
+    baselines carry the same state (``state.state_bytes``) and take the same failures."""
     if rounds < 1 or warmup < 0:
         raise ValueError("--rounds must be >= 1 and --warmup >= 0")
     state = replace(state, state_bytes=str(parse_state_size(state.state_bytes)))
-    plan = plan_for(protocols, backends, spec, baselines and not parse_state_size(state.state_bytes).sized)
+    plan = plan_for(protocols, backends, spec, baselines)
     runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo, state)
     return Matrix(job=spec, state_bytes=state.state_bytes, layout=state.layout,
                   chunk_bytes=state.chunk_bytes, cold_restore=state.cold_restore,

@@ -129,6 +129,12 @@ class Baseline(abc.ABC):
     #: Spark conf the session needs from the start (a state store provider, ...)
     session_conf: ClassVar[Mapping[str, str]] = {}
 
+    @classmethod
+    def check(cls, spec: JobSpec, settings: Settings) -> None:
+        """Refuse, with one line, what the baseline cannot run; asked before a session starts
+        (and again by :meth:`run`).  Default: it runs everything it is registered for."""
+
     @abc.abstractmethod
-    def run(self, spark: Any, spec: JobSpec) -> Metrics:
-        """Run ``spec`` on ``spark``; the same metrics as a protocol's run."""
+    def run(self, spark: Any, spec: JobSpec, settings: Settings) -> Metrics:
+        """Run ``spec`` on ``spark`` with what ``settings`` asks of a job (state size, injected
+        failures, a cold restore, where the checkpoints go); the same metrics as a protocol's run."""

@@ -69,8 +69,9 @@ _BUILTIN = (
     Registration("logio", "spark_integration.protocols.logio:LogioProtocol",
                  "LOG.io's logged events and one atomic commit per Input Set; a failed instance recovers alone"),
     Registration("spark-state", "spark_integration.spark_state:SparkStateBaseline",
-                 "Spark's own RocksDB state store, a baseline (no backend, no failures, keyed counts only)",
-                 baseline=True, uses_backend=False, failure_injection=False, operators=("count",)),
+                 "Spark's own RocksDB state store, a baseline (no backend; keyed counts, sized state, "
+                 "failures restart the query from its checkpoint)",
+                 baseline=True, uses_backend=False, operators=("count",)),
 )
 
 _registry: dict[str, Registration] = {r.name: r for r in _BUILTIN}
