@@ -64,10 +64,22 @@ _KEYS = ("backend", "protocol", "interval", "jitter", "fullEvery", "jobId", "sta
          "coldRestore", "retainCheckpoints", "checkpointLocation")
 
 
+#: the environment variable that moves :func:`default_state_dir` (a harness running many jobs
+#: gives each its own, to remove whatever a job it had to stop left there)
+STATE_DIR_ENV = "CKPTBENCH_SPARK_STATE_DIR"
+
+
 def default_state_dir() -> str:
-    """tmpfs when there is one: working state is memory, not durable storage."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-    return os.path.join(base, "ckptbench-spark")
+    """tmpfs when there is one: working state is memory, not durable storage; ``$CKPTBENCH_SPARK_STATE_DIR``
+    when it is set."""
+    if os.environ.get(STATE_DIR_ENV):
+        return os.environ[STATE_DIR_ENV]
+    return os.path.join(memory_dir(), "ckptbench-spark")
+
+
+def memory_dir() -> str:
+    """``/dev/shm`` when it is there and writable (tmpfs: memory), else the temporary directory."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
 
 
 def default_store_path(state_dir: str, job_id: str) -> str:

@@ -104,6 +104,9 @@ def test_every_point_is_a_bench_spark_command_that_parses_and_file_stores_go_to_
     assert args.events == 4 * 4096 and args.batch * args.interval == 4096 and args.fail_at == [10240]
     assert args.cold_restore and args.verify
     assert "--medium" not in sweep.argv("redis", "chunks", 4096, 4096, 1024, "x.json")
+    assert "--timeout" not in sweep.argv("rocksdb", "chunks", GiB // 1024, 40, 1024, "x.json")  # bench's own limit
+    big = parser.parse_args(sweep.argv("rocksdb", "chunks", 4 * GiB // 1024, 40, 1024, "x.json"))
+    assert big.timeout == sweep.FULL_TIMEOUT - 60
 
 
 def test_spark_state_is_a_line_run_the_same_way_under_its_own_baseline():

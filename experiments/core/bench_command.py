@@ -41,13 +41,14 @@ def stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def run_bench(argv: list[str], log: str, timeout: float) -> Ran:
+def run_bench(argv: list[str], log: str, timeout: float, env: dict[str, str] | None = None) -> Ran:
     """Run ``bench ARGV`` into ``log`` (its directory must exist); stopped after ``timeout``
-    seconds, and with this process when it is interrupted."""
+    seconds, and with this process when it is interrupted; ``env``: variables set for it."""
     t0 = time.monotonic()
     with open(log, "w", encoding="utf-8") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=fh,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env={**os.environ, **env} if env else None)
         try:
             _, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
