@@ -248,11 +248,14 @@ def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monke
     def fake_run_point(sweep_, store, layout, keys, hot, state_bytes, points_dir, timeout):
         name = sweep.label(sweep_, store, layout, keys, hot, state_bytes)
         document = os.path.join(points_dir, f"{name}.json")
-        with open(document, "w", encoding="utf-8") as fh:
-            fh.write("{}")
+        args = sweep.argv(store, layout, keys, hot, state_bytes, document)
         ran.append(keys)
-        command = "bench " + sweep.shlex.join(sweep.argv(store, layout, keys, hot, state_bytes, document))
-        failed = keys == 128 and len(ran) == 2  # the first sitting's 128 KiB point fails
+        failed = keys == 128 and len(ran) == 2  # the first sitting's 128 KiB point fails: no document
+        if not failed:
+            with open(document, "w", encoding="utf-8") as fh:
+                json.dump({"environment": {"argv": ["bench", *args], "time": "T0"},
+                           "metrics": {"CheckpointP50(ms)": 1.0, "StateBytes": keys * state_bytes}}, fh)
+        command = "bench " + sweep.shlex.join(args)
         return Point(sweep_, store, layout, keys, hot, keys * state_bytes, command, 1.0,
                      error="bench: error: out of memory" if failed else None,
                      metrics={} if failed else {"CheckpointP50(ms)": 1.0, "ExactlyOnce": True},
@@ -268,8 +271,12 @@ def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monke
     doc = sweep.run(second, path, resume=True)
     assert ran == [64, 128, 128, 256]  # 64 taken over; the failed 128 and the new 256 ran
     assert [bool(p.resumed) for p in doc.points] == [True, False, False] and all(p.ok for p in doc.points)
-    assert doc.points[0].loadavg is None  # its document has no environment
+    assert doc.points[0].loadavg is None  # its document has no load average
     assert "1 of 3 points were taken over (`--resume`)" in "\n".join(text_report(doc))
+    os.remove(path)  # the sweep's document gone: each run's own document still says what it measured
+    doc = sweep.run(second, path, resume=True)
+    assert ran == [64, 128, 128, 256] and all(p.resumed for p in doc.points)
+    assert doc.points[2].resumed == "T0" and doc.points[2].value("CheckpointP50(ms)") == 1.0
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("not json")
     with pytest.raises(sweep.ResumeError, match="run without --resume"):

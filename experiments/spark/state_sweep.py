@@ -32,7 +32,9 @@ The sweep's document is written after every point (:mod:`.state_sweep_result`), 
 short keeps what it measured; each run's own ``ckptbench.spark`` document and output stay beside
 it (``<json stem>/<label>.json`` and ``.log``).  ``--resume`` takes over from that document every
 point whose command is, to the character, the one this sweep would run and that succeeded, and
-runs the others: a sweep of an hour and more on a shared machine can be stopped and continued.
+runs the others, and so it does a point whose own document is in place with the same arguments
+(:func:`finished_run`: the sweep's document may have been removed, or stopped before it was
+rewritten): a sweep of an hour and more on a shared machine can be stopped and continued.
 A point taken over says so (:attr:`Point.resumed`: when and at which commit it ran), and so do
 the tables, so a curve made of two sittings is never passed off as one.
 """
@@ -324,6 +326,28 @@ def earlier_points(json_path: str) -> dict[str, Point]:
     return out
 
 
+def finished_run(sweep: str, store: str, layout: str, keys: int, hot: int, args: list[str]) -> Point | None:
+    """The point of a run whose own document is in place with exactly these arguments, though
+    the sweep's document no longer lists it (a sweep stopped before it wrote it, or its document
+    was removed): the run's document is what it measured; ``None`` when there is none.  A run
+    writes its document only when it finished (and the sweep removes it before a run starts); one
+    that finished with exactly-once broken exited as failed and is run again."""
+    document = args[args.index("--json") + 1]
+    try:
+        with open(document, encoding="utf-8") as fh:
+            ran = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    env = ran.get("environment") or {}
+    if list(env.get("argv") or [])[1:] != args or not ran.get("metrics") or ran["metrics"].get("ExactlyOnce") is False:
+        return None  # another command's, or a run that exited with its exactly-once check failed
+    metrics, load = _read_run(document)
+    when = f"{env.get('time') or 'an earlier run'}" + (f" at commit {env['commit'][:10]}" if env.get("commit") else "")
+    return Point(sweep, store, layout, keys, hot, int(metrics.get("StateBytes") or 0), "bench " + shlex.join(args),
+                 float(metrics.get("WallTime(s)") or 0.0), metrics=metrics, document=document,
+                 log=document[:-5] + ".log", resumed=when, loadavg=load)
+
+
 def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None,
         resume: bool = False) -> StateSweep:
     """Every point of ``p`` in order, the document rewritten at ``json_path`` after each;
@@ -341,8 +365,10 @@ def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None,
     t0 = time.monotonic()
     for i, (sweep, store, layout, keys, hot) in enumerate(todo, 1):
         name = label(sweep, store, layout, keys, hot, p.state_bytes)
-        taken = earlier.get("bench " + shlex.join(argv(store, layout, keys, hot, p.state_bytes,
-                                                       os.path.join(points_dir, f"{name}.json"))))
+        args = argv(store, layout, keys, hot, p.state_bytes, os.path.join(points_dir, f"{name}.json"))
+        taken = earlier.get("bench " + shlex.join(args))
+        if taken is None and resume:
+            taken = finished_run(sweep, store, layout, keys, hot, args)
         if taken is not None:
             doc.points.append(taken)
             echo(f"state-sweep [{i}/{len(todo)}] {store}/{layout} {binary_size(keys * p.state_bytes)}: "
