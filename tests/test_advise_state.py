@@ -152,6 +152,25 @@ def test_cli_from_a_sweep_writes_a_document_that_reads_back(tmp_path, capsys):
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cli_reads_the_sweeps_of_a_reproduce_document(tmp_path, capsys):
+    """``bench reproduce state-sweep`` runs the stores and Spark's own state store apart: every
+    line of both is advised, each within its own sweep."""
+    spark = sweep_doc()
+    spark.lines = ["spark-state/rocksdb"]
+    spark.points = [_point(SIZE, "spark-state/rocksdb", size, ckpt_ms=50.0) for size in SIZES]
+    doc = {"schema": "ckptbench.reproduce/1", "name": "state-sweep",
+           "runs": [{"label": "run", "document": sweep_doc().to_json()},
+                    {"label": "spark-state", "document": spark.to_json()}]}
+    src = tmp_path / "state-sweep.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "a.json"
+    assert main(["advise", "--from", str(src), "--state", "512MiB", "--dirty", "2%", "--mtbf", "1h",
+                 "--json", str(out), "--plot", str(tmp_path / "a.png")]) == 0
+    assert "[ADVISE], Recommended, spark-state/rocksdb" in capsys.readouterr().out
+    names = {a["name"] for a in json.loads(out.read_text())["ranking"]}
+    assert names == {"linear/chunks", "bent/changelog", "spark-state/rocksdb"}
+
+
 def test_cli_bad_input_is_one_line(tmp_path, capsys):
     src = tmp_path / "sweep.json"
     src.write_text(json.dumps(sweep_doc().to_json()))
