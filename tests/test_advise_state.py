@@ -68,6 +68,10 @@ def test_carry_interpolates_inside_fits_outside_and_follows_a_bend():
     # flat, then as the square: the fit's slope 1 is neither, so the last segment carries it
     bent = carry(xs, [10.0, 10.0, 160.0], 64.0)
     assert bent.along == LAST and bent.slope == pytest.approx(2.0) and bent.value == pytest.approx(2560.0)
+    # a time flattening at the top is carried along the fit, not the flat last segment
+    flat = carry(xs, [10.0, 160.0, 170.0], 64.0, grows=True)
+    assert flat.along == FIT and flat.slope > 1.0
+    assert carry(xs, [10.0, 160.0, 170.0], 64.0).along == LAST  # a figure of no direction follows it
     # a time falling at the top is held there, never carried below its last value
     held = carry([1.0, 2.0, 4.0], [100.0, 200.0, 50.0], 8.0, grows=True)
     assert held.along == HELD and held.value == 50.0

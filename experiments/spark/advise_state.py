@@ -14,7 +14,9 @@ user's state ``S`` (:func:`carry`):
   (:func:`experiments.core.loglog.fit`), or, when the curve bends (a segment leaves the fit by
   more than the sweep's tolerance, :func:`experiments.core.loglog.bends`), along the end segment
   nearest ``S`` (the two largest sizes above, the two smallest below): where the curve is going
-  there, not its average over sizes it has left.  A time carried above the largest size is
+  there, not its average over sizes it has left.  Above the range a bend is followed only
+  where it makes the row worse (a time steepening, a throughput falling): a time flattening
+  or a throughput rising at the top rests on the largest point alone, and the fit is kept.  A time carried above the largest size is
   never below its value there (a falling last segment is noise or a fixed cost, and a state
   that grows does not checkpoint or restore in less), and a throughput never above it: the
   sweep's micro-batches grow with its state (``K/2`` events), so a rate that rises with the
@@ -131,10 +133,14 @@ def carry(xs: Sequence[float | None], ys: Sequence[float | None], x: float,
         return _through(pts[i], pts[i + 1], x, WITHIN)
     if x < lo[0] and hold_below:
         return Carried(lo[1], HELD, 0.0, lo[0], lo[0])
+    got = Carried(overall.predict(x), FIT, overall.slope, overall.x_min, overall.x_max)
     if bends([p[0] for p in pts], [p[1] for p in pts], tolerance, overall):
-        got = _through(pts[-2], pts[-1], x, LAST) if x > hi[0] else _through(pts[0], pts[1], x, FIRST)
-    else:
-        got = Carried(overall.predict(x), FIT, overall.slope, overall.x_min, overall.x_max)
+        end = _through(pts[-2], pts[-1], x, LAST) if x > hi[0] else _through(pts[0], pts[1], x, FIRST)
+        # above the range, a time's flattening or a rate's rise is not followed (the fit is): one
+        # noisy point at the top would otherwise promise a cheaper or faster job at every size
+        favourable = x > hi[0] and grows is not None and (end.slope < overall.slope if grows
+                                                         else end.slope > overall.slope)
+        got = got if favourable else end
     if grows is not None and x > hi[0] and (got.value < hi[1] if grows else got.value > hi[1]):
         return Carried(hi[1], HELD, 0.0, hi[0], hi[0])
     return got
