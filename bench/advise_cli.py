@@ -3,8 +3,9 @@
 The model — Young's and Daly's checkpoint interval, expected overhead and recovery time — is
 :mod:`experiments.spark.advise`; the matrix it reads is ``bench spark-matrix``'s JSON (``--from``), or a
 fresh quick matrix run here (indexed_fs, one injected failure so the restart cost is measured).  A
-``bench state-sweep`` document (``--from``, recognised by its schema) is carried to the user's
-``--state`` and ``--dirty`` first (:mod:`experiments.spark.advise_state`).
+``bench state-sweep`` document, or ``bench reproduce state-sweep``'s holding its steps' sweeps
+(``--from``, recognised by their schemas), is carried to the user's ``--state`` and ``--dirty``
+first (:mod:`experiments.spark.advise_state`).
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--from", dest="source", metavar="MATRIX.json",
                    help="bench spark-matrix's JSON, or bench reproduce state's (results/state.json: every "
-                        "store and layout at gigabytes of state), or bench state-sweep's (with --state "
-                        "and --dirty) (default: run a quick matrix now)")
+                        "store and layout at gigabytes of state), or bench state-sweep's or bench "
+                        "reproduce state-sweep's (results/state-sweep.json; with --state and --dirty) "
+                        "(default: run a quick matrix now)")
     p.add_argument("--state", type=byte_size, metavar="SIZE",
                    help="with a state sweep: your job's live state, e.g. 50GiB")
     p.add_argument("--dirty", type=fraction_or_percent, metavar="FRACTION",
@@ -108,12 +110,6 @@ def read_json(path: str) -> Any:
                          f"bench spark-matrix's JSON") from None
 
 
-def is_state_sweep(doc: Any) -> bool:
-    from experiments.spark.state_sweep_result import SCHEMA
-
-    return isinstance(doc, dict) and str(doc.get("schema", "")).partition("/")[0] == SCHEMA.partition("/")[0]
-
-
 def load_matrix(doc: Any, path: str) -> dict[str, Any]:
     """A saved matrix document (or a state experiment's runs read as one)."""
     from experiments.spark.advise import matrix_of_runs
@@ -125,8 +121,8 @@ def load_matrix(doc: Any, path: str) -> dict[str, Any]:
     return doc
 
 
-def load_sweep(doc: dict[str, Any], path: str, args: argparse.Namespace) -> Any:
-    """A saved state sweep, with the --state and --dirty it needs."""
+def load_sweeps(docs: list[dict[str, Any]], path: str, args: argparse.Namespace) -> list[Any]:
+    """The state sweeps a saved document holds, with the --state and --dirty they need."""
     from experiments.core.document import DocumentError
     from experiments.spark.state_sweep_result import StateSweep
 
@@ -134,7 +130,7 @@ def load_sweep(doc: dict[str, Any], path: str, args: argparse.Namespace) -> Any:
         raise UsageError(f"--from {path} is a state sweep: give your job's --state (e.g. 50GiB) and "
                          f"--dirty (the share an interval changes, e.g. 2%)")
     try:
-        return StateSweep.from_json(doc)
+        return [StateSweep.from_json(doc) for doc in docs]
     except (DocumentError, TypeError, ValueError, KeyError, AttributeError) as exc:
         raise UsageError(f"--from {path}: not a readable state sweep ({exc}); give bench state-sweep's "
                          f"JSON as it wrote it") from None
@@ -161,9 +157,10 @@ def run(args: argparse.Namespace) -> int:
     model: Any = advise
     try:
         doc = read_json(args.source) if args.source else None
-        if is_state_sweep(doc):
+        sweeps = advise_state.sweep_documents(doc)
+        if sweeps:
             model = advise_state
-            result = advise_state.advise_state(load_sweep(doc, args.source, args), args.state, args.dirty,
+            result = advise_state.advise_state(load_sweeps(sweeps, args.source, args), args.state, args.dirty,
                                                args.mtbf, args.rate, args.rto, args.extrapolate, args.source)
         else:
             if args.state is not None or args.dirty is not None or args.extrapolate:

@@ -68,6 +68,10 @@ def test_carry_interpolates_inside_fits_outside_and_follows_a_bend():
     # flat, then as the square: the fit's slope 1 is neither, so the last segment carries it
     bent = carry(xs, [10.0, 10.0, 160.0], 64.0)
     assert bent.along == LAST and bent.slope == pytest.approx(2.0) and bent.value == pytest.approx(2560.0)
+    # a time flattening at the top is carried along the fit, not the flat last segment
+    flat = carry(xs, [10.0, 160.0, 170.0], 64.0, grows=True)
+    assert flat.along == FIT and flat.slope > 1.0
+    assert carry(xs, [10.0, 160.0, 170.0], 64.0).along == LAST  # a figure of no direction follows it
     # a time falling at the top is held there, never carried below its last value
     held = carry([1.0, 2.0, 4.0], [100.0, 200.0, 50.0], 8.0, grows=True)
     assert held.along == HELD and held.value == 50.0
@@ -150,6 +154,25 @@ def test_cli_from_a_sweep_writes_a_document_that_reads_back(tmp_path, capsys):
     assert format_table(back) == format_table(again) and advise_lines(back) == advise_lines(again)
     assert back.ranking[0].carried["checkpoint"].along in (FIT, LAST)
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_reads_the_sweeps_of_a_reproduce_document(tmp_path, capsys):
+    """``bench reproduce state-sweep`` runs the stores and Spark's own state store apart: every
+    line of both is advised, each within its own sweep."""
+    spark = sweep_doc()
+    spark.lines = ["spark-state/rocksdb"]
+    spark.points = [_point(SIZE, "spark-state/rocksdb", size, ckpt_ms=50.0) for size in SIZES]
+    doc = {"schema": "ckptbench.reproduce/1", "name": "state-sweep",
+           "runs": [{"label": "run", "document": sweep_doc().to_json()},
+                    {"label": "spark-state", "document": spark.to_json()}]}
+    src = tmp_path / "state-sweep.json"
+    src.write_text(json.dumps(doc))
+    out = tmp_path / "a.json"
+    assert main(["advise", "--from", str(src), "--state", "512MiB", "--dirty", "2%", "--mtbf", "1h",
+                 "--json", str(out), "--plot", str(tmp_path / "a.png")]) == 0
+    assert "[ADVISE], Recommended, spark-state/rocksdb" in capsys.readouterr().out
+    names = {a["name"] for a in json.loads(out.read_text())["ranking"]}
+    assert names == {"linear/chunks", "bent/changelog", "spark-state/rocksdb"}
 
 
 def test_cli_bad_input_is_one_line(tmp_path, capsys):

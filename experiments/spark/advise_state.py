@@ -14,7 +14,9 @@ user's state ``S`` (:func:`carry`):
   (:func:`experiments.core.loglog.fit`), or, when the curve bends (a segment leaves the fit by
   more than the sweep's tolerance, :func:`experiments.core.loglog.bends`), along the end segment
   nearest ``S`` (the two largest sizes above, the two smallest below): where the curve is going
-  there, not its average over sizes it has left.  A time carried above the largest size is
+  there, not its average over sizes it has left.  Above the range a bend is followed only
+  where it makes the row worse (a time steepening, a throughput falling): a time flattening
+  or a throughput rising at the top rests on the largest point alone, and the fit is kept.  A time carried above the largest size is
   never below its value there (a falling last segment is noise or a fixed cost, and a state
   that grows does not checkpoint or restore in less), and a throughput never above it: the
   sweep's micro-batches grow with its state (``K/2`` events), so a rate that rises with the
@@ -65,6 +67,7 @@ from experiments.core.format import Note, text_table
 from experiments.core.loglog import BEND_TOLERANCE, bends, fit, usable
 from experiments.spark.advise import (AdviseError, Recommended, advised_interval, format_duration, overhead,
                                       rank_key, recovery_time)
+from experiments.spark.state_sweep_result import SCHEMA as SWEEP_SCHEMA
 from experiments.spark.state_sweep_result import DIRTY, SIZE, Point, StateSweep, binary_size, percent
 
 SCHEMA = "ckptbench.advise-state/1"
@@ -130,10 +133,14 @@ def carry(xs: Sequence[float | None], ys: Sequence[float | None], x: float,
         return _through(pts[i], pts[i + 1], x, WITHIN)
     if x < lo[0] and hold_below:
         return Carried(lo[1], HELD, 0.0, lo[0], lo[0])
+    got = Carried(overall.predict(x), FIT, overall.slope, overall.x_min, overall.x_max)
     if bends([p[0] for p in pts], [p[1] for p in pts], tolerance, overall):
-        got = _through(pts[-2], pts[-1], x, LAST) if x > hi[0] else _through(pts[0], pts[1], x, FIRST)
-    else:
-        got = Carried(overall.predict(x), FIT, overall.slope, overall.x_min, overall.x_max)
+        end = _through(pts[-2], pts[-1], x, LAST) if x > hi[0] else _through(pts[0], pts[1], x, FIRST)
+        # above the range, a time's flattening or a rate's rise is not followed (the fit is): one
+        # noisy point at the top would otherwise promise a cheaper or faster job at every size
+        favourable = x > hi[0] and grows is not None and (end.slope < overall.slope if grows
+                                                         else end.slope > overall.slope)
+        got = got if favourable else end
     if grows is not None and x > hi[0] and (got.value < hi[1] if grows else got.value > hi[1]):
         return Carried(hi[1], HELD, 0.0, hi[0], hi[0])
     return got
@@ -329,36 +336,57 @@ def rank(rows: list[StateAdvice], limit: float, extrapolate: bool) -> list[State
     return inside + beyond
 
 
-def advise_state(sweep: StateSweep, state: float, dirty: float, mtbf_s: float, rate: float | None = None,
-                 rto_s: float | None = None, extrapolate: bool = False, source: str = "",
-                 limit: float = MAX_EXTRAPOLATION) -> AdviseState:
-    """The advice document at the user's ``state`` (bytes) and ``dirty`` share; a sweep with no
+def sweep_documents(doc: Any) -> list[dict[str, Any]] | None:
+    """The state sweeps a JSON document holds: itself (``bench state-sweep``'s), or the steps of
+    a ``bench reproduce state-sweep`` document (the stores' sweep and Spark's own state store's,
+    run apart); None for any other document."""
+    if not isinstance(doc, dict):
+        return None
+    name = str(doc.get("schema", "")).partition("/")[0]
+    if name == SWEEP_SCHEMA.partition("/")[0]:
+        return [doc]
+    if name != "ckptbench.reproduce":
+        return None
+    found = [r.get("document") for r in doc.get("runs") or [] if isinstance(r, dict)]
+    found = [d for d in found if isinstance(d, dict)
+             and str(d.get("schema", "")).partition("/")[0] == SWEEP_SCHEMA.partition("/")[0]]
+    return found or None
+
+
+def advise_state(sweeps: StateSweep | Sequence[StateSweep], state: float, dirty: float, mtbf_s: float,
+                 rate: float | None = None, rto_s: float | None = None, extrapolate: bool = False,
+                 source: str = "", limit: float = MAX_EXTRAPOLATION) -> AdviseState:
+    """The advice document at the user's ``state`` (bytes) and ``dirty`` share, from one sweep
+    or several run apart (each line is carried within its own sweep, under its conditions); no
     line to carry is an :class:`.advise.AdviseError` naming the fix."""
     if not state > 0 or not 0 < dirty <= 1:
         raise AdviseError(f"a state of {state} bytes dirtying {dirty} of it: give a state above 0 and "
                           f"a dirty share above 0 and at most 100 %")
+    sweeps = [sweeps] if isinstance(sweeps, StateSweep) else list(sweeps)
     rows, not_fitted = [], []
-    for line in sweep.lines:
-        got = advise_line(sweep, line, state, dirty, mtbf_s, rate, rto_s)
-        if isinstance(got, str):
-            not_fitted.append(f"{line}: {got}")
-        else:
-            rows.append(got)
+    for sweep in sweeps:
+        for line in sweep.lines:
+            got = advise_line(sweep, line, state, dirty, mtbf_s, rate, rto_s)
+            if isinstance(got, str):
+                not_fitted.append(f"{line}: {got}")
+            else:
+                rows.append(got)
     if not rows:
         where = f"{source} " if source else "the sweep "
-        ok = sum(p.ok for p in sweep.points)
-        raise AdviseError(f"{where}has no store x layout measured at {MIN_SIZES} state sizes ({ok} of "
-                          f"{len(sweep.points)} runs succeeded); run bench state-sweep (--quick: a few "
-                          f"minutes) or wait for the running sweep's next sizes")
+        points = [p for sweep in sweeps for p in sweep.points]
+        raise AdviseError(f"{where}has no store x layout measured at {MIN_SIZES} state sizes "
+                          f"({sum(p.ok for p in points)} of {len(points)} runs succeeded); run bench "
+                          f"state-sweep (--quick: a few minutes) or wait for the running sweep's next sizes")
     ranked = rank(rows, limit, extrapolate)
     best = ranked[0] if ranked[0].ranked else None
-    c = sweep.conditions
+    c = sweeps[0].conditions
     return AdviseState(
         source=source, state_bytes=int(state), dirty=dirty, mtbf_s=mtbf_s, rto_s=rto_s,
         rate=rate, rate_note="given" if rate else "flat out: each row's steady throughput at the state",
         max_extrapolation=limit, extrapolate=extrapolate,
-        sweep=SweepRef(sweep.full, sweep.quick, c.protocol, c.state_bytes_per_key, c.sizes, c.dirty, c.dirty_size,
-                       c.memory_bytes),
+        sweep=SweepRef(all(s.full for s in sweeps), any(s.quick for s in sweeps),
+                       "; ".join(dict.fromkeys(s.conditions.protocol for s in sweeps)), c.state_bytes_per_key,
+                       c.sizes, c.dirty, c.dirty_size, c.memory_bytes),
         recommended=best and Recommended(best.name, best.feasible, best.interval_s, best.overhead,
                                          best.expected_recovery_s),
         ranking=ranked, not_fitted=not_fitted)
