@@ -78,7 +78,7 @@ class Point:
     log: str = ""
     #: when and at which commit the point ran, if ``--resume`` took it over from an earlier sitting
     resumed: str | None = optional()
-    #: the machine's 1-minute load average when the run ended (2 cores: above 2, other work shared them)
+    #: the machine's 1-minute load average when the run ended (its own threads counted): how busy the machine was
     loadavg: float | None = optional()
 
     @property
@@ -332,9 +332,10 @@ def _about(doc: StateSweep) -> list[str]:
     return [f"{size}: {c.job} under {c.protocol}, {c.state_bytes_per_key} bytes of state a key; "
             f"{c.schedule}{memory}.",
             *([f"The 1-minute load average when a run ended ranged from {min(loads):.1f} to "
-               f"{max(loads):.1f} on {cpus} CPUs (column `load avg`): above the CPU count, other "
-               f"work shared the machine, and a point's times are longer than on a quiet one (a "
-               f"slope's too, when the load changed along its line)."]
+               f"{max(loads):.1f} on {cpus} CPUs (column `load avg`); it counts the run's own "
+               f"threads (a Spark job alone keeps it above the CPU count), so a point far above "
+               f"its neighbours ran beside other work, and its times, and its line's slope, are "
+               f"longer than a quiet machine's."]
               if loads else []),
             *([f"{resumed} of {len(doc.points)} points were taken over (`--resume`) from an earlier "
                f"sitting of the same commands ({sittings(doc.points)}); the others ran in this one."]
