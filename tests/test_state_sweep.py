@@ -13,6 +13,7 @@ import pytest
 
 from experiments.core.loglog import Fit, bends, fit, segment_slopes
 from experiments.spark import state_sweep as sweep
+from experiments.spark import state_sweep_result as sweep_result
 from experiments.spark.state_sweep_result import (DIRTY, SIZE, Conditions, Point, StateSweep, fit_slopes, merged,
                                                   headline, markdown, table, text_report)
 
@@ -273,6 +274,9 @@ def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monke
     assert [bool(p.resumed) for p in doc.points] == [True, False, False] and all(p.ok for p in doc.points)
     assert doc.points[0].loadavg is None  # its document has no load average
     assert "1 of 3 points were taken over (`--resume`)" in "\n".join(text_report(doc))
+    when = [Point(SIZE, "x", "y", 1, 1, 1, "c", resumed=r) for r in (
+        "2026-11-27T09:53:42+0000 at commit abc", "2026-11-27T10:36:01+0000 at commit abc", "T0")]
+    assert sweep_result.sittings(when) == "2026-11-27T09:53 to 10:36 at commit abc; T0"
     os.remove(path)  # the sweep's document gone: each run's own document still says what it measured
     doc = sweep.run(second, path, resume=True)
     assert ran == [64, 128, 128, 256] and all(p.resumed for p in doc.points)

@@ -78,7 +78,7 @@ class Point:
     log: str = ""
     #: when and at which commit the point ran, if ``--resume`` took it over from an earlier sitting
     resumed: str | None = optional()
-    #: the machine's 1-minute load average when the run ended (2 cores: above 2, other work shared them)
+    #: the machine's 1-minute load average when the run ended (its own threads counted): how busy the machine was
     loadavg: float | None = optional()
 
     @property
@@ -305,24 +305,40 @@ def bend_lines(doc: StateSweep, against: str = SIZE) -> list[str]:
     return out
 
 
+def sittings(points: list[Point]) -> str:
+    """When the points taken over ran, per commit: ``2026-11-27T09:53 to 10:36 at commit
+    0e35e6cea6`` (each point's own time says ``<time> at commit <commit>``)."""
+    by_commit: dict[str, list[str]] = {}
+    for p in points:
+        if p.resumed:
+            when, _, commit = p.resumed.partition(" at commit ")
+            by_commit.setdefault(commit, []).append(when[:16])
+    out = []
+    for commit, times in by_commit.items():
+        first, last = min(times), max(times)
+        span = first if first == last else f"{first} to {last[11:] if last[:10] == first[:10] else last}"
+        out.append(span + (f" at commit {commit}" if commit else ""))
+    return "; ".join(out)
+
+
 def _about(doc: StateSweep) -> list[str]:
     c = doc.conditions
     size = ("`--quick`: a small subset at small sizes, not the full sweep" if doc.quick else
             "the full sweep" if doc.full else "a sweep its options narrowed, not the full sweep")
     memory = f"; the machine has {binary_size(c.memory_bytes)} of memory" if c.memory_bytes else ""
-    sittings = sorted({p.resumed for p in doc.points if p.resumed})
     resumed = sum(1 for p in doc.points if p.resumed)
     loads = [p.loadavg for p in doc.points if p.loadavg is not None]
     cpus = doc.environment.cpu_count or "the"
     return [f"{size}: {c.job} under {c.protocol}, {c.state_bytes_per_key} bytes of state a key; "
             f"{c.schedule}{memory}.",
             *([f"The 1-minute load average when a run ended ranged from {min(loads):.1f} to "
-               f"{max(loads):.1f} on {cpus} CPUs (column `load avg`): above the CPU count, other "
-               f"work shared the machine, and a point's times are longer than on a quiet one (a "
-               f"slope's too, when the load changed along its line)."]
+               f"{max(loads):.1f} on {cpus} CPUs (column `load avg`); it counts the run's own "
+               f"threads (a Spark job alone keeps it above the CPU count), so a point far above "
+               f"its neighbours ran beside other work, and its times, and its line's slope, are "
+               f"longer than a quiet machine's."]
               if loads else []),
             *([f"{resumed} of {len(doc.points)} points were taken over (`--resume`) from an earlier "
-               f"sitting of the same commands ({'; '.join(sittings)}); the others ran in this one."]
+               f"sitting of the same commands ({sittings(doc.points)}); the others ran in this one."]
               if resumed else []),
             *(f"Left out: {cap}." for cap in c.caps),
             f"Slopes are least squares on log10 of both axes (1: cost grows as the state does, "
