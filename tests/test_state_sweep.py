@@ -108,6 +108,8 @@ def test_every_point_is_a_bench_spark_command_that_parses_and_file_stores_go_to_
     assert "--timeout" not in sweep.argv("rocksdb", "chunks", GiB // 1024, 40, 1024, "x.json")  # bench's own limit
     big = parser.parse_args(sweep.argv("rocksdb", "chunks", 4 * GiB // 1024, 40, 1024, "x.json"))
     assert big.timeout == sweep.FULL_TIMEOUT - 60
+    assert "--timeout" in sweep.argv("spark-state", "rocksdb", GiB // 1024, 40, 1024, "x.json")  # the slowest line
+    assert "--timeout" not in sweep.argv("spark-state", "rocksdb", 256 * MiB // 1024, 40, 1024, "x.json")
 
 
 def test_spark_state_is_a_line_run_the_same_way_under_its_own_baseline():
