@@ -474,11 +474,14 @@ def _loglog_panel(ax: Any, doc: Any, against: str, metric: str, title: str, dash
     out (a log axis has no zero)."""
     from experiments.spark.state_sweep_result import SIZE
 
+    import matplotlib
+
     drawn = False
-    for line in doc.lines:
+    # more lines than the default cycle's ten colours: each its own (tab20), no two alike
+    palette = matplotlib.colormaps["tab20"].colors if len(doc.lines) > 10 else [None] * len(doc.lines)
+    for line, colour in zip(doc.lines, palette):
         pts = [p for p in doc.of(against, line) if p.ok]
         xs = [p.state_bytes / 2 ** 20 if against == SIZE else p.dirty * 100 for p in pts]
-        colour = None
         for key, style in ((metric, "-"), (dashed, "--")):
             if key is None:
                 continue
