@@ -283,6 +283,7 @@ def test_resume_takes_over_the_points_that_ran_and_runs_the_rest(tmp_path, monke
     doc = sweep.run(second, path, resume=True)
     assert ran == [64, 128, 128, 256] and all(p.resumed for p in doc.points)
     assert doc.points[2].resumed == "T0" and doc.points[2].value("CheckpointP50(ms)") == 1.0
+    assert os.path.exists(path)  # written though nothing ran
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("not json")
     with pytest.raises(sweep.ResumeError, match="run without --resume"):

@@ -390,4 +390,7 @@ def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None,
         what = binary_size(keys * p.state_bytes) + ("" if sweep == SIZE else f", {percent(hot / keys)} hot")
         echo(f"state-sweep [{i}/{len(todo)}] {store}/{layout} {what}: "
              + (f"failed in {point.seconds:.0f} s: {point.error}" if point.error else f"ok in {point.seconds:.0f} s"))
+    doc.slopes = fit_slopes(doc)
+    doc.seconds = round(time.monotonic() - t0, 1)
+    results.write_json(json_path, doc)  # also when every point was taken over
     return doc
