@@ -310,8 +310,8 @@ def test_output_into_benchs_own_results_dir_is_created(tmp_path):
 
 
 #: options naming a FILE that a command reads, not writes: ``reproduce``'s documents, edited in
-#: place, and YCSB's ``-P`` property files
-INPUT_FILES = {"docs", "readme", "files"}
+#: place, YCSB's ``-P`` property files and ``bench spark``'s price table
+INPUT_FILES = {"docs", "readme", "files", "prices"}
 
 
 def test_every_output_option_is_checked():
