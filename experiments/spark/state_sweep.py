@@ -56,8 +56,8 @@ from spark_integration.layouts.registry import layout_names
 
 from experiments.core import results
 from experiments.core.bench_command import run_bench
-from experiments.spark.state_sweep_result import (DIRTY, SIZE, Conditions, Point,
-                                                  StateSweep, binary_size, fit_slopes, percent)
+from experiments.spark.state_sweep_result import (DIRTY, SIZE, Conditions, Point, StateSweep,
+                                                  binary_size, fit_slopes, percent, sitting)
 
 MiB, GiB = 1 << 20, 1 << 30
 #: bytes of state every key holds (``--state-bytes``)
@@ -264,10 +264,14 @@ def memory_bytes() -> int | None:
 
 
 def _read_run(path: str) -> tuple[dict, float | None]:
-    """A run's ``[SPARK]`` lines and the 1-minute load average when it ended (from its own
-    document's environment): how busy the shared machine was while it ran."""
+    """A run's ``[SPARK]`` lines and load average, from its own document at ``path``."""
     with open(path, encoding="utf-8") as fh:
-        doc = json.load(fh)
+        return _run_figures(json.load(fh))
+
+
+def _run_figures(doc: dict) -> tuple[dict, float | None]:
+    """A run document's ``[SPARK]`` lines and the 1-minute load average when it ended (from its
+    environment): how busy the shared machine was while it ran."""
     load = (doc.get("environment") or {}).get("loadavg") or [None]
     return dict(doc.get("metrics") or {}), load[0]
 
@@ -321,8 +325,7 @@ def earlier_points(json_path: str) -> dict[str, Point]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ResumeError(f"--resume: {json_path} is not a state-sweep document ({exc.__class__.__name__}: "
                           f"{exc}); move it away or run without --resume") from None
-    env = doc.environment
-    when = f"{env.time or 'an earlier run'}" + (f" at commit {env.commit[:10]}" if env.commit else "")
+    when = sitting(doc.environment.time, doc.environment.commit)
     out = {}
     for point in doc.points:
         if point.ok and os.path.exists(point.document):
@@ -348,11 +351,10 @@ def finished_run(sweep: str, store: str, layout: str, keys: int, hot: int, args:
     env = ran.get("environment") or {}
     if list(env.get("argv") or [])[1:] != args or not ran.get("metrics") or ran["metrics"].get("ExactlyOnce") is False:
         return None  # another command's, or a run that exited with its exactly-once check failed
-    metrics, load = _read_run(document)
-    when = f"{env.get('time') or 'an earlier run'}" + (f" at commit {env['commit'][:10]}" if env.get("commit") else "")
+    metrics, load = _run_figures(ran)
     return Point(sweep, store, layout, keys, hot, int(metrics.get("StateBytes") or 0), "bench " + shlex.join(args),
                  float(metrics.get("WallTime(s)") or 0.0), metrics=metrics, document=document,
-                 log=document[:-5] + ".log", resumed=when, loadavg=load)
+                 log=document[:-5] + ".log", resumed=sitting(env.get("time"), env.get("commit")), loadavg=load)
 
 
 def run(p: Plan, json_path: str, echo: Callable[[str], None] = lambda _: None,

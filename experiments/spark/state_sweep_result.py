@@ -305,19 +305,27 @@ def bend_lines(doc: StateSweep, against: str = SIZE) -> list[str]:
     return out
 
 
+AT_COMMIT = " at commit "
+
+
+def sitting(time: str | None, commit: str | None) -> str:
+    """How a point taken over says when it ran (:attr:`Point.resumed`), as :func:`sittings` reads it."""
+    return (time or "an earlier run") + (f"{AT_COMMIT}{commit[:10]}" if commit else "")
+
+
 def sittings(points: list[Point]) -> str:
     """When the points taken over ran, per commit: ``2026-11-27T09:53 to 10:36 at commit
     0e35e6cea6`` (each point's own time says ``<time> at commit <commit>``)."""
     by_commit: dict[str, list[str]] = {}
     for p in points:
         if p.resumed:
-            when, _, commit = p.resumed.partition(" at commit ")
+            when, _, commit = p.resumed.partition(AT_COMMIT)
             by_commit.setdefault(commit, []).append(when[:16])
     out = []
     for commit, times in by_commit.items():
         first, last = min(times), max(times)
         span = first if first == last else f"{first} to {last[11:] if last[:10] == first[:10] else last}"
-        out.append(span + (f" at commit {commit}" if commit else ""))
+        out.append(span + (f"{AT_COMMIT}{commit}" if commit else ""))
     return "; ".join(out)
 
 
