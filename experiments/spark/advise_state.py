@@ -195,7 +195,7 @@ class StateAdvice:
     #: 0: not ranked (beyond :data:`MAX_EXTRAPOLATION` without ``--extrapolate``)
     rank: int = 0
     ranked: bool = True
-    #: every line runs the same protocol: no per-event cost (kept for the overhead curve)
+    #: a sweep has no `none` run to measure a per-event cost against: 0 (kept for the overhead curve)
     per_event: float = 0.0
     name: str = field(init=False)
     feasible: bool = field(init=False)
