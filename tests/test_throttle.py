@@ -21,6 +21,7 @@ from botocore.config import Config
 from backends import BadOptionError, ThrottledError, open_backend
 from backends.minio.throttle import ThrottleProxy, TokenBuckets, prefix_of
 from conftest import server_options
+from experiments.storage.throttle_curve import ThrottleCurve, headline
 
 pytestmark = [pytest.mark.minio, pytest.mark.server]
 
@@ -200,3 +201,27 @@ def test_prefix_entropy_spreads_the_throttled_prefix(opts):
             assert len(store.keys()) == 120
             store.delete_many(items)
     assert refused[8] < refused[1]
+
+
+# --------------------------------------------------------------------------- the curve
+def test_throttle_curve_measures_every_point_and_writes_its_document(tmp_path):
+    doc_path, plot = tmp_path / "curve.json", tmp_path / "curve.png"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "throttle-curve", "--rates", "100", "--entropy", "4",
+         "--ops", "40", "--records", "10", "--threads", "2", "--json", str(doc_path),
+         "--plot", str(plot)], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert "| 100 |" in done.stdout and "| direct (no relay) |" in done.stdout
+    doc = ThrottleCurve.from_json(json.loads(doc_path.read_text()))
+    assert [(p.label, p.entropy) for p in doc.points] == [
+        ("100", 1), ("100", 4), ("unlimited", 1), ("direct", 1)]
+    assert all(p.operations == 40 and p.failed == 0 and not p.skipped for p in doc.points)
+    assert doc.point(None, 1, relay=False).prefixes is None  # no relay, no prefixes seen
+    assert "checkpoint writes/s" in headline(doc) and plot.stat().st_size > 0
+
+
+def test_throttle_curve_refuses_the_options_it_varies():
+    done = subprocess.run([sys.executable, "-m", "bench", "throttle-curve", "--opt",
+                           "throttle_rps=5"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "--rates" in done.stderr
