@@ -214,7 +214,7 @@ def test_throttle_curve_measures_every_point_and_writes_its_document(tmp_path):
     assert "| 100 |" in done.stdout and "| direct (no relay) |" in done.stdout
     doc = ThrottleCurve.from_json(json.loads(doc_path.read_text()))
     assert [(p.label, p.entropy) for p in doc.points] == [
-        ("100", 1), ("100", 4), ("unlimited", 1), ("direct", 1)]
+        ("direct", 1), ("unlimited", 1), ("100", 1), ("100", 4)]
     assert all(p.operations == 40 and p.failed == 0 and not p.skipped for p in doc.points)
     assert doc.point(None, 1, relay=False).prefixes is None  # no relay, no prefixes seen
     assert "checkpoint writes/s" in headline(doc) and plot.stat().st_size > 0

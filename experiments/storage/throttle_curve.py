@@ -12,8 +12,8 @@ backoff itself (a refused request waits botocore's backoff before it is sent aga
 adds minutes of start-up and batching per point around the same requests.
 
 Every allowed rate is measured twice, on one prefix and on ``entropy`` prefixes (the keys hashed
-over them); then once through the relay without a limit (``inf``: what the relay itself costs)
-and once straight to the server.  Each point reports the throughput, the update latency (p50,
+over them), after one run straight to the server and one through the relay without a limit
+(``inf``: what the relay itself costs).  Each point reports the throughput, the update latency (p50,
 p99, max), the requests, how many were answered ``503 SlowDown``, the retries and their backoff,
 and the updates that failed after the last retry (a throttled write that fails is counted, never
 lost silently: the run's error counts are the workload runner's).  Each point's keys are deleted
@@ -63,6 +63,7 @@ class Point:
     retries: int = 0
     retry_wait_s: float = 0.0  # backoff slept before the retries, summed over the threads
     prefixes: int | None = None  # prefixes the relay saw (the bucket's own among them)
+    error: str | None = optional()  # the most frequent failure's message, when updates failed
     skipped: str | None = optional()
 
     @property
@@ -104,8 +105,8 @@ def measure(options: dict[str, Any], rates: list[float], entropy: int, *, record
             operations: int, threads: int, value_size: int, retries: int, retry_mode: str,
             seed: int = 1, progress: ProgressFactory = no_progress,
             say: Callable[[Point], None] = lambda _p: None) -> ThrottleCurve:
-    """Every point (module doc), in order: each rate on one prefix then on ``entropy``; the
-    relay without a limit; straight to the server.  ``rates`` may hold ``inf`` (the same as the
+    """Every point (module doc), in order: straight to the server; the relay without a limit;
+    each rate on one prefix then on ``entropy``.  ``rates`` may hold ``inf`` (the same as the
     unlimited point, which then is not run twice).  ``say`` hears each point as it ends."""
     spec = core.preset(WORKLOAD, records=records, operations=operations, value_size=value_size,
                        read=0.0, update=1.0)
@@ -115,8 +116,9 @@ def measure(options: dict[str, Any], rates: list[float], entropy: int, *, record
                         max_attempts=retries)
     base = {**options, "retries": retries, "retry_mode": retry_mode}
     run_id = uuid.uuid4().hex[:8]
-    plan = [(r, e, True) for r in rates if math.isfinite(r) for e in (1, entropy)]
-    plan += [(math.inf, 1, True), (0.0, 1, False)]
+    # the references first: a long curve's end is not what they are measured under alone
+    plan = [(0.0, 1, False), (math.inf, 1, True)]
+    plan += [(r, e, True) for r in rates if math.isfinite(r) for e in (1, entropy)]
     for rate, e, relay in plan:
         point = Point(None if math.isinf(rate) or not relay else rate, e, relay)
         prefix = f"{options.get('prefix', 'ckpt/')}throttle-curve-{run_id}/{point.label}-e{e}/"
@@ -140,6 +142,8 @@ def _fill(point: Point, run: Any, stats: dict[str, Any]) -> None:
     point.throughput = run.throughput
     point.operations = run.operations
     point.failed = sum(run.errors.values())
+    if run.errors:
+        point.error = max(run.errors.items(), key=lambda kv: kv[1])[0]
     for name in ("p50", "p99", "max"):
         value = update[f"{name}_us"]
         setattr(point, f"{name}_ms", None if value is None else value / 1e3)
@@ -163,7 +167,7 @@ def point_line(p: Point) -> str:
         return f"throttle-curve: {p.label} req/s, entropy {p.entropy}: skipped: {p.skipped}"
     return (f"throttle-curve: {p.label} req/s a prefix, entropy {p.entropy}: "
             f"{p.throughput:,.0f} updates/s, p99 {num(p.p99_ms)} ms, {p.throttled} SlowDown, "
-            f"{p.retries} retries, {p.failed} failed")
+            f"{p.retries} retries, {p.failed} failed" + (f" ({p.error})" if p.error else ""))
 
 
 def table(doc: ThrottleCurve) -> list[str]:
