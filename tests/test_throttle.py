@@ -23,8 +23,6 @@ from backends.minio.throttle import ThrottleProxy, TokenBuckets, prefix_of
 from conftest import server_options
 from experiments.storage.throttle_curve import ThrottleCurve, headline
 
-pytestmark = [pytest.mark.minio, pytest.mark.server]
-
 
 @pytest.fixture
 def opts() -> dict:
@@ -70,6 +68,8 @@ def test_token_buckets_allow_the_rate_per_prefix_and_refill():
 
 
 # --------------------------------------------------------------------------- the relay
+@pytest.mark.minio
+@pytest.mark.server
 def test_the_relay_forwards_below_the_rate_and_answers_slowdown_above_it(opts):
     bucket, prefix = opts["bucket"], opts["prefix"]
     with ThrottleProxy(_upstream(opts), rate=4, depth=1) as relay:
@@ -102,6 +102,8 @@ def test_the_relay_forwards_below_the_rate_and_answers_slowdown_above_it(opts):
     direct.close()
 
 
+@pytest.mark.minio
+@pytest.mark.server
 def test_a_closed_relay_leaves_no_thread_socket_or_port(opts):
     relay = ThrottleProxy(_upstream(opts), rate=float("inf"), depth=1)
     s3 = _client(opts, relay.url)
@@ -123,6 +125,8 @@ def test_a_closed_relay_leaves_no_thread_socket_or_port(opts):
     assert _relay_threads() == []
 
 
+@pytest.mark.minio
+@pytest.mark.server
 def test_a_request_refused_on_every_attempt_is_one_typed_error(opts):
     with open_backend("minio", **opts, throttle_rps=1, retries=2) as store:
         with pytest.raises(ThrottledError) as raised:
@@ -136,6 +140,8 @@ def test_a_request_refused_on_every_attempt_is_one_typed_error(opts):
         open_backend("minio", **{**opts, "endpoint": ""}, throttle_rps=10)
 
 
+@pytest.mark.minio
+@pytest.mark.server
 def test_a_throttled_write_heavy_run_retries_and_loses_nothing(opts, tmp_path):
     doc = tmp_path / "run.json"
     cmd = [sys.executable, "-m", "bench", "write-heavy", "--backend", "minio",
@@ -160,6 +166,8 @@ def test_a_throttled_write_heavy_run_retries_and_loses_nothing(opts, tmp_path):
 
 
 # ------------------------------------------------------------------------ prefix_entropy
+@pytest.mark.minio
+@pytest.mark.server
 def test_prefix_entropy_keeps_keys_findable_listable_and_deletable(opts):
     keys = [f"op{i:03d}/state" for i in range(60)] + ["a", "é", "\udc80", "k" * 300]
     with open_backend("minio", **opts, prefix_entropy=8) as store:
@@ -188,6 +196,8 @@ def test_prefix_entropy_keeps_keys_findable_listable_and_deletable(opts):
     s3.close()
 
 
+@pytest.mark.minio
+@pytest.mark.server
 def test_prefix_entropy_spreads_the_throttled_prefix(opts):
     """At the same per-prefix rate, N prefixes refuse fewer of the same requests than one."""
     items = {f"k{i:03d}": b"v" for i in range(120)}
@@ -204,12 +214,15 @@ def test_prefix_entropy_spreads_the_throttled_prefix(opts):
 
 
 # --------------------------------------------------------------------------- the curve
-def test_throttle_curve_measures_every_point_and_writes_its_document(tmp_path):
+@pytest.mark.minio
+@pytest.mark.server
+def test_throttle_curve_measures_every_point_and_writes_its_document(opts, tmp_path):
     doc_path, plot = tmp_path / "curve.json", tmp_path / "curve.png"
     done = subprocess.run(
         [sys.executable, "-m", "bench", "throttle-curve", "--rates", "100", "--entropy", "4",
          "--ops", "40", "--records", "10", "--threads", "2", "--json", str(doc_path),
-         "--plot", str(plot)], capture_output=True, text=True, timeout=240)
+         "--plot", str(plot), *(f"--opt={k}={v}" for k, v in opts.items())],
+        capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr
     assert "| 100 |" in done.stdout and "| direct (no relay) |" in done.stdout
     doc = ThrottleCurve.from_json(json.loads(doc_path.read_text()))

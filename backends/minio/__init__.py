@@ -38,7 +38,8 @@ over N requests a second, and the client talks to the relay.  The store's prefix
 prefix, an entropy segment (below) one more level.  botocore retries the refused requests with
 its own backoff; every refusal is counted in the ledger (``throttled``), every resend as a
 retry, and a request still refused when the retries run out fails as a
-:class:`ThrottledError` (nothing acknowledged).  The relay stops with the store.
+:class:`ThrottledError` (nothing acknowledged).  The relay stops with the store; each store
+object has its own, so several processes opening one store are each limited by themselves.
 
 Key layout (``prefix_entropy=N``, Flink's entropy injection): with N > 1 a key's object name
 gets a segment ``x<h>/`` after the store's prefix, ``h`` a hash of the key modulo N in

@@ -68,6 +68,12 @@ class TokenBuckets:
         self._held: dict[str, tuple[float, float]] = {}  # prefix -> (tokens, when)
         self._lock = threading.Lock()
 
+    @property
+    def prefixes(self) -> int:
+        """Prefixes that have asked for a token."""
+        with self._lock:
+            return len(self._held)
+
     def take(self, prefix: str, now: float | None = None) -> bool:
         """Whether a request of ``prefix`` may go now (and if so, its token is spent)."""
         if math.isinf(self.rate):
@@ -250,7 +256,7 @@ class ThrottleProxy:
     def stats(self) -> dict:
         """The relay's settings and what it did: requests forwarded and answered SlowDown."""
         return {"rate_per_prefix": self.buckets.rate, "burst": self.buckets.burst,
-                "prefix_depth": self.depth, "prefixes": len(self.buckets._held),
+                "prefix_depth": self.depth, "prefixes": self.buckets.prefixes,
                 "forwarded": self.forwarded, "slowdowns": self.slowdowns}
 
     # -- connections ------------------------------------------------------------------------
