@@ -68,6 +68,12 @@ class StoreLockedError(BackendUnavailableError):
     """Another process holds the store's single-writer lock."""
 
 
+class ThrottledError(BackendUnavailableError):
+    """The medium kept refusing a request as over its request rate (S3's ``503 SlowDown``) until
+    the client's retries ran out; the request did nothing (a refused write is not stored), and
+    it was not acknowledged."""
+
+
 class StorageFullError(CkptError):
     """The medium has no space left; the failed write was not acknowledged, stored data is intact."""
 
@@ -205,7 +211,7 @@ class Option:
         elif self.finite is None or self.finite:
             what = "a finite number"
         else:
-            what = "a number"
+            what = "a number (finite, or inf)"
         bounds = []
         if self.min is not None:
             bounds.append(f"{'>' if self.min_exclusive else '>='} {_shown(self.min)}")

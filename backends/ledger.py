@@ -5,7 +5,8 @@ its client hands a request to the medium, what it sends:
 
 * ``minio``: every HTTP request botocore sends, by S3 operation (``PutObject``, ``GetObject``,
   ``ListObjectsV2``, ``DeleteObject``, ``DeleteObjects``, ``HeadBucket``, ``UploadPart``, …),
-  retries included, and the time botocore slept before each retry;
+  retries included, the time botocore slept before each retry, and the answers that were S3's
+  ``503 SlowDown`` (``throttled``);
 * ``redis``: every command the client writes to the socket, by name (a pipeline counts each of
   its commands; ``MULTI``/``EXEC`` too);
 * ``hbase``: every Thrift RPC, by method name;
@@ -52,9 +53,10 @@ _count_lock = threading.Lock()
 
 
 class Ledger:
-    """Requests by type, bytes sent and received, retries and the time spent waiting on them."""
+    """Requests by type, bytes sent and received, retries and the time spent waiting on them,
+    and the requests the medium refused as over its rate (S3's ``503 SlowDown``)."""
 
-    __slots__ = ("requests", "sent", "received", "retries", "retry_wait_s", "_lock")
+    __slots__ = ("requests", "sent", "received", "retries", "retry_wait_s", "throttled", "_lock")
 
     def __init__(self) -> None:
         self.requests: dict[str, int] = {}
@@ -62,6 +64,7 @@ class Ledger:
         self.received = 0  # bytes received from it (response bodies, data read)
         self.retries = 0  # requests sent again after a failed attempt
         self.retry_wait_s = 0.0  # time slept before those retries
+        self.throttled = 0  # requests answered "slow down" (each is retried or fails)
         self._lock = threading.Lock()
 
     # -- recording -----------------------------------------------------------------------
@@ -95,18 +98,25 @@ class Ledger:
     def received_more(self, nbytes: int) -> None:
         """Bytes of a response read after its request was recorded (a streamed body)."""
         with self._lock:
-            self._count_more(nbytes, 0, 0.0)
+            self._count_more(nbytes, 0, 0.0, 0)
 
     def retried(self, wait_s: float) -> None:
         """One request will be sent again after waiting ``wait_s`` seconds."""
         with self._lock:
-            self._count_more(0, 1, wait_s)
+            self._count_more(0, 1, wait_s, 0)
 
-    def _count_more(self, received: int, retries: int, wait_s: float) -> None:
+    def refused(self) -> None:
+        """One request was answered "slow down" (S3's ``503 SlowDown``): over the rate the
+        medium allows; it is counted as a request already, and as a retry if it is sent again."""
+        with self._lock:
+            self._count_more(0, 0, 0.0, 1)
+
+    def _count_more(self, received: int, retries: int, wait_s: float, throttled: int) -> None:
         for ledger in (self, *(t for t in _local.taps if t is not self)):
             ledger.received += received
             ledger.retries += retries
             ledger.retry_wait_s += wait_s
+            ledger.throttled += throttled
 
     # -- arithmetic ----------------------------------------------------------------------
     @property
@@ -115,7 +125,8 @@ class Ledger:
         return sum(self.requests.values())
 
     def __bool__(self) -> bool:
-        return bool(self.requests or self.sent or self.received or self.retries)
+        return bool(self.requests or self.sent or self.received or self.retries
+                    or self.throttled)
 
     def snapshot(self) -> "Ledger":
         """A copy of the numbers now (for a difference later)."""
@@ -124,6 +135,7 @@ class Ledger:
             out.requests = dict(self.requests)
             out.sent, out.received = self.sent, self.received
             out.retries, out.retry_wait_s = self.retries, self.retry_wait_s
+            out.throttled = self.throttled
         return out
 
     def add(self, other: "Ledger") -> "Ledger":
@@ -135,6 +147,7 @@ class Ledger:
         self.received += other.received
         self.retries += other.retries
         self.retry_wait_s += other.retry_wait_s
+        self.throttled += other.throttled
         return self
 
     def since(self, earlier: "Ledger") -> "Ledger":
@@ -146,15 +159,16 @@ class Ledger:
         out.sent, out.received = now.sent - earlier.sent, now.received - earlier.received
         out.retries = now.retries - earlier.retries
         out.retry_wait_s = now.retry_wait_s - earlier.retry_wait_s
+        out.throttled = now.throttled - earlier.throttled
         return out
 
     # -- as data -------------------------------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
         """The numbers as JSON takes them: ``requests`` by type (sorted), ``sent_bytes``,
-        ``received_bytes``, ``retries``, ``retry_wait_ms``."""
+        ``received_bytes``, ``retries``, ``retry_wait_ms``, ``throttled``."""
         return {"requests": dict(sorted(self.requests.items())), "sent_bytes": self.sent,
                 "received_bytes": self.received, "retries": self.retries,
-                "retry_wait_ms": round(self.retry_wait_s * 1e3, 3)}
+                "retry_wait_ms": round(self.retry_wait_s * 1e3, 3), "throttled": self.throttled}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Ledger":
@@ -164,6 +178,7 @@ class Ledger:
         out.sent, out.received = int(data.get("sent_bytes", 0)), int(data.get("received_bytes", 0))
         out.retries = int(data.get("retries", 0))
         out.retry_wait_s = float(data.get("retry_wait_ms", 0.0)) / 1e3
+        out.throttled = int(data.get("throttled", 0))
         return out
 
     def __repr__(self) -> str:
@@ -207,26 +222,30 @@ def tapped(taps: tuple[Ledger, ...]) -> Iterator[None]:
         yield
 
 
+#: a ledger's numbers besides its requests, as :meth:`Ledger.as_dict` names them
+_NUMBERS = ("sent_bytes", "received_bytes", "retries", "retry_wait_ms", "throttled")
+
+
 def summarize(ledgers: list[Mapping[str, Any]]) -> dict[str, Any]:
     """Several ledgers (as :meth:`Ledger.as_dict` gives them: one per checkpoint, say) in
     three numbers each: ``median``, ``mean`` and ``total`` of every request type (a ledger
-    without a type counts 0 of it), of the bytes each way, the retries and their wait; and
-    ``count``, how many ledgers.  The median of each number is taken by itself, so a median's
+    without a type counts 0 of it), of the bytes each way, the retries and their wait and the
+    throttled answers; and ``count``, how many ledgers.  The median of each number is taken by itself, so a median's
     types need not add up to its total requests."""
     keys = sorted({k for d in ledgers for k in (d.get("requests") or {})})
     columns: dict[str, list[float]] = {f"requests.{k}": [] for k in keys}
-    for name in ("sent_bytes", "received_bytes", "retries", "retry_wait_ms"):
+    for name in _NUMBERS:
         columns[name] = []
     for d in ledgers:
         requests = d.get("requests") or {}
         for k in keys:
             columns[f"requests.{k}"].append(float(requests.get(k, 0)))
-        for name in ("sent_bytes", "received_bytes", "retries", "retry_wait_ms"):
+        for name in _NUMBERS:
             columns[name].append(float(d.get(name, 0)))
 
     def shape(agg: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"requests": {k: agg(columns[f"requests.{k}"]) for k in keys}}
-        for name in ("sent_bytes", "received_bytes", "retries", "retry_wait_ms"):
+        for name in _NUMBERS:
             out[name] = agg(columns[name])
         return out
 

@@ -9,6 +9,7 @@
     bench checkpoint --backend NAME [--rate 400] [--crash-recover]  # S4 word count via SafeKeeper
     bench compare WORKLOAD --backends A,B,...               # same settings, table + bar chart
     bench sweep WORKLOAD --backends A,B [--targets ...|auto] [--threads-sweep 1,2,4] [--rounds N]
+    bench throttle-curve [--rates 25,50,...] [--entropy 8]  # MinIO under S3's 503 SlowDown
     ... [--cpus 0,2-3|irq]                                  # pin the run to CPUs (taskset -a)
     bench report RESULTS.json... [--html PAGE.html] [--csv F]  # one table (and page) of saved results
     bench diff BASE.json NEW.json [--fail-above PCT]        # metric by metric, noise, regressions
@@ -60,6 +61,7 @@ from . import (
     spark_cli,
     spark_matrix_cli,
     state_sweep_cli,
+    throttle_cli,
     verify_cli,
     ycsb_cli,
 )
@@ -75,6 +77,7 @@ def build_parser() -> Parser:
     ycsb_cli.add_parsers(sub)
     recovery_cli.add_parsers(sub)
     compare_cli.add_parsers(sub)
+    throttle_cli.add_parsers(sub)
     results_cli.add_parsers(sub)
     experiments_cli.add_parsers(sub)
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)

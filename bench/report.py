@@ -174,7 +174,39 @@ def cost_lines(stats: dict[str, Any] | None, phase: PhaseResult) -> list[str]:
             f"[COST], SentBytes, {ledger['sent_bytes']}",
             f"[COST], ReceivedBytes, {ledger['received_bytes']}",
             f"[COST], Retries, {ledger['retries']}",
-            f"[COST], RetryWait(ms), {_num(float(ledger['retry_wait_ms']))}"]
+            f"[COST], RetryWait(ms), {_num(float(ledger['retry_wait_ms']))}",
+            *_throttle_lines(stats or {}, ledger)]
+
+
+def _throttle_lines(stats: dict[str, Any], ledger: dict[str, Any]) -> list[str]:
+    """``Throttled`` (the answers that were ``503 SlowDown``) where the store is throttled or
+    was, and the client's retry policy where the store names it."""
+    lines = []
+    if "throttle" in stats or ledger.get("throttled"):
+        lines.append(f"[COST], Throttled(503 SlowDown), {ledger.get('throttled', 0)}")
+    retry = stats.get("retry")
+    if retry:
+        lines.append(f"[COST], RetryMode, {retry['mode']} (at most {retry['max_attempts']} "
+                     f"attempts a request)")
+    return lines
+
+
+def throttle_line(stats: dict[str, Any] | None) -> str | None:
+    """One plain sentence on a throttled run: how many requests of the run phase were answered
+    ``503 SlowDown``, how the client retried them and how long it waited; ``None`` for a store
+    that was not throttled."""
+    stats = stats or {}
+    throttle, ledger = stats.get("throttle"), (stats.get("ledger_by_phase") or {}).get("run")
+    if not throttle or not ledger:
+        return None
+    retry = stats.get("retry") or {}
+    rate = throttle["rate_per_prefix"]
+    return (f"{ledger.get('throttled', 0)} of the run's {sum(ledger['requests'].values())} "
+            f"requests were answered 503 SlowDown (at most {float(rate):g} requests a second "
+            f"per prefix, {throttle['prefixes']} prefixes used); botocore's "
+            f"{retry.get('mode', '?')} retry mode resent {ledger['retries']} of them (at most "
+            f"{retry.get('max_attempts', '?')} attempts a request) after "
+            f"{float(ledger['retry_wait_ms']) / 1e3:.1f} s of backoff in all")
 
 
 def print_lines(lines: list[str], out: TextIO | None = None) -> None:

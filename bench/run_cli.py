@@ -162,6 +162,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
         report.print_lines(report.baseline_lines(result.baseline))
     if "run" in result.phases:
         report.print_lines(report.cost_lines(result.backend_stats, result.phases["run"]))
+        if (throttled := report.throttle_line(result.backend_stats)) is not None:
+            print(f"bench: {throttled}", file=sys.stderr)
     report.print_warnings(result.backend_stats)
     write_results(args, result)
     return 0

@@ -20,6 +20,10 @@ open them on a fresh directory of the real nfs-ganesha export (an ``nfs://`` URL
 client), marked ``server`` and ``nfs``; ``default_fs@hdfs`` and ``indexed_fs@hdfs`` the same on
 the real single-node HDFS (an ``hdfs://`` URL, WebHDFS), marked ``server`` and ``hdfs``.
 ``backend_name`` is always the plain backend name.
+
+``--backend-opt NAME:KEY=VALUE`` (repeatable) opens every ``NAME`` store of the server tests
+with that option as well, to run the conformance and backend tests under a layout or setting
+(``pytest tests/test_minio.py --backend-opt minio:prefix_entropy=8``).
 """
 
 from __future__ import annotations
@@ -42,16 +46,35 @@ SERVER_BACKENDS = ("redis", "hbase", "minio")
 NFS_BACKENDS = ("default_fs", "indexed_fs")
 
 _started: set[str] = set()
+#: options of ``--backend-opt``, by backend name
+_extra_options: dict[str, dict[str, str]] = {}
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--backend-opt", action="append", default=[], metavar="NAME:KEY=VALUE",
+                     help="open every NAME store of the server tests with this option too "
+                          "(e.g. minio:prefix_entropy=8)")
+
+
+def pytest_configure(config) -> None:
+    for given in config.getoption("--backend-opt"):
+        name, _, pair = given.partition(":")
+        key, sep, value = pair.partition("=")
+        if not (name and key and sep):
+            raise pytest.UsageError(f"--backend-opt {given!r}: give NAME:KEY=VALUE, "
+                                    f"e.g. minio:prefix_entropy=8")
+        _extra_options.setdefault(name, {})[key] = value
 
 
 def server_options(name: str, namespace: str) -> dict[str, Any]:
-    """Options for talking to the real ``name`` server, started on first use."""
+    """Options for talking to the real ``name`` server, started on first use (with the
+    ``--backend-opt`` options given for ``name``)."""
     import services
 
     if name not in _started:
         services.up([name])
         _started.add(name)
-    return services.client_options(name, namespace)
+    return {**services.client_options(name, namespace), **_extra_options.get(name, {})}
 
 
 def nfs_dir(prefix: str = "t") -> str:

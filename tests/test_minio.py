@@ -16,6 +16,7 @@ import pytest
 import services
 from backends import BackendUnavailableError, open_backend
 from backends.minio import decode_key, encode_key
+from conftest import server_options
 
 pytestmark = [pytest.mark.minio, pytest.mark.server]
 
@@ -42,7 +43,7 @@ def shared() -> None:
 
 @pytest.fixture
 def opts(shared) -> dict:
-    return services.client_options("minio", f"t{uuid.uuid4().hex[:12]}")
+    return server_options("minio", f"t{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture
@@ -114,8 +115,8 @@ def test_scan_many_pages(opts):
 
 
 def test_namespaces_are_isolated(shared):
-    one = open_backend("minio", **services.client_options("minio", f"n{uuid.uuid4().hex[:8]}"))
-    two = open_backend("minio", **services.client_options("minio", f"n{uuid.uuid4().hex[:8]}"))
+    one = open_backend("minio", **server_options("minio", f"n{uuid.uuid4().hex[:8]}"))
+    two = open_backend("minio", **server_options("minio", f"n{uuid.uuid4().hex[:8]}"))
     with one, two:
         one.put("k", b"1")
         assert two.get("k") is None and list(two.scan()) == []
@@ -130,6 +131,8 @@ def test_missing_bucket_is_created(opts):
         s.delete("k")
     s3 = boto3.client("s3", endpoint_url=opts["endpoint"], aws_access_key_id=opts["access_key"],
                       aws_secret_access_key=opts["secret_key"], region_name="us-east-1")
+    for obj in s3.list_objects_v2(Bucket=bucket).get("Contents", []):  # a layout's marker
+        s3.delete_object(Bucket=bucket, Key=obj["Key"])
     s3.delete_bucket(Bucket=bucket)
 
 

@@ -26,15 +26,37 @@ Durability modes:
   synced but the renames are not, so a power cut can undo the latest PUTs and DELETEs
   (docs/audit.md); AWS S3 acknowledges after storing an object redundantly.
 
-Every request is bounded: connect/read timeouts and botocore's own bounded retries ("standard"
-mode, ``retries`` attempts); the final failure is a :class:`BackendUnavailableError` naming the
-endpoint and the fix.  ``put_many``/``get_many`` run on a bounded thread pool (boto3 clients are
-thread-safe).
+Every request is bounded: connect/read timeouts and botocore's own bounded retries
+(``retry_mode``, "standard" by default: exponential backoff with jitter, at most ``retries``
+attempts); the final failure is a :class:`BackendUnavailableError` naming the endpoint and the
+fix.  ``put_many``/``get_many`` run on a bounded thread pool (boto3 clients are thread-safe).
+
+Throttling (``throttle_rps``): S3 answers ``503 SlowDown`` above a request rate per prefix; MinIO
+has no such limit, so with ``throttle_rps=N`` the store starts a relay on a free local port
+(:mod:`.throttle`) that forwards to ``endpoint`` and answers ``SlowDown`` once a prefix goes
+over N requests a second, and the client talks to the relay.  The store's prefix is one S3
+prefix, an entropy segment (below) one more level.  botocore retries the refused requests with
+its own backoff; every refusal is counted in the ledger (``throttled``), every resend as a
+retry, and a request still refused when the retries run out fails as a
+:class:`ThrottledError` (nothing acknowledged).  The relay stops with the store; each store
+object has its own, so several processes opening one store are each limited by themselves.
+
+Key layout (``prefix_entropy=N``, Flink's entropy injection): with N > 1 a key's object name
+gets a segment ``x<h>/`` after the store's prefix, ``h`` a hash of the key modulo N in
+fixed-width hex (``x`` is no hex digit, so the segment is never mistaken for a key), spreading
+the keys over N S3 prefixes so that a per-prefix limit allows N times the rate.  The hash makes
+every key's place computable, so a ``get``/``put``/``delete`` is still one request;
+``scan``/``keys``/``footprint`` list all N prefixes and merge them in key order (N listings at
+least).  N is part of the layout: the store records it in an object ``<prefix>prefix-entropy``
+on first open and refuses to open with another N (a store written with N > 1 and opened with
+N = 1 does not see its keys).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
+import heapq
 import threading
 import time
 from typing import Any, Callable, Iterator, TypeVar
@@ -45,9 +67,10 @@ import botocore.exceptions as bex
 from botocore.config import Config
 from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
-from ..base import (LONGEST_WAIT_S, Backend, BackendUnavailableError, Claim, Option,
-                    StorageFullError)
+from ..base import (LONGEST_WAIT_S, Backend, BackendUnavailableError, BadOptionError, Claim,
+                    Option, StorageFullError, ThrottledError)
 from ..ledger import current_taps, tapped
+from .throttle import SLOWDOWN_CODE, ThrottleProxy
 
 T = TypeVar("T")
 
@@ -58,8 +81,12 @@ _SYNC_GATE_NOTE = ("MinIO's sync(2) calls reached the lossy file system through 
 _CHUNK = 200  # hex characters per object name segment (MinIO: at most 255 bytes each)
 #: the object a ``sync``-mode delete is followed by (not hex, so never a key's object name)
 BARRIER = "sync-barrier"
+#: the object recording a store's ``prefix_entropy`` (not hex either)
+ENTROPY_MARKER = "prefix-entropy"
 #: the most keys one ``DeleteObjects`` request may name (S3's limit)
 DELETE_BATCH = 1000
+#: keys a ``scan`` lists before it fetches their values on the pool
+SCAN_BATCH = 1000
 _FULL_CODES = {"XMinioStorageFull", "StorageFull", "EntityTooLarge"}
 # "403": a HEAD reply has no body, so no error code either
 _AUTH_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"}
@@ -140,7 +167,18 @@ class MinioBackend(Backend):
                           min=0, min_exclusive=True, max=LONGEST_WAIT_S),
         "retries": Option(int, 3, "total attempts per request (botocore standard retry mode)",
                           min=1),
+        "retry_mode": Option(str, "standard", "botocore's retry mode: standard (exponential "
+                             "backoff with jitter) or adaptive (standard, plus a client-side rate "
+                             "limit that slows down after throttled answers)",
+                             choices=("standard", "adaptive")),
         "max_workers": Option(int, 8, "threads for put_many/get_many/scan", min=1),
+        "throttle_rps": Option(float, 0.0, "S3-like throttling: requests a second allowed per "
+                               "prefix, answered 503 SlowDown above it by a local relay in front "
+                               "of endpoint (0: no relay; inf: the relay without a limit)",
+                               min=0, finite=False),
+        "prefix_entropy": Option(int, 1, "spread the keys over this many S3 prefixes by a hash "
+                                 "of the key (Flink's entropy injection; 1: none)",
+                                 min=1, max=4096),
     }
 
     def __init__(self, **options: Any) -> None:
@@ -148,9 +186,15 @@ class MinioBackend(Backend):
         cfg = self.config
         self.bucket = cfg["bucket"]
         self.where = f"{cfg['endpoint'] or 'AWS S3'} bucket {self.bucket}"
+        entropy = cfg["prefix_entropy"]
+        width = len(f"{entropy - 1:x}")
+        #: the entropy segments (``x<h>/``), one per S3 prefix; ``[""]`` without entropy
+        self._segments = [f"x{h:0{width}x}/" for h in range(entropy)] if entropy > 1 else [""]
+        self._proxy = self._throttle() if cfg["throttle_rps"] > 0 else None
+        endpoint = self._proxy.url if self._proxy else cfg["endpoint"]
         self._client = boto3.session.Session().client(
             "s3",
-            endpoint_url=cfg["endpoint"] or None,
+            endpoint_url=endpoint or None,
             region_name=cfg["region"],
             aws_access_key_id=cfg["access_key"] or None,
             aws_secret_access_key=cfg["secret_key"] or None,
@@ -158,7 +202,7 @@ class MinioBackend(Backend):
                 signature_version="s3v4",
                 s3={"addressing_style": "path"},
                 connect_timeout=cfg["timeout"], read_timeout=cfg["timeout"],
-                retries={"total_max_attempts": cfg["retries"], "mode": "standard"},
+                retries={"total_max_attempts": cfg["retries"], "mode": cfg["retry_mode"]},
                 max_pool_connections=max(10, cfg["max_workers"]),
             ),
         )
@@ -168,19 +212,52 @@ class MinioBackend(Backend):
         self._barrier_written = False
         try:
             self._ensure_bucket()
+            if entropy > 1:
+                self._check_entropy(entropy)
         except BaseException:
             self._pool.shutdown()
             self._client.close()
+            if self._proxy is not None:
+                self._proxy.close()
             raise
 
     # -- plumbing ---------------------------------------------------------------------------
+    def _throttle(self) -> ThrottleProxy:
+        """The throttling relay (module doc) in front of ``endpoint``, which must be plain
+        ``http``; its prefixes are the store's prefix and, with entropy, one level more."""
+        cfg = self.config
+        parts = urlsplit(cfg["endpoint"])
+        if parts.scheme != "http" or not parts.hostname:
+            raise BadOptionError(
+                f"minio: throttle_rps needs an http:// endpoint (the relay speaks plain HTTP), "
+                f"not {cfg['endpoint'] or 'AWS S3'!r}; give --opt endpoint=http://HOST:PORT or "
+                f"leave throttle_rps at 0")
+        depth = cfg["prefix"].count("/") + (1 if cfg["prefix_entropy"] > 1 else 0)
+        return ThrottleProxy((parts.hostname, parts.port or 80), cfg["throttle_rps"], depth)
+
+    def _check_entropy(self, entropy: int) -> None:
+        """Record ``prefix_entropy`` in the store, or refuse another than the one recorded: a
+        key's object name depends on it."""
+        marker = self.config["prefix"] + ENTROPY_MARKER
+        recorded = self._get_name(marker)
+        if recorded is None:
+            self._call("PutObject", lambda: self._client.put_object(
+                Bucket=self.bucket, Key=marker, Body=str(entropy).encode()))
+        elif recorded.strip() != str(entropy).encode():
+            shown = recorded.decode("ascii", "replace")[:20]
+            raise BadOptionError(
+                f"minio: the store at {self.where} prefix {self.config['prefix']!r} was written "
+                f"with prefix_entropy={shown}; open it with --opt prefix_entropy={shown}")
+
     def _count_requests(self) -> None:
         """Count every HTTP request botocore sends in :attr:`ledger`, at botocore's own event
         hooks: ``before-send`` once per attempt (so a retry is a request too), by S3 operation,
         with the body's bytes (its ``Content-Length``), and as a retry where botocore's ``amz-sdk-request`` header says
         it is a second or later attempt, with the time since the failed attempt was answered
         (botocore's backoff sleep); ``needs-retry`` after each attempt, with the response's
-        ``Content-Length`` (a GET's object, counted when the server answers)."""
+        ``Content-Length`` (a GET's object, counted when the server answers), and as
+        throttled where the answer is S3's ``503 SlowDown`` (a ``HEAD``'s has no body: its
+        status alone says it)."""
         ledger, events, state = self.ledger, self._client.meta.events, threading.local()
 
         def before_send(request: Any, event_name: str, **_: Any) -> None:
@@ -197,6 +274,9 @@ class MinioBackend(Backend):
                 length = _text(response[0].headers.get("content-length"))
                 if length.isdigit():
                     ledger.received_more(int(length))
+                if response[0].status_code == 503 and response[1].get("Error", {}).get(
+                        "Code") in (SLOWDOWN_CODE, "503"):
+                    ledger.refused()
             state.answered = time.monotonic()  # a retry, if any, waits from here
 
         events.register("before-send.s3", before_send)
@@ -213,6 +293,9 @@ class MinioBackend(Backend):
             ) from exc
         except bex.ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == SLOWDOWN_CODE or (code == "503" and status == 503):
+                raise self._throttled(what, exc) from exc
             if code in _FULL_CODES:
                 raise StorageFullError(f"minio {what} at {self.where}: {exc}") from exc
             if code in _AUTH_CODES:
@@ -223,6 +306,17 @@ class MinioBackend(Backend):
             raise BackendUnavailableError(f"minio {what} at {self.where}: {exc}") from exc
         except bex.BotoCoreError as exc:
             raise BackendUnavailableError(f"minio {what} at {self.where}: {exc}") from exc
+
+    def _throttled(self, what: str, exc: bex.ClientError) -> ThrottledError:
+        """The one line for a request refused ``SlowDown`` on every attempt it was given."""
+        cfg = self.config
+        attempts = exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) + 1
+        quota = "" if attempts >= cfg["retries"] else " (botocore's retry quota ran out first)"
+        return ThrottledError(
+            f"minio {what} at {self.where}: 503 SlowDown on all {attempts} attempts of "
+            f"botocore's {cfg['retry_mode']} retry mode{quota}; nothing was stored by it.  Lower "
+            f"the request rate, allow more attempts (--opt retries=N) or spread the keys over "
+            f"more prefixes (--opt prefix_entropy=N)")
 
     def _ensure_bucket(self) -> None:
         def head() -> dict | None:
@@ -247,13 +341,21 @@ class MinioBackend(Backend):
         headers = reply.get("ResponseMetadata", {}).get("HTTPHeaders", {})
         self._server = headers.get("server")
 
+    def _segment(self, key: str) -> str:
+        """The key's entropy segment (module doc): ``""`` without entropy."""
+        segments = self._segments
+        if len(segments) == 1:
+            return segments[0]
+        digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return segments[int.from_bytes(digest, "big") % len(segments)]
+
     def _name(self, key: str) -> str:
-        name = self.config["prefix"] + encode_key(key)
+        name = self.config["prefix"] + self._segment(key) + encode_key(key)
         if len(name.encode()) > MAX_OBJECT_NAME:
             raise ValueError(
                 f"key too long for S3: {len(key.encode('utf-8', 'surrogatepass'))} bytes; the "
                 f"limit with prefix {self.config['prefix']!r} is about "
-                f"{(MAX_OBJECT_NAME - len(self.config['prefix'].encode())) * 100 // 201} bytes"
+                f"{(MAX_OBJECT_NAME - len(self.config['prefix'].encode()) - len(self._segments[0])) * 100 // 201} bytes"
             )
         return name
 
@@ -330,38 +432,51 @@ class MinioBackend(Backend):
         values = self._parallel(self._get, unique)
         return {k: v for k, v in zip(unique, values) if v is not None}
 
-    def _listing(self, prefix: str) -> Iterator[list[dict[str, Any]]]:
-        """The bucket's objects under this store's ``prefix``, a ``ListObjectsV2`` page at a
+    def _listing(self, root: str) -> Iterator[list[dict[str, Any]]]:
+        """The bucket's objects whose names start with ``root``, a ``ListObjectsV2`` page at a
         time (each page one retried call)."""
         paginator = self._client.get_paginator("list_objects_v2")
-        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=self.config["prefix"] + encode_key(prefix)))
+        pages = iter(paginator.paginate(Bucket=self.bucket, Prefix=root))
         while (page := self._call("ListObjectsV2", lambda: next(pages, None))) is not None:
             yield page.get("Contents", [])
 
-    def _named(self, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        """(key, object name) of the listed objects this backend wrote (others are skipped)."""
-        base, found = self.config["prefix"], []
-        for obj in objects:
-            try:
-                found.append((decode_key(obj["Key"][len(base):]), obj["Key"]))
-            except ValueError:
-                continue  # not written by this backend
-        return found
+    def _roots(self, prefix: str) -> list[str]:
+        """The object name prefixes holding the keys that start with ``prefix``: one per
+        entropy segment."""
+        return [self.config["prefix"] + segment + encode_key(prefix) for segment in self._segments]
+
+    def _named(self, segment: str, prefix: str) -> Iterator[tuple[str, str]]:
+        """(key, object name) of the objects this backend wrote for keys starting with
+        ``prefix`` in one entropy segment, in key order (others are skipped)."""
+        base = self.config["prefix"] + segment
+        for objects in self._listing(base + encode_key(prefix)):
+            for obj in objects:
+                try:
+                    yield decode_key(obj["Key"][len(base):]), obj["Key"]
+                except ValueError:
+                    continue  # not written by this backend
+
+    def _listed(self, prefix: str) -> Iterator[tuple[str, str]]:
+        """(key, object name) of every key starting with ``prefix``, in key order: each
+        segment's listing is in key order already (hex keeps it), so they merge lazily."""
+        streams = [self._named(segment, prefix) for segment in self._segments]
+        return streams[0] if len(streams) == 1 else heapq.merge(*streams)
 
     def _scan(self, prefix: str) -> Iterator[tuple[str, bytes]]:
-        for objects in self._listing(prefix):
-            found = self._named(objects)
+        listed = self._listed(prefix)
+        while found := [item for _, item in zip(range(SCAN_BATCH), listed)]:
             values = self._parallel(self._get_name, [name for _, name in found])
             for (key, _), value in zip(found, values):
                 if value is not None:  # deleted since the listing
                     yield key, value
 
     def _keys(self, prefix: str) -> list[str]:
-        return [key for objects in self._listing(prefix) for key, _ in self._named(objects)]
+        return [key for key, _ in self._listed(prefix)]
 
     def _footprint(self, prefix: str) -> int:
         """The sizes of this store's objects, as the bucket lists them (S3 bills by these)."""
-        return sum(obj["Size"] for objects in self._listing(prefix) for obj in objects)
+        return sum(obj["Size"] for root in self._roots(prefix)
+                   for objects in self._listing(root) for obj in objects)
 
     def _close(self) -> None:
         if self._barrier_written:  # the barrier means nothing once every delete has returned
@@ -371,7 +486,15 @@ class MinioBackend(Backend):
                 pass  # left behind it costs a few bytes; scan never lists it as a key
         self._pool.shutdown()
         self._client.close()
+        if self._proxy is not None:
+            self._proxy.close()
 
     def _stats(self) -> dict[str, Any]:
-        return {"endpoint": self.config["endpoint"] or "AWS S3", "bucket": self.bucket,
-                "prefix": self.config["prefix"], "server": self._server}
+        cfg = self.config
+        out = {"endpoint": cfg["endpoint"] or "AWS S3", "bucket": self.bucket,
+               "prefix": cfg["prefix"], "server": self._server,
+               "retry": {"mode": cfg["retry_mode"], "max_attempts": cfg["retries"]},
+               "prefix_entropy": cfg["prefix_entropy"]}
+        if self._proxy is not None:
+            out["throttle"] = self._proxy.stats()
+        return out

@@ -101,11 +101,14 @@ def run_workload(backend: str, options: dict[str, Any], spec: WorkloadSpec,
                 phases = {"load": with_bar(progress, f"{backend} load", spec.inserts(), lambda update:
                                            runner.load(store, workload, batch=clients.load_batch,
                                                        progress=update))}
+                loaded = store.requests()  # the open's and the load's: the run's are the rest
                 ops = clients.operations if clients.duration else clients.operations or spec.operations
                 phases["run"] = with_bar(progress, f"{backend} run", ops,
                                          lambda update: runner.run(store, workload, clients,
                                                                    progress=update))
+                ran = store.requests().since(loaded)  # before stats(), which asks a server too
                 stats = store.stats()
+                stats["ledger_by_phase"] = {"load": loaded.as_dict(), "run": ran.as_dict()}
             finally:
                 store.close()
     except (BackendUnavailableError, ImportError, ConnectionError, OSError) as exc:

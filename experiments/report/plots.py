@@ -541,3 +541,41 @@ def plot_state_sweep(doc: Any, path: str) -> list[str]:
         _save(fig, dirty_path)
         written.append(dirty_path)
     return written
+
+
+def plot_throttle_curve(doc: Any, path: str) -> None:
+    """``bench throttle-curve``: checkpoint writes a second and p99 update latency against the
+    request rate allowed per prefix, on one prefix and on ``doc.entropy``; the unlimited relay
+    and the direct run as horizontal references, and on the throughput panel the most one
+    prefix allows (one request an update).  ``doc`` is an
+    :class:`experiments.storage.throttle_curve.ThrottleCurve` (a floor above: not imported)."""
+    plt = pyplot()
+    rates = doc.rates
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    refs = [(doc.point(None, 1), "unlimited relay", "--"),
+            (doc.point(None, 1, relay=False), "direct, no relay", ":")]
+    for ax, metric, label in ((axes[0], "throughput", "checkpoint writes/s (updates/s)"),
+                              (axes[1], "p99_ms", "p99 update latency (ms)")):
+        for entropy, marker in ((1, "o"), (doc.entropy, "s")):
+            points = [(r, doc.point(r, entropy)) for r in rates]
+            xs = [r for r, p in points if p is not None and not p.skipped]
+            ys = [float(getattr(p, metric) or 0) for _, p in points if p is not None and not p.skipped]
+            name = "1 prefix" if entropy == 1 else f"prefix_entropy={entropy}"
+            ax.plot(xs, ys, marker=marker, label=name)
+        for ref, name, style in refs:
+            if ref is not None and not ref.skipped:
+                ax.axhline(float(getattr(ref, metric) or 0), linestyle=style, color="grey",
+                           label=name)
+        if metric == "throughput" and rates:
+            ax.plot([0, max(rates)], [0, max(rates)], linestyle="-.", color="lightgrey",
+                    label="one prefix's limit")
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("requests/s allowed per prefix")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0].set_title(f"{doc.workload} on {doc.backend}, {doc.threads} threads, "
+                      f"{doc.retry_mode} retries (at most {doc.max_attempts} attempts)")
+    axes[1].set_title("what a throttled write waits (503 SlowDown, then backoff)")
+    _save(fig, path)

@@ -36,7 +36,7 @@ from experiments.reproduce import docs as reproduce_docs
 from experiments.reproduce import state, tables
 from experiments.reproduce.result import Reproduce, StepRun, Target
 from experiments.spark import matrix_result, state_sweep_result
-from experiments.storage import compare_table, thesis_result
+from experiments.storage import compare_table, thesis_result, throttle_curve
 
 SCHEMA = Reproduce.SCHEMA
 #: seconds one command may take before it is stopped and its experiment marked failed
@@ -107,6 +107,10 @@ def _state_sweep_chart(runs: dict[str, dict[str, Any]], path: str) -> None:
     from experiments.report.plots import plot_state_sweep
 
     plot_state_sweep(state_sweep_result.of_runs(runs), path)
+
+
+def _throttle_curve(runs: dict[str, dict[str, Any]]) -> throttle_curve.ThrottleCurve:
+    return throttle_curve.ThrottleCurve.from_json(runs["run"])
 
 
 def _thesis(name: str, plot: bool = True) -> Step:
@@ -314,6 +318,15 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  ("--json", "{document}", "--plot", "{out}/{name}/spark-state.png"))),
         state_sweep_result.table, state_sweep_result.headline, servers=("redis", "hbase", "minio"),
         chart=_state_sweep_chart),
+    Experiment(
+        "cost-throttle", "checkpoint writes on MinIO behind S3-like throttling (503 SlowDown above "
+        "a request rate per prefix, botocore's standard retries): updates/s, latency, 503s, "
+        "retries and their backoff against the allowed rate, on one prefix and with "
+        "prefix_entropy=8", (
+            _plotted("run", "throttle-curve", "throttle-curve --rates 50,200 --ops 300 --records 50",
+                     "{out}/cost-throttle.png"),),
+        lambda runs: throttle_curve.table(_throttle_curve(runs)),
+        lambda runs: throttle_curve.headline(_throttle_curve(runs)), servers=("minio",)),
 )}
 
 

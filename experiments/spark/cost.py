@@ -3,7 +3,8 @@ store (the request ledger, :mod:`backends.ledger`), and what that and the bytes 
 cost at list prices (:mod:`experiments.core.prices`).
 
 Per checkpoint: the median and the total over the run of each request type, the bytes each way,
-the retries and their wait; per restore (a recovery episode): the same, each; then, for every
+the retries and their wait (and the answers that were ``503 SlowDown``, where a store was
+throttled); per restore (a recovery episode): the same, each; then, for every
 provider whose prices apply to the backend, dollars per checkpoint (median), per restore (mean)
 and per month: a month of checkpoints at the run's interval (wall time / checkpoints, or the one
 given) at their mean requests, plus a month of the bytes the store held for the job when the run
@@ -83,6 +84,9 @@ def cost_lines(report: dict[str, Any], backend: str | None) -> list[tuple[str, s
                   ("Checkpoint.ReceivedBytes(median)", size(ck["median"]["received_bytes"])),
                   ("Checkpoint.Retries(total)", f"{ck['total']['retries']:g}"),
                   ("Checkpoint.RetryWait(ms)(total)", f"{ck['total']['retry_wait_ms']:.1f}")]
+        if ck["total"].get("throttled"):  # a throttled store's (S3's 503 SlowDown answers)
+            lines.append(("Checkpoint.Throttled(503 SlowDown)(total)",
+                          f"{ck['total']['throttled']:g}"))
     for i, episode in enumerate(report["restores"]["each"], 1):
         lines += [(f"Restore{i}.Requests", _requests(episode)),
                   (f"Restore{i}.ReceivedBytes", size(episode.get("received_bytes", 0))),
