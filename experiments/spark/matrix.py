@@ -59,6 +59,7 @@ from spark_integration.state_size import parse_state_size
 from experiments.core import results
 from experiments.core.compare import median_spread
 from experiments.core.format import text_table
+from experiments.spark.job import latency_over_time
 from experiments.spark.matrix_result import Matrix, RoundRun, Row, Spread, WarmupRun
 from experiments.spark.session import spark_session
 
@@ -168,7 +169,8 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
             "failures": s["Failures"], "exactly_once": metrics.exactly_once,
             # a figure the run could not measure (an "n/a (why)" line) is left out of its work
             "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()
-                                               if not isinstance(s.get(m, 0), str)}}, "metrics": s}
+                                               if not isinstance(s.get(m, 0), str)}}, "metrics": s,
+            "latency": latency_over_time(metrics)}
 
 
 def jvm_cpu_seconds(spark: Any) -> float | None:
