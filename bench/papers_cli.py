@@ -33,7 +33,8 @@ def add_parsers(sub: Any) -> None:
                                  "logio against coordinated in normal processing and in recovery",
              "docs/logio.md")):
         p = sub.add_parser(name, help=summary, description=summary + ".")
-        p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+        p.add_argument("--quick", action="store_true",
+                       help="small sizes (a few minutes): a smoke run, its ratios to none read 'too short'")
         p.add_argument("--backend", default="indexed_fs", help="checkpoint backend (default indexed_fs)")
         p.add_argument("--parallelism", type=_instances, default=2, help="instances (default 2)")
         p.add_argument("--json", default=f"results/{name}.json", metavar="FILE",
@@ -59,6 +60,8 @@ def _run(args: Any) -> int:
     table = exp.markdown(doc)
     print("\n".join(table))
     section = exp.SECTION
+    if args.quick:
+        print(f"{section}, Run, smoke run (--quick): its runs are too short to compare a protocol with none")
     print(f"{section}, Headline, {exp.headline(doc)}")
     print(f"{section}, Json, {args.json}")
     print(f"{section}, Plot, {args.png}")

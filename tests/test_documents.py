@@ -271,9 +271,31 @@ def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
     assert set(data["cyclic"]["5"]) == {"uncoordinated", "cic"}
     assert data["sizes"]["skewed"] == ["q12"]
     assert checkmate.markdown(data) == checkmate.markdown(doc)
-    assert checkmate.headline(data).startswith("uniform input, throughput × none: coordinated 0.95")
+    assert checkmate.headline(data).startswith("smoke run (--quick): uniform input, throughput × none: "
+                                               "coordinated 0.95")
     plots.plot_checkmate(doc, str(tmp_path / "c.png"))
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_checkmate_marks_a_run_too_short_to_compare_with_none():
+    """A quick document says it is a smoke run; a row with fewer than 3 checkpoints or 10 s of
+    steady state gets `too short` where its ratio to none would be."""
+    from experiments.spark import checkmate
+
+    doc = checkmate_doc()
+    table = "\n".join(checkmate.markdown(doc))
+    assert table.startswith(checkmate.SMOKE)
+    for r in doc.rows:
+        r.metrics = {"Checkpoints": r.checkpoints, "SteadySeconds": 2.5}  # seconds of Spark per row
+    table = checkmate.markdown(doc)
+    coordinated = next(line for line in table if line.startswith("| q1 | coordinated |"))
+    assert "| too short |" in coordinated
+    assert "coordinated too short" in checkmate.headline(doc)
+    for r in doc.rows:
+        r.metrics = {"Checkpoints": 40, "SteadySeconds": 60.0}
+    doc.quick = False
+    coordinated = next(line for line in checkmate.markdown(doc) if line.startswith("| q1 | coordinated |"))
+    assert "| 0.95 |" in coordinated and not checkmate.markdown(doc)[0].startswith("*Smoke")
 
 
 def test_storage_compare_round_trips_with_each_sections_rows(tmp_path):

@@ -233,7 +233,11 @@ def _paper(doc: Any, source: str) -> Iterator[Row]:
     for r in doc.rows:
         if checkmate:
             workload, setting = f"nexmark-{r.query}", f"protocol {r.protocol} skew {r.skew}"
-            ratio = "" if r.throughput_vs_none is None else f"{r.throughput_vs_none:.3g}x none"
+            from experiments.spark.matrix_result import ratio_to_none
+
+            none = next((n for n in doc.rows if (n.query, n.skew, n.protocol) == (r.query, r.skew, "none")), None)
+            ratio = "" if r.throughput_vs_none is None else ratio_to_none(
+                r.throughput_vs_none, r.metrics, r.protocol, none and none.metrics, lambda v: f"{v:.3g}x none")
         else:
             workload = "logio-stragglers"
             setting = f"protocol {r.protocol}" + (" after failure" if r.failure else "")

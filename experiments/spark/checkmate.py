@@ -34,7 +34,7 @@ from spark_integration.source import SCHEMAS
 
 from experiments.core.document import Document, Environment, dump, load
 from experiments.spark.matrix import run_one
-from experiments.spark.matrix_result import JobFigures
+from experiments.spark.matrix_result import TOO_SHORT, JobFigures, ratio_to_none, too_short
 from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.checkmate/1"
@@ -72,6 +72,10 @@ class Sizes:
     cyclic_batches: int
     skewed: tuple[str, ...]  # the queries also run on skewed input (CheckMate: Q3, Q8, Q12)
 
+
+#: what a ``--quick`` document's tables say first
+SMOKE = ("*Smoke run (`--quick`): each row is a few seconds of Spark with one or two checkpoints, too "
+         "short to separate a protocol from `none`; its ratios read `too short`.*")
 
 FULL = Sizes(events=600_000, keys=10_000, batch=50_000, fail_at=180_000, interval=2, cyclic_runs=50,
              cyclic_batches=60, skewed=("q3", "q8", "q12"))
@@ -228,6 +232,8 @@ def markdown(doc: Checkmate | dict[str, Any]) -> list[str]:
     queries = [q for q in QUERIES if any(r.query == q for r in rows)]
     protocols = [p for p in PROTOCOLS if any(r.protocol == p for r in rows)]
     out: list[str] = []
+    if doc.quick:
+        out += [SMOKE, ""]
     for skew in doc.skews:
         out += [f"**{skew} input** ({doc.skews[skew]}), {doc.sizes.events:,} events, one failure at "
                 f"event {doc.sizes.fail_at:,}, backend {doc.backend}, {doc.parallelism} instances:", "",
@@ -235,12 +241,15 @@ def markdown(doc: Checkmate | dict[str, Any]) -> list[str]:
                 "(forced) | useless | logged msgs | piggybacked B | exactly-once |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for kind in queries:
+            none = _cell(rows, kind, skew, "none")
             for p in protocols:
                 r = _cell(rows, kind, skew, p)
                 if r is None:
                     continue
                 eo = "–" if not registration(p).exactly_once else str(r.exactly_once).lower()
-                out.append(f"| {kind} | {p} | {_fmt(r.throughput)} | {_fmt(r.throughput_vs_none, '.2f')} | "
+                ratio = ratio_to_none(r.throughput_vs_none, r.metrics, p, none and none.metrics,
+                                      lambda v: _fmt(v, ".2f"))
+                out.append(f"| {kind} | {p} | {_fmt(r.throughput)} | {ratio} | "
                            f"{r.latency_p50_ms:.0f} | {r.latency_p99_ms:.0f} | {r.checkpoint_ms:.1f} | "
                            f"{r.recovery_ms:.0f} | {r.checkpoints} ({r.forced}) | {r.useless} | "
                            f"{r.logged_messages:,} | {r.piggybacked_bytes:,} | {eo} |")
@@ -282,16 +291,25 @@ def markdown(doc: Checkmate | dict[str, Any]) -> list[str]:
     return out
 
 
-def headline(doc: Checkmate | dict[str, Any]) -> str:
-    all_rows = _doc(doc).rows
-    rows = [r for r in all_rows if r.skew == "uniform" and r.throughput_vs_none]
+def comparable(rows: list[Row], r: Row) -> bool:
+    """Whether ``r`` and the ``none`` run of its query and input are long enough to compare
+    (:func:`experiments.spark.matrix_result.too_short`)."""
+    none = _cell(rows, r.query, r.skew, "none")
+    return not (too_short(r.metrics, r.protocol) or too_short(none and none.metrics, "none"))
 
-    def mean(p: str) -> float:
+
+def headline(doc: Checkmate | dict[str, Any]) -> str:
+    doc = _doc(doc)
+    all_rows = doc.rows
+    rows = [r for r in all_rows if r.skew == "uniform" and r.throughput_vs_none and comparable(all_rows, r)]
+
+    def mean(p: str) -> str:
         xs = [r.throughput_vs_none for r in rows if r.protocol == p]
-        return sum(xs) / len(xs) if xs else 0.0
+        return f"{sum(xs) / len(xs):.2f}" if xs else TOO_SHORT
     eo = all(r.exactly_once for r in all_rows if registration(r.protocol).exactly_once)
-    return (f"uniform input, throughput × none: coordinated {mean('coordinated'):.2f}, uncoordinated "
-            f"{mean('uncoordinated'):.2f}, cic {mean('cic'):.2f}; exactly-once after a failure: "
+    return (("smoke run (--quick): " if doc.quick else "")
+            + f"uniform input, throughput × none: coordinated {mean('coordinated')}, uncoordinated "
+            f"{mean('uncoordinated')}, cic {mean('cic')}; exactly-once after a failure: "
             f"{'every run' if eo else 'NOT every run'}")
 
 
