@@ -57,6 +57,11 @@ def _run(args: Any) -> int:
     doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say)
     save(args, doc, page_beside=True)
     getattr(plots, exp.PLOT)(doc, args.png)
+    panels = exp.latency_panels(doc) if hasattr(exp, "latency_panels") else {}
+    latency_png = args.png.removesuffix(".png") + "-latency.png"
+    if panels:  # the paced runs' latency per second, one panel a protocol (CheckMate Figs 9-10)
+        plots.plot_latency_over_time(panels, latency_png, "p50/p99 latency per second; dashed: the failure",
+                                     cols=len(getattr(exp, "PROTOCOLS", ())) or 2)
     table = exp.markdown(doc)
     print("\n".join(table))
     section = exp.SECTION
@@ -65,5 +70,7 @@ def _run(args: Any) -> int:
     print(f"{section}, Headline, {exp.headline(doc)}")
     print(f"{section}, Json, {args.json}")
     print(f"{section}, Plot, {args.png}")
+    if panels:
+        print(f"{section}, LatencyPlot, {latency_png}")
     markdown_blocks.update_file(args.docs, {args.experiment + ("-quick" if args.quick else ""): "\n".join(table)}, say)
     return 0

@@ -12,9 +12,10 @@ timestamp).  From the commits this module derives, with nothing else to go on:
   events it delayed were born);
 * :func:`backlog` — the events due but not yet committed at each commit: the queue in front of
   the job, which grows without bound when the rate is above what the job sustains;
-* :func:`recovery_by_latency` — failure to the first second whose events' p50 is back within
-  :data:`RECOVERY_TOLERANCE` of the pre-failure median, and stays there (CheckMate: recovery time
-  is "failure detected to normal and stable execution", read off its p50 plot).
+* :func:`recovery_by_latency` — failure to the moment the sink is back at its normal latency:
+  the events of the first second whose p50 is back within :data:`RECOVERY_TOLERANCE` of the
+  pre-failure median, and stays there, reach the sink (CheckMate: recovery time is "failure
+  detected to normal and stable execution", read off its p50 plot).
 
 Invariants: a second's figures cover exactly the events created in it that some commit covered
 (events are never counted twice: the driver gives each commit only the events it made final); the
@@ -116,24 +117,33 @@ def warmup_seconds(commits: Sequence[Commit], rate: float) -> float:
 def recovery_by_latency(series: Sequence[dict], failure_s: float, normal_from: float = 0.0,
                         until_s: float | None = None, tolerance: float = RECOVERY_TOLERANCE,
                         hold: int = RECOVERY_HOLD_SECONDS) -> float | None:
-    """Milliseconds from the failure (``failure_s`` seconds after the pacing started) to the start
-    of the first second at or after it from which p50 stays within ``tolerance`` above the median
-    p50 of the seconds before the failure (those from ``normal_from`` on) for ``hold`` seconds,
-    or to the end of the series; 0 when the failure's own second is already normal.
+    """Milliseconds from the failure (``failure_s`` seconds after the pacing started) until the
+    sink is back at its normal latency, on the creation-time axis of ``series``.
 
-    Seconds from ``until_s`` on (the next failure) are not searched.  None when there is no
-    second before the failure to take the normal level from, or p50 never got back."""
+    The normal level is the median p50 of the seconds (from ``normal_from`` on) whose events were
+    normally committed before the failure: those created before ``failure_s`` less that latency
+    (the events of the last latency before the failure were in flight, and the failure delays
+    them).  From the first in-flight second on, the first second from which p50 stays within
+    ``tolerance`` above the level for ``hold`` seconds (or to the end of the series) is the one
+    whose events came out normally again; they reached the sink at its start plus the normal
+    latency, and that instant less ``failure_s`` is the recovery (0 when it does not lie after the
+    failure: the failure did not show at the sink).  Seconds from ``until_s`` on (the next
+    failure) are not searched.  None when no second lies before the failure to take the level
+    from, or p50 never got back."""
     width = series[1]["second"] - series[0]["second"] if len(series) > 1 else 1.0
-    before = [s["p50_ms"] for s in series if normal_from <= s["second"] and s["second"] + width <= failure_s]
+    before = [s for s in series if normal_from <= s["second"] and s["second"] + width <= failure_s]
     if not before:
         return None
-    limit = (1.0 + tolerance) * statistics.median(before)
-    after = [s for s in series if s["second"] + width > failure_s
-             and (until_s is None or s["second"] < until_s)]
+    rough = statistics.median(s["p50_ms"] for s in before) / 1e3
+    settled = [s for s in before if s["second"] + width <= failure_s - rough] or before
+    level = statistics.median(s["p50_ms"] for s in settled)
+    cut = failure_s - level / 1e3  # events created from here on were in flight at the failure
+    after = [s for s in series if s["second"] + width > cut and (until_s is None or s["second"] < until_s)]
     for i, s in enumerate(after):
         window = after[i:i + hold]
-        if all(w["p50_ms"] <= limit for w in window) and (len(window) == hold or i + len(window) == len(after)):
+        if all(w["p50_ms"] <= (1.0 + tolerance) * level for w in window) \
+                and (len(window) == hold or i + len(window) == len(after)):
             if until_s is not None and len(window) < hold:
                 return None  # cut short by the next failure: not shown to be stable
-            return round(max(0.0, s["second"] - failure_s) * 1e3, 1)
+            return round(max(0.0, s["second"] + level / 1e3 - failure_s) * 1e3, 1)
     return None

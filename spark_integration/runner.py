@@ -17,6 +17,11 @@ re-run's submission and end, the start of the first micro-batch back at the pre-
 takes load, restore and the log replay from the slowest-restoring instance's row.  The phases are
 consecutive slices of ``[failure, back at rate)``, so ``RecoveryTime`` (their sum) is that interval.
 
+A paced run (``JobSpec.rate``) also records every micro-batch's commit on the pacing clock — the
+events it made final (a re-run's replay of earlier micro-batches excluded: their results were
+committed with them) and when — and every recovery episode's failure instant on the same clock:
+the per-second latency and the recovery by latency of :mod:`.latency_series`.
+
 With ``JobSpec.resume`` a new driver takes over a job whose driver died: the protocol's
 :meth:`~.protocols.base.Protocol.resume` names the recovery point, every instance restores in the
 first micro-batch and the stream starts at the recovery point's offset.  :func:`run_job` is the one entry point

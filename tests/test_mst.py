@@ -152,8 +152,20 @@ def series_of(p50: list[float]) -> list[dict]:
 
 def test_recovery_is_failure_to_p50_back_within_ten_percent_and_stable():
     p50 = [300] * 10 + [2000, 1500, 900, 320, 500, 310, 300, 305, 300, 300]
-    # failure at 10.4 s; 13 is back (320 <= 330) but 14 is not; from 15 on it stays
-    assert recovery_by_latency(series_of(p50), failure_s=10.4) == pytest.approx(4600)
+    # failure at 10.4 s; 13 is back (320 <= 330) but 14 is not; from 15 on it stays, and the
+    # events of second 15 reach the sink 300 ms after it starts: 15.3 s
+    assert recovery_by_latency(series_of(p50), failure_s=10.4) == pytest.approx(4900)
+
+
+def test_recovery_counts_the_events_in_flight_at_the_failure():
+    """With seconds of latency, the events the failure delays were created before it: the level
+    comes from the seconds before them, and recovery ends when the sink is fresh again."""
+    p50 = [2000] * 10 + [6000, 9000, 8000, 5000, 2100, 2000, 2050, 2000]
+    # failure at 12.5 s: the events of 10.5 s on were in flight; second 14 is back, its events
+    # reach the sink at 16 s
+    assert recovery_by_latency(series_of(p50), failure_s=12.5) == pytest.approx(3500)
+    # a failure that does not show at the sink recovers in no time
+    assert recovery_by_latency(series_of([2000] * 20), failure_s=12.5) == 0.0
 
 
 def test_recovery_is_none_when_latency_never_comes_back():
@@ -164,7 +176,7 @@ def test_recovery_is_none_when_latency_never_comes_back():
 
 def test_recovery_skips_the_warm_up_seconds_for_the_normal_level():
     p50 = [5000, 4000] + [300] * 8 + [900, 300, 300, 300, 300]
-    assert recovery_by_latency(series_of(p50), failure_s=10.0, normal_from=2.0) == pytest.approx(1000)
+    assert recovery_by_latency(series_of(p50), failure_s=10.0, normal_from=2.0) == pytest.approx(1300)
 
 
 # ------------------------------------------------------------------------------ the real search

@@ -172,15 +172,17 @@ def _round(v: float | None) -> float | None:
 def why(probe: Probe, criterion: Criterion) -> str:
     """The criterion that made ``probe`` unsustainable, in words ("" when it was sustainable)."""
     grow = limit(criterion, probe.window_s) if probe.window_s else criterion.growth
-    limit_b, limit_p = grow * probe.rate, grow * 1e3
-    return {
-        "backlog": f"backlog grew {probe.backlog_slope:,.0f} events/s per s (> {limit_b:,.0f}: "
-                   f"{grow:.0%} of the rate)",
-        "p99": f"p99 latency grew {probe.p99_slope_ms_s:,.0f} ms per s (> {limit_p:,.0f})",
-        "commits": f"{probe.commits_in_window} micro-batch commits in the window "
-                   f"(< {criterion.min_commits}: its micro-batches never caught up)",
-        "timeout": "the probe did not finish its input in time",
-    }.get(probe.stopped_by, "")
+    if probe.stopped_by == "backlog":
+        return (f"backlog grew {probe.backlog_slope:,.0f} events/s per s (> {grow * probe.rate:,.0f}: "
+                f"{grow:.0%} of the rate)")
+    if probe.stopped_by == "p99":
+        return f"p99 latency grew {probe.p99_slope_ms_s:,.0f} ms per s (> {grow * 1e3:,.0f})"
+    if probe.stopped_by == "commits":
+        return (f"{probe.commits_in_window} micro-batch commits in the window "
+                f"(< {criterion.min_commits}: its micro-batches never caught up)")
+    if probe.stopped_by == "timeout":
+        return "the probe did not finish its input in time"
+    return ""
 
 
 @dataclass
@@ -308,7 +310,7 @@ def run(job: str, kind: str, protocol: str, backend: str | None, quick: bool = F
 
     sizes = sizes or (QUICK if quick else FULL)
     criterion = Criterion()
-    base = JobSpec(kind=kind, keys=sizes.keys, parallelism=parallelism)
+    base = JobSpec(kind=kind, keys=sizes.keys, skew=0.0, parallelism=parallelism)  # uniform, as CheckMate's MST
     with spark_run(master, [protocol], "ckptbench-mst-") as session:
         warm = int(sizes.start_rate * sizes.warmup_seconds)
         run_one(session.spark, protocol, backend, replace(base, events=warm, max_batch=warm), [], interval,
