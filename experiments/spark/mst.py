@@ -22,8 +22,9 @@ probe is **unsustainable** when the backlog grows faster than :attr:`Criterion.g
 ``growth`` seconds per second (the same shortfall seen at the sink) — and that growth adds up to
 more than :attr:`Criterion.min_lag_s` over the window (a job less than a second further behind at
 its end is within the sawtooth of its micro-batches) — or when fewer than
-:attr:`Criterion.min_commits` commits fall in the window (a micro-batch longer than a third of the
-window: the queue was never worked off), or when the job does not finish within
+:attr:`Criterion.min_commits` commits fall in the window (micro-batches longer than a third of
+the window show no trend; near its capacity a micro-batch engine's batches grow long, so the MST
+found is the highest rate whose batches stay that short), or when the job does not finish within
 :attr:`Sizes.timeout_factor` times its input's duration.  The verdict names what stopped it.
 
 **The search** (:func:`search`, pure: it is given the probe as a function) starts at
@@ -89,7 +90,9 @@ class Criterion:
     #: backlog growth above this fraction of the rate (events/s per s), or p99 growth above this
     #: many seconds per second, is not sustainable
     growth: float = 0.05
-    #: a window with fewer commits than this is not sustainable (its micro-batches never caught up)
+    #: a window with fewer commits than this shows no trend: its micro-batches take more than a
+    #: third of it (near its capacity a micro-batch engine's batches, and latency, grow long), and
+    #: the probe counts as unsustainable at its size
     min_commits: int = 3
     #: ... and the growth must add up, over the window, to more than this many seconds of input
     #: (backlog) or of latency (p99): a job that falls less than a second behind in the window is
@@ -179,7 +182,7 @@ def why(probe: Probe, criterion: Criterion) -> str:
         return f"p99 latency grew {probe.p99_slope_ms_s:,.0f} ms per s (> {grow * 1e3:,.0f})"
     if probe.stopped_by == "commits":
         return (f"{probe.commits_in_window} micro-batch commits in the window "
-                f"(< {criterion.min_commits}: its micro-batches never caught up)")
+                f"(< {criterion.min_commits}: micro-batches longer than a third of the window)")
     if probe.stopped_by == "timeout":
         return "the probe did not finish its input in time"
     return ""
