@@ -39,7 +39,9 @@ Sizes: by default each probe is {FULL.probe_seconds:g} s of input ({FULL.warmup_
 a {FULL.window_seconds:g} s window), the bracket is narrowed to {FULL.precision:.0%}, at most
 {FULL.max_probes} probes (a few minutes); --quick: {QUICK.probe_seconds:g} s probes ({QUICK.window_seconds:g} s
 window), {QUICK.precision:.0%}, at most {QUICK.max_probes} probes (a smoke run, a minute or two).
-Prints one [MST], Probe line per probe and the rate found; every probe goes to the JSON.
+Prints one [MST], Probe line per probe and the rate found; every probe goes to the JSON.  A probe
+whose Spark job fails (not a verdict: e.g. a Python worker that did not start) is tried once more;
+failing again, it ends the search with what it found, and the command exits 1.
 """
 
 
@@ -109,4 +111,4 @@ def run(args: argparse.Namespace) -> int:
     for line in mst.summary_lines(doc):
         print(line)
     print(f"[MST], Json, {args.json}")
-    return 0
+    return EXIT_RUNTIME if any(p.verdict == mst.FAILED for p in doc.probes) else 0

@@ -106,6 +106,19 @@ def test_search_stops_at_its_probe_budget_and_says_so():
     assert "6 probes" in found.stop
 
 
+def test_a_failed_probe_ends_the_search_with_what_it_found():
+    from experiments.spark.mst import FAILED
+
+    def probe(rate: float) -> Probe:
+        if rate > 3000:
+            return Probe(rate=rate, verdict=FAILED, stopped_by="Python worker failed to connect back.")
+        return Probe(rate=rate, verdict=SUSTAINABLE)
+    found = search(probe, start_rate=1000, precision=0.1, max_probes=20)
+    assert [p.rate for p in found.probes] == [1000, 2000, 4000] and found.mst == 2000 and found.high is None
+    assert "failed 2 times (Python worker failed to connect back.)" in found.stop
+    assert "failed (Python worker" in probe_line(3, found.probes[-1], Criterion())
+
+
 def test_search_with_nothing_sustainable_has_no_mst():
     probe, _ = fake(1)
     found = search(probe, start_rate=100, precision=0.1, max_probes=20, min_rate=10)

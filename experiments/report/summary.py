@@ -145,7 +145,7 @@ def _matrix(doc: Any, source: str) -> Iterator[Row]:
 
 def _mst(doc: Any, source: str) -> Iterator[Row]:
     """``bench mst``: the rate found, the search's end and its probes' verdicts."""
-    verdicts = ", ".join(f"{p.rate:,.0f} {'ok' if p.sustainable else p.stopped_by}" for p in doc.probes)
+    verdicts = ", ".join(f"{p.rate:,.0f} {'ok' if p.sustainable else p.stopped_by[:20]}" for p in doc.probes)
     yield Row(source, doc.SCHEMA, doc.job, doc.backend, "", f"protocol {doc.protocol} MST", "",
               doc.mst, "events/s", note=f"{doc.stop}; probes: {verdicts}")
 

@@ -56,6 +56,10 @@ from experiments.core.document import Document, Environment
 
 SCHEMA = "ckptbench.mst/1"
 SUSTAINABLE, UNSUSTAINABLE = "sustainable", "unsustainable"
+#: a probe whose job failed for a reason that is no verdict (Spark lost a Python worker), twice
+FAILED = "failed"
+#: attempts at a probe whose job fails that way: the second runs on the same session
+ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -105,8 +109,8 @@ class Probe:
     """One paced run at ``rate`` and what its window showed."""
 
     rate: float
-    verdict: str  # SUSTAINABLE or UNSUSTAINABLE
-    stopped_by: str = ""  # what made it unsustainable: backlog, p99, commits, timeout
+    verdict: str  # SUSTAINABLE, UNSUSTAINABLE or FAILED
+    stopped_by: str = ""  # what made it unsustainable: backlog, p99, commits, timeout (FAILED: the error)
     backlog_slope: float | None = None  # events/s per s, over the window
     p99_slope_ms_s: float | None = None  # ms per s, over the window
     p50_ms: float | None = None  # median of the window's per-second p50
@@ -213,11 +217,17 @@ def search(probe: Callable[[float], Probe], start_rate: float, precision: float,
         probes.append(p)
         return p
 
+    def failed(p: Probe) -> Search:
+        return Search(probes, low, low, high, f"the probe at {p.rate:,.0f} events/s failed {ATTEMPTS} times "
+                                              f"({p.stopped_by}); the search ends with what it found")
+
     rate = start_rate
     while low is None or high is None:
         if len(probes) >= max_probes:
             return Search(probes, low, low, high, f"{max_probes} probes before the MST was bracketed")
         p = run(rate)
+        if p.verdict == FAILED:
+            return failed(p)
         if p.sustainable:
             low = rate if low is None else max(low, rate)
             if high is None:
@@ -237,7 +247,10 @@ def search(probe: Callable[[float], Probe], start_rate: float, precision: float,
         rate = float(round(math.sqrt(low * high)))
         if rate in (low, high):
             break
-        if run(rate).sustainable:
+        p = run(rate)
+        if p.verdict == FAILED:
+            return failed(p)
+        if p.sustainable:
             low = rate
         else:
             high = rate
@@ -255,12 +268,19 @@ def probe_job(spark: Any, tmp: str, protocol: str, backend: str | None, base: Jo
     spec = replace(base, events=events, rate=rate, max_batch=events, verify=False,
                    timeout=sizes.timeout_factor * sizes.probe_seconds + 60)
     t = time.monotonic()
-    try:
-        raw = run_one(spark, protocol, backend, spec, [], interval, tmp)
-    except SparkIntegrationError as exc:
-        if "did not finish within" not in str(exc):
-            raise
-        return Probe(rate=rate, verdict=UNSUSTAINABLE, stopped_by="timeout", seconds=round(time.monotonic() - t, 1))
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            raw = run_one(spark, protocol, backend, spec, [], interval, tmp)
+            break
+        except SparkIntegrationError as exc:
+            # a probe that outlasts its timeout is behind its input: that is a verdict; Spark
+            # failing under it (a worker that did not start on a loaded machine) is not: again,
+            # then a failed probe that ends the search with what it found
+            seconds = round(time.monotonic() - t, 1)
+            if "did not finish within" in str(exc):
+                return Probe(rate=rate, verdict=UNSUSTAINABLE, stopped_by="timeout", seconds=seconds)
+            if attempt == ATTEMPTS:
+                return Probe(rate=rate, verdict=FAILED, stopped_by=str(exc).splitlines()[0][:300], seconds=seconds)
     commits = [Commit(*c) for c in raw["latency"]["commits"]]
     probe = judge(rate, commits, events, sizes.warmup_seconds, criterion)
     probe.seconds = round(time.monotonic() - t, 1)
@@ -328,7 +348,7 @@ def run(job: str, kind: str, protocol: str, backend: str | None, quick: bool = F
 def probe_line(n: int, p: Probe, criterion: Criterion) -> str:
     """``[MST], Probe, ...``: one probe's rate, verdict, slopes and latency."""
     fmt = lambda v, spec: "–" if v is None else format(v, spec)  # noqa: E731
-    reason = f" ({why(p, criterion)})" if not p.sustainable else ""
+    reason = "" if p.sustainable else f" ({p.stopped_by})" if p.verdict == FAILED else f" ({why(p, criterion)})"
     return (f"[MST], Probe {n}, rate {p.rate:,.0f} events/s, {p.verdict}{reason}, backlog slope "
             f"{fmt(p.backlog_slope, '+,.0f')} events/s per s, p99 slope {fmt(p.p99_slope_ms_s, '+,.0f')} ms/s, "
             f"p50 {fmt(p.p50_ms, ',.0f')} ms, p99 {fmt(p.p99_ms, ',.0f')} ms, "
