@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from typing import Any
 
 from backends.base import CkptError
@@ -24,7 +25,7 @@ def _description() -> str:
     from experiments.spark.mst import FULL, QUICK, Criterion
 
     c = Criterion()
-    return f"""\
+    text = f"""\
 Find a protocol's maximum sustainable throughput (CheckMate's MST) on a job and a backend: run the
 job paced at a rate (a probe), double the rate while probes keep up (halve it while they do not),
 then bisect between the highest sustainable and the lowest unsustainable rate.  A probe is
@@ -43,6 +44,7 @@ Prints one [MST], Probe line per probe and the rate found; every probe goes to t
 whose Spark job fails (not a verdict: e.g. a Python worker that did not start) is tried once more;
 failing again, it ends the search with what it found, and the command exits 1.
 """
+    return "\n\n".join(textwrap.fill(" ".join(par.split()), 100) for par in text.split("\n\n")) + "\n"
 
 
 def add_parsers(sub: Any) -> None:
