@@ -38,8 +38,8 @@ latency grows faster than {c.growth * 1e3:.0f} ms per second (least-squares slop
 
 Sizes: by default each probe is {FULL.probe_seconds:g} s of input ({FULL.warmup_seconds:g} s warm-up,
 a {FULL.window_seconds:g} s window), the bracket is narrowed to {FULL.precision:.0%}, at most
-{FULL.max_probes} probes (a few minutes); --quick: {QUICK.probe_seconds:g} s probes ({QUICK.window_seconds:g} s
-window), {QUICK.precision:.0%}, at most {QUICK.max_probes} probes (a smoke run, a minute or two).
+{FULL.max_probes} probes (several minutes); --quick: {QUICK.probe_seconds:g} s probes ({QUICK.window_seconds:g} s
+window), {QUICK.precision:.0%}, at most {QUICK.max_probes} probes (a smoke run, a few minutes).
 Prints one [MST], Probe line per probe and the rate found; every probe goes to the JSON.  A probe
 whose Spark job fails (not a verdict: e.g. a Python worker that did not start) is tried once more;
 failing again, it ends the search with what it found, and the command exits 1.

@@ -79,7 +79,7 @@ class Sizes:
         return self.probe_seconds - self.warmup_seconds
 
 
-#: the default search: 20 s probes (a 15 s window), bracket to 10 %, at most 10 probes (a few minutes)
+#: the default search: 20 s probes (a 15 s window), bracket to 10 %, at most 10 probes (several minutes)
 FULL = Sizes(probe_seconds=20.0, warmup_seconds=5.0, start_rate=1000.0, precision=0.10, max_probes=10,
              keys=10_000)
 #: ``--quick``: 10 s probes (a 7 s window: a smoke run), bracket to 25 %, at most 7 probes
@@ -367,4 +367,6 @@ def summary_lines(doc: Mst) -> list[str]:
             f"[MST], ProbeSeconds, {doc.sizes.probe_seconds:g} (window {doc.sizes.window_seconds:g} s after "
             f"{doc.sizes.warmup_seconds:g} s)" + (" — --quick: a smoke run" if doc.quick else ""),
             f"[MST], Seconds, {doc.seconds}"]
+    if doc.environment.loadavg:  # a shared machine's load moves the verdicts: said beside them
+        out.append("[MST], LoadAverage(1/5/15 min), " + " ".join(f"{x:.2f}" for x in doc.environment.loadavg))
     return out
