@@ -16,6 +16,7 @@
     bench thesis fig4.1|fig4.2|fig4.5|fig4.7|table5.2 [--quick]   # the S4 thesis' experiments
     bench storage-compare | peer redis                      # local disk vs NFS; vs redis-benchmark
     bench spark ... | spark-matrix ...                      # protocols on PySpark
+    bench mst --job nexmark-q12 --protocol coordinated --backend indexed_fs  # max sustainable rate
     bench state-sweep [--quick]                             # cost against state size, log-log slopes
     bench advise --from results/spark-matrix.json --mtbf 1h  # protocol, backend, interval
     bench advise --from results/state-sweep.json --state 50GiB --dirty 2% --mtbf 6h  # at your state
@@ -53,6 +54,7 @@ from . import (
     audit_cli,
     compare_cli,
     experiments_cli,
+    mst_cli,
     papers_cli,
     recovery_cli,
     results_cli,
@@ -83,6 +85,7 @@ def build_parser() -> Parser:
     services_cli.add_parser(sub).set_defaults(func=services_cli.run)
     spark_cli.add_parsers(sub)
     spark_matrix_cli.add_parsers(sub)
+    mst_cli.add_parsers(sub)
     state_sweep_cli.add_parsers(sub)
     advise_cli.add_parsers(sub)
     papers_cli.add_parsers(sub)

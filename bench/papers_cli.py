@@ -33,7 +33,8 @@ def add_parsers(sub: Any) -> None:
                                  "logio against coordinated in normal processing and in recovery",
              "docs/logio.md")):
         p = sub.add_parser(name, help=summary, description=summary + ".")
-        p.add_argument("--quick", action="store_true", help="small sizes (a few minutes)")
+        p.add_argument("--quick", action="store_true",
+                       help="small sizes (a few minutes): a smoke run, its ratios to none read 'too short'")
         p.add_argument("--backend", default="indexed_fs", help="checkpoint backend (default indexed_fs)")
         p.add_argument("--parallelism", type=_instances, default=2, help="instances (default 2)")
         p.add_argument("--json", default=f"results/{name}.json", metavar="FILE",
@@ -56,11 +57,20 @@ def _run(args: Any) -> int:
     doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say)
     save(args, doc, page_beside=True)
     getattr(plots, exp.PLOT)(doc, args.png)
+    panels = exp.latency_panels(doc) if hasattr(exp, "latency_panels") else {}
+    latency_png = args.png.removesuffix(".png") + "-latency.png"
+    if panels:  # the paced runs' latency per second, one panel a protocol (CheckMate Figs 9-10)
+        plots.plot_latency_over_time(panels, latency_png, "p50/p99 latency per second; dashed: the failure",
+                                     cols=len(getattr(exp, "PROTOCOLS", ())) or 2)
     table = exp.markdown(doc)
     print("\n".join(table))
     section = exp.SECTION
+    if args.quick:
+        print(f"{section}, Run, smoke run (--quick): its runs are too short to compare a protocol with none")
     print(f"{section}, Headline, {exp.headline(doc)}")
     print(f"{section}, Json, {args.json}")
     print(f"{section}, Plot, {args.png}")
+    if panels:
+        print(f"{section}, LatencyPlot, {latency_png}")
     markdown_blocks.update_file(args.docs, {args.experiment + ("-quick" if args.quick else ""): "\n".join(table)}, say)
     return 0

@@ -26,7 +26,7 @@ from .args import EXIT_RUNTIME, UsageError, non_negative_float
 DOCUMENT_MODULES = (
     "experiments.core.results", "experiments.audit.runner", "experiments.spark.job",
     "experiments.spark.matrix_result", "experiments.spark.advise", "experiments.spark.advise_state",
-    "experiments.spark.checkmate",
+    "experiments.spark.checkmate", "experiments.spark.mst",
     "experiments.spark.stragglers", "experiments.storage.thesis_result",
     "experiments.storage.compare_result", "experiments.storage.peers",
     "experiments.storage.verify", "experiments.reproduce.result", "experiments.report.diff",

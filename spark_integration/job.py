@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from . import latency_series
+
 
 @dataclass
 class JobSpec:
@@ -97,6 +99,12 @@ class Metrics:
     steady_events: int = 0
     steady_seconds: float = 0.0
     latencies_ms: list = field(default_factory=list)  # (value, weight)
+    #: a paced run: its rate (events/s; 0: unpaced), every micro-batch's commit
+    #: (:class:`.latency_series.Commit`, seconds since the pacing started) and every failure's
+    #: instant on the same clock — the per-second latency and the recovery read off it
+    rate: float = 0.0
+    commits: list = field(default_factory=list)
+    failure_s: list = field(default_factory=list)
     checkpoints: int = 0
     checkpoint_ms: list = field(default_factory=list)
     checkpoint_bytes: int = 0
@@ -154,13 +162,33 @@ class Metrics:
         return self.events / self.seconds if self.seconds > 0 else 0.0
 
     def latency(self, q: float) -> float:
-        if not self.latencies_ms:
-            return 0.0
-        values = np.array([v for v, _ in self.latencies_ms])
-        weights = np.array([w for _, w in self.latencies_ms], dtype=float)
-        order = np.argsort(values)
-        cum = np.cumsum(weights[order])
-        return float(values[order][np.searchsorted(cum, q * cum[-1])])
+        return latency_series.weighted_quantile(self.latencies_ms, q)
+
+    def latency_per_second(self) -> list[dict]:
+        """A paced run's p50/p99 end-to-end latency per second of event creation
+        (:func:`.latency_series.per_second`); empty for an unpaced run."""
+        return latency_series.per_second(self.commits, self.rate)
+
+    def recovery_by_latency(self) -> list[float | None]:
+        """Per failure of a paced run: failure to p50 back within 10 % of its pre-failure median
+        (:func:`.latency_series.recovery_by_latency`; ms, None: not back before the run ended
+        or the next failure).  The normal level is taken after the first micro-batch (warm-up)."""
+        series = self.latency_per_second()
+        normal_from = latency_series.warmup_seconds(self.commits, self.rate)
+        marks = sorted(self.failure_s)
+        return [latency_series.recovery_by_latency(series, f, normal_from, nxt)
+                for f, nxt in zip(marks, marks[1:] + [None])]
+
+    def latency_lines(self) -> dict[str, Any]:
+        """``SteadySeconds`` (the time the steady-state micro-batches took) and, for a paced run
+        with failures, ``RecoveryByLatency(ms)``: the mean over its failures, or ``n/a (why)``."""
+        out: dict[str, Any] = {"SteadySeconds": round(self.steady_seconds, 2)}
+        if self.rate > 0 and self.failure_s:
+            found = self.recovery_by_latency()
+            out["RecoveryByLatency(ms)"] = (round(sum(found) / len(found), 1) if None not in found else
+                                            "n/a (p50 not back within 10 % of its pre-failure median "
+                                            "before the run ended)")
+        return out
 
     def phase_means(self) -> dict[str, float]:
         """The ``Recovery.*`` lines: each phase's mean over the episodes (0 without any)."""
@@ -229,6 +257,7 @@ class Metrics:
             "RestartTime(ms)": round(mean(self.restart_ms), 1),
             "RecoveryTime(ms)": round(mean(self.recovery_ms), 1),
             **self.phase_means(),
+            **self.latency_lines(),
             "ReplayedEvents": self.replayed_events,
             "UselessCheckpoints": self.useless_checkpoints,
             **({"DroppedKeys": self.dropped_keys} if self.dropped_keys is not None else {}),

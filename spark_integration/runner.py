@@ -17,6 +17,11 @@ re-run's submission and end, the start of the first micro-batch back at the pre-
 takes load, restore and the log replay from the slowest-restoring instance's row.  The phases are
 consecutive slices of ``[failure, back at rate)``, so ``RecoveryTime`` (their sum) is that interval.
 
+A paced run (``JobSpec.rate``) also records every micro-batch's commit on the pacing clock — the
+events it made final (a re-run's replay of earlier micro-batches excluded: their results were
+committed with them) and when — and every recovery episode's failure instant on the same clock:
+the per-second latency and the recovery by latency of :mod:`.latency_series`.
+
 With ``JobSpec.resume`` a new driver takes over a job whose driver died: the protocol's
 :meth:`~.protocols.base.Protocol.resume` names the recovery point, every instance restores in the
 first micro-batch and the stream starts at the recovery point's offset.  :func:`run_job` is the one entry point
@@ -47,6 +52,7 @@ from . import phases
 from .errors import SparkIntegrationError, store_error
 from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
+from .latency_series import Commit
 from .operators import dump_partition, process_partition
 from .protocols.base import Protocol
 from .protocols.sender_log import logged_bytes
@@ -160,6 +166,8 @@ class JobRunner:
         spark.conf.set("spark.sql.adaptive.enabled", "false")
         spark.conf.set("spark.sql.shuffle.partitions", str(spec.parallelism))
         self.t0: float | None = None  # paced runs: event i is due at t0 + i / rate
+        self.metrics.rate = spec.rate
+        self.failure_times: list[float] = []  # each recovery episode's failure instant (time.time())
         self.source_opts: dict[str, str] = {}
         #: (events/s, events) of the micro-batches run at the normal level
         self.batch_rates: list[tuple[float, int]] = []
@@ -245,6 +253,7 @@ class JobRunner:
                 failures=failures,
                 requests=driver.requests.add(stats_requests(stats, "restore_requests")).as_dict())
             self.catching_up = (episode, t_end, phases.reference(self.batch_rates))
+            self.failure_times.append(t_first)
             return stats
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
@@ -313,6 +322,9 @@ class JobRunner:
                 return
             start = min(s["min_seq"] for s in seen)
             end = max(s["max_seq"] for s in seen) + 1
+            # the events this commit makes final: a re-run also reports what it replayed of
+            # earlier micro-batches, whose results were committed with them
+            first_new = max(start, self.watermark)
             self.watermark = end
             with phases.metering() as committed:  # the driver's commit records, their GC
                 results = self.protocol.commit(plan.checkpoint, end, stats)
@@ -337,6 +349,8 @@ class JobRunner:
                 self.metrics.checkpoint_encode_ms.append(max(s["encode_ms"] for s in stats))
                 self.metrics.checkpoint_write_ms.append(max(s["write_ms"] for s in stats))
             self._record_latency(start, end, t_start, t_done)
+            if self.t0 is not None:
+                self.metrics.commits.append(Commit(first_new, end, round(t_done - self.t0, 4)))
             steady = self._track_rate(start, end - start, t_start, t_done, recovered)
             self.metrics.timeline.append({
                 "end": end, "events": end - start, "ms": round((t_done - t_start) * 1e3, 1),
@@ -416,6 +430,8 @@ class JobRunner:
             raise store_error(self.error) or self.error
         if not self.done.is_set():
             raise SparkIntegrationError(f"the streaming query stopped early: {query.exception()}")
+        if self.t0 is not None:  # failures on the paced clock (the first may precede t0's estimate)
+            self.metrics.failure_s = [round(t - self.t0, 4) for t in self.failure_times]
         self.metrics.protocol_counters.update(self.protocol.counters())
         # the senders' log volume is work the protocol did, beside the bytes it checkpointed
         self.metrics.protocol_counters.setdefault("LoggedBytes", logged_bytes(self.settings.job_id))

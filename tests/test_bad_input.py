@@ -234,6 +234,7 @@ OUTPUT_COMMANDS = [
     (("peer", "redis", "--ops", "5"), "--json"),
     (("spark", "--protocol", "none", "--events", "5"), "--json"),
     (("spark-matrix", "--events", "5"), "--png"),
+    (("mst", "--backend", "indexed_fs"), "--json"),
     (("state-sweep", "--stores", "indexed_fs", "--sizes", "1MiB,2MiB"), "--json"),
     (("state-sweep", "--stores", "indexed_fs", "--sizes", "1MiB,2MiB"), "--plot"),
     (("storage-compare", "--media", "local", "--ops", "5"), "--plot"),

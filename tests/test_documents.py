@@ -261,19 +261,77 @@ def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
     doc = checkmate_doc()
     data = round_trip(doc)
     assert set(data) == {"schema", "quick", "backend", "parallelism", "sizes", "skews",
-                         "piggyback_bytes_per_row", "seconds", "rows", "cyclic", "paper",
+                         "piggyback_bytes_per_row", "seconds", "rows", "cyclic", "paper", "mst",
                          "environment"}
     assert set(data["rows"][0]) == {
         "query", "skew", "protocol", "backend", "throughput", "latency_p50_ms", "latency_p99_ms",
         "checkpoint_ms", "recovery_ms", "restart_ms", "checkpoints", "basic", "forced", "useless",
         "replayed", "logged_messages", "piggybacked_bytes", "message_bytes_ratio", "failures",
-        "exactly_once", "metrics", "throughput_vs_none"}
+        "exactly_once", "metrics", "throughput_vs_none", "rate", "mst_vs_none"}
     assert set(data["cyclic"]["5"]) == {"uncoordinated", "cic"}
     assert data["sizes"]["skewed"] == ["q12"]
     assert checkmate.markdown(data) == checkmate.markdown(doc)
-    assert checkmate.headline(data).startswith("uniform input, throughput × none: coordinated 0.95")
+    assert checkmate.headline(data).startswith("smoke run (--quick): uniform input, throughput × none: "
+                                               "coordinated 0.95")
     plots.plot_checkmate(doc, str(tmp_path / "c.png"))
     assert (tmp_path / "c.png").stat().st_size > 0
+
+
+def test_checkmate_with_its_mst_step_has_fig7_and_the_latency_panels(tmp_path):
+    """A document whose grid ran paced at 80 % of each protocol's MST: the MST table beside the
+    paper's Fig 7, recovery by p50 in the grid, and the per-second latency panels (Figs 9-10)."""
+    from experiments.report import plots
+    from experiments.spark import checkmate
+    from experiments.spark.mst import Probe, Search
+
+    doc = checkmate_doc()
+    doc.quick, doc.sizes = False, checkmate.FULL
+    latency = {"rate": 4000.0, "failure_s": [48.0], "recovery_by_latency_ms": [3000.0],
+               "per_second": [{"second": float(i), "events": 4000, "p50_ms": 900.0 + 2000 * (48 <= i < 51),
+                               "p99_ms": 1500.0 + 3000 * (48 <= i < 52)} for i in range(90)], "commits": []}
+    for r in doc.rows:
+        r.rate, r.latency = 4000.0, dict(latency)
+        r.metrics = {"Checkpoints": 40, "SteadySeconds": 80.0, "RecoveryByLatency(ms)": 3000.0}
+    mst = lambda rate, high: Search(  # noqa: E731
+        [Probe(rate=rate, verdict="sustainable"), Probe(rate=high, verdict="unsustainable", stopped_by="backlog",
+                                                        backlog_slope=900.0, window_s=15.0)],
+        rate, rate, high, f"bracket {rate:,.0f}-{high:,.0f} within 10%")
+    doc.mst = {"q1": {"none": mst(5000.0, 5400.0), "coordinated": mst(5000.0, 5400.0),
+                      "uncoordinated": mst(4500.0, 4900.0), "cic": mst(2000.0, 2200.0)}}
+    data = round_trip(doc)
+    assert data["mst"]["q1"]["cic"]["probes"][1]["stopped_by"] == "backlog"
+    table = checkmate.markdown(data)
+    assert table == checkmate.markdown(doc)
+    fig7 = next(line for line in table if line.startswith("| q1 | 5,000 | 1.00 |"))
+    assert "| 4,500 | 0.90 |" in fig7 and "| 2,000 | 0.40 |" in fig7
+    assert any("q1 cic: bracket 2,000-2,200 within 10%; backlog grew 900" in line for line in table)
+    assert any("80% of its protocol's uniform MST" in line for line in table)
+    assert any(line.startswith("| q1 | coordinated |") and "| 3000 |" in line for line in table)
+    panels = checkmate.latency_panels(data)
+    assert list(panels)[:4] == ["q1 none", "q1 coordinated", "q1 uncoordinated", "q1 cic"]
+    plots.plot_latency_over_time(panels, str(tmp_path / "lat.png"), cols=4)
+    assert (tmp_path / "lat.png").stat().st_size > 0
+
+
+def test_checkmate_marks_a_run_too_short_to_compare_with_none():
+    """A quick document says it is a smoke run; a row with fewer than 3 checkpoints or 10 s of
+    steady state gets `too short` where its ratio to none would be."""
+    from experiments.spark import checkmate
+
+    doc = checkmate_doc()
+    table = "\n".join(checkmate.markdown(doc))
+    assert table.startswith(checkmate.SMOKE)
+    for r in doc.rows:
+        r.metrics = {"Checkpoints": r.checkpoints, "SteadySeconds": 2.5}  # seconds of Spark per row
+    table = checkmate.markdown(doc)
+    coordinated = next(line for line in table if line.startswith("| q1 | coordinated |"))
+    assert "| too short |" in coordinated
+    assert "coordinated too short" in checkmate.headline(doc)
+    for r in doc.rows:
+        r.metrics = {"Checkpoints": 40, "SteadySeconds": 60.0}
+    doc.quick = False
+    coordinated = next(line for line in checkmate.markdown(doc) if line.startswith("| q1 | coordinated |"))
+    assert "| 0.95 |" in coordinated and not checkmate.markdown(doc)[0].startswith("*Smoke")
 
 
 def test_storage_compare_round_trips_with_each_sections_rows(tmp_path):

@@ -69,7 +69,8 @@ def test_report_prints_every_input_in_one_table_and_csv_and_html_cover_them(runs
     compare_rows = [line for line in lines if line.startswith("compare.json")]
     assert len(compare_rows) == 2 and "x memory" in compare_rows[1]  # the ratio to the first
     assert any("held" in line for line in lines if line.startswith("audit.json"))
-    assert any("x none" in line for line in lines if line.startswith("spark-matrix.json"))
+    # the saved matrix is a one-second run with one checkpoint: too short for a ratio to none
+    assert any("too short" in line for line in lines if line.startswith("spark-matrix.json"))
     rows = list(csv.DictReader(csv_path.open()))
     assert {r["source"] for r in rows} == {p.name for p in runs.values()}
     compare = [r for r in rows if r["source"] == "compare.json"]

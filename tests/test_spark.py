@@ -163,3 +163,31 @@ def test_cli_rejects_bad_settings_before_starting_spark(tmp_path):
     assert r.returncode == 2 and "unknown backend 'floppy'; valid backends:" in r.stderr
     r = _cli("--protocol", "coordinated", "--backend", "default_fs", "--opt", "colour=blue", timeout=60)
     assert r.returncode == 2 and "no option 'colour'" in r.stderr
+
+
+def test_a_paced_run_records_latency_per_second_and_recovery_by_latency(tmp_path):
+    """A paced run with a failure: p50/p99 per second of event creation over its whole input, the
+    failure on the same clock, its recovery by latency, and the phases beside it as before."""
+    import json
+
+    out = tmp_path / "paced.json"
+    rate, events, fail_at = 2000, 32_000, 20_000
+    r = _cli("--job", "nexmark-q12", "--protocol", "coordinated", "--backend", "indexed_fs",
+             "--opt", f"path={tmp_path / 's'}", "--events", str(events), "--rate", str(rate), "--keys", "500",
+             "--batch", str(events), "--fail-at", str(fail_at), "--json", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = dict(line.split(", ", 2)[1:] for line in r.stdout.splitlines() if line.startswith("[SPARK], "))
+    assert "RecoveryByLatency(ms)" in lines and float(lines["RecoveryTime(ms)"]) > 0
+    data = json.loads(out.read_text())
+    latency = data["latency"]
+    assert latency["rate"] == rate
+    seconds = [s["second"] for s in latency["per_second"]]
+    assert seconds == [float(i) for i in range(events // rate)]  # every second of the input
+    assert sum(s["events"] for s in latency["per_second"]) == pytest.approx(events, abs=len(seconds))
+    assert all(s["p99_ms"] >= s["p50_ms"] > 0 for s in latency["per_second"])
+    (failure,) = latency["failure_s"]
+    assert fail_at / rate <= failure < events / rate + 60  # the kill happens once its event is due
+    (recovery,) = latency["recovery_by_latency_ms"]
+    assert recovery is None or recovery >= 0
+    committed = [c[1] - c[0] for c in latency["commits"]]
+    assert sum(committed) == events  # each event made final once, replays not counted again

@@ -129,3 +129,31 @@ def test_headline_gives_each_protocol_its_range_over_the_stores():
     doc = Matrix(job=JobSpec(), rows=rows).to_json()
     assert spark_matrix_headline({"run": doc}) == (
         "events/s × none: coordinated 0.96–0.97x, logio 0.71x (on indexed_fs, redis)")
+
+
+def test_a_run_too_short_to_compare_with_none_prints_too_short_not_a_ratio():
+    """Fewer than 3 checkpoints, or fewer than 10 s of steady state (either side's), and the ratio
+    to none is `too short` in the table, the [MATRIX] lines and the headline."""
+    from experiments.spark.matrix_result import TOO_SHORT, spark_matrix, spark_matrix_headline, too_short
+
+    assert too_short({"Checkpoints": 2, "SteadySeconds": 30.0}, "coordinated") == "2 checkpoints < 3"
+    assert too_short({"Checkpoints": 0, "SteadySeconds": 30.0}, "none") is None
+    assert too_short({"Checkpoints": 9, "SteadySeconds": 4.2}, "coordinated").startswith("4.2 s of steady state")
+    assert too_short({"Checkpoints": 9, "WallTime(s)": 4.2}, "logio")  # a document without SteadySeconds
+    assert too_short({"Checkpoints": 9, "SteadySeconds": 12.0}, "coordinated") is None
+
+    runs = []
+    for r in RUNS:
+        steady = {"Checkpoints": r["work"]["checkpoints"], "SteadySeconds": 20.0}
+        runs.append({**r, "metrics": steady if r["protocol"] == "none" else {**steady, "Checkpoints": 1}})
+    rows = summarize(PLAN[:2], runs, {})
+    coord_line = next(line for line in format_table(rows).splitlines() if line.startswith("coordinated"))
+    assert TOO_SHORT in coord_line and "0.90" not in coord_line
+    doc = Matrix(job=JobSpec(), rounds=3, warmup_rounds=1, rows=rows)
+    assert f"[MATRIX], coordinated/indexed_fs / none (median of rounds), {TOO_SHORT}" in summary_lines(doc)
+    data = {"m": doc.to_json()}
+    assert any(TOO_SHORT in line for line in spark_matrix(data))
+    assert TOO_SHORT in spark_matrix_headline(data)
+    # long enough on both sides: the ratio is back
+    long_rows = summarize(PLAN[:2], [{**r, "metrics": {"Checkpoints": 5, "SteadySeconds": 20.0}} for r in RUNS], {})
+    assert "0.90" in format_table(long_rows)

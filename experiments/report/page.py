@@ -77,6 +77,10 @@ def _chart_drawers(doc: Document, table: list[Row]) -> list[tuple[str, Callable[
     if isinstance(doc, (Result, Compare, Sweep)):
         kind = "latency against throughput" if isinstance(doc, Sweep) else "throughput and latency"
         return [(f"{doc.workload}: {kind}", lambda p: plots.plot_results([doc], p))]
+    if name == "ckptbench.spark" and getattr(doc, "latency", None):  # a paced run: CheckMate's Figs 9-10
+        label = str(doc.settings.get("protocol"))
+        return [(f"{label}: latency per second of event creation",
+                 lambda p: plots.plot_latency_over_time({label: doc.latency}, p, cols=1))]
     if name == "ckptbench.spark-matrix":
         return [("Spark matrix: throughput, checkpoint and recovery time",
                  lambda p: plots.plot_spark_matrix(doc.rows, p))]

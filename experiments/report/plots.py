@@ -392,6 +392,49 @@ def plot_checkmate(doc: Any, path: str) -> None:
     _save(fig, path, dpi=100, grid_y=True)
 
 
+def plot_latency_over_time(panels: dict[str, dict[str, Any]], path: str, title: str = "", cols: int = 2) -> None:
+    """End-to-end latency per second of event creation as CheckMate's Figs 9-10 draw it: one
+    panel per run (``panels``: its label, e.g. the protocol -> the run's ``latency`` section,
+    :func:`experiments.spark.job.latency_over_time`), p50 and p99 against the second, the failure
+    a black dashed vertical line, its recovery by latency (failure to p50 back) shaded; ``cols``
+    panels a row (one a protocol).  Panels share their axes, so protocols compare at a glance; a
+    log axis where p99 spans decades."""
+    plt = pyplot()
+    names = list(panels)
+    cols = min(cols, len(names)) or 1
+    rows = (len(names) + cols - 1) // cols or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.2 * rows), sharex=True, sharey=True, squeeze=False)
+    positive = [s[k] for lat in panels.values() for s in lat.get("per_second", []) for k in ("p50_ms", "p99_ms")
+                if s[k] > 0]
+    log = bool(positive) and max(positive) / min(positive) >= 10 ** LOG_DECADES
+    for ax, name in zip(axes.flat, names):
+        lat = panels[name]
+        series = lat.get("per_second", [])
+        x = [s["second"] for s in series]
+        ax.plot(x, [s["p50_ms"] for s in series], label="p50", linewidth=1.8)
+        ax.plot(x, [s["p99_ms"] for s in series], label="p99", linewidth=1.2)
+        for i, f in enumerate(lat.get("failure_s", [])):
+            ax.axvline(f, color="black", linestyle="--", linewidth=1, label="failure" if i == 0 else None)
+            back = (lat.get("recovery_by_latency_ms") or [None] * (i + 1))[i]
+            if back is not None:
+                ax.axvspan(f, f + back / 1e3, color="grey", alpha=0.15,
+                           label="recovery (p50 back)" if i == 0 else None)
+        ax.set_title(f"{name} ({lat.get('rate', 0):,.0f} events/s)", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if log:
+            ax.set_yscale("log")
+    for ax in axes[-1]:
+        ax.set_xlabel("second of the run (event creation time)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("latency (ms)" + (", log scale" if log else ""))
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    _save(fig, path, dpi=100)
+
+
 def plot_stragglers(doc: Any, path: str) -> None:
     """Two panels of a ``ckptbench.logio-stragglers/1`` document: wall-time overhead against
     ``none`` without and with the straggler's failure, and p50 latency / recovery time.  ``doc``

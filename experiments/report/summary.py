@@ -126,6 +126,9 @@ def _spark(doc: Any, source: str) -> Iterator[Row]:
 
 
 def _matrix(doc: Any, source: str) -> Iterator[Row]:
+    from experiments.spark.matrix_result import ratio_to_none, reference_metrics
+
+    none = reference_metrics(doc.rows)
     for r in doc.rows:
         row = Row(source, doc.SCHEMA, doc.job.kind, r.backend, "default", f"protocol {r.protocol}",
                   "", r.throughput, "events/s")
@@ -134,10 +137,17 @@ def _matrix(doc: Any, source: str) -> Iterator[Row]:
         else:
             row.rounds = list(r.throughput_spread.rounds) if r.throughput_spread else []
             if r.ratio.get("none") is not None and r.protocol != "none":
-                row.ratio = f"{r.ratio['none']:.3g}x none"
+                row.ratio = ratio_to_none(r.ratio["none"], r.metrics, r.protocol, none, lambda v: f"{v:.3g}x none")
             if r.exactly_once is not None:
                 row.note = f"exactly once: {str(r.exactly_once).lower()}"
         yield row
+
+
+def _mst(doc: Any, source: str) -> Iterator[Row]:
+    """``bench mst``: the rate found, the search's end and its probes' verdicts."""
+    verdicts = ", ".join(f"{p.rate:,.0f} {'ok' if p.sustainable else p.stopped_by[:20]}" for p in doc.probes)
+    yield Row(source, doc.SCHEMA, doc.job, doc.backend, "", f"protocol {doc.protocol} MST", "",
+              doc.mst, "events/s", note=f"{doc.stop}; probes: {verdicts}")
 
 
 def _audit(doc: Any, source: str) -> Iterator[Row]:
@@ -233,7 +243,11 @@ def _paper(doc: Any, source: str) -> Iterator[Row]:
     for r in doc.rows:
         if checkmate:
             workload, setting = f"nexmark-{r.query}", f"protocol {r.protocol} skew {r.skew}"
-            ratio = "" if r.throughput_vs_none is None else f"{r.throughput_vs_none:.3g}x none"
+            from experiments.spark.matrix_result import ratio_to_none
+
+            none = next((n for n in doc.rows if (n.query, n.skew, n.protocol) == (r.query, r.skew, "none")), None)
+            ratio = "" if r.throughput_vs_none is None else ratio_to_none(
+                r.throughput_vs_none, r.metrics, r.protocol, none and none.metrics, lambda v: f"{v:.3g}x none")
         else:
             workload = "logio-stragglers"
             setting = f"protocol {r.protocol}" + (" after failure" if r.failure else "")
@@ -282,7 +296,7 @@ HANDLERS: dict[str, Callable[[Any, str], Iterator[Row]]] = {
     "ckptbench.diff": _diff, "ckptbench.thesis": _thesis,
     "ckptbench.storage-compare": _storage_compare, "ckptbench.checkmate": _paper,
     "ckptbench.logio-stragglers": _paper, "ckptbench.advise": _advise,
-    "ckptbench.advise-state": _advise_state,
+    "ckptbench.advise-state": _advise_state, "ckptbench.mst": _mst,
 }
 
 

@@ -155,12 +155,27 @@ class SparkJob(Document):
     recovery_phases: list[dict[str, Any]] = field(default_factory=list)
     #: every micro-batch: end offset, events, wall ms, its checkpoint's ms, recovered, steady
     timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: a paced run's latency over time (:func:`latency_over_time`; None: unpaced)
+    latency: dict[str, Any] | None = optional()
     verify: str | None = optional()
     disk_baseline: dict[str, Any] | None = optional()
     #: the ``[COST]`` lines' data: requests per checkpoint, restore and cleanup, and their prices
     #: (:func:`experiments.spark.cost.cost_report`)
     cost: dict[str, Any] | None = optional()
     environment: Environment = field(default_factory=Environment.here)
+
+
+def latency_over_time(metrics: Metrics) -> dict[str, Any] | None:
+    """A paced run's end-to-end latency per second of event creation (p50/p99, events), its
+    failures on the same clock (seconds since the pacing started) and each failure's recovery by
+    latency (ms; None: p50 not back in time) — CheckMate's Figs 9-10 and recovery time — and the
+    micro-batch commits they are read off (``[start, end, done_s]``); None for
+    an unpaced run, whose events all exist before it starts."""
+    if metrics.rate <= 0:
+        return None
+    return {"rate": metrics.rate, "per_second": metrics.latency_per_second(),
+            "failure_s": list(metrics.failure_s), "recovery_by_latency_ms": metrics.recovery_by_latency(),
+            "commits": [[c.start, c.end, c.done_s] for c in metrics.commits]}
 
 
 def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> SparkJob:
@@ -174,7 +189,8 @@ def job_document(metrics: Metrics, settings: Settings, spec: JobSpec) -> SparkJo
         described = dump({**asdict(settings), "backend_options": dict(settings.backend_options)})
     doc = SparkJob(settings=described, job=spec, metrics=metrics.summary(),
                    checkpoints=metrics.checkpoint_statistics(),
-                   recovery_phases=[r.as_dict() for r in metrics.recoveries], timeline=list(metrics.timeline))
+                   recovery_phases=[r.as_dict() for r in metrics.recoveries], timeline=list(metrics.timeline),
+                   latency=latency_over_time(metrics))
     if metrics.exactly_once is not None:
         doc.metrics["ExactlyOnce"] = metrics.exactly_once
         doc.verify = metrics.verify_detail

@@ -59,12 +59,12 @@ from spark_integration.state_size import parse_state_size
 from experiments.core import results
 from experiments.core.compare import median_spread
 from experiments.core.format import text_table
-from experiments.spark.matrix_result import Matrix, RoundRun, Row, Spread, WarmupRun
+from experiments.spark.job import latency_over_time
+from experiments.spark.matrix_result import (NO_CHECKPOINTS, Matrix, RoundRun, Row, Spread, WarmupRun,
+                                            ratio_to_none, reference_metrics)
 from experiments.spark.session import spark_session
 
 SCHEMA = Matrix.SCHEMA
-#: the protocol every run is compared with: no checkpoints at all
-NO_CHECKPOINTS = "none"
 #: warm-up rounds by default: after one, the JVM still spends about a fifth more CPU per run in
 #: the first measured round than in the next (the matrix's own JVM CPU line shows it)
 WARMUP_ROUNDS = 2
@@ -168,7 +168,8 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
             "failures": s["Failures"], "exactly_once": metrics.exactly_once,
             # a figure the run could not measure (an "n/a (why)" line) is left out of its work
             "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()
-                                               if not isinstance(s.get(m, 0), str)}}, "metrics": s}
+                                               if not isinstance(s.get(m, 0), str)}}, "metrics": s,
+            "latency": latency_over_time(metrics)}
 
 
 def jvm_cpu_seconds(spark: Any) -> float | None:
@@ -345,13 +346,20 @@ def format_table(rows: list[Row]) -> str:
     head = ("protocol", "backend", "events/s", "range", *(f"x {ref}" for ref in refs), "ckpt ms",
             "recovery ms", "ckpts", "ckpt MB", "logged MB", "ExactlyOnce")
     lines = []
+    none = reference_metrics(rows)
+
+    def ratio(r: Row, ref: str) -> str:
+        """The ratio to ``none`` says when a run is too short for it (the others are baselines)."""
+        fmt = lambda v: _num(v, ".2f")  # noqa: E731
+        value = r.ratio.get(ratio_key(ref))
+        return ratio_to_none(value, r.metrics, r.protocol, none, fmt) if ref == NO_CHECKPOINTS else fmt(value)
     for r in rows:
         eo = MISSING if r.exactly_once is None else str(r.exactly_once).lower()
         work = r.work or {}
         mb = lambda k: _num(work[k] / 1e6 if k in work else None, ".2f")  # noqa: E731
         lines.append([r.protocol, r.backend, _num(r.throughput, ",.0f"),
                       _spread(r, "throughput", ",.0f"),
-                      *(_num(r.ratio.get(ratio_key(ref)), ".2f") for ref in refs),
+                      *(ratio(r, ref) for ref in refs),
                       _num(r.checkpoint_ms, ".1f"), _num(r.recovery_ms, ".0f"),
                       _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo])
     out = "\n".join(text_table(list(head), lines))
@@ -363,10 +371,11 @@ def summary_lines(doc: Matrix) -> list[str]:
     """``[MATRIX]`` lines: the method, and each row's median throughput over ``none``'s."""
     out = [f"[MATRIX], Rounds, {doc.rounds}", f"[MATRIX], WarmupRounds, {doc.warmup_rounds}"]
     key = ratio_key(NO_CHECKPOINTS)
-    ratios = [(label(r.protocol, r.backend), r.ratio.get(key)) for r in doc.rows
-              if r.protocol != NO_CHECKPOINTS and r.ratio.get(key) is not None]
-    for name, ratio in ratios:
-        out.append(f"[MATRIX], {name} / none (median of rounds), {ratio:.3f}")
+    none = reference_metrics(doc.rows)
+    for r in doc.rows:
+        if r.protocol != NO_CHECKPOINTS and r.ratio.get(key) is not None:
+            out.append(f"[MATRIX], {label(r.protocol, r.backend)} / none (median of rounds), "
+                       + ratio_to_none(r.ratio[key], r.metrics, r.protocol, none, lambda v: f"{v:.3f}"))
     cpu = jvm_cpu_by_round(doc)
     if cpu:
         out.append("[MATRIX], JVM CPU per run (s; warm-up, then each round), "

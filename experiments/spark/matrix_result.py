@@ -20,6 +20,41 @@ from experiments.core.format import Runs, md_table, num, times
 #: the work counters of a run (``events``, ``checkpoints``, ``checkpoint_bytes``, ...), as counted
 Work = dict[str, int | float]
 
+#: a checkpointing run with fewer checkpoints than this, or any run with fewer seconds of steady
+#: state, is too short to separate a protocol's cost from no checkpoints at all: a ratio to
+#: ``none`` over it measures the run's start and end, not the protocol
+MIN_CHECKPOINTS = 3
+MIN_STEADY_SECONDS = 10.0
+#: what a table prints in place of such a ratio
+TOO_SHORT = "too short"
+#: the protocol without checkpoints every ratio divides by
+NO_CHECKPOINTS = "none"
+
+
+def too_short(metrics: dict[str, Any] | None, protocol: str) -> str | None:
+    """Why a run of ``protocol`` with these ``[SPARK]`` lines cannot be compared with ``none``
+    (None when it can, or nothing is known): fewer than :data:`MIN_CHECKPOINTS` checkpoints
+    (``none`` takes none), or fewer than :data:`MIN_STEADY_SECONDS` of steady state
+    (``SteadySeconds``; a document from before that line: its wall time, an upper bound)."""
+    if not metrics:
+        return None
+    checkpoints = metrics.get("Checkpoints")
+    if protocol != NO_CHECKPOINTS and isinstance(checkpoints, (int, float)) and checkpoints < MIN_CHECKPOINTS:
+        return f"{checkpoints:.0f} checkpoints < {MIN_CHECKPOINTS}"
+    steady = metrics.get("SteadySeconds", metrics.get("WallTime(s)"))
+    if isinstance(steady, (int, float)) and steady < MIN_STEADY_SECONDS:
+        return f"{steady:.1f} s of steady state < {MIN_STEADY_SECONDS:.0f} s"
+    return None
+
+
+def ratio_to_none(ratio: float | None, mine: dict[str, Any] | None, protocol: str,
+                  none: dict[str, Any] | None, fmt: Any = times) -> str:
+    """A table's ratio to ``none``: ``fmt(ratio)``, or :data:`TOO_SHORT` when either run is
+    (:func:`too_short`)."""
+    if ratio is not None and (too_short(mine, protocol) or too_short(none, NO_CHECKPOINTS)):
+        return TOO_SHORT
+    return fmt(ratio)
+
 
 @dataclass(kw_only=True)
 class JobFigures:
@@ -145,13 +180,15 @@ def spark_matrix(runs: Runs) -> list[str]:
     """Medians of the rounds with their range; a skipped row shows its reason and no figures."""
     (doc,) = (Matrix.from_json(d) for d in runs.values())
     rows = []
+    none = reference_metrics(doc.rows)
     for r in doc.rows:
         eo = "-" if r.exactly_once is None else str(r.exactly_once).lower()
         spread = r.throughput_spread
         rng = f"{num(spread.min)}–{num(spread.max)}" if spread and len(spread.rounds) > 1 else "-"
         work = r.work or {}
         mb = (lambda k: num(round(work[k] / 1e6, 2)) if k in work else "-")  # noqa: E731
-        rows.append([r.protocol, r.backend, num(r.throughput), rng, times(r.ratio.get("none")),
+        rows.append([r.protocol, r.backend, num(r.throughput), rng,
+                     ratio_to_none(r.ratio.get("none"), r.metrics, r.protocol, none),
                      times(r.ratio.get("spark_state")), num(r.checkpoint_ms), num(r.recovery_ms),
                      num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
                      eo if not r.skipped else f"skipped: {r.skipped}"])
@@ -160,17 +197,27 @@ def spark_matrix(runs: Runs) -> list[str]:
                      "logged MB", "exactly once"], rows)
 
 
+def reference_metrics(rows: list[Row]) -> dict[str, Any] | None:
+    """The ``[SPARK]`` lines of the ``none`` row, if it ran."""
+    return next((r.metrics for r in rows if r.protocol == NO_CHECKPOINTS and not r.skipped), None)
+
+
 def spark_matrix_headline(runs: Runs) -> str:
-    """Each protocol's events/s over ``none``, as its range over the stores it ran on."""
+    """Each protocol's events/s over ``none``, as its range over the stores it ran on (rows too
+    short to compare left out)."""
     (doc,) = (Matrix.from_json(d) for d in runs.values())
     by: dict[str, list[float]] = {}
     stores: dict[str, None] = {}
+    none = reference_metrics(doc.rows)
     for r in doc.rows:
-        if r.protocol != "none" and not r.skipped and r.ratio.get("none") is not None:
+        if r.protocol != "none" and not r.skipped and r.ratio.get("none") is not None \
+                and ratio_to_none(r.ratio["none"], r.metrics, r.protocol, none) != TOO_SHORT:
             by.setdefault(r.protocol, []).append(r.ratio["none"])
             if r.backend != "-":
                 stores[r.backend] = None
     span = (lambda v: times(v[0]) if times(min(v)) == times(max(v))  # noqa: E731
             else f"{min(v):.2f}–{max(v):.2f}x")
+    if not by:
+        return f"events/s × none: every row {TOO_SHORT} to compare with none"
     return (f"events/s × none: " + ", ".join(f"{p} {span(v)}" for p, v in by.items())
             + (f" (on {', '.join(stores)})" if stores else ""))
