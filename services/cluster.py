@@ -78,7 +78,8 @@ DEFAULT_CORES, DEFAULT_MEMORY = 2, "1g"
 #: small heaps: N + 2 daemons share one machine with the executors
 NAMENODE_HEAP, DATANODE_HEAP, SPARK_DAEMON_HEAP = "256m", "192m", "256m"
 #: seconds of silence after which the master drops a worker (Spark's default is 60): a lost host
-#: is noticed while a benchmark still runs
+#: is noticed while a benchmark still runs.  Master and workers both get it: a worker sends its
+#: heartbeat every quarter of the timeout it knows
 WORKER_TIMEOUT = 10
 SPARK_PORT = spark.DEFAULT_PORT
 HDFS_PORTS = {"port": hdfs.PORT, "http_port": hdfs.HTTP_PORT, "dn_port": hdfs.DN_PORT,
@@ -367,7 +368,9 @@ def start(ctx: ServiceContext, workers: int | None = None, subnet: str | None = 
                            "--host", addr, "--cores", str(opts["cores"]),
                            "--memory", str(opts["memory"]), "--webui-port", "0",
                            "--work-dir", str(local / "work")],
-                  env=spark.daemon_env(worker.log_dir, addr, SPARK_DAEMON_HEAP))
+                  env={**spark.daemon_env(worker.log_dir, addr, SPARK_DAEMON_HEAP),
+                       # a worker heartbeats every quarter of its own timeout: the master's
+                       "SPARK_WORKER_OPTS": f"-Dspark.worker.timeout={WORKER_TIMEOUT}"})
         companions.append((f"Spark worker of h{i}", worker))
         workers_ready.append(worker)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import time
 import urllib.request
@@ -20,8 +21,10 @@ import pytest
 
 import services
 from backends.media.hdfs import HdfsMedium
+from bench.cli import main as bench_main
 from bench.services_cli import main as cli_main
 from services import cluster, hdfs
+from services.common import pid_alive
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.crash,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -104,6 +107,20 @@ def test_up_starts_every_host_and_status_shows_them(state, capsys):
     assert "replication=3" in out
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["--backend", "indexed_fs"], "--backend indexed_fs keeps its store in a directory local to "
+                                  "each host, and the cluster has 3: give it a shared one"),
+    (["--backend", "redis", "--opt", "host=127.0.0.1"],
+     "--opt host=127.0.0.1 is this machine's loopback, which the cluster's hosts do not reach"),
+])
+def test_a_store_the_hosts_do_not_share_is_refused(state, argv, needle, monkeypatch, capsys):
+    monkeypatch.setenv("CKPTBENCH_STATE", str(state))
+    assert bench_main(["spark", "--master", "cluster", "--protocol", "coordinated", *argv,
+                       "--events", "1000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+
+
 def _block_hosts(opts: dict, rel: str) -> list[set[str]]:
     url = (f"http://{cluster.service_address(opts)}:{opts['http_port']}/webhdfs/v1/ckptbench/"
            f"{rel}?op=GETFILEBLOCKLOCATIONS&user.name=root")
@@ -127,7 +144,7 @@ def test_a_block_lost_with_a_host_is_served_from_another_replica(state, capsys):
     capsys.readouterr()
     assert cli_main(["kill", "cluster", "--host", str(victim), "--state-dir", str(state)]) == 0
     assert f"host h{victim} ({lost}) killed: " in capsys.readouterr().out
-    assert not any(os.path.exists(f"/proc/{p['pid']}") for p in before)  # all SIGKILLed
+    assert not any(pid_alive(p["pid"]) for p in before)  # all SIGKILLed (a zombie counts as dead)
     assert not cluster.host_dir(services.context("cluster", state), victim).exists()
     assert not os.path.exists(f"/run/netns/{cluster.netns_name(opts, victim)}")
     st = services.status(["cluster"], state_dir=state)[0]
@@ -145,6 +162,20 @@ def test_a_block_lost_with_a_host_is_served_from_another_replica(state, capsys):
         pytest.fail(f"the NameNode never noticed host {victim}'s loss: {nn}")
     assert medium.read_file("before-the-kill.bin") == data
     medium.close()
+
+    # the Spark master drops the lost host's worker (no heartbeat for WORKER_TIMEOUT s), and only
+    # that one: the others heartbeat in time
+    master_log = services.context("cluster", state).log_dir / "cluster.log"
+    deadline = time.monotonic() + 3 * cluster.WORKER_TIMEOUT
+    while f"-{lost}-" not in _removed_workers(master_log) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert {f"-{lost}-"} == {w for w in _removed_workers(master_log)}, master_log.read_text()[-2000:]
+
+
+def _removed_workers(log: Path) -> set[str]:
+    """``-ADDRESS-`` of every worker the master's log says it removed."""
+    return {f"-{addr}-" for addr in re.findall(r"Removing (?:worker )?worker-\d+-([\d.]+)-",
+                                               log.read_text(errors="replace"))}
 
 
 def test_down_leaves_nothing_behind(state, capsys):
@@ -165,3 +196,12 @@ def test_bad_cluster_options_are_one_line_errors(argv, needle, tmp_path, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0], err
     assert not (tmp_path / "cluster" / "options.json").exists()  # nothing was made
+
+
+def test_a_job_on_a_cluster_that_is_not_running_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CKPTBENCH_STATE", str(tmp_path))
+    assert bench_main(["spark", "--master", "cluster", "--protocol", "coordinated",
+                       "--backend", "redis", "--events", "1000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the cluster is not running" in err[0] \
+        and "bench services up cluster" in err[0], err
