@@ -14,9 +14,12 @@ from services.common import log
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``services`` to the ``bench`` sub-command parsers."""
     p = subparsers.add_parser(
-        "services", help="install, start, stop and inspect the real servers (redis, hdfs, hbase, minio, nfs)",
+        "services", help="install, start, stop and inspect the real servers (redis, hdfs, hbase, "
+                         "minio, nfs, spark) and the several-host cluster",
         description="Manage the real servers behind the networked backends; every server "
-                    "listens on 127.0.0.1 only and keeps its data under --state-dir.",
+                    "listens on 127.0.0.1 only and keeps its data under --state-dir. `cluster` "
+                    "(named, as root) makes worker hosts in network namespaces on a private "
+                    "bridge, each with a Spark worker and an HDFS DataNode.",
     )
     _configure(p)
     return p
