@@ -45,7 +45,9 @@ def _free_subnet() -> str:
 def state(tmp_path_factory):
     """A private 3-host cluster; ``down`` at the end whatever the tests did."""
     state_dir = tmp_path_factory.mktemp("cluster-state")
-    tag = f"t{random.randrange(1000):03d}"
+    netns = os.listdir("/run/netns") if os.path.isdir("/run/netns") else []
+    tag = random.choice([t for t in (f"t{n:03d}" for n in range(1000))
+                         if not any(n.startswith(f"{cluster.NETNS_PREFIX}{t}h") for n in netns)])
     try:
         st = services.up(["cluster"], state_dir=state_dir, workers=WORKERS,
                          subnet=_free_subnet(), tag=tag)[0]
@@ -180,6 +182,9 @@ def _removed_workers(log: Path) -> set[str]:
 
 def test_down_leaves_nothing_behind(state, capsys):
     assert _leftovers(state)  # the cluster (what is left of it) runs
+    # a crash of all of it first: down cleans up after SIGKILLed processes as well
+    assert cli_main(["kill", "cluster", "--state-dir", str(state)]) == 0
+    assert not services.status(["cluster"], state_dir=state)[0]["running"]
     assert cli_main(["down", "cluster", "--state-dir", str(state)]) == 0
     assert _leftovers(state) == []
     st = services.status(["cluster"], state_dir=state)[0]
