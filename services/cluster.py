@@ -287,10 +287,6 @@ def _hosts(opts: dict) -> range:
     return range(1, int(opts["workers"]) + 1)
 
 
-def _live_hosts(opts: dict) -> list[int]:
-    return [i for i in _hosts(opts) if _netns_exists(netns_name(opts, i))]
-
-
 def _hdfs_ready(opts: dict, hosts: int) -> bool:
     st = hdfs.cluster_state(opts["http_port"], service_address(opts))
     return st.get("NumLiveDataNodes", 0) >= hosts and st.get("FSState") == "Operational"
