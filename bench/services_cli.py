@@ -6,16 +6,20 @@ import argparse
 import json
 import sys
 
-from services import MODULES, ServiceError, down, kill, notes, status, stop_order, up
+from services import (MODULES, ServiceError, default_names, down, kill, kill_host, notes, status,
+                      stop_order, up)
 from services.common import log
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``services`` to the ``bench`` sub-command parsers."""
     p = subparsers.add_parser(
-        "services", help="install, start, stop and inspect the real servers (redis, hdfs, hbase, minio, nfs)",
+        "services", help="install, start, stop and inspect the real servers (redis, hdfs, hbase, "
+                         "minio, nfs, spark) and the several-host cluster",
         description="Manage the real servers behind the networked backends; every server "
-                    "listens on 127.0.0.1 only and keeps its data under --state-dir.",
+                    "listens on 127.0.0.1 only and keeps its data under --state-dir. `cluster` "
+                    "(named, as root) makes worker hosts in network namespaces on a private "
+                    "bridge, each with a Spark worker and an HDFS DataNode.",
     )
     _configure(p)
     return p
@@ -26,7 +30,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
                    help="up: install if missing, start, wait until ready; down: stop; "
                         "status: show; kill: SIGKILL (crash audits)")
     p.add_argument("names", nargs="*", metavar="NAME",
-                   help=f"services (default: all of {', '.join(MODULES)})")
+                   help=f"services (default: all of {', '.join(default_names())}; "
+                        f"one of {', '.join(MODULES)})")
     p.add_argument("--durability", choices=("always", "everysec", "no"),
                    help="redis AOF appendfsync policy (default everysec; changed live if running)")
     p.add_argument("--port", type=int, help="listening port (only with one NAME)")
@@ -41,6 +46,13 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--minio-fs-osync", choices=("on", "off"),
                    help="minio: MINIO_FS_OSYNC, a sync(2) after each object is renamed into place "
                         "(default on: the minio backend's sync mode needs it)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="cluster: worker hosts, each a network namespace with a Spark worker and "
+                        "an HDFS DataNode (default 3)")
+    p.add_argument("--subnet", help="cluster: the private /24 of the hosts (default 10.77.0.0/24)")
+    p.add_argument("--host", type=int, metavar="K",
+                   help="kill cluster: kill host K alone (SIGKILL its processes, take it off "
+                        "the network, delete its local directory)")
     p.add_argument("--json", action="store_true", help="status as JSON")
     p.add_argument("--state-dir", help="data, logs and pid files (default $CKPTBENCH_STATE "
                                        "or <project>/.state)")
@@ -49,18 +61,35 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def _describe(st: dict) -> str:
     if not st.get("running"):
         extra = f" ({st['error']})" if st.get("error") else ""
-        return f"{st['name']}: not running{extra}"
+        return f"{st['name']}: not running{extra}" + _describe_hosts(st)
     settings = " ".join(f"{k}={v}" for k, v in (st.get("settings") or {}).items())
     return (f"{st['name']}: listening on {st['address']} pid {st.get('pid')} "
-            f"version {st.get('version')} {settings}").rstrip()
+            f"version {st.get('version')} {settings}").rstrip() + _describe_hosts(st)
+
+
+def _describe_hosts(st: dict) -> str:
+    """One line per host of a cluster: its address, namespace and processes."""
+    lines: list[str] = []
+    listing = st.get("hosts") or ()
+    if not any(h["up"] or h["processes"] for h in listing):
+        return ""  # never started, or down: nothing to list
+    for h in listing:
+        procs = ", ".join(f"{p['role']} {p['pid']}" for p in h["processes"]) or "no processes"
+        where = f"netns {h['netns']}" if h["netns"] else "root namespace"
+        state = "" if h["up"] else " DOWN"
+        lines.append(f"\n  {h['host']} {h['address']} ({where}){state}: {procs}")
+    return "".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    names = list(args.names) or list(MODULES)
+    names = list(args.names) or default_names()
     if args.action == "down":
         names = stop_order(names)  # HBase before the HDFS it writes to
     if args.port is not None and len(names) != 1:
         print("bench services: --port needs exactly one service NAME", file=sys.stderr)
+        return 2
+    if args.host is not None and (args.action != "kill" or names != ["cluster"]):
+        print("bench services: --host K goes with `kill cluster` only", file=sys.stderr)
         return 2
     if args.action == "kill" and not args.names:
         print("bench services: kill needs the NAME of the service to crash", file=sys.stderr)
@@ -72,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             if args.action == "up":
                 for st in up([name], state_dir=args.state_dir, durability=args.durability,
                              port=args.port, rtt=args.rtt, hbase_root=args.hbase_root,
+                             workers=args.workers, subnet=args.subnet,
                              wal_hsync=args.wal_hsync,
                              fs_osync=None if args.minio_fs_osync is None
                              else args.minio_fs_osync == "on"):
@@ -79,6 +109,11 @@ def run(args: argparse.Namespace) -> int:
             elif args.action == "down":
                 down([name], state_dir=args.state_dir)
                 print(f"{name}: stopped")
+            elif args.action == "kill" and args.host is not None:
+                gone = kill_host(args.host, state_dir=args.state_dir)
+                procs = ", ".join(f"{p['role']} {p['pid']}" for p in gone["killed"])
+                print(f"cluster: host {gone['host']} ({gone['address']}) killed: "
+                      f"{procs or 'no processes'}; deleted {gone['deleted']}")
             elif args.action == "kill":
                 kill(name, state_dir=args.state_dir)
                 print(f"{name}: killed (SIGKILL)")

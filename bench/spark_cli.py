@@ -87,7 +87,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="kill an instance when it reaches this event offset (repeatable; spark-state: "
                         "fail the micro-batch passing it and restart the query from its checkpoint)")
     p.add_argument("--fail-instance", type=OFFSET, default=0)
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--master", default="local[2]",
+                   help="local[N], spark://HOST:PORT, or cluster: the hosts of `bench services up "
+                        "cluster` (a store every host reaches: a server, hdfs:// or nfs://)")
     p.add_argument("--conf", action="append", default=[], metavar="K=V", help="extra Spark conf")
     p.add_argument("--verify", action="store_true", help="compare the final state with the ground truth")
     p.add_argument("--resume", action="store_true",
@@ -187,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.core import prices
     from experiments.spark import cost
     from experiments.spark import job as spark_job
+    from experiments.spark import on_cluster
 
     try:
         check_protocol(args)
@@ -197,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
         spark_conf = {k: v for k, v in extra.items() if not k.startswith(PREFIX)}
         with spark_job.store_on_medium(settings, args.medium) as settings, \
                 spark_job.store_on_disk(settings, args.disk_baseline) as settings:
-            metrics = spark_job.run_local(settings, spec, args.master, spark_conf)
+            master, spark_conf = on_cluster.placement(args.master, settings, spark_conf)
+            metrics = spark_job.run_local(settings, spec, master, spark_conf)
             baseline = spark_job.disk_baseline(metrics, settings) if args.disk_baseline else None
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -29,10 +29,15 @@ MODULES: dict[str, str] = {
     "minio": "services.minio",
     "nfs": "services.nfs",
     "spark": "services.spark",  # standalone master + worker (no server backend: a cluster)
+    "cluster": "services.cluster",  # worker hosts in network namespaces: started only by name
 }
 
-__all__ = ["MODULES", "ServiceError", "install", "up", "down", "stop_order", "status", "kill",
-           "restart", "notes",
+#: services that ``up``/``down``/``status`` without names leave alone: the cluster needs root
+#: and makes network namespaces, which nothing should do unasked
+ON_DEMAND = frozenset({"cluster"})
+
+__all__ = ["MODULES", "ON_DEMAND", "ServiceError", "install", "up", "down", "stop_order", "status", "kill",
+           "kill_host", "restart", "notes", "default_names",
            "client_options", "crash_audit", "module", "context"]
 
 
@@ -59,11 +64,14 @@ def context(name: str, state_dir: str | Path | None = None) -> ServiceContext:
 
 
 def _names(names: Iterable[str] | str | None) -> list[str]:
-    if names is None:
-        return list(MODULES)
     if isinstance(names, str):
         return [names]
-    return list(names) or list(MODULES)
+    return list(names or ()) or default_names()
+
+
+def default_names() -> list[str]:
+    """What a command without service names acts on: every service but :data:`ON_DEMAND`."""
+    return [n for n in MODULES if n not in ON_DEMAND]
 
 
 def _start(mod: ModuleType, ctx: ServiceContext, opts: dict[str, Any]) -> dict:
@@ -126,6 +134,11 @@ def kill(name: str, state_dir: str | Path | None = None) -> None:
     mod = module(name)
     ctx = context(name, state_dir)
     (getattr(mod, "kill", None) or kill_pid)(ctx)
+
+
+def kill_host(host: int, state_dir: str | Path | None = None) -> dict:
+    """Host ``host`` of the cluster dies (:func:`services.cluster.kill_host`)."""
+    return module("cluster").kill_host(context("cluster", state_dir), host)
 
 
 def restart(name: str, state_dir: str | Path | None = None) -> dict:

@@ -241,15 +241,23 @@ def tail_log(ctx: ServiceContext, lines: int = 15) -> str:
 
 def stop_pid(ctx: ServiceContext, timeout: float = 20.0) -> None:
     """SIGTERM the service's process group, SIGKILL it after ``timeout``; forget the pid."""
-    pid = ctx.read_pid()
-    if pid is not None:
+    stop_pids([ctx], timeout)
+
+
+def stop_pids(ctxs: Sequence[ServiceContext], timeout: float = 20.0) -> None:
+    """:func:`stop_pid` for several processes at once: all get SIGTERM first and share one
+    ``timeout``, so stopping many costs the slowest one's shutdown, not the sum."""
+    pids = [pid for pid in (ctx.read_pid() for ctx in ctxs) if pid is not None]
+    for pid in pids:
         _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
         if pid_alive(pid):
             _signal_group(pid, signal.SIGKILL)
-    ctx.forget_pid()
+    for ctx in ctxs:
+        ctx.forget_pid()
 
 
 def kill_pid(ctx: ServiceContext) -> None:

@@ -117,10 +117,22 @@ def _saved_options(ctx: ServiceContext) -> dict:
     return {**DEFAULTS, **load_options(ctx)}
 
 
+#: the template values a single-node server runs with; :mod:`services.cluster` gives each
+#: DataNode its own address and the NameNode a replication factor of its DataNodes' number
+TEMPLATE_DEFAULTS = {"nn_host": HOST, "dn_host": HOST, "replication": 1,
+                     "blocksize": 128 << 20}
+
+
 def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
-    conf = ctx.root / "conf"
+    return write_conf(ctx.root / "conf", {**opts, "data": ctx.data_dir})
+
+
+def write_conf(conf: Path, values: dict) -> Path:
+    """Write ``core-site.xml``, ``hdfs-site.xml`` and the logging files into ``conf`` from the
+    templates; ``values`` has the ports and ``data`` (where this process keeps its blocks or
+    name directory) and may override :data:`TEMPLATE_DEFAULTS`."""
     conf.mkdir(parents=True, exist_ok=True)
-    values = {**opts, "data": ctx.data_dir, "user": getpass.getuser()}
+    values = {**TEMPLATE_DEFAULTS, **values, "user": getpass.getuser()}
     for name in ("core-site.xml", "hdfs-site.xml"):
         text = Template((FILES / f"{name}.tmpl").read_text()).substitute(values)
         (conf / name).write_text(text)
@@ -133,7 +145,7 @@ def _write_conf(ctx: ServiceContext, opts: dict) -> Path:
     return conf
 
 
-def _jvm(java_exe: str, conf: Path, classpath: str, heap: str, log_dir: Path,
+def jvm(java_exe: str, conf: Path, classpath: str, heap: str, log_dir: Path,
          proc: str) -> list[str]:
     return [
         java_exe, f"-Dproc_{proc}", "-XX:OnOutOfMemoryError=kill -9 %p", f"-Xmx{heap}",
@@ -145,7 +157,7 @@ def _jvm(java_exe: str, conf: Path, classpath: str, heap: str, log_dir: Path,
     ]
 
 
-def _format(ctx: ServiceContext, java_exe: str, conf: Path, classpath: str) -> None:
+def format_namenode(ctx: ServiceContext, java_exe: str, conf: Path, classpath: str) -> None:
     """``hdfs namenode -format`` once: an empty name directory gets a fresh namespace."""
     if (ctx.data_dir / "name" / "current" / "VERSION").is_file():
         return
@@ -153,7 +165,7 @@ def _format(ctx: ServiceContext, java_exe: str, conf: Path, classpath: str) -> N
     out = ctx.log_dir / "format.log"
     with open(out, "wb") as f:
         proc = subprocess.run(
-            [*_jvm(java_exe, conf, classpath, "256m", ctx.log_dir, "format"),
+            [*jvm(java_exe, conf, classpath, "256m", ctx.log_dir, "format"),
              "org.apache.hadoop.hdfs.server.namenode.NameNode", "-format", "-nonInteractive",
              "-clusterid", CLUSTER_ID],
             stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=120)
@@ -163,23 +175,23 @@ def _format(ctx: ServiceContext, java_exe: str, conf: Path, classpath: str) -> N
                            f"last lines of {out}:\n{tail}")
 
 
-def _jmx(http_port: int, query: str) -> dict:
-    url = f"http://{HOST}:{http_port}/jmx?qry={query}"
+def _jmx(http_port: int, query: str, host: str = HOST) -> dict:
+    url = f"http://{host}:{http_port}/jmx?qry={query}"
     with urllib.request.urlopen(url, timeout=3) as resp:
         beans = json.load(resp).get("beans") or [{}]
     return beans[0]
 
 
-def _cluster_state(http_port: int) -> dict:
+def cluster_state(http_port: int, host: str = HOST) -> dict:
     """The NameNode's view: live DataNodes, safe mode, capacity (``{}`` if it does not answer)."""
     with contextlib.suppress(Exception):
-        return _jmx(http_port, "Hadoop:service=NameNode,name=FSNamesystemState")
+        return _jmx(http_port, "Hadoop:service=NameNode,name=FSNamesystemState", host)
     return {}
 
 
 def _ready(http_port: int) -> bool:
     """Writable: the NameNode answers, is out of safe mode and has a live DataNode."""
-    st = _cluster_state(http_port)
+    st = cluster_state(http_port)
     return st.get("NumLiveDataNodes", 0) >= 1 and st.get("FSState") == "Operational"
 
 
@@ -210,13 +222,13 @@ def start(ctx: ServiceContext, port: int = PORT, http_port: int = HTTP_PORT,
     if nn_pid is None:
         require_port_free(NAME, HOST, opts["port"], wait=5)
         require_port_free(NAME, HOST, opts["http_port"], wait=5)
-        _format(ctx, java_exe, conf, classpath)
-        spawn(ctx, [*_jvm(java_exe, conf, classpath, heap, ctx.log_dir, "namenode"),
+        format_namenode(ctx, java_exe, conf, classpath)
+        spawn(ctx, [*jvm(java_exe, conf, classpath, heap, ctx.log_dir, "namenode"),
                     "org.apache.hadoop.hdfs.server.namenode.NameNode"])
     if dn_pid is None:
         for p in ("dn_port", "dn_http_port", "dn_ipc_port"):
             require_port_free(NAME, HOST, opts[p], wait=5)
-        spawn(dn, [*_jvm(java_exe, conf, classpath, dn_heap, dn.log_dir, "datanode"),
+        spawn(dn, [*jvm(java_exe, conf, classpath, dn_heap, dn.log_dir, "datanode"),
                    "org.apache.hadoop.hdfs.server.datanode.DataNode"])
     return start_and_wait(ctx, lambda: _ready(opts["http_port"]), timeout,
                           f"namenode 127.0.0.1:{opts['port']} with a live datanode",
@@ -243,7 +255,7 @@ def kill(ctx: ServiceContext) -> None:
 def status(ctx: ServiceContext) -> dict:
     opts = _saved_options(ctx)
     nn_pid, dn_pid = ctx.read_pid(), _datanode_ctx(ctx).read_pid()
-    state = _cluster_state(opts["http_port"]) if nn_pid is not None else {}
+    state = cluster_state(opts["http_port"]) if nn_pid is not None else {}
     running = (nn_pid is not None and dn_pid is not None and port_open(HOST, opts["port"])
                and state.get("NumLiveDataNodes", 0) >= 1)
     return {
@@ -270,5 +282,11 @@ def client_options(ctx: ServiceContext, namespace: str) -> dict:
     """Backend options for the file backends: ``path`` an ``hdfs://`` URL of a directory named
     after ``namespace`` (created on first use)."""
     opts = _saved_options(ctx)
+    return {"path": namespace_url(HOST, opts["port"], opts["http_port"], namespace)}
+
+
+def namespace_url(host: str, port: int, http_port: int, namespace: str) -> str:
+    """The ``hdfs://`` URL of the directory ``/ckptbench/<namespace>`` (a safe spelling of it)
+    on the NameNode at ``host:port`` whose WebHDFS is on ``http_port``."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace).strip("._-") or "default"
-    return {"path": f"hdfs://{HOST}:{opts['port']}/ckptbench/{safe}?webhdfs={opts['http_port']}"}
+    return f"hdfs://{host}:{port}/ckptbench/{safe}?webhdfs={http_port}"

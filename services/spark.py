@@ -42,7 +42,7 @@ DEFAULT_MEMORY = "2g"
 REGISTERED = "Successfully registered with master"
 
 
-def _spark_home() -> Path:
+def spark_home() -> Path:
     try:
         import pyspark
     except ImportError:
@@ -53,7 +53,7 @@ def _spark_home() -> Path:
 
 def install(log) -> None:
     """Nothing to fetch: check that pyspark's ``spark-class`` and a Java runtime are there."""
-    spark_class = _spark_home() / "bin" / "spark-class"
+    spark_class = spark_home() / "bin" / "spark-class"
     if not spark_class.exists():
         raise ServiceError(f"spark: {spark_class} is missing; reinstall pyspark")
     if not shutil.which("java"):
@@ -69,8 +69,14 @@ def _worker_ctx(ctx: ServiceContext) -> ServiceContext:
 
 
 def _env(ctx: ServiceContext) -> dict[str, str]:
-    return {**os.environ, "SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": HOST,
-            "SPARK_DAEMON_MEMORY": "512m", "SPARK_LOG_DIR": str(ctx.log_dir),
+    return daemon_env(ctx.log_dir)
+
+
+def daemon_env(log_dir: Path, local_ip: str = HOST, memory: str = "512m") -> dict[str, str]:
+    """The environment of a master or worker (``spark-class``): Spark from pyspark, bound to
+    ``local_ip``, a ``memory`` heap, logs in ``log_dir``."""
+    return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": local_ip,
+            "SPARK_DAEMON_MEMORY": memory, "SPARK_LOG_DIR": str(log_dir),
             # executors' Python workers: this interpreter (numpy, pyarrow, this project)
             "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
 
@@ -81,7 +87,7 @@ def _options(ctx: ServiceContext) -> dict:
     return opts
 
 
-def _registered(worker: ServiceContext) -> bool:
+def registered(worker: ServiceContext) -> bool:
     try:
         return REGISTERED in (worker.log_dir / f"{worker.name}.log").read_text(errors="replace")
     except OSError:
@@ -91,7 +97,7 @@ def _registered(worker: ServiceContext) -> bool:
 def start(ctx: ServiceContext, port: int | None = None, **_ignored: Any) -> dict:
     """Start (or reuse) the master, then the worker; wait until the worker has registered."""
     opts = _options(ctx)
-    spark_class = str(_spark_home() / "bin" / "spark-class")
+    spark_class = str(spark_home() / "bin" / "spark-class")
     if ctx.read_pid() is not None:
         if port is not None and int(port) != int(opts["port"]):
             raise ServiceError(f"spark: already running on {HOST}:{opts['port']}; run "
@@ -109,7 +115,7 @@ def start(ctx: ServiceContext, port: int | None = None, **_ignored: Any) -> dict
         spawn(worker, [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://{HOST}:{opts['port']}",
                        "--host", HOST, "--cores", str(opts["cores"]), "--memory", str(opts["memory"]),
                        "--webui-port", "0", "--work-dir", str(worker.data_dir)], env=_env(ctx))
-        wait_until(worker, lambda: _registered(worker), 120, "spark worker registration")
+        wait_until(worker, lambda: registered(worker), 120, "spark worker registration")
     return status(ctx)
 
 

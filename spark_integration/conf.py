@@ -49,6 +49,7 @@ import uuid
 from typing import Any, Iterable, Mapping
 
 from backends import backend_class
+from backends.media import is_remote_url
 
 from .errors import SparkIntegrationError
 from .layouts.registry import DEFAULT as DEFAULT_LAYOUT, DEFAULT_CHUNK_BYTES, layout_names
@@ -172,8 +173,9 @@ def build(protocol: str = "none", backend: str | None = None,
         cls.parse_options(given)
         options = given
         path = options.get("path")  # given, so the class declares it (parse_options checked)
-        if path is not None:
-            options["path"] = os.path.abspath(os.path.expanduser(str(path)))
+        if path is not None:  # a directory made absolute; an hdfs:// or nfs:// URL stays one
+            if not is_remote_url(str(path)):
+                options["path"] = os.path.abspath(os.path.expanduser(str(path)))
         elif cls.keeps_a_directory() and reg.uses_backend:
             options["path"] = default_store_path(state_dir, job_id)
 

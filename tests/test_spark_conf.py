@@ -94,6 +94,15 @@ def test_backend_options_validated_by_the_backend(tmp_path):
         from_conf(c)
 
 
+@pytest.mark.parametrize("url", ["hdfs://10.77.0.1:8020/ckptbench/j?webhdfs=9870",
+                                 "nfs://127.0.0.1/export/j?version=3"])
+def test_a_remote_path_stays_a_url(url):
+    """A directory ``path`` is made absolute; an ``hdfs://`` or ``nfs://`` URL is no directory."""
+    c = conf(protocol="coordinated", backend="indexed_fs")
+    c[PREFIX + "backend.path"] = url
+    assert from_conf(c).backend_options["path"] == url
+
+
 def test_to_conf_round_trip(tmp_path):
     entries = to_conf({"protocol": "coordinated", "backend": "default_fs", "interval": 2}, {"path": str(tmp_path)})
     s = from_conf(entries)
