@@ -335,7 +335,7 @@ class JobRunner:
                                      else sum(s["state_bytes"] for s in stats))
                 m.backend_ops += result.ops
             if results and self.spec.orphans and self.settings.writes_checkpoints:
-                self.censuses.append(self._census())
+                self.censuses.append(self._census(sizes=False))  # a count: reads no value
             self.metrics.live_state_bytes = sum(s["state_bytes"] for s in stats)
             if any(s["encode_ms"] or s["write_ms"] for s in stats):
                 self.metrics.checkpoint_encode_ms.append(max(s["encode_ms"] for s in stats))
@@ -441,10 +441,10 @@ class JobRunner:
         self._clear_local_state()
         return self.metrics
 
-    def _census(self) -> orphans.Census:
+    def _census(self, sizes: bool = True) -> orphans.Census:
         """What the job holds in the store that the protocol's recovery line does not reference
         (:mod:`.orphans`)."""
-        return orphans.census(self.settings, self.protocol.references(self.spec.parallelism))
+        return orphans.census(self.settings, self.protocol.references(self.spec.parallelism), sizes)
 
     def _drop_records(self) -> None:
         """The job's records deleted, once measured (unless retained)."""

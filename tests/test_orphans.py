@@ -53,8 +53,9 @@ def test_kinds_of_orphans():
 
 def test_growing_is_a_rising_floor_not_a_sawtooth():
     assert not growing([0, 0, 9, 0, 0, 9, 0, 0, 9])  # lazy GC: collected a checkpoint later
+    assert not growing([0, 9, 9, 9, 9])  # one checkpoint always waiting for the next's GC
     assert growing([0, 0, 4, 4, 9, 9, 9])  # left behind at each failure, never collected
-    assert not growing([5, 5])
+    assert not growing([5, 5, 5])
 
 
 # ------------------------------------------------------------------------ real stores
