@@ -33,7 +33,7 @@ from experiments.core.document import cpu_model
 from experiments.core.format import collect_targets
 from experiments.core.results import ensure_parent, write_json
 from experiments.reproduce import docs as reproduce_docs
-from experiments.reproduce import state, tables
+from experiments.reproduce import cost, state, tables
 from experiments.reproduce.result import Reproduce, StepRun, Target
 from experiments.spark import matrix_result, state_sweep_result
 from experiments.storage import compare_table, thesis_result
@@ -314,6 +314,14 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  ("--json", "{document}", "--plot", "{out}/{name}/spark-state.png"))),
         state_sweep_result.table, state_sweep_result.headline, servers=("redis", "hbase", "minio"),
         chart=_state_sweep_chart),
+    Experiment(
+        "cost", "what a checkpoint costs in requests and dollars: coordinated full checkpoints of 1 KiB "
+        "a key to MinIO, Redis, HBase and indexed_fs (local disk and HDFS), chunks against per-key, "
+        "and on MinIO at three key counts; one failure a run, its restore priced, and what the run "
+        "left off its recovery line", tuple(
+            Step(lab, full, quick) for (lab, full), (_, quick) in zip(cost.commands("full"),
+                                                                    cost.commands("quick"))),
+        cost.table, cost.headline, servers=cost.SERVERS, chart=cost.chart, rows_apart=True),
 )}
 
 
