@@ -109,6 +109,16 @@ def _state_sweep_chart(runs: dict[str, dict[str, Any]], path: str) -> None:
     plot_state_sweep(state_sweep_result.of_runs(runs), path)
 
 
+def _of_runs(name: str, shows: str, module: Any) -> Experiment:
+    """An experiment of ``bench spark`` runs, each a row of its own, defined by ``module``: its
+    ``commands(size)`` (the same labels at both sizes), ``table``, ``headline``, ``chart`` and
+    ``SERVERS``."""
+    steps = tuple(Step(lab, full, quick) for (lab, full), (_, quick)
+                  in zip(module.commands("full"), module.commands("quick")))
+    return Experiment(name, shows, steps, module.table, module.headline, servers=module.SERVERS,
+                      chart=module.chart, rows_apart=True)
+
+
 def _thesis(name: str, plot: bool = True) -> Step:
     return Step(name, f"thesis {name}", f"thesis {name} --quick", ("--out", "{out}/thesis"),
                 document="{out}/thesis/{name}.json",
@@ -290,14 +300,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  plot="{out}/logio-stragglers.png"),),
         lambda docs: _paper_module("stragglers").markdown(docs["run"]),
         lambda docs: _paper_module("stragglers").headline(docs["run"])),
-    Experiment(
+    _of_runs(
         "state", "1 KiB of state a key (over 2 GiB in all) checkpointed by coordinated to every "
         "store, chunks on each and every layout on indexed_fs, one failure a run: checkpoint tail "
         "and rate against the disk's sequential rate for the same bytes, space amplification, "
-        "recovery by phase from a cold cache, steady throughput over none, exactly-once", tuple(
-            Step(lab, full, quick) for (lab, full), (_, quick) in zip(state.commands("full"),
-                                                                    state.commands("quick"))),
-        state.table, state.headline, servers=state.SERVERS, chart=state.chart, rows_apart=True),
+        "recovery by phase from a cold cache, steady throughput over none, exactly-once", state),
     Experiment(
         "state-sweep", "how checkpoint p50/p99, recovery time, space amplification, bytes written "
         "and steady throughput grow with the live state (16 MiB to 4 GiB) and with the share of keys "
@@ -314,14 +321,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  ("--json", "{document}", "--plot", "{out}/{name}/spark-state.png"))),
         state_sweep_result.table, state_sweep_result.headline, servers=("redis", "hbase", "minio"),
         chart=_state_sweep_chart),
-    Experiment(
+    _of_runs(
         "cost", "what a checkpoint costs in requests and dollars: coordinated full checkpoints of 1 KiB "
         "a key to MinIO, Redis, HBase and indexed_fs (local disk and HDFS), chunks against per-key, "
         "and on MinIO at three key counts; one failure a run, its restore priced, and what the run "
-        "left off its recovery line", tuple(
-            Step(lab, full, quick) for (lab, full), (_, quick) in zip(cost.commands("full"),
-                                                                    cost.commands("quick"))),
-        cost.table, cost.headline, servers=cost.SERVERS, chart=cost.chart, rows_apart=True),
+        "left off its recovery line", cost),
 )}
 
 
