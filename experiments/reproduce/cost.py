@@ -30,7 +30,7 @@ from experiments.core.format import Runs, md_table, num
 JOB = ("spark --job wordcount --state-bytes 1024 --full-every 1 --protocol coordinated --verify "
        "--orphans --price-interval 60")
 #: (keys of the store rows, keys of the MinIO key steps) per size
-KEYS = {"full": (8_000, (2_000, 8_000, 16_000)), "quick": (2_000, (500, 2_000, 4_000))}
+KEYS = {"full": (4_000, (1_000, 4_000, 16_000)), "quick": (1_000, (250, 1_000, 2_000))}
 #: (store, medium) rows, in the table's order (a medium holds a file store's directory)
 STORES: tuple[tuple[str, str], ...] = (
     ("minio", ""), ("redis", ""), ("hbase", ""), ("indexed_fs", ""), ("indexed_fs", "hdfs"))
