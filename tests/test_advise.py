@@ -196,6 +196,10 @@ def test_cost_ranks_by_dollars_a_month_at_the_rpo():
     assert per_key.interval_s == 60.0 and per_key.total == pytest.approx(month["total"])
     assert doc.ranking[2].dollars.total is None  # no list price: after every priced row
     assert doc.recommended.dollars_month == pytest.approx(doc.ranking[0].dollars.total)
+    from experiments.spark.advise import Advise, advise_lines, format_cost_table
+
+    read = Advise.from_json(json.loads(json.dumps(doc.to_json())))  # as bench advise --json wrote it
+    assert format_cost_table(read) == format_cost_table(doc) and advise_lines(read) == advise_lines(doc)
     # a checkpoint longer than the RPO's interval cannot meet it: ranked after those that can
     slow = advise(COSTED, 3600.0, optimize="cost", rpo_s=0.1, table=table, provider="s3-standard")
     assert slow.ranking[0].name == "coordinated/minio (per-key)" and not slow.ranking[-1].dollars.meets_rpo

@@ -47,7 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.core.document import Document, Environment
+from experiments.core.document import Document, Environment, optional
 from experiments.core.format import text_table
 from experiments.core.prices import PriceTable, load as load_prices, monthly
 
@@ -210,7 +210,7 @@ class Advice:
     events_per_interval: float
     rank: int = 0
     #: with ``optimize="cost"``: the month's dollars at the RPO's interval (:class:`Dollars`)
-    dollars: Dollars | None = None
+    dollars: Dollars | None = optional()
     #: ``protocol/backend`` (the protocol alone without a backend), and whether it keeps up
     #: with the rate and meets the RTO: derived, written for the reader of the document
     name: str = field(init=False)
@@ -240,7 +240,7 @@ class Recommended:
     interval_s: float | None
     overhead: float
     expected_recovery_s: float
-    dollars_month: float | None = None
+    dollars_month: float | None = optional()
 
 
 @dataclass(kw_only=True)
@@ -257,11 +257,11 @@ class Advise(Document):
     matrix: MatrixRef
     recommended: Recommended
     ranking: list[Advice] = field(default_factory=list)
-    #: ``time`` (expected overhead) or ``cost`` (dollars a month at ``rpo_s``)
-    optimize: str = "time"
-    rpo_s: float | None = None
+    #: ``cost``: ranked by dollars a month at ``rpo_s`` (absent: by expected overhead)
+    optimize: str | None = optional()
+    rpo_s: float | None = optional()
     #: with ``optimize="cost"``: the price table and the provider the ranking used
-    prices: dict[str, Any] | None = None
+    prices: dict[str, Any] | None = optional()
     environment: Environment = field(default_factory=Environment.here)
 
 
@@ -511,8 +511,8 @@ def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s:
     else:
         ranked = rank(entries)
     best = ranked[0]
-    return Advise(source=source, mtbf_s=mtbf_s, rto_s=rto_s, rate=lam, optimize=optimize, rpo_s=rpo_s,
-                  prices=prices,
+    return Advise(source=source, mtbf_s=mtbf_s, rto_s=rto_s, rate=lam,
+                  optimize=optimize if optimize == "cost" else None, rpo_s=rpo_s, prices=prices,
                   rate_note="given" if rate else ("the matrix job's rate" if lam else
                                                   "flat out: each row's measured throughput"),
                   matrix=MatrixRef(doc.get("job"), doc.get("rounds"), doc.get("interval"),
