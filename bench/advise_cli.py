@@ -87,6 +87,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="your events/s (default: the matrix job's rate; unpaced: each row's throughput)")
     p.add_argument("--rto", type=_duration("--rto"),
                    help="recovery-time objective, e.g. 30s (default: none)")
+    p.add_argument("--optimize", choices=("time", "cost"), default="time",
+                   help="rank by expected overhead (time, the default) or by dollars a month at --rpo "
+                        "(cost: the runs' measured requests and stored bytes at list prices)")
+    p.add_argument("--rpo", type=_duration("--rpo"),
+                   help="with --optimize cost: recovery-point objective, the longest interval allowed "
+                        "between checkpoints, e.g. 1m")
+    p.add_argument("--prices", metavar="FILE",
+                   help="with --optimize cost: price table (default experiments/core/prices.toml; "
+                        "docs/cost.md)")
+    p.add_argument("--provider", metavar="NAME",
+                   help="with --optimize cost: price every row at this provider of the table (default: "
+                        "each row at the cheapest provider that prices its backend)")
     p.add_argument("--json", default="results/advise.json", metavar="FILE",
                    help="(default results/advise.json; its report page goes beside it as .html)")
     add_html_arg(p)
@@ -154,10 +166,20 @@ def run(args: argparse.Namespace) -> int:
     from experiments.spark import advise, advise_state
     from experiments.report.plots import plot_advise
 
+    from backends.base import BadOptionError
+    from experiments.core import prices
+
     model: Any = advise
     try:
+        cost = args.optimize == "cost"
+        if not cost and (args.rpo is not None or args.prices or args.provider):
+            raise UsageError("--rpo, --prices and --provider price the ranking: give --optimize cost too")
+        table = prices.load(args.prices) if cost else None  # a bad table: refused before any run
         doc = read_json(args.source) if args.source else None
         sweeps = advise_state.sweep_documents(doc)
+        if sweeps and cost:
+            raise UsageError("--optimize cost prices measured runs: give --from bench spark-matrix's JSON "
+                             "or bench reproduce cost's (results/cost.json), not a state sweep")
         if sweeps:
             model = advise_state
             result = advise_state.advise_state(load_sweeps(sweeps, args.source, args), args.state, args.dirty,
@@ -170,11 +192,12 @@ def run(args: argparse.Namespace) -> int:
                 matrix, source = load_matrix(doc, args.source), args.source
             else:
                 matrix, source = quick_matrix(), "a quick matrix run now"
-            result = advise.advise(matrix, args.mtbf, args.rate, args.rto, source=source)
-    except (UsageError, advise.AdviseError) as exc:
+            result = advise.advise(matrix, args.mtbf, args.rate, args.rto, source=source,
+                                   optimize=args.optimize, rpo_s=args.rpo, table=table, provider=args.provider)
+    except (UsageError, advise.AdviseError, BadOptionError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(model.format_table(result))
+    print(advise.format_cost_table(result) if args.optimize == "cost" else model.format_table(result))
     for line in model.advise_lines(result):
         print(line)
     from experiments.core.results import ensure_parent

@@ -18,6 +18,7 @@ from typing import Any
 from backends.base import CkptError, parse_kv
 from spark_integration.conf import PREFIX, from_conf, to_conf
 from spark_integration.job import JobSpec, print_metrics
+from spark_integration.orphans import lines as orphan_lines
 from spark_integration.layouts.registry import DEFAULT as DEFAULT_LAYOUT, DEFAULT_CHUNK_BYTES, layout_help, layout_names
 from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
@@ -104,6 +105,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="leave the job's checkpoints in the store when it ends (Flink's "
                         "RETAIN_ON_CANCELLATION); by default a run that ends deletes them once "
                         "measured, and a failed run leaves them for --resume")
+    p.add_argument("--orphans", action="store_true",
+                   help="count what the protocol leaves in the store that its recovery line does not "
+                        "reference: after every checkpoint, and at the end before and after the "
+                        "protocol's GC ([ORPHANS] lines; the census lists the store between "
+                        "micro-batches, so measure times without it; docs/cost.md)")
     p.add_argument("--disk-baseline", action="store_true",
                    help="after the job, write each checkpoint's bytes again sequentially beside the "
                         "store at the run's pace (write + fdatasync), read the largest back cold, and "
@@ -182,7 +188,8 @@ def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
     return JobSpec(kind=JOBS[args.job], events=args.events, keys=args.keys, skew=args.skew,
                    seed=getattr(args, "seed", 42), rate=getattr(args, "rate", 0.0),
                    parallelism=args.parallelism, max_batch=args.batch, verify=verify,
-                   resume=getattr(args, "resume", False), timeout=getattr(args, "timeout", JobSpec.timeout))
+                   resume=getattr(args, "resume", False), timeout=getattr(args, "timeout", JobSpec.timeout),
+                   orphans=getattr(args, "orphans", False))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,6 +219,10 @@ def run(args: argparse.Namespace) -> int:
     document = spark_job.job_document(metrics, settings, spec)
     document.cost = cost.cost_report(metrics, settings.backend, table, args.price_interval)
     cost.print_cost(document.cost, settings.backend)
+    if metrics.orphans is not None:
+        document.orphans = metrics.orphans
+        for name, value in orphan_lines(metrics.orphans):
+            print(f"[ORPHANS], {name}, {value}")
     if baseline is not None:
         document.disk_baseline = baseline
         for name, value in baseline.items():

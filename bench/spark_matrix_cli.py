@@ -54,6 +54,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds measured (median reported)")
     p.add_argument("--warmup", type=int, default=WARMUP_ROUNDS, help="rounds run first and not measured")
     p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET")
+    p.add_argument("--orphans", action="store_true",
+                   help="count what each protocol leaves in each store off its recovery line, before "
+                        "and after its GC (bench spark --orphans; the census adds to the runs' time)")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE",
                    help=f"(default {DEFAULT_JSON}; its report page goes beside it as .html)")
@@ -106,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(spark_matrix.format_table(doc.rows))
+    orphans = spark_matrix.orphan_table(doc.rows)
+    if orphans is not None:
+        print(f"\n[ORPHANS] what each protocol left off its recovery line, before and after its GC\n{orphans}")
     for line in spark_matrix.summary_lines(doc):
         print(line)
     spark_matrix.write_json(doc, args.json)

@@ -39,6 +39,10 @@ class JobSpec:
     #: take over a job whose driver died: recover from what the protocol left in the backend
     #: (same jobId, stateDir and backend) instead of starting from the first event
     resume: bool = False
+    #: count what the protocol leaves in the store that its recovery line does not reference,
+    #: after every checkpoint and at the end before and after the protocol's GC (:mod:`.orphans`);
+    #: the census lists the store between micro-batches, which the run's time includes
+    orphans: bool = False
 
 
 #: the phases of a recovery episode, in order (see :mod:`.phases`)
@@ -140,6 +144,8 @@ class Metrics:
     #: store cannot attribute bytes to a job, or the run wrote no checkpoints)
     store_bytes: int | None = None
     store_bytes_after_gc: int | None = None
+    #: with ``JobSpec.orphans``: the orphan report (:func:`.orphans.report`)
+    orphans: dict | None = None
     #: with ``coldRestore``: ``cold``, or ``warm: WHY`` (see :func:`.store.evict_job`)
     restore_cache: str = ""
     #: every micro-batch, in order: its end offset, events, wall time (ms), the checkpoint it

@@ -48,7 +48,7 @@ import numpy as np
 from backends import CkptError
 from backends.ledger import Ledger
 
-from . import phases
+from . import orphans, phases
 from .errors import SparkIntegrationError, store_error
 from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
@@ -181,6 +181,8 @@ class JobRunner:
         self.closed_at = 0
         if settings.window_events:
             self.metrics.dropped_keys = 0
+        #: with ``JobSpec.orphans``: the orphan census after every checkpoint (:mod:`.orphans`)
+        self.censuses: list[orphans.Census] = []
 
     # -- one Spark job over one range of events ------------------------------------------
     def _select(self, df: Any) -> Any:
@@ -344,6 +346,8 @@ class JobRunner:
                 m.state_sizes.append(result.state_bytes if result.state_bytes is not None
                                      else sum(s["state_bytes"] for s in stats))
                 m.backend_ops += result.ops
+            if results and self.spec.orphans and self.settings.writes_checkpoints:
+                self.censuses.append(self._census(sizes=False))  # a count: reads no value
             self.metrics.live_state_bytes = sum(s["state_bytes"] for s in stats)
             if any(s["encode_ms"] or s["write_ms"] for s in stats):
                 self.metrics.checkpoint_encode_ms.append(max(s["encode_ms"] for s in stats))
@@ -437,18 +441,29 @@ class JobRunner:
         self.metrics.protocol_counters.setdefault("LoggedBytes", logged_bytes(self.settings.job_id))
         if self.spec.verify:
             self._verify()
-        with phases.metering() as cleanup:  # measuring what the run left, and deleting it
-            self._clean_up()
+        with phases.metering() as cleanup:  # measuring what the run left
+            if self.metrics.checkpoints:  # after the verify, which must see the store as the run left it
+                self.metrics.store_bytes, self.metrics.store_bytes_after_gc = job_footprint(self.settings)
+        if self.spec.orphans and self.settings.writes_checkpoints:  # its requests are the census'
+            orphans.settle(self.settings)  # an asynchronous writer's last checkpoints
+            before = self._census()
+            self.protocol.collect(self.spec.parallelism)
+            self.metrics.orphans = orphans.report(self.censuses, before, self._census())
+        with phases.metering() as dropping:
+            self._drop_records()
+        cleanup.requests.add(dropping.requests)
         if cleanup.requests:
             self.metrics.cleanup_requests = cleanup.requests.as_dict()
         self._clear_local_state()
         return self.metrics
 
-    def _clean_up(self) -> None:
-        """The store's footprint as the run left it, then the job's records deleted (unless
-        retained)."""
-        if self.metrics.checkpoints:  # after the verify, which must see the store as the run left it
-            self.metrics.store_bytes, self.metrics.store_bytes_after_gc = job_footprint(self.settings)
+    def _census(self, sizes: bool = True) -> orphans.Census:
+        """What the job holds in the store that the protocol's recovery line does not reference
+        (:mod:`.orphans`)."""
+        return orphans.census(self.settings, self.protocol.references(self.spec.parallelism), sizes)
+
+    def _drop_records(self) -> None:
+        """The job's records deleted, once measured (unless retained)."""
         if self.settings.writes_checkpoints and not self.settings.retain_checkpoints:
             try:
                 drop_job(self.settings)

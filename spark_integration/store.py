@@ -92,6 +92,11 @@ class Scoped:
             nbytes.append(sum(len(v) for _, v in found))
         return found
 
+    def keys(self, key_prefix: str = "") -> list[str]:
+        """The keys under ``key_prefix``, ordered, without reading a value."""
+        self.ops += 1
+        return [k[len(self.prefix):] for k in self.backend.keys(self.prefix + key_prefix)]
+
     def flush(self) -> None:
         with phases.timed("write_s"):
             self.backend.flush()
@@ -133,6 +138,25 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
         with phases.reading():
             store = _cached[key] = open_backend(settings.backend, **options)
     yield Scoped(store, prefix(settings, owner))
+
+
+def job_keys(settings: Settings) -> dict[str, list[str]]:
+    """Every key job ``settings.job_id`` holds in the store, by participant (``driver``, ``i0``,
+    ``log-s0``, ...), as the participant's store sees it (without the job's prefix); lists
+    keys only (:meth:`~backends.base.Backend.keys`), reads no value."""
+    if not _is_path_backend(settings):  # one namespace on the server: the job's key prefix
+        with participant_store(settings, "driver") as store:
+            job = f"{settings.job_id}/"
+            found: dict[str, list[str]] = {}
+            for key in store.backend.keys(job):
+                owner, _, rest = key[len(job):].partition("/")
+                found.setdefault(owner, []).append(rest)
+            return found
+    out = {}
+    for owner in _owners(settings):
+        with participant_store(settings, owner) as store:
+            out[owner] = store.backend.keys("")
+    return out
 
 
 def _owners(settings: Settings) -> list[str]:

@@ -163,3 +163,60 @@ def test_cli_reads_the_state_experiments_runs_as_a_matrix(tmp_path, capsys):
     assert "[ADVISE], Recommended, coordinated/indexed_fs (chunks)" in out
     assert "coordinated/redis (chunks)" in out and "RecoveryMeasured, true" in out
     assert "coordinated/indexed_fs on nfs (chunks)" in out and "(per-key)" not in out
+
+
+# ------------------------------------------------------------------------------ --optimize cost
+def _priced(row, backend, requests, stored):
+    return {**row, "cost": {"backend": backend, "requests": requests, "stored_bytes": stored}}
+
+
+COSTED = {**MATRIX, "rows": [
+    MATRIX["rows"][0],
+    # per-key on MinIO: fast, but 16,000 PUTs a checkpoint
+    _priced(_row("coordinated", "minio (per-key)", 40.0, 600000.0, 2000.0, 1), "minio",
+            {"PutObject": 16000.0}, 20 << 20),
+    # chunks on MinIO: slower checkpoints, 5 PUTs
+    _priced(_row("coordinated", "minio (chunks)", 400.0, 600000.0, 2000.0, 1), "minio",
+            {"PutObject": 5.0, "HeadBucket": 1.0}, 20 << 20),
+    # Redis: no provider prices it
+    _priced(_row("coordinated", "redis", 10.0, 650000.0, 2000.0, 1), "redis", {"MSET": 2.0}, 20 << 20),
+]}
+
+
+def test_cost_ranks_by_dollars_a_month_at_the_rpo():
+    from experiments.core import prices
+
+    table = prices.load()
+    doc = advise(COSTED, 3600.0, rto_s=None, optimize="cost", rpo_s=60.0, table=table, provider="s3-standard")
+    names = [a.name for a in doc.ranking]
+    assert names == ["coordinated/minio (chunks)", "coordinated/minio (per-key)", "coordinated/redis"]
+    s3 = next(p for p in table.providers if p.name == "s3-standard")
+    per_key = doc.ranking[1].dollars
+    month = prices.monthly(s3, {"PutObject": 16000.0}, 60.0, 20 << 20, table.gb_bytes)
+    assert per_key.interval_s == 60.0 and per_key.total == pytest.approx(month["total"])
+    assert doc.ranking[2].dollars.total is None  # no list price: after every priced row
+    assert doc.recommended.dollars_month == pytest.approx(doc.ranking[0].dollars.total)
+    from experiments.spark.advise import Advise, advise_lines, format_cost_table
+
+    read = Advise.from_json(json.loads(json.dumps(doc.to_json())))  # as bench advise --json wrote it
+    assert format_cost_table(read) == format_cost_table(doc) and advise_lines(read) == advise_lines(doc)
+    # a checkpoint longer than the RPO's interval cannot meet it: ranked after those that can
+    slow = advise(COSTED, 3600.0, optimize="cost", rpo_s=0.1, table=table, provider="s3-standard")
+    assert slow.ranking[0].name == "coordinated/minio (per-key)" and not slow.ranking[-1].dollars.meets_rpo
+
+
+def test_cost_needs_an_rpo_and_cost_data(tmp_path, capsys):
+    with pytest.raises(AdviseError, match="--rpo"):
+        advise(COSTED, 3600.0, optimize="cost")
+    with pytest.raises(AdviseError, match=r"\[COST\] data"):
+        advise(MATRIX, 3600.0, optimize="cost", rpo_s=60.0)
+    src = tmp_path / "m.json"
+    src.write_text(json.dumps(COSTED))
+    assert main(["advise", "--from", str(src), "--mtbf", "1h", "--rpo", "1m"]) == 2  # no --optimize cost
+    assert capsys.readouterr().err.count("\n") == 1
+    out_json = tmp_path / "a.json"
+    assert main(["advise", "--from", str(src), "--mtbf", "1h", "--optimize", "cost", "--rpo", "1m",
+                 "--json", str(out_json), "--plot", str(tmp_path / "a.png")]) == 0
+    out = capsys.readouterr().out
+    assert "[ADVISE], Optimize, cost" in out and "[ADVISE], Recommended, coordinated/minio (chunks)" in out
+    assert json.loads(out_json.read_text())["optimize"] == "cost"

@@ -482,3 +482,32 @@ UNRECORDED = {
     "img/storage-compare-fig4.1-hdfs.png", "img/spark-matrix.png", "img/checkmate.png",
     "img/logio-stragglers.png",
 }
+
+
+def test_cost_table_prices_each_run_per_price_row_and_follows_the_keys(tmp_path):
+    from experiments.reproduce import cost
+
+    def run(backend, layout, keys, puts, providers):
+        return {"job": {"keys": keys}, "metrics": {"StateBytes": keys * 1040, "ExactlyOnce": True},
+                "settings": {"backend": backend, "layout": layout},
+                "cost": {"checkpoints": {"count": 4, "median": {"requests": {"PutObject": puts}, "sent_bytes": 1 << 20}},
+                         "restores": {"each": [{"requests": {"GetObject": puts}}]},
+                         "prices": {"providers": {p: {"confirmed": True, "per_checkpoint": puts * 5e-6,
+                                                      "per_restore": puts * 4e-7,
+                                                      "per_month": {"total": puts * 0.22}} for p in providers}}},
+                "orphans": {"before_gc": {"objects": 7}, "after_gc": {"objects": 0}, "growing": False}}
+
+    steps = dict(cost.commands("quick"))
+    assert "minio-per-key-more" in steps and "--medium hdfs" in steps["indexed_fs-hdfs-chunks"]
+    assert all("--orphans" in c and "--fail-at" in c for c in steps.values())
+    runs = {"minio-per-key": run("minio", "per-key", 2000, 2004, ["s3-standard", "gcs-standard"]),
+            "minio-per-key-more": run("minio", "per-key", 4000, 4004, ["s3-standard"]),
+            "minio-chunks-more": run("minio", "chunks", 4000, 2, ["s3-standard"]),
+            "redis-per-key": run("redis", "per-key", 2000, 1, []),
+            "hbase-chunks": {"error": "HBase down"}}
+    out = "\n".join(cost.table(runs))
+    assert out.count("| minio | per-key | 2,000 |") == 2  # one row per price row
+    assert "none lists this store" in out and "failed: HBase down" in out and "7 / 0" in out
+    assert "4,004" in cost.headline(runs) and "chunks 2" in cost.headline(runs)
+    cost.chart(runs, str(tmp_path / "cost.png"))
+    assert (tmp_path / "cost.png").read_bytes()[:4] == b"\x89PNG"

@@ -33,7 +33,7 @@ from experiments.core.document import cpu_model
 from experiments.core.format import collect_targets
 from experiments.core.results import ensure_parent, write_json
 from experiments.reproduce import docs as reproduce_docs
-from experiments.reproduce import state, tables
+from experiments.reproduce import cost, state, tables
 from experiments.reproduce.result import Reproduce, StepRun, Target
 from experiments.spark import matrix_result, state_sweep_result
 from experiments.storage import compare_table, thesis_result, throttle_curve
@@ -111,6 +111,16 @@ def _state_sweep_chart(runs: dict[str, dict[str, Any]], path: str) -> None:
 
 def _throttle_curve(runs: dict[str, dict[str, Any]]) -> throttle_curve.ThrottleCurve:
     return throttle_curve.ThrottleCurve.from_json(runs["run"])
+
+
+def _of_runs(name: str, shows: str, module: Any) -> Experiment:
+    """An experiment of ``bench spark`` runs, each a row of its own, defined by ``module``: its
+    ``commands(size)`` (the same labels at both sizes), ``table``, ``headline``, ``chart`` and
+    ``SERVERS``."""
+    steps = tuple(Step(lab, full, quick) for (lab, full), (_, quick)
+                  in zip(module.commands("full"), module.commands("quick")))
+    return Experiment(name, shows, steps, module.table, module.headline, servers=module.SERVERS,
+                      chart=module.chart, rows_apart=True)
 
 
 def _thesis(name: str, plot: bool = True) -> Step:
@@ -294,14 +304,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  plot="{out}/logio-stragglers.png"),),
         lambda docs: _paper_module("stragglers").markdown(docs["run"]),
         lambda docs: _paper_module("stragglers").headline(docs["run"])),
-    Experiment(
+    _of_runs(
         "state", "1 KiB of state a key (over 2 GiB in all) checkpointed by coordinated to every "
         "store, chunks on each and every layout on indexed_fs, one failure a run: checkpoint tail "
         "and rate against the disk's sequential rate for the same bytes, space amplification, "
-        "recovery by phase from a cold cache, steady throughput over none, exactly-once", tuple(
-            Step(lab, full, quick) for (lab, full), (_, quick) in zip(state.commands("full"),
-                                                                    state.commands("quick"))),
-        state.table, state.headline, servers=state.SERVERS, chart=state.chart, rows_apart=True),
+        "recovery by phase from a cold cache, steady throughput over none, exactly-once", state),
     Experiment(
         "state-sweep", "how checkpoint p50/p99, recovery time, space amplification, bytes written "
         "and steady throughput grow with the live state (16 MiB to 4 GiB) and with the share of keys "
@@ -318,6 +325,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                  ("--json", "{document}", "--plot", "{out}/{name}/spark-state.png"))),
         state_sweep_result.table, state_sweep_result.headline, servers=("redis", "hbase", "minio"),
         chart=_state_sweep_chart),
+    _of_runs(
+        "cost", "what a checkpoint costs in requests and dollars: coordinated full checkpoints of 1 KiB "
+        "a key to MinIO, Redis, HBase and indexed_fs (local disk and HDFS), chunks against per-key, "
+        "and on MinIO at three key counts; one failure a run, its restore priced, and what the run "
+        "left off its recovery line", cost),
     Experiment(
         "cost-throttle", "checkpoint writes on MinIO behind S3-like throttling (503 SlowDown above "
         "a request rate per prefix, botocore's standard retries): updates/s, latency, 503s, "

@@ -26,6 +26,14 @@ For a checkpoint interval ``T`` (seconds):
   overhead is convex in ``T``, so the best interval that meets the RTO is ``min(T_opt, T_rto)``
   (none when ``R >= RTO``).
 
+With ``optimize="cost"`` the ranking is by money instead (:func:`cost_of`): a month (730 hours)
+of checkpoints at the longest interval the user's recovery-point objective allows (``T = RPO``,
+or ``T_rto`` when an RTO asks for less; fewer checkpoints cost fewer requests), each sending the
+requests the row's run measured per checkpoint (its mean, by type, from the ``[COST]`` data),
+priced from a price table (:mod:`experiments.core.prices`), plus a month of the bytes the store
+held for the job.  A row whose checkpoint takes longer than ``T`` cannot meet the RPO; a row no
+provider prices (Redis, HBase) has no list price and is ranked after the priced ones.
+
 Candidates are the matrix rows that took checkpoints; ``none`` (no checkpoints: a failure loses
 the state) never is.  A row that cannot keep up with the rate (``X < rate``) or cannot meet the
 RTO is ranked after every row that can; within a group the lower overhead wins.  Everything here
@@ -39,8 +47,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from experiments.core.document import Document, Environment
+from experiments.core.document import Document, Environment, optional
 from experiments.core.format import text_table
+from experiments.core.prices import PriceTable, load as load_prices, monthly
 
 SCHEMA = "ckptbench.advise/1"
 DEFAULT_JSON = "results/advise.json"
@@ -161,6 +170,25 @@ def advised_interval(cost_s: float, mtbf_s: float, restart_s: float, rate: float
 
 
 @dataclass
+class Dollars:
+    """What a row costs a month at interval ``interval_s`` on ``provider``'s list prices."""
+
+    provider: str | None  # None: no provider in the table prices the row's backend
+    interval_s: float
+    meets_rpo: bool  # its checkpoint fits in the interval
+    requests_per_checkpoint: float  # the run's mean, all types
+    stored_bytes: float
+    requests: float | None = None  # $ a month
+    storage: float | None = None
+    total: float | None = None
+    prices_date: str = ""
+
+    @property
+    def key(self) -> float:
+        return self.total if self.total is not None else math.inf
+
+
+@dataclass
 class Advice:
     """One protocol x backend under the user's numbers."""
 
@@ -181,6 +209,8 @@ class Advice:
     meets_rto: bool | None  # None: no RTO given
     events_per_interval: float
     rank: int = 0
+    #: with ``optimize="cost"``: the month's dollars at the RPO's interval (:class:`Dollars`)
+    dollars: Dollars | None = optional()
     #: ``protocol/backend`` (the protocol alone without a backend), and whether it keeps up
     #: with the rate and meets the RTO: derived, written for the reader of the document
     name: str = field(init=False)
@@ -210,6 +240,7 @@ class Recommended:
     interval_s: float | None
     overhead: float
     expected_recovery_s: float
+    dollars_month: float | None = optional()
 
 
 @dataclass(kw_only=True)
@@ -226,6 +257,11 @@ class Advise(Document):
     matrix: MatrixRef
     recommended: Recommended
     ranking: list[Advice] = field(default_factory=list)
+    #: ``cost``: ranked by dollars a month at ``rpo_s`` (absent: by expected overhead)
+    optimize: str | None = optional()
+    rpo_s: float | None = optional()
+    #: with ``optimize="cost"``: the price table and the provider the ranking used
+    prices: dict[str, Any] | None = optional()
     environment: Environment = field(default_factory=Environment.here)
 
 
@@ -253,6 +289,45 @@ def advise_row(row: dict[str, Any], mtbf_s: float, rate: float | None, rto_s: fl
     return Advice(row["protocol"], row["backend"], row["checkpoint_ms"], restart_s * 1e3, measured, x, lam,
                   t_opt, t, overhead(at, cost_s, mtbf_s, restart_s) + (p or 0.0), p or 0.0, p is not None,
                   recovery_time(at, restart_s, lam, x), x >= lam, meets, at * lam)
+
+
+# ----------------------------------------------------------------------------- the money
+OPTIMIZE = ("time", "cost")
+
+
+def cost_of(row: dict[str, Any], entry: Advice, table: PriceTable, provider: str | None,
+            rpo_s: float) -> Dollars:
+    """A row's dollars a month at the RPO's interval (module doc): on ``provider``'s prices, or
+    the cheapest provider that prices the row's backend when None."""
+    cost = row.get("cost") or {}
+    requests = {k: float(v) for k, v in (cost.get("requests") or {}).items()}
+    stored = float(cost.get("stored_bytes") or 0)
+    interval = min(rpo_s, entry.interval_s) if entry.meets_rto and entry.interval_s else rpo_s
+    meets = entry.cost_ms / 1e3 <= interval
+    best = Dollars(None, interval, meets, sum(requests.values()), stored)
+    for p in table.for_backend(str(cost.get("backend") or "")):
+        if provider is not None and p.name != provider:
+            continue
+        month = monthly(p, requests, interval, stored, table.gb_bytes)
+        if best.total is None or month["total"] < best.total:
+            best = Dollars(p.name, interval, meets, sum(requests.values()), stored, month["requests"],
+                           month["storage"], month["total"], p.date)
+    return best
+
+
+def cost_rank_key(a: Advice) -> tuple[bool, bool, float, float]:
+    """Keeps up with the rate, meets the RPO (and the RTO) first, then priced before unpriced,
+    then by dollars a month, then by expected overhead."""
+    d = a.dollars
+    return not (a.feasible and d is not None and d.meets_rpo), d is None or d.total is None, \
+        d.key if d else math.inf, a.overhead
+
+
+def rank_by_cost(advice: list[Advice]) -> list[Advice]:
+    ordered = sorted(advice, key=cost_rank_key)
+    for i, a in enumerate(ordered, 1):
+        a.rank = i
+    return ordered
 
 
 # ------------------------------------------------------------------------------ the input
@@ -348,13 +423,23 @@ def matrix_of_runs(doc: dict[str, Any]) -> dict[str, Any] | None:
                      "checkpoint_ms": m.get("CheckpointTime(ms)"), "recovery_ms": m.get("RecoveryTime(ms)"),
                      "failures": m.get("Failures"), "metrics": {"Checkpoints": m.get("Checkpoints", 0)},
                      "work": {"checkpoints": m.get("Checkpoints", 0), "measured_events": m.get("Events", 0),
-                              "events": (job.get("job") or {}).get("events", 0)}})
+                              "events": (job.get("job") or {}).get("events", 0)},
+                     "cost": cost_inputs(job.get("cost"), settings.get("backend"))})
     none = next((r for r in rows if r["protocol"] == "none" and r["throughput"]), None)
     for row in rows:
         row["ratio_none"] = row["throughput"] / none["throughput"] if none and row["throughput"] else None
     first = jobs[0].get("job") or {}
     return {"job": {k: first.get(k) for k in ("kind", "events", "keys", "rate") if k in first},
             "rounds": 1, "rows": rows, "source_experiment": doc.get("name")}
+
+
+def cost_inputs(report: dict[str, Any] | None, backend: str | None) -> dict[str, Any] | None:
+    """What the money ranking reads of a run's ``[COST]`` data (:func:`experiments.spark.cost.cost_report`):
+    the store's backend, a checkpoint's mean requests by type, the bytes the store held."""
+    if not isinstance(report, dict) or not (report.get("checkpoints") or {}).get("count"):
+        return None
+    return {"backend": backend, "requests": report["checkpoints"]["mean"].get("requests", {}),
+            "stored_bytes": report.get("stored_bytes") or 0}
 
 
 def candidates(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -390,9 +475,16 @@ def default_rate(doc: dict[str, Any]) -> float | None:
 
 
 def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s: float | None = None,
-           source: str = "") -> Advise:
-    """The advice document: the inputs, every candidate ranked, the recommendation; a
-    malformed ``doc`` is an :class:`AdviseError` (:func:`check_matrix`)."""
+           source: str = "", optimize: str = "time", rpo_s: float | None = None,
+           table: PriceTable | None = None, provider: str | None = None) -> Advise:
+    """The advice document: the inputs, every candidate ranked (by expected overhead, or with
+    ``optimize="cost"`` by dollars a month at ``rpo_s`` on ``table``'s prices), the
+    recommendation; a malformed ``doc`` is an :class:`AdviseError` (:func:`check_matrix`)."""
+    if optimize not in OPTIMIZE:
+        raise AdviseError(f"--optimize {optimize!r}: give one of {', '.join(OPTIMIZE)}")
+    if optimize == "cost" and rpo_s is None:
+        raise AdviseError("--optimize cost ranks by dollars a month at your recovery-point objective: "
+                          "give --rpo DURATION, e.g. --rpo 1m")
     check_matrix(doc, source)
     rows = candidates(doc)
     if not rows:
@@ -401,15 +493,33 @@ def advise(doc: dict[str, Any], mtbf_s: float, rate: float | None = None, rto_s:
                           f"with a checkpointing protocol (e.g. --protocols none,coordinated)")
     lam = rate if rate else default_rate(doc)
     none = next((r for r in doc.get("rows", []) if r.get("protocol") == "none" and r.get("throughput")), None)
-    ranked = rank([advise_row(r, mtbf_s, lam, rto_s, none) for r in rows])
+    entries = [advise_row(r, mtbf_s, lam, rto_s, none) for r in rows]
+    prices = None
+    if optimize == "cost":
+        table = table or load_prices()
+        if provider is not None and provider not in {p.name for p in table.providers}:
+            raise AdviseError(f"--provider {provider!r} is not in {table.path}; give one of "
+                              f"{', '.join(p.name for p in table.providers)}")
+        if not any(r.get("cost") for r in rows):
+            raise AdviseError(f"--optimize cost needs the requests each run sent ([COST] data), which "
+                              f"{source or 'the matrix'} does not have; run it again with this version")
+        for r, e in zip(rows, entries):
+            e.dollars = cost_of(r, e, table, provider, rpo_s)
+        prices = {"table": table.path, "provider": provider or "the cheapest that prices each backend",
+                  "dates": {p.name: p.date for p in table.providers}}
+        ranked = rank_by_cost(entries)
+    else:
+        ranked = rank(entries)
     best = ranked[0]
     return Advise(source=source, mtbf_s=mtbf_s, rto_s=rto_s, rate=lam,
+                  optimize=optimize if optimize == "cost" else None, rpo_s=rpo_s, prices=prices,
                   rate_note="given" if rate else ("the matrix job's rate" if lam else
                                                   "flat out: each row's measured throughput"),
                   matrix=MatrixRef(doc.get("job"), doc.get("rounds"), doc.get("interval"),
                                    doc.get("fail_at")),
                   recommended=Recommended(best.name, best.feasible, best.interval_s, best.overhead,
-                                          best.expected_recovery_s),
+                                          best.expected_recovery_s,
+                                          best.dollars.total if best.dollars else None),
                   ranking=ranked)
 
 
@@ -438,6 +548,22 @@ def format_table(doc: Advise) -> str:
     return "\n".join(text_table(list(head), lines))
 
 
+def format_cost_table(doc: Advise) -> str:
+    """The ranking by money: each row's provider, requests per checkpoint, bytes held, the
+    interval (the RPO's), and its month's dollars for requests, storage and in all."""
+    head = ("rank", "protocol/backend", "provider", "requests/ckpt", "stored MiB", "C ms", "interval",
+            "$ requests/month", "$ storage/month", "$/month", "keeps up", "meets RPO")
+    lines = []
+    for a in doc.ranking:
+        d = a.dollars
+        money = (lambda v: "–" if v is None else f"{v:,.4f}")  # noqa: E731
+        lines.append([str(a.rank), a.name, d.provider or "no list price", f"{d.requests_per_checkpoint:,.1f}",
+                      f"{d.stored_bytes / 2**20:,.1f}", f"{a.cost_ms:.1f}", format_duration(d.interval_s),
+                      money(d.requests), money(d.storage), money(d.total), "yes" if a.sustains_rate else "no",
+                      "yes" if d.meets_rpo else "no"])
+    return "\n".join(text_table(list(head), lines))
+
+
 def advise_lines(doc: Advise) -> list[str]:
     """The ``[ADVISE]`` lines: the inputs and the recommendation."""
     rec = doc.recommended
@@ -456,6 +582,21 @@ def advise_lines(doc: Advise) -> list[str]:
             f"[ADVISE], ExpectedRecovery(s), {rec.expected_recovery_s:.3f}",
             f"[ADVISE], RecoveryMeasured, {str(best.recovery_measured).lower()}",
             f"[ADVISE], PerEventCostMeasured, {str(best.per_event_measured).lower()}"]
+    if doc.optimize == "cost":
+        d = best.dollars
+        out[out.index(f"[ADVISE], Recommended, {rec.name}"):] = [
+            "[ADVISE], Optimize, cost",
+            f"[ADVISE], RPO(s), {doc.rpo_s:g}",
+            f"[ADVISE], Recommended, {rec.name}",
+            f"[ADVISE], Interval(s), {d.interval_s:.3f}",
+            f"[ADVISE], Provider, {d.provider or 'none prices this backend'}",
+            f"[ADVISE], Dollars/month, {d.total:.4f}" if d.total is not None else
+            "[ADVISE], Dollars/month, n/a (no list price)",
+            f"[ADVISE], Prices, {doc.prices['table']}"]
+        if not (best.feasible and d.meets_rpo):
+            out.append("[ADVISE], Warning, no combination keeps up with the rate and meets the RPO "
+                       "(and RTO); the least bad one is shown")
+        return out
     if not rec.feasible:
         out.append("[ADVISE], Warning, no combination keeps up with the rate and meets the RTO; "
                    "the least bad one is shown")

@@ -162,6 +162,9 @@ class SparkJob(Document):
     #: the ``[COST]`` lines' data: requests per checkpoint, restore and cleanup, and their prices
     #: (:func:`experiments.spark.cost.cost_report`)
     cost: dict[str, Any] | None = optional()
+    #: with ``--orphans``: what the protocol left in the store off its recovery line, after every
+    #: checkpoint and before and after its GC (:func:`spark_integration.orphans.report`)
+    orphans: dict[str, Any] | None = optional()
     environment: Environment = field(default_factory=Environment.here)
 
 

@@ -59,6 +59,9 @@ from spark_integration.state_size import parse_state_size
 from experiments.core import results
 from experiments.core.compare import median_spread
 from experiments.core.format import text_table
+from experiments.core.prices import load as load_prices
+from experiments.spark.advise import cost_inputs
+from experiments.spark.cost import cost_report
 from experiments.spark.job import latency_over_time
 from experiments.spark.matrix_result import (NO_CHECKPOINTS, Matrix, RoundRun, Row, Spread, WarmupRun,
                                             ratio_to_none, reference_metrics)
@@ -169,7 +172,20 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
             # a figure the run could not measure (an "n/a (why)" line) is left out of its work
             "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()
                                                if not isinstance(s.get(m, 0), str)}}, "metrics": s,
-            "latency": latency_over_time(metrics)}
+            "latency": latency_over_time(metrics),
+            "orphans": orphan_summary(metrics.orphans),
+            "cost": cost_inputs(cost_report(metrics, backend, load_prices()), backend)}
+
+
+def orphan_summary(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """One run's orphan report (:func:`spark_integration.orphans.report`) as a matrix cell:
+    objects and bytes before and after the protocol's GC, and whether the count grew."""
+    if report is None:
+        return None
+    return {"before_objects": report["before_gc"]["objects"], "before_bytes": report["before_gc"]["bytes"],
+            "after_objects": report["after_gc"]["objects"], "after_bytes": report["after_gc"]["bytes"],
+            "after_kinds": {k: v["objects"] for k, v in report["after_gc"]["kinds"].items()},
+            "growing": report["growing"]}
 
 
 def jvm_cpu_seconds(spark: Any) -> float | None:
@@ -289,6 +305,8 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
         row.failures = statistics.median(r["failures"] for r in mine)
         row.work = {k: statistics.median(r["work"][k] for r in mine) for k in mine[0]["work"]}
         row.metrics = median_metrics([r["metrics"] for r in mine])
+        row.orphans = [r["orphans"] for r in mine if r.get("orphans") is not None] or None
+        row.cost = next((r["cost"] for r in reversed(mine) if r.get("cost")), None)
         phases = [recovery_phases(r["metrics"]) for r in mine]
         row.recovery_phases = {k: Spread(**median_spread([p[k] for p in phases if k in p]))
                                for k in recovery_phases(row.metrics)}
@@ -365,6 +383,25 @@ def format_table(rows: list[Row]) -> str:
     out = "\n".join(text_table(list(head), lines))
     skips = [f"{label(r.protocol, r.backend)} skipped: {r.skipped}" for r in rows if r.skipped]
     return "\n".join([out, *skips])
+
+
+def orphan_table(rows: list[Row]) -> str | None:
+    """With ``--orphans``: what each protocol left in each store off its recovery line, before
+    and after its GC (the largest over the rounds), and whether it grew across checkpoints;
+    None when no row counted."""
+    lines = []
+    for r in rows:
+        if not r.orphans:
+            continue
+        worst = max(r.orphans, key=lambda o: (o["after_objects"], o["before_objects"]))
+        kinds = " ".join(f"{k}={v}" for k, v in sorted(worst["after_kinds"].items())) or "-"
+        lines.append([r.protocol, r.backend, str(worst["before_objects"]), f"{worst['before_bytes']:,}",
+                      str(worst["after_objects"]), f"{worst['after_bytes']:,}", kinds,
+                      "yes" if any(o["growing"] for o in r.orphans) else "no"])
+    if not lines:
+        return None
+    head = ["protocol", "backend", "orphans", "bytes", "after GC", "bytes after GC", "kinds after GC", "growing"]
+    return "\n".join(text_table(head, lines))
 
 
 def summary_lines(doc: Matrix) -> list[str]:

@@ -134,6 +134,12 @@ class Row:
     #: the medians of the job's ``[SPARK]`` lines, named as it prints them
     metrics: dict[str, Any] | None = optional()
     recovery_phases: dict[str, Spread] | None = optional()
+    #: with ``--orphans``: each round's orphans before and after the protocol's GC
+    #: (:func:`experiments.spark.matrix.orphan_summary`)
+    orphans: list[dict[str, Any]] | None = optional()
+    #: the last round's requests per checkpoint (mean, by type) and bytes the store held, what
+    #: ``bench advise --optimize cost`` prices (:func:`experiments.spark.advise.cost_inputs`)
+    cost: dict[str, Any] | None = optional()
     rounds: list[RoundRun] = field(default_factory=list)
 
     def spread(self, figure: str) -> Spread | None:

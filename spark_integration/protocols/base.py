@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Generic, Iterator, Mapping, TypeVar
 from ..errors import SparkIntegrationError
 from ..job import JobSpec, Metrics
 from ..keyed_state import KeyedState
+from ..orphans import References
 from ..settings import Settings
 from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
@@ -88,6 +89,20 @@ class Protocol(abc.ABC, Generic[C, R]):
         raise SparkIntegrationError(
             f"protocol {self.name!r} keeps its driver's bookkeeping in memory, so a job whose driver "
             f"died cannot be resumed; run it again from the start")
+
+    def references(self, parallelism: int) -> dict[str, References]:
+        """Per participant (``driver``, ``i0``, ``log-s0``, ...): the records a recovery would
+        read if an instance failed now — the checkpoints of its recovery line, the records that
+        commit them, the log it would replay (:mod:`spark_integration.orphans`).  Asked by the
+        driver between micro-batches; it may list the protocol's records, never change them.
+        Default: none (a protocol that writes nothing)."""
+        return {}
+
+    def collect(self, parallelism: int) -> None:
+        """Do now, from the driver, the garbage collection the protocol leaves to its next
+        checkpoint (deleting what the recovery line has passed, through the same steps), so
+        that what a run ends with can be counted before and after it.  Called once the job's
+        tasks are done.  Default: nothing to collect."""
 
     # -- instance side ----------------------------------------------------------------------
     def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:

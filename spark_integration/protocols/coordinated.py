@@ -33,10 +33,12 @@ from backends import failpoints
 
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState
+from ..layouts.base import Layout
 from ..layouts.registry import layout_for
 from ..operators import DURING_CHECKPOINT_WRITE, new_state, reach
 from ..settings import Settings
-from ..store import participant_store
+from ..orphans import References
+from ..store import Scoped, participant_store
 from .base import CommitResult, Protocol, Recovery
 from .tokens import CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
@@ -49,6 +51,18 @@ DURING_COMMIT = failpoints.declare(
 
 def _epoch_key(epoch: int) -> str:
     return f"e{epoch:010d}"
+
+
+def _drop_epochs(store: Scoped, layout: Layout, lo: int, hi: int) -> None:
+    """An instance's GC: delete its epochs ``[lo, hi)``."""
+    for e in range(lo, hi):
+        layout.delete(store, _epoch_key(e))
+
+
+def _drop_commits(store: Scoped, lo: int, hi: int) -> None:
+    """The driver's GC: delete the commit records of epochs ``[lo, hi)``."""
+    for e in range(lo, hi):
+        store.delete(_COMMIT + _epoch_key(e))
 
 
 @dataclass(frozen=True)
@@ -100,8 +114,7 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
             committed_at = time.time()
             failpoints.hit(DURING_COMMIT)
             # commit records below the instances' GC bound are no longer needed either
-            for e in range(token.gc_from, token.gc_below):
-                store.delete(_COMMIT + _epoch_key(e))
+            _drop_commits(store, token.gc_from, token.gc_below)
             ops = store.ops
         self.last_committed_epoch = token.epoch
         self.gc_done = token.gc_below
@@ -131,6 +144,29 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
         self.gc_done = int(oldest[0][len(_COMMIT) + 1:]) if oldest else 1
         return recovery, recovery.restore.epoch * self.settings.interval
 
+    def references(self, parallelism: int) -> dict[str, References]:
+        """The last committed epoch's chain (its full snapshot and the increments after it) in
+        every instance, and the chain's commit records; nothing before the first commit."""
+        last = self.last_committed_epoch
+        names = frozenset(_epoch_key(e) for e in range(self.base_of(last), last + 1)) if last else frozenset()
+        return {"driver": References(keys=frozenset(_COMMIT + n for n in names)),
+                **{f"i{i}": References(checkpoints=names) for i in range(parallelism)}}
+
+    def collect(self, parallelism: int) -> None:
+        """What the next epoch's checkpoints and commit would delete: the epochs (and their
+        commit records) before the last committed epoch's full snapshot."""
+        below = self.base_of(self.last_committed_epoch) if self.last_committed_epoch else 1
+        if below <= self.gc_done:
+            return
+        layout = layout_for(self.settings)
+        for i in range(parallelism):
+            with participant_store(self.settings, f"i{i}") as store:
+                _drop_epochs(store, layout, self.gc_done, below)
+                store.flush()
+        with participant_store(self.settings, "driver") as store:
+            _drop_commits(store, self.gc_done, below)
+        self.gc_done = below
+
     # -- instance side ----------------------------------------------------------------------
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: EpochCheckpoint,
                    batch_seq: int) -> CheckpointReport:
@@ -142,8 +178,7 @@ class CoordinatedProtocol(Protocol[EpochCheckpoint, EpochRestore]):
             layout.write(store, _epoch_key(token.epoch), encoded)
             reach(settings, instance, DURING_CHECKPOINT_WRITE)
             store.flush()
-            for e in range(token.gc_from, token.gc_below):
-                layout.delete(store, _epoch_key(e))
+            _drop_epochs(store, layout, token.gc_from, token.gc_below)
             ops = store.ops
         state.dirty[:] = False
         return {"ckpt_start": start, "ckpt_ms": (time.perf_counter() - t) * 1e3,

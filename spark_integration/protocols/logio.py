@@ -54,13 +54,14 @@ from backends import failpoints
 from .. import phases
 from ..errors import SparkIntegrationError
 from ..keyed_state import KeyedState, replay_log
-from ..layouts.base import Layout
+from ..layouts.base import Layout, Manifest
 from ..layouts.registry import layout_for
 from ..operators import DURING_CHECKPOINT_WRITE, load_state, reach, state_class
+from ..orphans import References
 from ..settings import Settings
 from ..store import Scoped, participant_store
 from .base import CommitResult, Protocol, Recovery
-from .sender_log import LogPlan, log_key, logging_stage, sender_owner
+from .sender_log import LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
 from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 BEFORE_LOG_COMMIT = failpoints.declare(
@@ -110,26 +111,41 @@ def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, s
         on_put()
     store.flush()
     if full:
-        for k in [k for k, _ in store.scan("c/") if k < _commit_key(b)]:
-            layout.delete(store, k)
-        for k in [k for k, _ in store.scan("ack/") if k <= _ack_key(b)]:
-            store.delete(k)
+        collect_before(store, layout, b)
     state.dirty[:] = False
     return size, outputs
+
+
+def collect_before(store: Scoped, layout: Layout, b: int) -> None:
+    """A full commit's GC: the instance's commit records before Input Set ``b``'s and its
+    acknowledgements up to ``b`` (everything they describe is done)."""
+    for k in [k for k, _ in store.scan("c/") if k < _commit_key(b)]:
+        layout.delete(store, k)
+    for k in [k for k, _ in store.scan("ack/") if k <= _ack_key(b)]:
+        store.delete(k)
+
+
+def commit_chain(store: Scoped, layout: Layout) -> tuple[list[Manifest], int]:
+    """The commits a restore loads (the latest full one and the deltas after it, up to a gap)
+    and the last Input Set they cover (0: none)."""
+    records = [(json.loads(m.extra), m) for m in layout.list(store, "c/").values()]
+    fulls = [n for n, (meta, _) in enumerate(records) if meta["full"]]
+    chain, head = [], 0
+    for meta, manifest in records[fulls[-1] if fulls else 0:]:
+        if meta["inset"] != head + 1 and head and not meta["full"]:
+            break  # a gap: a later delta cannot be applied without the missing one
+        chain.append(manifest)
+        head = meta["inset"]
+    return chain, head
 
 
 def committed_state(store: Scoped, layout: Layout,
                     state_cls: type[KeyedState] = KeyedState) -> tuple[KeyedState, int]:
     """The state after the latest valid commit (latest full + later deltas) and its Input Set."""
-    records = [(json.loads(m.extra), m) for m in layout.list(store, "c/").values()]
-    state, head = state_cls(), 0
-    fulls = [n for n, (meta, _) in enumerate(records) if meta["full"]]
-    start = fulls[-1] if fulls else 0
-    for meta, manifest in records[start:]:
-        if meta["inset"] != head + 1 and head and not meta["full"]:
-            break  # a gap: a later delta cannot be applied without the missing one
+    chain, head = commit_chain(store, layout)
+    state = state_cls()
+    for manifest in chain:
         layout.load(store, manifest, state)
-        head = meta["inset"]
     state.version = head
     state.dirty[:] = False
     return state, head
@@ -152,11 +168,43 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
 
     def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
         self.senders = parallelism
+        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, self._log_gc(parallelism)), parallelism)
+
+    def _log_gc(self, parallelism: int) -> tuple[tuple[int, int, int], ...]:
+        """The senders' log entries to delete now, taken as deleted: the events of the Input
+        Sets every instance committed."""
         gc: tuple[tuple[int, int, int], ...] = ()
         if self.last_ok + 1 > self.done_below:  # events of committed Input Sets are done
             gc = tuple((d, self.done_below, self.last_ok + 1) for d in range(parallelism))
             self.done_below = self.last_ok + 1
-        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, gc), parallelism)
+        return gc
+
+    def references(self, parallelism: int) -> dict[str, References]:
+        """Each instance's commit chain (what its restore loads), its acknowledgements after
+        the chain (the Input Sets a recovery re-processes) and the senders' log entries after it."""
+        layout = layout_for(self.settings)
+        refs: dict[str, References] = {}
+        heads: dict[int, int] = {}
+        for i in range(parallelism):
+            with participant_store(self.settings, f"i{i}") as store:
+                chain, heads[i] = commit_chain(store, layout)
+            refs[f"i{i}"] = References(checkpoints=frozenset(m.name for m in chain),
+                                       tails=(("ack/", _ack_key(heads[i] + 1)),))
+        return {**refs, **log_tails(heads, parallelism)}
+
+    def collect(self, parallelism: int) -> None:
+        """What the next micro-batch and full commits would delete: the log entries of Input
+        Sets every instance committed, and before each instance's latest full commit its older
+        commits and acknowledgements (a full commit's GC, which later deltas do not repeat)."""
+        layout = layout_for(self.settings)
+        for i in range(parallelism):
+            with participant_store(self.settings, f"i{i}") as store:
+                chain, _ = commit_chain(store, layout)
+                first = json.loads(chain[0].extra) if chain else {"full": False}
+                if first["full"]:
+                    collect_before(store, layout, first["inset"])
+                    store.flush()
+        collect_logs(self.settings, self._log_gc(parallelism), parallelism)
 
     def commit(self, token: InputSetToken | None, end_offset: int,
                stats: list[InstanceStats]) -> list[CommitResult]:

@@ -23,8 +23,9 @@ import numpy as np
 
 from ..keyed_state import encode_log
 from ..operators import state_class
+from ..orphans import References
 from ..settings import Settings
-from ..store import participant_store
+from ..store import Scoped, participant_store
 
 
 def log_key(dest: int, batch: int) -> str:
@@ -81,10 +82,29 @@ def log_partition(settings: Settings, plan: LogPlan, parallelism: int, logged: A
             if logged is not None:
                 logged.add(len(blob))
         store.flush()
-        for dest, lo, hi in plan.gc:
-            for b in range(lo, hi):
-                store.delete(log_key(dest, b))
+        drop_logged(store, plan.gc)
     yield from out
+
+
+def drop_logged(store: Scoped, gc: tuple[tuple[int, int, int], ...]) -> None:
+    """A sender's log GC: delete the entries ``gc`` names (``(dest, from_batch, below_batch)``)."""
+    for dest, lo, hi in gc:
+        for b in range(lo, hi):
+            store.delete(log_key(dest, b))
+
+
+def collect_logs(settings: Settings, gc: tuple[tuple[int, int, int], ...], senders: int) -> None:
+    """The log GC every sender does at its next micro-batch, done now from the driver."""
+    for sender in range(senders):
+        with participant_store(settings, sender_owner(sender)) as store:
+            drop_logged(store, gc)
+
+
+def log_tails(instances: dict[int, int], senders: int) -> dict[str, References]:
+    """What a recovery replays of the senders' logs: of each channel ``s -> i``, the entries
+    after micro-batch ``instances[i]`` (the checkpoint the instance would restore)."""
+    tails = tuple((f"d{i}/", log_key(i, at + 1)) for i, at in sorted(instances.items()))
+    return {sender_owner(s): References(tails=tails) for s in range(senders)}
 
 
 def logging_stage(settings: Settings, df: Any, plan: LogPlan, parallelism: int) -> Any:

@@ -37,15 +37,16 @@ from ...layouts.base import Encoded
 from ...layouts.registry import layout_for
 from ... import phases
 from ...operators import armed_point, load_state, new_state
+from ...orphans import References
 from ...settings import Settings
 from ...store import participant_store
 from ..base import CommitResult, Protocol, Recovery
-from ..sender_log import LogPlan, log_key, logging_stage, sender_owner
+from ..sender_log import LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
 from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
 from .fence import fence, new_incarnation
 from .recovery import line_for, sender_id
 from .schedule import InstanceSchedule
-from .writer import WRITER, WriteRequest, checkpoint_key, read_durable
+from .writer import WRITER, WriteRequest, checkpoint_key, older_checkpoints, read_durable
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,41 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         return InstanceSchedule(s.interval, s.jitter, s.job_id)
 
     def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
+        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, self._log_gc()), parallelism)
+
+    def _log_gc(self) -> tuple[tuple[int, int, int], ...]:
+        """The senders' log entries to delete now, taken as deleted: every channel's entries
+        up to each instance's latest checkpoint the driver heard was durable."""
         gc = tuple((i, self.gc_done.get(i, 1), d + 1) for i, d in self.durable.items()
                    if d + 1 > self.gc_done.get(i, 1))
         for i, lo, hi in gc:
             self.gc_done[i] = hi
-        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, gc), parallelism)
+        return gc
+
+    def references(self, parallelism: int) -> dict[str, References]:
+        """Each instance's recovery line (:mod:`.recovery`, from the checkpoints in the store, as
+        its restore computes it) and the senders' log entries after it."""
+        layout = layout_for(self.settings)
+        refs: dict[str, References] = {}
+        lines: dict[int, int] = {}
+        for i in range(parallelism):
+            with participant_store(self.settings, f"i{i}") as store:
+                found = sorted(int(k[1:]) for k in layout.find_many(store, store.keys("c")))
+            lines[i] = line_for(i, found, parallelism, found[-1] if found else 0).line[i]
+            refs[f"i{i}"] = References(checkpoints=frozenset([checkpoint_key(lines[i])] if lines[i] else []))
+        return {**refs, **log_tails(lines, parallelism)}
+
+    def collect(self, parallelism: int) -> None:
+        """What the next checkpoints and micro-batch would delete: each instance's checkpoints
+        older than its latest (the writer's step), the log entries its durable checkpoints cover."""
+        layout = layout_for(self.settings)
+        for i in range(parallelism):
+            with participant_store(self.settings, f"i{i}") as store:
+                found = sorted(layout.find_many(store, store.keys("c")))
+                for key in older_checkpoints(store, int(found[-1][1:])) if found else ():
+                    layout.delete(store, key)
+                store.flush()
+        collect_logs(self.settings, self._log_gc(), parallelism)
 
     def commit(self, token: InstanceSchedule | None, end_offset: int,
                stats: list[InstanceStats]) -> list[CommitResult]:

@@ -34,7 +34,7 @@ from ...layouts.base import Encoded
 from ...layouts.registry import layout_for
 from ...operators import DURING_CHECKPOINT_WRITE, reach
 from ...settings import Settings, local_path
-from ...store import participant_store
+from ...store import Scoped, participant_store
 from ..tokens import CheckpointReport
 from .fence import fence
 
@@ -115,7 +115,7 @@ def _write(request: WriteRequest) -> None:
     settings, instance, batch = request.settings, request.instance, request.batch
     layout = layout_for(settings)
     with participant_store(settings, f"i{instance}") as store:
-        older = [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
+        older = older_checkpoints(store, batch)
         layout.write(store, checkpoint_key(batch), request.encoded)
         reach(settings, instance, DURING_CHECKPOINT_WRITE, request.fail_point)
         store.flush()
@@ -129,6 +129,12 @@ def _write(request: WriteRequest) -> None:
     with open(path + ".tmp", "w") as f:
         f.write(info)
     os.replace(path + ".tmp", path)
+
+
+def older_checkpoints(store: Scoped, batch: int) -> list[str]:
+    """The instance's checkpoints before micro-batch ``batch``'s, found by their commit records
+    (what the writer deletes once ``batch``'s is durable)."""
+    return [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
 
 
 def read_durable(settings: Settings, instance: int) -> CheckpointReport:
