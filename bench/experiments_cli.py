@@ -129,6 +129,10 @@ def _peer_binding(args: argparse.Namespace) -> int:
                      + " ".join(f"{v:.1f}" for v in entry.binding_throughput))
         lines.append(f"[PEER], Threads {n} ckptbench Throughput(ops/sec), "
                      + " ".join(f"{v:.1f}" for v in entry.ours_throughput))
+        lines.append(f"[PEER], Threads {n} binding ClientCPU(us/op), "
+                     + " ".join(f"{v:.1f}" for v in entry.binding_cpu_us))
+        lines.append(f"[PEER], Threads {n} ckptbench ClientCPU(us/op), "
+                     + " ".join(f"{v:.1f}" for v in entry.ours_cpu_us))
         ratios.append(Ratio(f"ckptbench / binding, {n} thread{'s' * (n != 1)}", entry.ratio,
                             entry.round_ratios))
     report.print_lines(lines + ratio_lines(ratios))

@@ -111,6 +111,8 @@ def test_peer_against_ycsbs_binding_interleaves_both_per_thread_count(tmp_path):
     for entry, line in zip(doc["by_threads"], ratios):
         assert len(entry["binding_throughput"]) == 3 and len(entry["ours_throughput"]) == 2
         assert len(entry["warmup_binding"]) == len(entry["warmup_ours"]) == 1
+        assert len(entry["binding_cpu_us"]) == 3 and len(entry["ours_cpu_us"]) == 2
+        assert min(entry["binding_cpu_us"] + entry["ours_cpu_us"]) > 0
         assert entry["ratio"] > 0
         assert entry["ratio"] == pytest.approx(statistics.median(entry["round_ratios"]))
         assert line.startswith(f"[RATIO], ckptbench / binding, {entry['threads']} thread")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +115,10 @@ class ThreadsRun:
     ratio: float = 0.0
     warmup_binding: list[float] = field(default_factory=list)
     warmup_ours: list[float] = field(default_factory=list)
+    #: the client process's CPU time per operation (µs) in each counted run, in the order of
+    #: the throughputs: where a side's time goes when the machine, not the server, is the limit
+    binding_cpu_us: list[float] = field(default_factory=list)
+    ours_cpu_us: list[float] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -148,14 +153,17 @@ def workload_spec(workload: str, records: int, ops: int) -> WorkloadSpec:
     return properties.spec_from(props, workload)
 
 
-def _one_run(job: tuple[str, dict[str, Any], dict[str, Any], int, int, set[int] | None]) -> float:
-    """One side's run in this (fresh) process: throughput in ops/s; an operation that failed
+def _one_run(job: tuple[str, dict[str, Any], dict[str, Any], int, int, set[int] | None]
+             ) -> tuple[float, float]:
+    """One side's run in this (fresh) process: throughput in ops/s, and the process's CPU time
+    per operation in µs (opening and closing the client included); an operation that failed
     fails the comparison."""
     side, config, spec_fields, threads, seed, cpus = job
     pin_self(cpus)
     spec = WorkloadSpec(**spec_fields)
     clients = ClientSettings(threads=threads, operations=spec.operations, seed=seed)
     phase: PhaseResult
+    cpu = time.process_time()
     if side == "ours":  # bench run's path: open the store, run the loaded records, close
         from experiments.core import run as run_experiment
         from experiments.core.spec import RunSpec
@@ -170,15 +178,40 @@ def _one_run(job: tuple[str, dict[str, Any], dict[str, Any], int, int, set[int] 
             phase = run(client, CoreWorkload(spec, seed=seed), clients)
         finally:
             client.close()
+    cpu = time.process_time() - cpu
     if phase.errors or phase.operations != spec.operations:
         raise RuntimeError(f"{side} ({threads} threads): {phase.operations} of {spec.operations} "
                            f"operations, errors: {phase.errors}")
-    return phase.throughput
+    return phase.throughput, cpu / phase.operations * 1e6
 
 
-def _in_process(job: tuple) -> float:
+def _in_process(job: tuple) -> tuple[float, float]:
     with mp.get_context("spawn").Pool(1) as pool:
         return pool.apply(_one_run, (job,))
+
+
+def _threads_run(config: dict[str, Any], fields: dict[str, Any], threads: int, seed: int,
+                 cpus: set[int] | None, warmup: int, rounds: int) -> ThreadsRun:
+    """One thread count's warm-up pairs and interleaved rounds (see the module docstring)."""
+    entry = ThreadsRun(threads=threads)
+
+    def side(name: str, throughputs: list[float], cpu: list[float] | None) -> None:
+        ops_s, cpu_us = _in_process((name, config, fields, threads, seed, cpus))
+        throughputs.append(ops_s)
+        if cpu is not None:
+            cpu.append(cpu_us)
+
+    for _ in range(warmup):
+        side("binding", entry.warmup_binding, None)
+        side("ours", entry.warmup_ours, None)
+    res = PeerResult(clients=threads)
+    side("binding", res.peer_throughput, entry.binding_cpu_us)
+    for _ in range(rounds):
+        side("ours", res.ours_rounds, entry.ours_cpu_us)
+        side("binding", res.peer_throughput, entry.binding_cpu_us)
+    entry.binding_throughput, entry.ours_throughput = res.peer_throughput, res.ours_rounds
+    entry.round_ratios, entry.ratio = res.ratios, res.ratio
+    return entry
 
 
 def compare(options: dict[str, Any], *, workload: str = "workloada", records: int = 10_000,
@@ -203,19 +236,8 @@ def compare(options: dict[str, Any], *, workload: str = "workloada", records: in
         fields = spec.to_dict()
         with pinned(pid, server_cpus):
             for n in threads:
-                side = lambda name: _in_process((name, config, fields, n, seed, client_cpus))
-                entry = ThreadsRun(threads=n)
-                for _ in range(warmup):
-                    entry.warmup_binding.append(side("binding"))
-                    entry.warmup_ours.append(side("ours"))
-                res = PeerResult(ops=ops, clients=n)
-                res.peer_throughput.append(side("binding"))
-                for _ in range(rounds):
-                    res.ours_rounds.append(side("ours"))
-                    res.peer_throughput.append(side("binding"))
-                entry.binding_throughput, entry.ours_throughput = res.peer_throughput, res.ours_rounds
-                entry.round_ratios, entry.ratio = res.ratios, res.ratio
-                doc.by_threads.append(entry)
+                doc.by_threads.append(_threads_run(config, fields, n, seed, client_cpus, warmup,
+                                                   rounds))
     finally:
         try:
             store.delete_many(store.keys())
