@@ -638,19 +638,11 @@ class Backend(abc.ABC):
         """Set these fields of ``key``'s record, creating the record when there is none; its
         other fields are kept (YCSB's update of some fields).  Durable per ``durability``, as
         ``put``.  At least one field; names are non-empty ``str``."""
-        # the guards of _enter, inlined as in put: a one-field update's hottest call
-        inflight = self._inflight
-        inflight.append(None)
+        self._enter_record(key)
         try:
-            if self._closed:
-                self._check_open()
-            if not self.record_fields:
-                self._check_fields_store()
-            if type(key) is not str or not key:
-                self._check_key(key)
             self._put_fields(key, self._checked_fields(key, fields))
         finally:
-            inflight.pop()
+            self._inflight.pop()
 
     def put_fields_many(self, items: Iterable[tuple[str, Mapping[str, bytes]]]) -> None:
         """``put_fields`` of several records; durable as a whole when it returns, split into
@@ -672,15 +664,8 @@ class Backend(abc.ABC):
     def get_fields(self, key: str, names: Sequence[str] | None = None) -> dict[str, bytes] | None:
         """``key``'s record: every field, or with ``names`` those of them it has; ``None``
         when there is no record (with ``names``: when it has none of them)."""
-        inflight = self._inflight  # the guards of _enter, inlined as in put (a read's path)
-        inflight.append(None)
+        self._enter_record(key)
         try:
-            if self._closed:
-                self._check_open()
-            if not self.record_fields:
-                self._check_fields_store()
-            if type(key) is not str or not key:
-                self._check_key(key)
             if names is not None:
                 names = list(names)
                 if not names:
@@ -690,7 +675,7 @@ class Backend(abc.ABC):
                     self._check_field_name(name)
             return self._get_fields(key, names)
         finally:
-            inflight.pop()
+            self._inflight.pop()
 
     def scan_fields(self, prefix: str = "") -> Iterator[tuple[str, dict[str, bytes]]]:
         """Every ``(key, record)`` whose key starts with ``prefix``, ordered by key, each
@@ -705,6 +690,19 @@ class Backend(abc.ABC):
         finally:
             self._inflight.pop()
         return self._stepwise(steps)
+
+    def _enter_record(self, key: str) -> None:
+        """:meth:`_enter` for an operation on ``key``'s record: the token down, then the store
+        open, keeping records of fields, and ``key`` a key; on any failure the token is taken
+        back before the typed error is raised.  One test on the common path (a record
+        operation is every update's call)."""
+        inflight = self._inflight
+        inflight.append(None)
+        if self._closed or not self.record_fields or type(key) is not str or not key:
+            inflight.pop()
+            self._check_open()
+            self._check_fields_store()
+            self._check_key(key)
 
     def _check_fields_store(self) -> None:
         if not self.record_fields:

@@ -233,6 +233,8 @@ def test_fields_roundtrip_and_one_field_update(store):
     assert s.get_fields("rec", ["absent"]) is None and s.get_fields("no-record") is None
     s.put_fields("new", {"f": bytearray(b"x")})  # no record yet: created
     assert s.get_fields("new") == {"f": b"x"}
+    s.put_fields_many([("solo", {"f": b"1"})])  # a batch of one
+    assert list(s.scan_fields("solo")) == [("solo", {"f": b"1"})]
     s.delete("rec")
     assert s.get_fields("rec") is None
 

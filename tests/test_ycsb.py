@@ -258,7 +258,7 @@ def test_redis_keeps_ycsbs_record_as_fields_and_an_update_sends_only_its_field(t
             assert client.do_rmw_fields(store)[0] == "OK"
             assert client.do_insert_fields(store)[0] == "OK"
             assert store.get_fields(workload.key(200)) == client.fields_for(workload.key(200))
-            assert client.do_scan_fields(store)[0] == "OK"
+            assert client.do_scan(store)[0] == "OK"
     finally:
         with open_backend("redis", **opts) as store:
             store.delete_many(store.keys())

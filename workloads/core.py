@@ -358,7 +358,7 @@ class Client:
         }
         if self.native_fields:
             self.ops.update({"READ": self.do_read_fields, "UPDATE": self.do_update_fields,
-                             "INSERT": self.do_insert_fields, "SCAN": self.do_scan_fields,
+                             "INSERT": self.do_insert_fields,
                              "READ-MODIFY-WRITE": self.do_rmw_fields})
 
     @staticmethod
@@ -511,25 +511,34 @@ class Client:
         return "OK", st, _now()
 
     def do_insert(self, store: Any) -> tuple[str, int, int]:
+        return self._insert(store.put, self.value_for)
+
+    def _insert(self, put: Callable[[str, Any], None],
+                make: Callable[[str], Any]) -> tuple[str, int, int]:
+        """YCSB's insert: the next key number, ``put(key, make(key))``, and the number
+        acknowledged however the put ends (readers wait for it)."""
         seq = self.workload.insert_sequence
         keynum = seq.next()
         try:
             key = self.workload.key(keynum)
-            value = self.value_for(key) if self.spec.data_integrity else self.new_value()
+            value = make(key)
             st = _now()
-            store.put(key, value)
+            put(key, value)
             en = _now()
         finally:
             seq.acknowledge(keynum)
         return "OK", st, en
 
     def do_scan(self, store: Any) -> tuple[str, int, int]:
+        """Both record models: records of fields come from ``scan_fields`` as fields, blobs
+        from ``scan`` and are decoded as a binding's scan decodes them."""
         start = self.next_key()
         count = self.scan_length.next()
         expected = self.workload.insert_sequence.last() + 1
         st = _now()
-        rows = scan_from(store, start, count, expected)
-        if self.fields:
+        rows = scan_from(store, start, count, expected,
+                         scan=store.scan_fields if self.native_fields else None)
+        if self.fields and not self.native_fields:
             for _key, blob in rows:
                 self._read_fields(blob)
         return "OK", st, _now()
@@ -543,13 +552,25 @@ class Client:
             ((name, value),) = self.update_fields(key).items()
         else:
             name, value = None, self.value_for(key)
+
+        def read() -> bytes | None:
+            blob = store.get(key)
+            if blob is not None and self.fields:
+                self._read_fields(blob)
+            return blob
+
+        return self._read_then_write(read, lambda blob: store.put(
+            key, value if name is None else record.replace_field(blob, name, value)))
+
+    def _read_then_write(self, read: Callable[[], Any],
+                         write: Callable[[Any], None]) -> tuple[str, int, int]:
+        """A read-modify-write: ``read()`` (``None``: not found), then ``write(what it read)``,
+        each also measured as ``READ`` and ``UPDATE``, as YCSB's DBWrapper measures them."""
         rec = self.recorder
         st = _now()
-        blob = store.get(key)
-        if blob is not None and self.fields:
-            self._read_fields(blob)
+        found = read()
         mid = _now()
-        if blob is None:
+        if found is None:
             if rec is not None:
                 rec.failed("READ", "NOT_FOUND", (mid - st) // 1000)
             return "NOT_FOUND", st, mid
@@ -557,7 +578,7 @@ class Client:
             rec.ok("READ", (mid - st) // 1000)
         put_st = _now()
         try:
-            store.put(key, value if name is None else record.replace_field(blob, name, value))
+            write(found)
         except Exception:
             if rec is not None:
                 rec.failed("UPDATE", "ERROR", (_now() - put_st) // 1000)
@@ -592,25 +613,7 @@ class Client:
         return "OK", st, _now()
 
     def do_insert_fields(self, store: Any) -> tuple[str, int, int]:
-        seq = self.workload.insert_sequence
-        keynum = seq.next()
-        try:
-            key = self.workload.key(keynum)
-            fields = self.fields_for(key)
-            st = _now()
-            store.put_fields(key, fields)
-            en = _now()
-        finally:
-            seq.acknowledge(keynum)
-        return "OK", st, en
-
-    def do_scan_fields(self, store: Any) -> tuple[str, int, int]:
-        start = self.next_key()
-        count = self.scan_length.next()
-        expected = self.workload.insert_sequence.last() + 1
-        st = _now()
-        scan_from(store, start, count, expected, scan=store.scan_fields)
-        return "OK", st, _now()
+        return self._insert(store.put_fields, self.fields_for)
 
     def do_rmw_fields(self, store: Any) -> tuple[str, int, int]:
         """Read the record's fields, then (when found) write the changed ones; measured as
@@ -618,24 +621,5 @@ class Client:
         key = self.next_key()
         names = self.read_names()
         fields = self.update_fields(key)
-        rec = self.recorder
-        st = _now()
-        found = store.get_fields(key, names)
-        mid = _now()
-        if found is None:
-            if rec is not None:
-                rec.failed("READ", "NOT_FOUND", (mid - st) // 1000)
-            return "NOT_FOUND", st, mid
-        if rec is not None:
-            rec.ok("READ", (mid - st) // 1000)
-        put_st = _now()
-        try:
-            store.put_fields(key, fields)
-        except Exception:
-            if rec is not None:
-                rec.failed("UPDATE", "ERROR", (_now() - put_st) // 1000)
-            raise
-        en = _now()
-        if rec is not None:
-            rec.ok("UPDATE", (en - put_st) // 1000)
-        return "OK", st, en
+        return self._read_then_write(lambda: store.get_fields(key, names),
+                                     lambda _found: store.put_fields(key, fields))

@@ -113,34 +113,17 @@ class _Wire:
             self.sock.close()
             raise
 
-    def call(self, packed: bytes, name: str) -> Any:
+    def call(self, packed: bytes, name: str, count: int | None = None) -> Any:
         """Send one packed command (``name``: its command, for the ledger) and return its reply
-        (a ``hiredis.ReplyError`` is returned, not raised, as the parser gives it)."""
-        got = 0
-        try:
-            self.sock.sendall(packed)
-            reader = self.reader
-            reply = reader.gets()
-            while reply is False:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    raise redis.ConnectionError("the server closed the connection")
-                got += len(chunk)
-                reader.feed(chunk)
-                reply = reader.gets()
-            return reply
-        finally:  # sent (or tried): a request on the wire, answered or not
-            self.ledger.record_shared(name, len(packed), got)
-
-    def call_many(self, packed: bytes, count: int, name: str) -> list[Any]:
-        """Send ``count`` packed commands in one buffer (a pipeline: one round trip) and return
-        their ``count`` replies in order (error replies among them, as :meth:`call` does)."""
+        (a ``hiredis.ReplyError`` is returned, not raised, as the parser gives it); with
+        ``count``, ``count`` commands packed in one buffer (a pipeline: one round trip) and the
+        list of their replies, in order."""
         got = 0
         replies: list[Any] = []
         try:
             self.sock.sendall(packed)
             reader = self.reader
-            while len(replies) < count:
+            while True:
                 reply = reader.gets()
                 if reply is False:
                     chunk = self.sock.recv(65536)
@@ -148,11 +131,14 @@ class _Wire:
                         raise redis.ConnectionError("the server closed the connection")
                     got += len(chunk)
                     reader.feed(chunk)
-                    continue
-                replies.append(reply)
-            return replies
-        finally:
-            self.ledger.record_shared(name, len(packed), got, count)
+                elif count is None:
+                    return reply
+                else:
+                    replies.append(reply)
+                    if len(replies) == count:
+                        return replies
+        finally:  # sent (or tried): requests on the wire, answered or not
+            self.ledger.record_shared(name, len(packed), got, count or 1)
 
     @staticmethod
     def expect_ok(reply: Any) -> None:
@@ -397,7 +383,7 @@ class RedisBackend(Backend):
         packed = b"".join([resp(*c) for c in commands])
 
         def attempt() -> list[Any]:
-            replies = self._attempt(lambda wire: wire.call_many(packed, len(commands), name))
+            replies = self._attempt(lambda wire: wire.call(packed, name, len(commands)))
             for reply in replies:
                 if not (allowed and isinstance(reply, hiredis.ReplyError)
                         and str(reply).startswith(allowed)):
