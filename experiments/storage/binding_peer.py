@@ -45,8 +45,8 @@ from experiments.core.document import Document, Environment
 from experiments.storage.peers import PeerResult, pin_self, pinned, placement, redis_server_pid
 
 #: what the plain client stands in for, as the output names it
-AGAINST = ("YCSB's Redis binding, with redis-py: HGETALL per read, HMSET of the changed field "
-           "per update, one connection per thread, no pipelining")
+AGAINST = ("a plain redis-py client doing what YCSB's Redis binding does: HGETALL per read, "
+           "HMSET of the changed field per update, one connection per thread, no pipelining")
 #: the key prefix of the records both sides work on (replaced at the start, removed at the end)
 PREFIX = "ckptbench-peer-ycsb:"
 LOAD_BATCH = 1000
