@@ -92,6 +92,18 @@ class BadKeyError(CkptError, ValueError):
     anything is written."""
 
 
+class NoFieldsError(CkptError, TypeError):
+    """A record-of-fields operation (``put_fields``, ``get_fields`` ...) on a store that keeps
+    one opaque value per key (its ``record_fields`` is false): a caller asks ``record_fields``
+    first and, without it, encodes its record into one value."""
+
+
+class RecordModelError(CkptError, ValueError):
+    """A key read or written in the other record model than the one it holds: a value written
+    by ``put`` asked for with ``get_fields``, or a record of fields with ``get``.  Nothing is
+    changed; read the key the way it was written (load and run with the same record model)."""
+
+
 class ValueTooLargeError(CkptError, ValueError):
     """A value longer than the backend's format can carry (``Backend.max_value_bytes``); it is
     rejected before anything is written."""
@@ -361,6 +373,12 @@ class Backend(abc.ABC):
     #: the longest a crash audit lets the writer run before a random cut, in seconds: long enough
     #: for acknowledged writes at the store's pace (a server answers slower than a file)
     audit_run_seconds: ClassVar[float] = 0.6
+    #: whether the store keeps a record of named fields per key (:meth:`put_fields`,
+    #: :meth:`get_fields`, :meth:`scan_fields`), so that one field is written or read without
+    #: the others (a Redis hash).  Without it every field operation raises
+    #: :class:`NoFieldsError`, and a caller encodes its record into one value
+    #: (:mod:`workloads.record`).  A key holds one model: a value (``put``) or fields.
+    record_fields: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.config = self.parse_options(options)
@@ -621,6 +639,115 @@ class Backend(abc.ABC):
             raise TypeError(f"key prefixes are str, not {type(prefix).__name__}")
         return sorted(self._operation(self._keys, prefix))
 
+    # -- records of fields (stores with ``record_fields``) ---------------------------------
+    def put_fields(self, key: str, fields: Mapping[str, bytes]) -> None:
+        """Set these fields of ``key``'s record, creating the record when there is none; its
+        other fields are kept (YCSB's update of some fields).  Durable per ``durability``, as
+        ``put``.  At least one field; names are non-empty ``str``."""
+        self._enter_record(key)
+        try:
+            self._put_fields(key, self._checked_fields(key, fields))
+        finally:
+            self._inflight.pop()
+
+    def put_fields_many(self, items: Iterable[tuple[str, Mapping[str, bytes]]]) -> None:
+        """``put_fields`` of several records; durable as a whole when it returns, split into
+        several ``_put_fields_many`` calls above the batch limits as ``put_many`` is."""
+        self._enter()
+        try:
+            self._check_fields_store()
+            records = []
+            for key, fields in items:
+                self._check_key(key)
+                records.append((key, self._checked_fields(key, fields)))
+            sizes = [len(key) + sum(len(n) + len(v) for n, v in fields.items())
+                     for key, fields in records]
+            for start, end in self._batches(sizes):
+                self._put_fields_many(records[start:end])
+        finally:
+            self._inflight.pop()
+
+    def get_fields(self, key: str, names: Sequence[str] | None = None) -> dict[str, bytes] | None:
+        """``key``'s record: every field, or with ``names`` those of them it has; ``None``
+        when there is no record (with ``names``: when it has none of them)."""
+        self._enter_record(key)
+        try:
+            if names is not None:
+                names = list(names)
+                if not names:
+                    raise ValueError("get_fields: names must name at least one field "
+                                     "(None reads them all)")
+                for name in names:
+                    self._check_field_name(name)
+            return self._get_fields(key, names)
+        finally:
+            self._inflight.pop()
+
+    def scan_fields(self, prefix: str = "") -> Iterator[tuple[str, dict[str, bytes]]]:
+        """Every ``(key, record)`` whose key starts with ``prefix``, ordered by key, each
+        record with all its fields; keys holding a value (``put``) are not records and are
+        left out, as :meth:`scan` leaves records out.  Stepwise, as :meth:`scan`."""
+        self._enter()
+        try:
+            self._check_fields_store()
+            if type(prefix) is not str:
+                raise TypeError(f"scan prefixes are str, not {type(prefix).__name__}")
+            steps = self._scan_fields(prefix)
+        finally:
+            self._inflight.pop()
+        return self._stepwise(steps)
+
+    def _enter_record(self, key: str) -> None:
+        """:meth:`_enter` for an operation on ``key``'s record: the token down, then the store
+        open, keeping records of fields, and ``key`` a key; on any failure the token is taken
+        back before the typed error is raised.  One test on the common path (a record
+        operation is every update's call)."""
+        inflight = self._inflight
+        inflight.append(None)
+        if self._closed or not self.record_fields or type(key) is not str or not key:
+            inflight.pop()
+            self._check_open()
+            self._check_fields_store()
+            self._check_key(key)
+
+    def _check_fields_store(self) -> None:
+        if not self.record_fields:
+            raise NoFieldsError(
+                f"backend {self.name!r} keeps one value per key, not a record of fields; "
+                f"check record_fields first and encode the record into one value")
+
+    @staticmethod
+    def _check_field_name(name: str) -> None:
+        if type(name) is not str or not name:
+            raise TypeError(f"field names are non-empty str, not {name!r}")
+
+    def _checked_fields(self, key: str, fields: Mapping[str, bytes]) -> dict[str, bytes]:
+        """``fields`` as a plain dict of ``str`` -> ``bytes``, checked: what a primitive gets
+        (a dict that already is one is passed on as it is, not copied)."""
+        if type(fields) is dict and fields:
+            limit = self.max_value_bytes
+            for name, value in fields.items():
+                if type(name) is not str or not name or type(value) is not bytes \
+                        or len(value) > limit:
+                    break
+            else:
+                return fields
+        if not isinstance(fields, Mapping):
+            raise TypeError(f"a record is a mapping of field name to bytes, not "
+                            f"{type(fields).__name__}")
+        if not fields:
+            raise ValueError(f"the record of {key!r} has no field; give at least one")
+        out = {}
+        for name, value in fields.items():
+            self._check_field_name(name)
+            if type(value) is not bytes:
+                self._check_value(value)
+                value = bytes(value)
+            if len(value) > self.max_value_bytes:
+                self._too_large(f"{key}/{name}", len(value))
+            out[name] = value
+        return out
+
     def _stepwise(self, steps: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, bytes]]:
         """``steps``, each ``next`` of it run as an operation (see :meth:`scan`)."""
         while True:
@@ -714,6 +841,19 @@ class Backend(abc.ABC):
             if value is not None:
                 out[key] = value
         return out
+
+    def _put_fields(self, key: str, fields: dict[str, bytes]) -> None:
+        raise NoFieldsError(f"backend {self.name!r} declares record_fields but has no _put_fields")
+
+    def _put_fields_many(self, records: list[tuple[str, dict[str, bytes]]]) -> None:
+        for key, fields in records:
+            self._put_fields(key, fields)
+
+    def _get_fields(self, key: str, names: list[str] | None) -> dict[str, bytes] | None:
+        raise NoFieldsError(f"backend {self.name!r} declares record_fields but has no _get_fields")
+
+    def _scan_fields(self, prefix: str) -> Iterator[tuple[str, dict[str, bytes]]]:
+        raise NoFieldsError(f"backend {self.name!r} declares record_fields but has no _scan_fields")
 
     def _flush(self) -> None:
         pass

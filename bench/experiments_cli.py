@@ -24,20 +24,44 @@ def add_parsers(sub: Any) -> None:
 
 def _add_peer_parser(sub: Any) -> None:
     p = sub.add_parser(
-        "peer", help="our backend beside the server's own load tool (redis-benchmark)",
-        description="Runs redis-benchmark -t set, then --clients processes putting through the "
-                    "redis backend, then redis-benchmark again: same server, value size, "
-                    "connections and pipeline depth (put_many of --pipeline keys).  The ratio "
-                    "uses the mean of the two redis-benchmark runs.  Keys are left on the server "
-                    "under the backend's prefix (default ckptbench-peer:).")
+        "peer", help="our backend beside the server's own load tool (redis-benchmark) or beside "
+                     "what YCSB's Redis binding does",
+        description="Against redis-benchmark (default): runs redis-benchmark -t set, then "
+                    "--clients processes putting through the redis backend, then redis-benchmark "
+                    "again: same server, value size, connections and pipeline depth (put_many of "
+                    "--pipeline keys).  The ratio uses the mean of the two redis-benchmark runs.  "
+                    "Keys are left on the server under the backend's prefix (default "
+                    "ckptbench-peer:).  "
+                    "Against ycsb-binding: loads --records of YCSB's record model once, then per "
+                    "--threads count runs bench run's --workload (--ops operations) and a plain "
+                    "redis-py client doing what YCSB's Redis binding does (HGETALL per read, "
+                    "HMSET of the changed field per update, one connection per thread), same keys "
+                    "and mix from the same seed: --warmup pairs first, then the binding, and "
+                    "--rounds times ours and the binding again; each fresh process, same "
+                    "placement.  The records live under the backend's prefix (default "
+                    "ckptbench-peer-ycsb:), replaced at the start and removed at the end.")
     p.add_argument("server", choices=["redis"])
+    p.add_argument("--against", choices=["redis-benchmark", "ycsb-binding"],
+                   default="redis-benchmark",
+                   help="the peer: the server's load tool (default), or a plain client doing "
+                        "what YCSB's Redis binding does")
     p.add_argument("--clients", type=int, default=1, help="connections / client processes (default 1)")
     p.add_argument("--pipeline", type=int, default=1, help="requests per round trip (default 1)")
-    p.add_argument("--ops", type=int, default=20000)
+    p.add_argument("--ops", type=int,
+                   help="operations per run (default 20000; 100000 against ycsb-binding)")
     p.add_argument("--value-size", type=int, default=1024)
     p.add_argument("--rounds", type=int, default=1,
-                   help="alternate (ours, redis-benchmark) this many times after the first "
-                        "redis-benchmark run; the ratio is the median round's (default 1)")
+                   help="alternate (ours, the peer) this many times after the peer's first run; "
+                        "the ratio is the median round's (default 1)")
+    p.add_argument("--workload", default="workloada", metavar="NAME",
+                   help="ycsb-binding: the shipped workload file bench run runs (default "
+                        "workloada)")
+    p.add_argument("--records", type=int, default=10_000,
+                   help="ycsb-binding: records loaded (recordcount; default 10000)")
+    p.add_argument("--threads", default="1,8", metavar="N[,N...]",
+                   help="ycsb-binding: client threads of each comparison (default 1,8)")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="ycsb-binding: (binding, ours) pairs run first and not counted (default 1)")
     p.add_argument("--placement", choices=["cross", "same", "any"], default="cross",
                    help="CPUs of a local server and of both clients: cross (default: server on one "
                         "CPU, clients on the others), same (all on one), any (the scheduler's "
@@ -52,6 +76,9 @@ def _add_peer_parser(sub: Any) -> None:
 def cmd_peer(args: argparse.Namespace) -> int:
     from experiments.storage import peers as peer
 
+    if args.against == "ycsb-binding":
+        return _peer_binding(args)
+    args.ops = 20_000 if args.ops is None else args.ops
     if min(args.clients, args.pipeline, args.ops, args.rounds) < 1:
         raise UsageError("--clients, --pipeline, --ops and --rounds must be >= 1")
     options: dict[str, Any] = {"prefix": "ckptbench-peer:", **parse_kv(args.opt)}
@@ -72,6 +99,44 @@ def cmd_peer(args: argparse.Namespace) -> int:
     lines.append(f"[PEER], Ratio, {res.ratio!r}")
     report.print_lines(lines)
     save(args, res.document(args.server))
+    return 0
+
+
+def _peer_binding(args: argparse.Namespace) -> int:
+    """``bench peer redis --against ycsb-binding``: run, print ``[PEER]`` and ``[RATIO]`` lines."""
+    from experiments.core.results import Ratio
+    from experiments.report.tables import ratio_lines
+    from experiments.storage import binding_peer
+
+    ops = 100_000 if args.ops is None else args.ops
+    threads = _ints(args.threads, "--threads")
+    if min(ops, args.records, args.rounds) < 1 or args.warmup < 0:
+        raise UsageError("--ops, --records and --rounds must be >= 1, --warmup >= 0")
+    options: dict[str, Any] = {"prefix": binding_peer.PREFIX, **parse_kv(args.opt)}
+    open_backend("redis", **options).close()  # a clear error before any run if the server is not there
+    doc = binding_peer.compare(options, workload=args.workload, records=args.records, ops=ops,
+                               threads=tuple(threads), rounds=args.rounds, warmup=args.warmup,
+                               place=args.placement)
+    lines = [f"[PEER], Against, {doc.against}",
+             f"[PEER], Workload, {doc.workload} ({doc.records} records of {doc.field_count} "
+             f"fields x {doc.field_length} bytes; {doc.ops} operations; {doc.distribution}; "
+             f"read {doc.read_proportion:g} update {doc.update_proportion:g})",
+             f"[PEER], Placement, {doc.placement}", f"[PEER], Warm-up pairs, {doc.warmup}"]
+    ratios = []
+    for entry in doc.by_threads:
+        n = entry.threads
+        lines.append(f"[PEER], Threads {n} binding Throughput(ops/sec), "
+                     + " ".join(f"{v:.1f}" for v in entry.binding_throughput))
+        lines.append(f"[PEER], Threads {n} ckptbench Throughput(ops/sec), "
+                     + " ".join(f"{v:.1f}" for v in entry.ours_throughput))
+        lines.append(f"[PEER], Threads {n} binding ClientCPU(us/op), "
+                     + " ".join(f"{v:.1f}" for v in entry.binding_cpu_us))
+        lines.append(f"[PEER], Threads {n} ckptbench ClientCPU(us/op), "
+                     + " ".join(f"{v:.1f}" for v in entry.ours_cpu_us))
+        ratios.append(Ratio(f"ckptbench / binding, {n} thread{'s' * (n != 1)}", entry.ratio,
+                            entry.round_ratios))
+    report.print_lines(lines + ratio_lines(ratios))
+    save(args, doc)
     return 0
 
 

@@ -29,6 +29,7 @@ DOCUMENT_MODULES = (
     "experiments.spark.checkmate", "experiments.spark.mst",
     "experiments.spark.stragglers", "experiments.storage.thesis_result",
     "experiments.storage.compare_result", "experiments.storage.peers",
+    "experiments.storage.binding_peer",
     "experiments.storage.verify", "experiments.reproduce.result", "experiments.report.diff",
 )
 

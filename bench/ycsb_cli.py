@@ -177,7 +177,8 @@ def run_spec(args: argparse.Namespace, props: dict[str, str], name: str) -> RunS
                              timeseries_ms=client_properties.granularity_ms(props)
                              if series and not load else None)
     cfg = config(args, options, workload_spec=workload.to_dict(), properties=dict(props),
-                 update_is_read_modify_write=workload.update_is_rmw())
+                 update_is_read_modify_write=workload.update_is_rmw(store.record_fields),
+                 fields_in_store=workload.field_count > 0 and store.record_fields)
     return RunSpec(backend=args.backend, store=store, options=options, workload=workload,
                    clients=clients,
                    processes=getattr(args, "processes", 1), skip_load=not load and not fresh,
@@ -191,10 +192,11 @@ def _warn(line: str) -> None:
 
 
 def say_record_model(spec: RunSpec) -> None:
-    """When an update writes one field, the store still holds one blob per key: say that each
+    """When an update writes one field and the store holds one blob per key: say that each
     update is a read-modify-write of the whole record."""
     w = spec.workload
-    if spec.skip_load and w.update_is_rmw() and (w.update > 0 or w.rmw > 0):
+    if spec.skip_load and w.update_is_rmw(spec.backend_class.record_fields) \
+            and (w.update > 0 or w.rmw > 0):
         print(f"bench: an update writes 1 of {w.field_count} fields (writeallfields=false); "
               f"{spec.backend} holds one value per key, so each update reads the record and "
               "writes it back whole (a read-modify-write)", file=sys.stderr)

@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from backends import BadOptionError, StoreClosedError, backend_class
+from backends import (BadOptionError, NoFieldsError, RecordModelError, StoreClosedError,
+                      backend_class)
 
 ODD_KEYS = ["a/b", "a b", "ä-ü-ß", "x*y?[z]", "100%", "..", "~tilde", "k" * 300, "line\nbreak"]
 
@@ -206,3 +207,68 @@ def test_concurrent_writers(store):
     assert not errors
     for t in range(8):
         assert [v for _, v in store.scan(f"t{t}-")] == [f"{t}:{i}".encode() for i in range(40)]
+
+
+# ---------------------------------------------------------------- records of fields (some stores)
+def _fields_store(store):
+    """The store when it keeps records of fields; otherwise check that every field operation
+    is refused with the typed error, nothing written, and skip the rest of the test."""
+    if store.record_fields:
+        return store
+    for op in (lambda: store.put_fields("r", {"f": b"v"}), lambda: store.get_fields("r"),
+               lambda: store.put_fields_many([("r", {"f": b"v"})]),
+               lambda: store.scan_fields("")):
+        with pytest.raises(NoFieldsError, match="one value per key"):
+            op()
+    assert store.get("r") is None
+    pytest.skip(f"{store.name} keeps one value per key (record_fields is false)")
+
+
+def test_fields_roundtrip_and_one_field_update(store):
+    s = _fields_store(store)
+    s.put_fields("rec", {"field0": b"a" * 100, "field1": b"b" * 100, "fi\u00e9ld": b""})
+    s.put_fields("rec", {"field1": b"B"})  # one field: the others are kept
+    assert s.get_fields("rec") == {"field0": b"a" * 100, "field1": b"B", "fi\u00e9ld": b""}
+    assert s.get_fields("rec", ["field1", "absent"]) == {"field1": b"B"}
+    assert s.get_fields("rec", ["absent"]) is None and s.get_fields("no-record") is None
+    s.put_fields("new", {"f": bytearray(b"x")})  # no record yet: created
+    assert s.get_fields("new") == {"f": b"x"}
+    s.put_fields_many([("solo", {"f": b"1"})])  # a batch of one
+    assert list(s.scan_fields("solo")) == [("solo", {"f": b"1"})]
+    s.delete("rec")
+    assert s.get_fields("rec") is None
+
+
+def test_fields_many_and_scan_leave_the_other_model_out(store):
+    s = _fields_store(store)
+    s.put_fields_many([(f"r{i:02d}", {"n": str(i).encode(), "m": b"-"}) for i in range(30)]
+                      + [("r05", {"n": b"last"})])
+    s.put("r99", b"a value, not a record")
+    records = list(s.scan_fields("r"))
+    assert [k for k, _ in records] == [f"r{i:02d}" for i in range(30)]
+    assert records[5][1] == {"n": b"last", "m": b"-"}
+    assert list(s.scan("r")) == [("r99", b"a value, not a record")]
+    assert s.keys("r") == [f"r{i:02d}" for i in range(30)] + ["r99"]
+    with pytest.raises(RecordModelError, match="other record model"):
+        s.get("r01")
+    with pytest.raises(RecordModelError, match="other record model"):
+        s.get_fields("r99")
+    assert s.get("r99") == b"a value, not a record"  # nothing changed by the refusals
+
+
+def test_fields_bad_input_is_refused_before_anything_is_written(store):
+    s = _fields_store(store)
+    for bad, error in (({}, ValueError), ({"": b"v"}, TypeError), ({b"f": b"v"}, TypeError),
+                       ({"f": "str"}, TypeError), ([("f", b"v")], TypeError)):
+        with pytest.raises(error):
+            s.put_fields("bad", bad)
+    with pytest.raises(TypeError):
+        s.put_fields_many([("bad", {"f": b"v"}), ("bad2", {"f": 1})])
+    with pytest.raises(ValueError):
+        s.get_fields("bad", [])
+    assert s.get_fields("bad") is None and s.keys("bad") == []
+    s.close()
+    with pytest.raises(StoreClosedError):
+        s.get_fields("bad")
+    with pytest.raises(StoreClosedError):
+        s.put_fields("bad", {"f": b"v"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -80,3 +81,104 @@ def test_placement_pins_a_local_server_apart_from_its_clients_or_leaves_both_alo
     assert placement("cross", None)[:2] == (None, None)  # a remote server: nothing to pin
     with pytest.raises(ValueError, match="valid: cross, same, any"):
         placement("diagonal", me)
+
+
+def test_peer_against_ycsbs_binding_interleaves_both_per_thread_count(tmp_path):
+    """`bench peer redis --against ycsb-binding`: bench run's workload A and the binding-like
+    client on the same records, warm-up pairs first, the binding around every round of ours,
+    a [RATIO] line and a JSON entry per thread count; the records are gone afterwards."""
+    import uuid
+
+    import services
+    from backends import open_backend
+
+    services.up(["redis"])
+    opts = services.client_options("redis", f"peer-ycsb-{uuid.uuid4().hex[:8]}")
+    out = tmp_path / "binding.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "peer", "redis", "--against", "ycsb-binding",
+         "--records", "300", "--ops", "600", "--threads", "1,2", "--rounds", "2", "--warmup",
+         "1", "--placement", "any", "--opt", f"host={opts['host']}", "--opt",
+         f"port={opts['port']}", "--opt", f"prefix={opts['prefix']}", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "ckptbench.peer-ycsb/1" and doc["workload"] == "workloada"
+    assert (doc["records"], doc["ops"], doc["field_count"], doc["field_length"]) == (300, 600, 10, 100)
+    assert [e["threads"] for e in doc["by_threads"]] == [1, 2]
+    ratios = [line for line in proc.stdout.splitlines() if line.startswith("[RATIO]")]
+    for entry, line in zip(doc["by_threads"], ratios):
+        assert len(entry["binding_throughput"]) == 3 and len(entry["ours_throughput"]) == 2
+        assert len(entry["warmup_binding"]) == len(entry["warmup_ours"]) == 1
+        assert len(entry["binding_cpu_us"]) == 3 and len(entry["ours_cpu_us"]) == 2
+        assert min(entry["binding_cpu_us"] + entry["ours_cpu_us"]) > 0
+        assert entry["ratio"] > 0
+        assert entry["ratio"] == pytest.approx(statistics.median(entry["round_ratios"]))
+        assert line.startswith(f"[RATIO], ckptbench / binding, {entry['threads']} thread")
+        assert f", {entry['ratio']:.2f}, median of 2 rounds" in line
+    with open_backend("redis", **opts) as store:
+        assert store.keys() == []
+
+
+def test_binding_like_client_sets_the_given_fields_and_reads_the_record():
+    """The plain client stands in for YCSB's binding: HMSET of the given fields keeps the
+    others, HGETALL reads all of them, HMGET the asked ones."""
+    import uuid
+
+    import services
+    from backends import backend_class
+    from experiments.storage.binding_peer import BindingLike
+
+    services.up(["redis"])
+    opts = services.client_options("redis", f"binding-{uuid.uuid4().hex[:8]}")
+    client = BindingLike(backend_class("redis").parse_options(opts))
+    try:
+        client.put_fields("k", {"field0": b"a", "field1": b"b"})
+        client.put_fields("k", {"field1": b"B"})
+        assert client.get_fields("k") == {b"field0": b"a", b"field1": b"B"}
+        assert client.get_fields("k", ["field1", "x"]) == {"field1": b"B"}
+        assert client.get_fields("absent") is None
+    finally:
+        client._client().delete(opts["prefix"] + "k")
+        client.close()
+
+
+def test_a_peer_run_stopped_by_sigterm_gives_the_server_its_cpus_back():
+    """The server is shared: a `timeout` around `bench peer` (SIGTERM) must not leave it
+    pinned to the placement's CPU, and the records under the prefix are removed."""
+    import signal
+    import time
+    import uuid
+
+    import services
+    from backends import open_backend
+    from experiments.storage.peers import redis_server_pid
+
+    cpus = set(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing is pinned")
+    services.up(["redis"])
+    opts = services.client_options("redis", f"peer-term-{uuid.uuid4().hex[:8]}")
+    pid = redis_server_pid(opts)
+    assert os.sched_getaffinity(pid) == cpus
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench", "peer", "redis", "--against", "ycsb-binding",
+         "--records", "200", "--ops", "10000000", "--threads", "1", "--opt",
+         f"host={opts['host']}", "--opt", f"port={opts['port']}", "--opt",
+         f"prefix={opts['prefix']}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while os.sched_getaffinity(pid) == cpus and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.sched_getaffinity(pid) != cpus, "the run never pinned the server"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert os.sched_getaffinity(pid) == cpus
+    with open_backend("redis", **opts) as store:
+        assert store.keys() == []

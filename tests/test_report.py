@@ -279,3 +279,27 @@ def test_value_axes_are_linear_from_zero_unless_the_values_span_decades():
     assert near.get_yscale() == "linear" and near.get_ylim()[0] == 0 and near.get_ylabel() == "ops/s"
     assert wide.get_yscale() == "log" and wide.get_ylabel() == "latency (us), log scale"
     plt.close(fig)
+
+
+def test_peer_documents_are_rows_with_one_throughput_and_their_rounds(tmp_path):
+    """``bench peer``'s documents (against redis-benchmark, against YCSB's binding): a row
+    per comparison with the median round's throughput, every round and the ratio, and a page
+    that renders them."""
+    from experiments.report import page, summary
+    from experiments.storage.binding_peer import BindingPeer, ThreadsRun
+    from experiments.storage.peers import PeerResult
+
+    peer = PeerResult(peer_throughput=[10.0, 12.0, 11.0], ours_rounds=[9.0, 13.0], clients=4)
+    binding = BindingPeer(workload="workloada", records=100, ops=200, field_count=10,
+                          field_length=100, distribution="zipfian", read_proportion=0.5,
+                          update_proportion=0.5, placement="any", warmup=1, rounds=3, by_threads=[
+                              ThreadsRun(1, [5.0, 6.0, 5.0, 6.0], [7.0, 5.0, 6.0], [1.27, 0.91, 1.09],
+                                         1.09)])
+    rows = summary.rows(peer.document("redis"), "p.json") + summary.rows(binding, "b.json")
+    assert [(r.setting, r.throughput, r.rounds) for r in rows] == [
+        ("clients 4 pipeline 1", 13.0, [9.0, 13.0]),
+        ("threads 1 beside YCSB's binding", 6.0, [7.0, 5.0, 6.0])]
+    assert rows[1].ratio == "1.09x the binding" and rows[1].workload == "workloada"
+    out = tmp_path / "peers.html"
+    page.write_page(str(out), [("p.json", peer.document("redis")), ("b.json", binding)], "peers")
+    assert "threads 1 beside YCSB&#x27;s binding" in out.read_text()

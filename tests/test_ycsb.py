@@ -213,3 +213,52 @@ def test_bad_input_is_one_line(args, message):
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bench: error: ") and message in err[0], err
+
+
+@pytest.mark.redis
+@pytest.mark.server
+def test_redis_keeps_ycsbs_record_as_fields_and_an_update_sends_only_its_field(tmp_path):
+    """On a store with records of fields, the load writes each record as fields, a read is one
+    HGETALL and an update one HSET of the changed field (no GET, no read-modify-write), as
+    YCSB's Redis binding does; dataintegrity checks every read."""
+    import uuid
+
+    import services
+
+    services.up(["redis"])
+    opts = services.client_options("redis", f"ycsb-fields-{uuid.uuid4().hex[:8]}")
+    common = ["--backend", "redis", "--opt", f"host={opts['host']}", "--opt",
+              f"port={opts['port']}", "--opt", f"prefix={opts['prefix']}", "-p",
+              "recordcount=200", "-p", "dataintegrity=true", "--no-progress"]
+    try:
+        load = bench("load", "workloada", *common)
+        assert load.returncode == 0, load.stderr
+        run = bench("run", "workloada", *common, "-p", "operationcount=300", "--json",
+                    str(tmp_path / "a.json"))
+        assert run.returncode == 0, run.stderr
+        lines = parse(run.stdout)
+        reads, updates = int(lines[("READ", "Operations")]), int(lines[("UPDATE", "Operations")])
+        assert reads + updates == 300 and lines[("VERIFY", "Return=OK")] == str(reads)
+        assert "read-modify-write" not in run.stderr
+        doc = json.loads((tmp_path / "a.json").read_text())
+        assert doc["config"]["fields_in_store"] is True
+        assert doc["config"]["update_is_read_modify_write"] is False
+        sent = doc["backend_stats"]["ledger_by_phase"]["run"]["requests"]
+        assert sent.get("HGETALL") == reads and sent.get("HSET") == updates
+        assert "GET" not in sent and "SET" not in sent
+        with open_backend("redis", **opts) as store:
+            workload = core.CoreWorkload(properties.spec_from(
+                {**properties.read_file(properties.workload_file("workloada")),
+                 "recordcount": "200", "dataintegrity": "true"}), seed=1)
+            key = workload.load_keys()[7]
+            assert store.get_fields(key) == workload.client(0).fields_for(key)
+            # the other transactions of the field path: read-modify-write, insert, scan
+            client = workload.client(0, store)
+            assert client.native_fields
+            assert client.do_rmw_fields(store)[0] == "OK"
+            assert client.do_insert_fields(store)[0] == "OK"
+            assert store.get_fields(workload.key(200)) == client.fields_for(workload.key(200))
+            assert client.do_scan(store)[0] == "OK"
+    finally:
+        with open_backend("redis", **opts) as store:
+            store.delete_many(store.keys())

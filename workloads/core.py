@@ -7,10 +7,18 @@ reproducible from the seed.
 
 Two record models (:mod:`workloads.record`): ``field_count == 0`` is the thesis' model, one
 opaque value of ``value_size`` bytes per key (the presets' default); ``field_count > 0`` is
-YCSB's record of named fields encoded into the value, where a read reads all fields or one
-(``read_all_fields``) and an update writes one field unless ``write_all_fields``.  Every store
-holds one blob per key, so a one-field update is a read-modify-write of the blob (:meth:`Client.
-do_update`); :meth:`WorkloadSpec.update_is_rmw` says when that happens.
+YCSB's record of named fields, where a read reads all fields or one (``read_all_fields``) and an
+update writes one field unless ``write_all_fields``.  How a record is stored depends on the
+store, and is decided once per client (:meth:`CoreWorkload.client`):
+
+* a store that keeps records of fields (``record_fields``: a Redis hash) gets the fields as
+  they are: a read is one ``get_fields``, a one-field update one ``put_fields`` of that field,
+  as YCSB's bindings for such stores do (the ``*_fields`` transactions of :class:`Client`);
+* every other store holds one blob per key, the record encoded into it, so a one-field update
+  is a read-modify-write of the blob (:meth:`Client.do_update`).
+  :meth:`WorkloadSpec.update_is_rmw` says when that happens.
+
+A store is loaded and run in the same model: the load writes records the way the run reads them.
 
 Counting follows YCSB's DBWrapper: every store call is measured under its own name, so a
 read-modify-write adds one ``READ`` and (when the read found the record) one ``UPDATE`` beside its
@@ -174,9 +182,10 @@ class WorkloadSpec:
             return self.records - self.insert_start
         return self.insert_count
 
-    def update_is_rmw(self) -> bool:
-        """Whether an UPDATE reads the record first: one field written into a one-blob store."""
-        return self.field_count > 0 and not self.write_all_fields
+    def update_is_rmw(self, record_fields: bool = False) -> bool:
+        """Whether an UPDATE reads the record first: one field written into a one-blob store
+        (not into a store that keeps records of fields, ``record_fields``)."""
+        return self.field_count > 0 and not self.write_all_fields and not record_fields
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -215,8 +224,10 @@ def preset(name: str, **overrides: Any) -> WorkloadSpec:
 
 
 # --------------------------------------------------------------------------------------- scan
-def scan_from(store: Any, start: str, count: int, expected_keys: int, floor: int = len(KEY_PREFIX)):
-    """Up to ``count`` ``(key, value)`` pairs with key >= ``start``, in key order.
+def scan_from(store: Any, start: str, count: int, expected_keys: int, floor: int = len(KEY_PREFIX),
+              scan: Callable[[str], Any] | None = None):
+    """Up to ``count`` ``(key, value)`` pairs with key >= ``start``, in key order (``scan``:
+    the prefix scan to use, ``store.scan`` unless given; ``store.scan_fields`` for records).
 
     The interface only scans by prefix, so this scans ``start[:L]`` and widens the prefix one
     character at a time until ``count`` pairs are found.  Every key in a narrower prefix range
@@ -229,7 +240,7 @@ def scan_from(store: Any, start: str, count: int, expected_keys: int, floor: int
     out: list[tuple[str, bytes]] = []
     last: str | None = None
     while True:
-        for key, value in store.scan(start[:length]):
+        for key, value in (scan or store.scan)(start[:length]):
             if key < start or (last is not None and key <= last):
                 continue
             out.append((key, value))
@@ -290,9 +301,12 @@ class CoreWorkload:
         start = self.spec.insert_start
         return self.key_cache[start : start + self.spec.inserts()]
 
-    def client(self, index: int) -> "Client":
-        """The client for thread ``index``; its randomness comes from (seed, index) only."""
-        return Client(self, random.Random(f"{self.seed}/{index}"))
+    def client(self, index: int, store: Any = None) -> "Client":
+        """The client for thread ``index``; its randomness comes from (seed, index) only.
+        ``store``: the store it will work on, whose ``record_fields`` decides how a record of
+        fields is written and read (see the module docstring); ``None``: as one blob."""
+        return Client(self, random.Random(f"{self.seed}/{index}"),
+                      fields_in_store=bool(getattr(store, "record_fields", False)))
 
 
 class Client:
@@ -304,7 +318,8 @@ class Client:
     read-modify-write, as YCSB's DBWrapper measures them.
     """
 
-    def __init__(self, workload: CoreWorkload, rng: random.Random) -> None:
+    def __init__(self, workload: CoreWorkload, rng: random.Random,
+                 fields_in_store: bool = False) -> None:
         spec = workload.spec
         self.workload = workload
         self.spec = spec
@@ -325,6 +340,8 @@ class Client:
             self.scan_length = g.UniformLongGenerator(spec.min_scan_length,
                                                       spec.max_scan_length, rng)
         self.fields = spec.field_count > 0
+        #: the record's fields go to the store as fields (``put_fields`` ...), not in one blob
+        self.native_fields = self.fields and fields_in_store
         if self.fields:
             self.values = ValueSource(spec.field_length, rng)
             self.field_chooser = g.UniformLongGenerator(0, spec.field_count - 1, rng)
@@ -339,6 +356,10 @@ class Client:
             "SCAN": self.do_scan,
             "READ-MODIFY-WRITE": self.do_rmw,
         }
+        if self.native_fields:
+            self.ops.update({"READ": self.do_read_fields, "UPDATE": self.do_update_fields,
+                             "INSERT": self.do_insert_fields,
+                             "READ-MODIFY-WRITE": self.do_rmw_fields})
 
     @staticmethod
     def _key_chooser(spec: WorkloadSpec, workload: CoreWorkload, rng: random.Random) -> g.Generator:
@@ -398,33 +419,60 @@ class Client:
     def new_value(self) -> bytes:
         """A whole new value: a record with every field (replaced by the value source's own
         ``next`` when the workload stores one opaque value)."""
-        return record.encode({name: self.values.next(self.field_length())
-                              for name in self.workload.field_names})
+        return record.encode(self._new_fields())
 
     def value_for(self, key: str) -> bytes:
         """The value ``key`` gets: with dataintegrity the one derived from it, else a new one."""
         if not self.spec.data_integrity:
             return self.new_value()
-        return record.encode({name: deterministic_field(key, name, self.spec.field_length)
-                              for name in self.workload.field_names})
+        return record.encode(self.fields_for(key))
+
+    def fields_for(self, key: str) -> dict[str, bytes]:
+        """The record ``key`` gets, field by field: with dataintegrity the one derived from it,
+        else new random fields."""
+        if self.spec.data_integrity:
+            return {name: deterministic_field(key, name, self.spec.field_length)
+                    for name in self.workload.field_names}
+        return self._new_fields()
+
+    def _new_fields(self) -> dict[str, bytes]:
+        return {name: self.values.next(self.field_length()) for name in self.workload.field_names}
+
+    def update_fields(self, key: str) -> dict[str, bytes]:
+        """What an update of ``key`` writes: one field (YCSB's ``writeallfields=false``: a
+        uniformly chosen one, with a new value, or with dataintegrity the derived one), or all."""
+        if self.spec.write_all_fields:
+            return self.fields_for(key)
+        name, value = self._one_field(), self.values.next(self.field_length())
+        if self.spec.data_integrity:
+            value = deterministic_field(key, name, self.spec.field_length)
+        return {name: value}
 
     def _verify(self, key: str, blob: bytes) -> None:
-        """YCSB's verifyRow: the fields read must be the ones derived from the key; the check's
-        time and ``Return=OK`` or ``UNEXPECTED_STATE`` go under ``VERIFY``."""
+        """YCSB's verifyRow on a record read as one blob (see :meth:`_verified`)."""
         st = _now()
         try:
             fields = record.decode(blob, None if self.spec.read_all_fields else
                                    self._one_field())
-            good = bool(fields) and all(v == deterministic_field(key, n, self.spec.field_length)
-                                        for n, v in fields.items())
         except RecordError:
-            good = False
+            fields = {}
+        self._verified(key, fields, st)
+
+    def _verified(self, key: str, fields: dict[str, bytes] | None, st: int) -> None:
+        """YCSB's verifyRow: the fields read must be the ones derived from the key; the check's
+        time from ``st`` and ``Return=OK`` or ``UNEXPECTED_STATE`` go under ``VERIFY``."""
+        good = bool(fields) and all(v == deterministic_field(key, n, self.spec.field_length)
+                                    for n, v in fields.items())
         if self.recorder is not None:
             self.recorder.with_status("VERIFY", "OK" if good else "UNEXPECTED_STATE",
                                       (_now() - st) // 1000)
 
     def _one_field(self) -> str:
         return self.workload.field_names[self.field_chooser.next()]
+
+    def read_names(self) -> list[str] | None:
+        """The fields a read asks for: all (``None``, YCSB's ``readallfields=true``) or one."""
+        return None if self.spec.read_all_fields else [self._one_field()]
 
     def _read_fields(self, blob: bytes) -> None:
         """What a YCSB binding's read does with the record: all fields, or one."""
@@ -454,9 +502,7 @@ class Client:
             st = _now()
             store.put(key, value)
             return "OK", st, _now()
-        name, value = self._one_field(), self.values.next(self.field_length())
-        if self.spec.data_integrity:
-            value = deterministic_field(key, name, self.spec.field_length)
+        ((name, value),) = self.update_fields(key).items()
         st = _now()
         blob = store.get(key)  # one field into a one-blob store: read, modify, write
         if blob is None:
@@ -465,25 +511,34 @@ class Client:
         return "OK", st, _now()
 
     def do_insert(self, store: Any) -> tuple[str, int, int]:
+        return self._insert(store.put, self.value_for)
+
+    def _insert(self, put: Callable[[str, Any], None],
+                make: Callable[[str], Any]) -> tuple[str, int, int]:
+        """YCSB's insert: the next key number, ``put(key, make(key))``, and the number
+        acknowledged however the put ends (readers wait for it)."""
         seq = self.workload.insert_sequence
         keynum = seq.next()
         try:
             key = self.workload.key(keynum)
-            value = self.value_for(key) if self.spec.data_integrity else self.new_value()
+            value = make(key)
             st = _now()
-            store.put(key, value)
+            put(key, value)
             en = _now()
         finally:
             seq.acknowledge(keynum)
         return "OK", st, en
 
     def do_scan(self, store: Any) -> tuple[str, int, int]:
+        """Both record models: records of fields come from ``scan_fields`` as fields, blobs
+        from ``scan`` and are decoded as a binding's scan decodes them."""
         start = self.next_key()
         count = self.scan_length.next()
         expected = self.workload.insert_sequence.last() + 1
         st = _now()
-        rows = scan_from(store, start, count, expected)
-        if self.fields:
+        rows = scan_from(store, start, count, expected,
+                         scan=store.scan_fields if self.native_fields else None)
+        if self.fields and not self.native_fields:
             for _key, blob in rows:
                 self._read_fields(blob)
         return "OK", st, _now()
@@ -494,18 +549,28 @@ class Client:
         update costs no second ``get``."""
         key = self.next_key()
         if self.fields and not self.spec.write_all_fields:
-            name, value = self._one_field(), self.values.next(self.field_length())
-            if self.spec.data_integrity:
-                value = deterministic_field(key, name, self.spec.field_length)
+            ((name, value),) = self.update_fields(key).items()
         else:
             name, value = None, self.value_for(key)
+
+        def read() -> bytes | None:
+            blob = store.get(key)
+            if blob is not None and self.fields:
+                self._read_fields(blob)
+            return blob
+
+        return self._read_then_write(read, lambda blob: store.put(
+            key, value if name is None else record.replace_field(blob, name, value)))
+
+    def _read_then_write(self, read: Callable[[], Any],
+                         write: Callable[[Any], None]) -> tuple[str, int, int]:
+        """A read-modify-write: ``read()`` (``None``: not found), then ``write(what it read)``,
+        each also measured as ``READ`` and ``UPDATE``, as YCSB's DBWrapper measures them."""
         rec = self.recorder
         st = _now()
-        blob = store.get(key)
-        if blob is not None and self.fields:
-            self._read_fields(blob)
+        found = read()
         mid = _now()
-        if blob is None:
+        if found is None:
             if rec is not None:
                 rec.failed("READ", "NOT_FOUND", (mid - st) // 1000)
             return "NOT_FOUND", st, mid
@@ -513,7 +578,7 @@ class Client:
             rec.ok("READ", (mid - st) // 1000)
         put_st = _now()
         try:
-            store.put(key, value if name is None else record.replace_field(blob, name, value))
+            write(found)
         except Exception:
             if rec is not None:
                 rec.failed("UPDATE", "ERROR", (_now() - put_st) // 1000)
@@ -523,3 +588,38 @@ class Client:
             rec.ok("UPDATE", (en - put_st) // 1000)
         return "OK", st, en
 
+    # -- transactions on a store that keeps records of fields (``native_fields``) ----------
+    # As YCSB's bindings for such stores: a read asks for the fields it reads, an update
+    # writes the fields it changes; nothing is read to be written back.
+    def do_read_fields(self, store: Any) -> tuple[str, int, int]:
+        key = self.next_key()
+        names = self.read_names()
+        st = _now()
+        fields = store.get_fields(key, names)
+        en = _now()
+        if fields is None:
+            return "NOT_FOUND", st, en
+        if self.spec.data_integrity:
+            self._verified(key, fields, _now())
+        return "OK", st, en
+
+    def do_update_fields(self, store: Any) -> tuple[str, int, int]:
+        """YCSB's update: the changed fields are set, the record is not read (a store's own
+        update of a missing record creates it, as the bindings' does)."""
+        key = self.next_key()
+        fields = self.update_fields(key)
+        st = _now()
+        store.put_fields(key, fields)
+        return "OK", st, _now()
+
+    def do_insert_fields(self, store: Any) -> tuple[str, int, int]:
+        return self._insert(store.put_fields, self.fields_for)
+
+    def do_rmw_fields(self, store: Any) -> tuple[str, int, int]:
+        """Read the record's fields, then (when found) write the changed ones; measured as
+        ``READ`` and ``UPDATE`` too, as :meth:`do_rmw`."""
+        key = self.next_key()
+        names = self.read_names()
+        fields = self.update_fields(key)
+        return self._read_then_write(lambda: store.get_fields(key, names),
+                                     lambda _found: store.put_fields(key, fields))

@@ -152,7 +152,8 @@ def load(
 ) -> PhaseResult:
     """Insert the records of ``workload`` (keys in YCSB order) with ``threads`` threads.
     ``value_for(key)`` gives the value; by default a new random value of the workload's record
-    model."""
+    model, written as the run reads it: a record of fields as fields (``put_fields``) into a
+    store that keeps records of fields, as one value (``put``) into any other."""
     threads = max(1, threads)
     batch = max(1, batch)
     keys = workload.load_keys()  # insertstart .. insertstart + insertcount - 1
@@ -175,8 +176,13 @@ def load(
 
     def work(index: int) -> None:
         # the load's own random streams: -1, then -2, -3 ... for more threads
-        client = workload.client(-1 - index)
-        make_value = value_for or client.value_for
+        client = workload.client(-1 - index, None if value_for else store)
+        if client.native_fields:
+            make_value: Callable[[str], Any] = client.fields_for
+            put_one, put_batch = store.put_fields, store.put_fields_many
+        else:
+            make_value = value_for or client.value_for
+            put_one, put_batch = store.put, store.put_many
         recorder = recorders[index]
         perf = time.perf_counter_ns
         left = shares[index]
@@ -186,9 +192,9 @@ def load(
             st = perf()
             try:
                 if batch == 1:
-                    store.put(items[0][0], items[0][1])
+                    put_one(items[0][0], items[0][1])
                 else:
-                    store.put_many(items)
+                    put_batch(items)
                 status = "OK"
             except Exception as exc:  # noqa: BLE001 - a failed op is data, not a crash
                 errors.add(exc)
@@ -245,7 +251,7 @@ def run(
     live = bool(status_interval and status_out is not None) or bool(granularity)
     recorders = _recorders(threads, live)
     intervals = Intervals(recorders, hdr_logs, granularity) if live else None
-    clients = [workload.client(client_offset + i) for i in range(threads)]
+    clients = [workload.client(client_offset + i, store) for i in range(threads)]
     for client, recorder in zip(clients, recorders):
         client.recorder = recorder  # the store calls inside a read-modify-write
     errors = _ErrorLog()

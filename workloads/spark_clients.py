@@ -124,9 +124,9 @@ class RangeWorkload(CoreWorkload):
     def load_keys(self) -> list[str]:
         return self.key_cache[self.insertstart : self.insertstart + self.insertcount]
 
-    def client(self, index: int):
+    def client(self, index: int, store: Any = None):
         # the load's stream is -1 in one process; client i loads with stream -1 - i
-        return super().client(-1 - self.client_index if index == -1 else index)
+        return super().client(-1 - self.client_index if index == -1 else index, store)
 
 
 # -------------------------------------------------------------------------------------- merging

@@ -1,5 +1,13 @@
 """``redis``: one Redis string per checkpoint, ``SET``/``GET`` under a key prefix (as in S4).
 
+A record of fields (``record_fields``: :meth:`~backends.base.Backend.put_fields` and the rest)
+is one Redis hash under the same key, as YCSB's Redis binding keeps a record: ``HSET`` of the
+given fields, ``HGETALL`` (or ``HMGET`` of the asked fields) to read, so a one-field update
+sends that field alone.  A key holds one model: ``GET`` of a hash, or a field operation on a
+string, is refused by the server (``WRONGTYPE``) and raised as
+:class:`~backends.base.RecordModelError`; ``put`` replaces whatever the key held, as ``SET``
+does.  The value scan (``MGET``) leaves hashes out, and the record scan leaves strings out.
+
 Durability is a *server* setting in Redis (the AOF ``appendfsync`` policy: ``always`` fsyncs before
 replying, ``everysec`` about once a second, ``no`` leaves it to the OS), so the backend declares one
 mode, ``server``: a put is as durable as the server's policy makes it.  ``stats()`` reports the
@@ -43,6 +51,7 @@ from ..base import (
     BackendUnavailableError,
     Claim,
     Option,
+    RecordModelError,
     Retry,
     StorageFullError,
 )
@@ -51,6 +60,7 @@ from ..ledger import Ledger
 T = TypeVar("T")
 
 _GLOB_CHARS = b"\\*?[]"
+_pack = hiredis.pack_command
 _SCAN_BATCH = 1000
 MiB = 1024 * 1024
 
@@ -76,10 +86,10 @@ def _decode(raw: bytes) -> str:
 
 def resp(*args: bytes) -> bytes:
     """A command in RESP, the Redis wire format (an array of bulk strings), as one buffer for
-    one ``sendall``.  redis-py's ``pack_command`` does the same for any argument type, with
-    per-argument type checks that cost a noticeable share of a small ``SET``'s round trip; our
-    arguments are bytes."""
-    return b"*%d\r\n" % len(args) + b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in args])
+    one ``sendall``, packed by hiredis in C.  redis-py's Python-level ``pack_command`` does the
+    same with per-argument type checks that cost a noticeable share of a small ``SET``'s round
+    trip; our arguments are bytes."""
+    return _pack(args)
 
 
 class _Wire:
@@ -103,24 +113,32 @@ class _Wire:
             self.sock.close()
             raise
 
-    def call(self, packed: bytes, name: str) -> Any:
+    def call(self, packed: bytes, name: str, count: int | None = None) -> Any:
         """Send one packed command (``name``: its command, for the ledger) and return its reply
-        (a ``hiredis.ReplyError`` is returned, not raised, as the parser gives it)."""
+        (a ``hiredis.ReplyError`` is returned, not raised, as the parser gives it); with
+        ``count``, ``count`` commands packed in one buffer (a pipeline: one round trip) and the
+        list of their replies, in order."""
         got = 0
+        replies: list[Any] = []
         try:
             self.sock.sendall(packed)
             reader = self.reader
-            reply = reader.gets()
-            while reply is False:
-                chunk = self.sock.recv(65536)
-                if not chunk:
-                    raise redis.ConnectionError("the server closed the connection")
-                got += len(chunk)
-                reader.feed(chunk)
+            while True:
                 reply = reader.gets()
-            return reply
-        finally:  # sent (or tried): a request on the wire, answered or not
-            self.ledger.record_shared(name, len(packed), got)
+                if reply is False:
+                    chunk = self.sock.recv(65536)
+                    if not chunk:
+                        raise redis.ConnectionError("the server closed the connection")
+                    got += len(chunk)
+                    reader.feed(chunk)
+                elif count is None:
+                    return reply
+                else:
+                    replies.append(reply)
+                    if len(replies) == count:
+                        return replies
+        finally:  # sent (or tried): requests on the wire, answered or not
+            self.ledger.record_shared(name, len(packed), got, count or 1)
 
     @staticmethod
     def expect_ok(reply: Any) -> None:
@@ -133,7 +151,25 @@ class _Wire:
 
 
 #: the per-key commands' names as the ledger counts them (no decode on a put's path)
-_NAMES = {b"SET": "SET", b"GET": "GET", b"DEL": "DEL", b"MSET": "MSET", b"MGET": "MGET"}
+_NAMES = {b"SET": "SET", b"GET": "GET", b"DEL": "DEL", b"MSET": "MSET", b"MGET": "MGET",
+          b"HSET": "HSET", b"HGETALL": "HGETALL", b"HMGET": "HMGET"}
+
+#: the server's reply to a command on a key of the other type (a hash read with GET ...)
+_WRONGTYPE = "WRONGTYPE"
+
+
+def _hset(raw_key: bytes, fields: dict[str, bytes]) -> list[bytes]:
+    """The ``HSET`` command setting ``fields`` of the hash ``raw_key``."""
+    args = [b"HSET", raw_key]
+    for name, value in fields.items():
+        args += (name.encode("utf-8", "surrogatepass"), value)
+    return args
+
+
+def _record(reply: list[bytes]) -> dict[str, bytes]:
+    """An ``HGETALL`` reply (name, value, name, value ...) as a record."""
+    pairs = iter(reply)
+    return {name.decode("utf-8", "surrogatepass"): value for name, value in zip(pairs, pairs)}
 
 
 def _command_name(first: Any) -> str:
@@ -182,6 +218,7 @@ class RedisBackend(Backend):
     }
     audit_mode = "always"
     audit_run_seconds = 1.0
+    record_fields = True
     #: a string is at most 512 MiB (the server's ``proto-max-bulk-len``, 512mb by default)
     max_value_bytes = 512 * MiB
     #: one ``MSET`` is one command, read whole into the client's query buffer, which the server
@@ -258,6 +295,11 @@ class RedisBackend(Backend):
             ) from exc.__cause__
         except redis.ResponseError as exc:
             text = str(exc)
+            if text.startswith(_WRONGTYPE):
+                raise RecordModelError(
+                    f"redis at {self.address} {what}: the key holds the other record model (a "
+                    f"value written by put, or a record of fields); read it the way it was "
+                    f"written, e.g. load and run with the same record model") from exc
             if text.startswith("OOM") or "No space left" in text:
                 raise StorageFullError(f"redis at {self.address}: {text}") from exc
             raise BackendUnavailableError(f"redis at {self.address} {what}: {text}") from exc
@@ -315,16 +357,40 @@ class RedisBackend(Backend):
         return reply
 
     def _again(self, args: tuple) -> Any:
+        reply = self._attempt(lambda wire: wire.call(resp(*args),
+                                                     _NAMES.get(args[0]) or args[0].decode()))
+        _Wire.expect_ok(reply)  # a server error: not retried, typed by _call
+        return reply
+
+    def _attempt(self, send: Callable[[_Wire], T]) -> T:
+        """``send(wire)`` on this thread's connection; a broken connection is dropped (the
+        next attempt opens a new one) and its failure raised for the retry path."""
         wire = getattr(self._local, "wire", None) or self._wire()
         try:
-            reply = wire.call(resp(*args), _NAMES.get(args[0]) or args[0].decode())
+            return send(wire)
         except (OSError, redis.RedisError, hiredis.ProtocolError) as exc:
             self._drop_wire(wire)
             if isinstance(exc, hiredis.ProtocolError):
                 raise redis.ConnectionError(f"protocol error: {exc}") from exc
             raise
-        wire.expect_ok(reply)  # a server error: not retried, typed by _call
-        return reply
+
+    def _pipelined(self, name: str, commands: list[Any],
+                   allowed: str | None = None) -> list[Any]:
+        """``commands`` in one round trip, with the bounded retry path; their replies.  An
+        error reply raises (typed by :meth:`_call`), except one starting with ``allowed``,
+        which is returned in its place.  Every command here may be sent twice (a retry after
+        a lost reply): they set or read, and setting again sets the same."""
+        packed = b"".join([resp(*c) for c in commands])
+
+        def attempt() -> list[Any]:
+            replies = self._attempt(lambda wire: wire.call(packed, name, len(commands)))
+            for reply in replies:
+                if not (allowed and isinstance(reply, hiredis.ReplyError)
+                        and str(reply).startswith(allowed)):
+                    _Wire.expect_ok(reply)
+            return replies
+
+        return self._call(name, attempt)
 
     @staticmethod
     def _raise(exc: BaseException) -> Any:
@@ -374,6 +440,33 @@ class RedisBackend(Backend):
         values = self._command(b"MGET", *map(self._k, keys))
         return {k: v for k, v in zip(keys, values) if v is not None}
 
+    def _put_fields(self, key: str, fields: dict[str, bytes]) -> None:
+        self._command(*_hset(self._prefix + _encode(key), fields))
+        self._after_write()
+
+    def _put_fields_many(self, records: list[tuple[str, dict[str, bytes]]]) -> None:
+        """One ``HSET`` per record, all in one round trip."""
+        self._pipelined("HSET", [_hset(self._k(key), fields) for key, fields in records])
+        self._after_write()
+
+    def _get_fields(self, key: str, names: list[str] | None) -> dict[str, bytes] | None:
+        if names is None:
+            reply = self._command(b"HGETALL", self._prefix + _encode(key))
+            return _record(reply) if reply else None
+        values = self._command(b"HMGET", self._prefix + _encode(key), *map(_encode, names))
+        return {name: v for name, v in zip(names, values) if v is not None} or None
+
+    def _scan_fields(self, prefix: str) -> Iterator[tuple[str, dict[str, bytes]]]:
+        found = self._raw_keys(prefix)
+        cut = len(self._prefix)
+        for start in range(0, len(found), _SCAN_BATCH):
+            batch = found[start:start + _SCAN_BATCH]
+            replies = self._pipelined("HGETALL", [(b"HGETALL", raw) for raw in batch],
+                                      allowed=_WRONGTYPE)
+            for raw, reply in zip(batch, replies):
+                if isinstance(reply, list) and reply:  # not a value, not deleted since the SCAN
+                    yield _decode(raw[cut:]), _record(reply)
+
     def _raw_keys(self, prefix: str) -> list[bytes]:
         """The server's names of this store's keys under ``prefix``, each once, ordered (one
         ``SCAN`` walk; a key renamed during it may be reported twice, hence the set)."""
@@ -387,7 +480,7 @@ class RedisBackend(Backend):
             batch = found[start:start + _SCAN_BATCH]
             values = self._call("MGET", lambda b=batch: self._client.mget(b))
             for raw, value in zip(batch, values):
-                if value is not None:  # deleted since the SCAN
+                if value is not None:  # deleted since the SCAN, or a record of fields
                     yield _decode(raw[cut:]), value
 
     def _keys(self, prefix: str) -> list[str]:

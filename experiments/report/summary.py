@@ -17,6 +17,7 @@ dropped from a table silently.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -158,10 +159,27 @@ def _audit(doc: Any, source: str) -> Iterator[Row]:
 
 
 def _peer(doc: Any, source: str) -> Iterator[Row]:
+    """The backend beside the server's own tool: its rounds, their median, the median ratio."""
     yield Row(source, doc.SCHEMA, "peer", doc.server, "default",
-              f"clients {doc.clients} pipeline {doc.pipeline}", "", doc.ours_throughput, "ops/s",
+              f"clients {doc.clients} pipeline {doc.pipeline}", "",
+              _median(doc.ours_throughput), "ops/s",
               ratio=f"{doc.ratio:.3g}x {doc.server}'s own tool" if doc.ratio else "",
-              rounds=[])
+              rounds=list(doc.ours_throughput))
+
+
+def _peer_ycsb(doc: Any, source: str) -> Iterator[Row]:
+    """``bench run``'s YCSB workload beside what YCSB's binding does: a row per thread count."""
+    for e in doc.by_threads:
+        yield Row(source, doc.SCHEMA, doc.workload, doc.server, "default",
+                  f"threads {e.threads} beside YCSB's binding", "", _median(e.ours_throughput),
+                  "ops/s", ratio=f"{e.ratio:.3g}x the binding" if e.ratio else "",
+                  rounds=list(e.ours_throughput))
+
+
+def _median(values: list[float]) -> float | None:
+    """The median of a run's rounds (the higher middle one of an even count: a measured
+    round, not a mean of two)."""
+    return statistics.median_high(values) if values else None
 
 
 def _reproduce(doc: Any, source: str) -> Iterator[Row]:
@@ -292,7 +310,8 @@ def _diff(doc: Any, source: str) -> Iterator[Row]:
 HANDLERS: dict[str, Callable[[Any, str], Iterator[Row]]] = {
     "ckptbench.result": _result, "ckptbench.compare": _entries, "ckptbench.sweep": _entries,
     "ckptbench.spark": _spark, "ckptbench.spark-matrix": _matrix, "ckptbench.audit": _audit,
-    "ckptbench.peer": _peer, "ckptbench.reproduce": _reproduce, "ckptbench.verify": _verify,
+    "ckptbench.peer": _peer, "ckptbench.peer-ycsb": _peer_ycsb,
+    "ckptbench.reproduce": _reproduce, "ckptbench.verify": _verify,
     "ckptbench.diff": _diff, "ckptbench.thesis": _thesis,
     "ckptbench.storage-compare": _storage_compare, "ckptbench.checkmate": _paper,
     "ckptbench.logio-stragglers": _paper, "ckptbench.advise": _advise,

@@ -161,6 +161,8 @@ def _paper_module(name: str) -> Any:
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
           "--threads-sweep 1,16 --rounds")
 _PEERS = "indexed_fs,rocksdb,lmdb,sqlite"
+_BINDING = ("peer redis --against ycsb-binding --workload workloada --records 10000 "
+            "--threads 1,8 --rounds 3")
 _MATRIX = "spark-matrix --protocols none,coordinated,uncoordinated,logio,cic --backends indexed_fs,redis"
 
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
@@ -276,9 +278,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         ), audit.table, audit.headline),
     Experiment(
         "peer-redis", "the redis backend's client beside redis-benchmark on the same server, "
-        "connections and pipeline depth", (
+        "connections and pipeline depth; bench run's YCSB workload A beside a client doing what "
+        "YCSB's Redis binding does, at 1 and 8 threads", (
             Step("run", "peer redis --clients 16 --pipeline 1 --rounds 3",
-                 "peer redis --clients 16 --pipeline 1 --rounds 3 --ops 5000"),),
+                 "peer redis --clients 16 --pipeline 1 --rounds 3 --ops 5000"),
+            Step("ycsb-binding", f"{_BINDING} --ops 100000", f"{_BINDING} --ops 20000")),
         tables.peer_redis, tables.peer_redis_headline, servers=("redis",)),
     Experiment(
         "spark-matrix", "checkpoint protocols x backends on PySpark after 2 warm-up rounds, as the "

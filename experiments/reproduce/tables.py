@@ -23,6 +23,7 @@ from experiments.core.document import Document
 from experiments.core.results import (CheckpointSummary, Compare, OpStats, Reopen, Result, Sweep,
                                       read_run, sweep_ratios)
 from experiments.core.format import Runs, md_table, num, target, times
+from experiments.storage.binding_peer import BindingPeer
 from experiments.storage.peers import Peer
 
 D = TypeVar("D", bound=Document)
@@ -43,6 +44,8 @@ HARNESS_OPS, HARNESS_TWO_PROCESSES = 100_000.0, 1.6
 PEER_WRITE_LEAD = 4.0  # indexed_fs over the best peer, 16 threads of durable puts
 GETS_KEYS, GETS_OVER = 100_000, {"rocksdb": 1.2, "lmdb": 0.6}  # indexed_fs over each, random gets
 PEER_CRASH_MS, PEER_CRASH_OVER_CLEAN = 300.0, 3.0  # indexed_fs reopen after SIGKILL
+# peer-redis: bench run's YCSB workload over a client doing what YCSB's Redis binding does
+OVER_BINDING = 1.0
 
 
 # -------------------------------------------------------------------------------- store-write
@@ -235,18 +238,35 @@ def backends_headline(runs: Runs) -> str:
 
 # -------------------------------------------------------------------------------------- peers
 def peer_redis(runs: Runs) -> list[str]:
-    (doc,) = _as(Peer, runs)
-    return md_table(["clients", "pipeline", "placement", "redis-benchmark SET/s (each run)",
-                     "ckptbench puts/s (each round)", "ratio (median round)"],
-                    [[str(doc.clients), str(doc.pipeline), doc.placement,
-                      " ".join(num(v) for v in doc.peer_throughput),
-                      " ".join(num(v) for v in doc.ours_throughput), times(doc.ratio)]])
+    """The backend's puts against redis-benchmark (step ``run``), then ``bench run``'s YCSB
+    workload against a client doing what YCSB's Redis binding does (step ``ycsb-binding``)."""
+    doc = Peer.from_json(runs["run"])
+    lines = md_table(["clients", "pipeline", "placement", "redis-benchmark SET/s (each run)",
+                      "ckptbench puts/s (each round)", "ratio (median round)"],
+                     [[str(doc.clients), str(doc.pipeline), doc.placement,
+                       " ".join(num(v) for v in doc.peer_throughput),
+                       " ".join(num(v) for v in doc.ours_throughput), times(doc.ratio)]])
+    b = BindingPeer.from_json(runs["ycsb-binding"])
+    lines += ["", f"`bench run {b.workload}` ({num(b.records)} records of {b.field_count} fields "
+              f"x {b.field_length} bytes, {num(b.ops)} operations, {b.distribution}) against "
+              f"{b.against}; {b.warmup} warm-up pair(s) first; {b.placement}:", ""]
+    rows = [[str(e.threads), " ".join(num(v) for v in e.binding_throughput),
+             " ".join(num(v) for v in e.ours_throughput), times(e.ratio),
+             target(e.ratio >= OVER_BINDING, f"≥ {OVER_BINDING:.1f}x the binding")]
+            for e in b.by_threads]
+    return lines + md_table(["threads", "binding-like ops/s (each run)",
+                             "bench run ops/s (each round)", "ratio (median round)", "target"],
+                            rows)
 
 
 def peer_redis_headline(runs: Runs) -> str:
-    (doc,) = _as(Peer, runs)
+    doc = Peer.from_json(runs["run"])
+    b = BindingPeer.from_json(runs["ycsb-binding"])
+    binding = ", ".join(f"{times(e.ratio)} at {e.threads} thread{'s' * (e.threads != 1)}"
+                        for e in b.by_threads)
     return (f"the redis backend at {times(doc.ratio)} redis-benchmark's SET rate "
-            f"({doc.clients} clients, pipeline {doc.pipeline})")
+            f"({doc.clients} clients, pipeline {doc.pipeline}); bench run {b.workload} at "
+            f"{binding} of YCSB's Redis binding")
 
 
 

@@ -22,8 +22,10 @@ import io
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import statistics
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -51,20 +53,39 @@ def placement(kind: str, server_pid: int | None) -> tuple[set[int] | None, set[i
 
 @contextlib.contextmanager
 def pinned(pid: int | None, cpus: set[int] | None) -> Iterator[None]:
-    """Pin ``pid``'s main thread (Redis' event loop) to ``cpus`` for the block, then restore."""
+    """Pin ``pid``'s main thread (Redis' event loop) to ``cpus`` for the block, then restore.
+    The server is shared, so it gets its CPUs back however the block ends: a SIGTERM (a
+    ``timeout`` around the command) is turned into ``SystemExit`` for the block, so that the
+    restore runs before the process ends."""
     if cpus is None:
         yield
         return
     before = os.sched_getaffinity(pid)
+    on_term = _exit_on_sigterm()
     os.sched_setaffinity(pid, cpus)
     try:
         yield
     finally:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(pid, before)
+        if on_term is not None:
+            signal.signal(signal.SIGTERM, on_term)
 
 
-def _pin_self(cpus: set[int] | None) -> None:
+def _exit_on_sigterm() -> Any:
+    """Make SIGTERM raise ``SystemExit`` (in the main thread only, where Python runs signal
+    handlers); the handler it replaced, or ``None`` where it could not be set."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def pin_self(cpus: set[int] | None) -> None:
+    """Pin this process to ``cpus`` (a client's side of a placement); ``None``: leave it."""
     if cpus is not None:
         os.sched_setaffinity(0, cpus)
 
@@ -137,7 +158,7 @@ def redis_benchmark(host: str, port: int, *, clients: int, pipeline: int, ops: i
     if password:
         cmd += ["-a", password]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True,
-                         preexec_fn=(lambda: _pin_self(cpus)) if cpus else None).stdout
+                         preexec_fn=(lambda: pin_self(cpus)) if cpus else None).stdout
     for row in csv.DictReader(io.StringIO(out)):
         if row.get("test") == "SET":
             return float(row["rps"])
@@ -148,7 +169,7 @@ def _client(args: tuple[dict[str, Any], int, int, int, int, float, set[int] | No
             ) -> tuple[float, float]:
     """One client process: wait for the common start, then ``ops`` SETs in batches of ``pipeline``."""
     options, ops, pipeline, value_size, offset, start_at, cpus = args
-    _pin_self(cpus)
+    pin_self(cpus)
     value = os.urandom(value_size)
     with open_backend("redis", **options) as store:
         batches = [[(f"user{offset + i + j}", value) for j in range(min(pipeline, ops - i))]
