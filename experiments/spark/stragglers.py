@@ -87,9 +87,9 @@ class Setting:
 #: ``batch`` of the paced setting caps a micro-batch far above what the rate brings in while one
 #: runs, so a protocol whose micro-batches are slower takes bigger ones (and shows it as latency)
 #: instead of falling behind because of the cap; the unpaced setting's cap makes its micro-batches
-FULL = (Setting("straggler_moderate", events=120_000, rate=2_000, keys=10_000, batch=40_000, skew="hot:0.9:1",
+FULL = (Setting("straggler_moderate", events=90_000, rate=2_000, keys=10_000, batch=40_000, skew="hot:0.9:1",
                 interval=3, fail_fast=True),
-        Setting("no_straggler_fast", events=300_000, rate=0, keys=10_000, batch=10_000, skew="0",
+        Setting("no_straggler_fast", events=150_000, rate=0, keys=10_000, batch=10_000, skew="0",
                 interval=10, fail_fast=False))
 QUICK = (Setting("straggler_moderate", events=12_000, rate=1_000, keys=1_000, batch=6_000, skew="hot:0.9:1",
                  interval=2, fail_fast=True),
