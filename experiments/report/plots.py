@@ -400,6 +400,7 @@ def plot_stragglers(doc: Any, path: str) -> None:
     plt = pyplot()
     rows = doc.rows
     protocols = ["coordinated", "logio"]
+    figure = {"straggler_moderate": "Fig 5", "no_straggler_fast": "Fig 9"}
     fig, axes = plt.subplots(1, len(doc.settings) + 1, figsize=(6 * (len(doc.settings) + 1), 4.5))
     for ax, st in zip(axes, doc.settings):
         def overhead(p: str, n: int, name: str = st.name) -> float:
@@ -408,15 +409,15 @@ def plot_stragglers(doc: Any, path: str) -> None:
         _grouped_bars(ax, protocols, [0, 1, 2, 3], overhead)
         ax.set_xticklabels(["normal", "1 failure", "2 failures", "3 failures"])
         ax.set_ylabel("total time over none's failure-free run (%)")
-        ax.set_title(st.name.replace("_", ", "))
+        ax.set_title(f"{figure.get(st.name, st.name)}'s setting: {st.name.replace('_', ' ')}")
         ax.legend(fontsize=8)
     ax = axes[-1]
     phases = [("detect", ("Detect(ms)",)), ("load + restore", ("Load(ms)", "Restore(ms)")),
               ("re-run", ("Replay(ms)",)), ("catch-up", ("CatchUp(ms)",))]
-    labels, bottoms = [], []
+    labels = []
     for st in doc.settings:
         for p in protocols:
-            labels.append(f"{p}\n{st.name.split('_')[0]}")
+            labels.append(f"{p}\n{figure.get(st.name, st.name)}")
     x = list(range(len(labels)))
     bottoms = [0.0] * len(labels)
     for phase, lines in phases:
