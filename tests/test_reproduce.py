@@ -480,7 +480,6 @@ UNRECORDED = {
     "img/embedded-peers-write-1.png", "img/embedded-peers-write-16.png", "img/fig4.1.png", "img/fig4.2.png",
     "img/fig4.5.png", "img/fig4.7.png", "img/storage-compare.png", "img/storage-compare-fig4.1-nfs.png",
     "img/storage-compare-fig4.1-hdfs.png", "img/spark-matrix.png", "img/checkmate.png",
-    "img/logio-stragglers.png",
 }
 
 
