@@ -63,6 +63,10 @@ class RecoveryPhases:
     replay_ms: float = 0.0
     replay_events: int = 0  # source events re-processed + logged events re-applied
     catch_up_ms: float = 0.0
+    #: the re-run's task of the failed instance, and the longest of the others' (ms): how much
+    #: of the episode the instances that did not fail spent working (not a phase)
+    failed_task_ms: float = 0.0
+    others_task_ms: float = 0.0
     failures: int = 1  # failures in the episode (a re-run that failed again extends it)
     #: the requests the stores sent for it: the driver's and every instance's restore
     #: (:meth:`backends.ledger.Ledger.as_dict`)
@@ -75,6 +79,7 @@ class RecoveryPhases:
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"{p}_ms": round(getattr(self, f"{p}_ms"), 2) for p in PHASES}
         out.update(load_bytes=self.load_bytes, replay_events=self.replay_events, failures=self.failures,
+                   failed_task_ms=round(self.failed_task_ms, 2), others_task_ms=round(self.others_task_ms, 2),
                    total_ms=round(self.total_ms, 2), requests=self.requests)
         return out
 
@@ -206,6 +211,9 @@ class Metrics:
                 out["Recovery.LoadBytes"] = round(sum(r.load_bytes for r in self.recoveries) / n) if n else 0
             if p == "replay":
                 out["Recovery.ReplayEvents"] = round(sum(r.replay_events for r in self.recoveries) / n) if n else 0
+        for line, name in (("Recovery.FailedTask(ms)", "failed_task_ms"),
+                           ("Recovery.OthersTask(ms)", "others_task_ms")):
+            out[line] = round(sum(getattr(r, name) for r in self.recoveries) / n, 1) if n else 0.0
         return out
 
     def checkpoint_statistics(self) -> dict[str, Any]:

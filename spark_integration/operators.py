@@ -61,8 +61,8 @@ STATE_CLASSES: dict[str, type[KeyedState]] = {"count": KeyedState, "join": JoinS
 
 __all__ = ["STATS_SCHEMA", "BatchPlan", "InstanceStateLost", "KeyedState", "decode_log", "decode_pairs",
            "encode_log", "encode_pairs", "replay_log", "state_class", "new_state", "load_state", "save_state",
-           "drop_state", "instance_lock", "process_partition", "discard_zombie_work", "dump_partition",
-           "WORKER_POINTS", "reach", "armed_point", "record_failure"]
+           "drop_state", "instance_lock", "process_partition", "restore_partition", "discard_zombie_work",
+           "dump_partition", "WORKER_POINTS", "reach", "armed_point", "record_failure"]
 
 BEFORE_CHECKPOINT = failpoints.declare(
     "spark.worker.before_checkpoint",
@@ -193,6 +193,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
     from pyspark import TaskContext
 
     instance = TaskContext.get().partitionId()
+    t_task = time.perf_counter()
     with instance_lock(settings, instance):
         failed_at = failure_instant(settings, instance)
         if failed_at:  # the instance died since its last task: its working state died with it
@@ -268,9 +269,21 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
                         state_bytes=size, dropped=getattr(state, "dropped_keys", 0),
                         encode_ms=spent.encode_s * 1e3, write_ms=spent.write_s * 1e3,
                         ckpt_requests=_requests_json(spent.requests.add(acked)),
-                        restore_requests=_requests_json(meter.requests))
+                        restore_requests=_requests_json(meter.requests),
+                        task_ms=(time.perf_counter() - t_task) * 1e3)
     # by name, in the schema's order (mapInArrow matches columns by position)
     yield pa.RecordBatch.from_pydict({n: [row[n]] for n in InstanceStats.__annotations__})
+
+
+def restore_partition(settings: Settings, protocol: Protocol, plan: BatchPlan,
+                      placeholder: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow`` body of a ``from_log`` re-run (:class:`~.protocols.base.Recovery`): the
+    instance's task of :func:`process_partition` with no input events — it restores (a failed
+    instance from the backend, an intact one keeps its state) and yields its row.  Its input is
+    a placeholder (partition ``i`` of a range names instance ``i``), not events."""
+    for _ in placeholder:
+        pass
+    yield from process_partition(settings, protocol, plan, iter(()))
 
 
 def _requests_json(ledger: Ledger) -> str:

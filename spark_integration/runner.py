@@ -6,6 +6,9 @@ Per micro-batch (``foreachBatch``) the driver runs one Spark job: the batch's ev
 When that job fails (an instance was killed, or found its working state lost) the driver asks the
 protocol for a recovery point, re-reads ``[replay_from, batch end)`` from the source as a batch
 read of the same deterministic source, and re-runs the batch with every instance restoring first.
+A protocol whose durable log holds every event of the failed batch (``Recovery.from_log``) is not
+re-fed: the driver runs the keyed stage's P tasks alone, with no input and no shuffle, and each
+instance brings itself to the end of the batch from the backend.
 Only after all instances succeeded does the protocol commit the batch's checkpoint.
 
 Spark's own streaming checkpoint only keeps the query's offsets between micro-batches; all
@@ -53,7 +56,7 @@ from .errors import SparkIntegrationError, store_error
 from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
 from .latency_series import Commit
-from .operators import dump_partition, process_partition
+from .operators import dump_partition, process_partition, restore_partition
 from .protocols.base import Protocol
 from .protocols.sender_log import logged_bytes
 from .protocols.registry import baseline_class, protocol_class, registration
@@ -195,15 +198,27 @@ class JobRunner:
         rows = df.repartition(self.spec.parallelism, "key").mapInArrow(fn, STATS_SCHEMA).collect()
         return [InstanceStats(**r.asDict()) for r in rows]
 
+    def _execute_restore_only(self, plan: BatchPlan) -> list[InstanceStats]:
+        """The keyed stage's P instances alone, with no input (a ``from_log`` recovery): one task
+        each (partition ``i`` of a P-row range is instance ``i``), no source read, no logging
+        stage, no shuffle; Arrow tasks, so the job's warm Python workers run them."""
+        p = self.spec.parallelism
+        fn = functools.partial(restore_partition, self.settings, self.protocol, plan)
+        rows = self.spark.range(0, p, numPartitions=p).mapInArrow(fn, STATS_SCHEMA).collect()
+        return [InstanceStats(**r.asDict()) for r in rows]
+
     def _plan(self, restore: RestoreToken | None = None) -> BatchPlan:
         kill = self.pending_failures[0] if self.pending_failures else None
         return BatchPlan(self.batch_seq, restore, self.protocol.plan_checkpoint(self.batch_seq),
                          kill, self.settings.fail_instance, self.settings.fail_point or None,
                          watermark=self.watermark)
 
-    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException, t_caught: float) -> list[InstanceStats]:
+    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException,
+                 t_caught: float) -> tuple[list[InstanceStats], tuple[int, int] | None]:
         """The failed batch's job died (the driver caught it at ``t_caught``): recover every
-        instance per the protocol and re-run; measure the episode's phases but its catch-up."""
+        instance per the protocol and re-run; measure the episode's phases but its catch-up.
+        Returns the re-run's rows and, for a ``from_log`` re-run (whose rows saw no events), the
+        failed batch's offsets ``[start, end)``."""
         from pyspark.sql import functions as F
 
         if self.catching_up is not None:  # a new failure ends the previous episode's catch-up
@@ -223,13 +238,18 @@ class JobRunner:
                 recovery = self.protocol.recover(start, self.batch_seq, self.spec.parallelism)
             driver.add_read(meter.load_s, meter.load_bytes)
             driver.requests.add(meter.requests)
-            replay = (self.spark.read.format("ckptbench").options(**self.source_opts)
-                      .option("start", str(recovery.replay_from)).option("end", str(end)).load())
-            plan = replace(self._plan(restore=recovery.restore), expected=self._expected_counts(start, end))
+            if recovery.from_log:  # the instances alone: nothing re-read, re-logged or shuffled
+                plan, source_events = self._plan(restore=recovery.restore), 0
+            else:
+                replay = (self.spark.read.format("ckptbench").options(**self.source_opts)
+                          .option("start", str(recovery.replay_from)).option("end", str(end)).load())
+                plan = replace(self._plan(restore=recovery.restore), expected=self._expected_counts(start, end))
+                source_events = end - recovery.replay_from
             t_run = time.time()
             detect_s += t_run - t_caught
             try:
-                stats = self._execute(replay, plan)
+                stats = (self._execute_restore_only(plan) if recovery.from_log
+                         else self._execute(replay, plan))
             except Exception as again:  # noqa: BLE001
                 if not is_instance_failure(again):
                     raise
@@ -242,8 +262,10 @@ class JobRunner:
             if 0 < failed_at < t_first:  # the instance died before the driver noticed
                 detect_s += t_first - failed_at
                 t_first = failed_at
-            self.metrics.replayed_events += end - recovery.replay_from
+            self.metrics.replayed_events += source_events
             crit = max(stats, key=lambda s: s["restore_ms"])  # the slowest-restoring instance
+            failed = [s for s in stats if s["failed_at"] > 0] or [crit]
+            others = [s for s in stats if s not in failed]
             self.metrics.restart_ms.append((t_run - t_first) * 1e3 + crit["restore_ms"])
             episode = RecoveryPhases(
                 detect_ms=(detect_s - driver.load_s) * 1e3,
@@ -251,12 +273,14 @@ class JobRunner:
                 load_bytes=driver.load_bytes + sum(s["load_bytes"] for s in stats),
                 restore_ms=max(0.0, crit["restore_ms"] - crit["load_ms"] - crit["log_replay_ms"]),
                 replay_ms=((t_end - t_run) + wasted_s) * 1e3 - crit["restore_ms"] + crit["log_replay_ms"],
-                replay_events=end - recovery.replay_from + sum(s["replayed"] for s in stats),
+                replay_events=source_events + sum(s["replayed"] for s in stats),
                 failures=failures,
+                failed_task_ms=max(s["task_ms"] for s in failed),
+                others_task_ms=max((s["task_ms"] for s in others), default=0.0),
                 requests=driver.requests.add(stats_requests(stats, "restore_requests")).as_dict())
             self.catching_up = (episode, t_end, phases.reference(self.batch_rates))
             self.failure_times.append(t_first)
-            return stats
+            return stats, ((start, end) if recovery.from_log else None)
         raise SparkIntegrationError(
             f"job {self.settings.job_id}: micro-batch {self.batch_seq} still fails after "
             f"{MAX_RECOVERY_ATTEMPTS} recoveries; last error: {str(exc).splitlines()[0][:500]}"
@@ -308,22 +332,25 @@ class JobRunner:
                 self.first_start = t_start
             self.batch_seq += 1
             plan, self.resume_restore = self._plan(restore=self.resume_restore), None
-            recovered = False
+            recovered, bounds = False, None
             try:
                 stats = self._execute(df, plan)
             except Exception as exc:  # noqa: BLE001
                 if not is_instance_failure(exc):
                     raise
-                stats = self._recover(df, plan, exc, time.time())
+                stats, bounds = self._recover(df, plan, exc, time.time())
                 recovered = True
             self.closed_at = max(self.closed_at, plan.watermark)
             if self.metrics.dropped_keys is not None:
                 self.metrics.dropped_keys += sum(s["dropped"] for s in stats)
             seen = [s for s in stats if s["events"] > 0]
-            if not seen:
+            if seen:
+                start = min(s["min_seq"] for s in seen)
+                end = max(s["max_seq"] for s in seen) + 1
+            elif bounds is not None:  # a from_log re-run: its events came from the log, not the source
+                start, end = bounds
+            else:
                 return
-            start = min(s["min_seq"] for s in seen)
-            end = max(s["max_seq"] for s in seen) + 1
             # the events this commit makes final: a re-run also reports what it replayed of
             # earlier micro-batches, whose results were committed with them
             first_new = max(start, self.watermark)

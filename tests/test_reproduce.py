@@ -465,23 +465,7 @@ def test_every_chart_the_results_page_shows_is_from_the_run_of_the_table_beside_
 
     problems = reproduce_docs.chart_problems(
         os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results.md"))
-    unrecorded = {p.split(":")[0] for p in problems if "records no run that drew it" in p}
-    wrong = [p for p in problems if p.split(":")[0] not in UNRECORDED or "records no run" not in p]
-    assert not wrong, "charts in docs/results.md not drawn by their table's run:\n" + "\n".join(wrong)
-    # the list below only shrinks: a chart regenerated with its table leaves it
-    assert not (UNRECORDED - unrecorded), (
-        f"regenerated since: drop {sorted(UNRECORDED - unrecorded)} from UNRECORDED")
-
-
-#: charts published before the results page recorded each chart's run: each regenerates with its
-#: table by the command `chart_problems` names; until then the test above only holds them to this
-UNRECORDED = {
-    "img/store-scaling-irq.png", "img/store-scaling.png", "img/backends.png", "img/embedded-peers-gets.png",
-    "img/embedded-peers-write-1.png", "img/embedded-peers-write-16.png", "img/fig4.1.png", "img/fig4.2.png",
-    "img/fig4.5.png", "img/fig4.7.png", "img/storage-compare.png", "img/storage-compare-fig4.1-nfs.png",
-    "img/storage-compare-fig4.1-hdfs.png", "img/spark-matrix.png", "img/checkmate.png",
-    "img/logio-stragglers.png",
-}
+    assert not problems, "charts in docs/results.md not drawn by their table's run:\n" + "\n".join(problems)
 
 
 def test_cost_table_prices_each_run_per_price_row_and_follows_the_keys(tmp_path):

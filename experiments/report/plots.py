@@ -436,32 +436,51 @@ def plot_latency_over_time(panels: dict[str, dict[str, Any]], path: str, title: 
 
 
 def plot_stragglers(doc: Any, path: str) -> None:
-    """Two panels of a ``ckptbench.logio-stragglers/1`` document: wall-time overhead against
-    ``none`` without and with the straggler's failure, and p50 latency / recovery time.  ``doc``
-    is an :class:`experiments.spark.stragglers.Stragglers` (a floor above: not imported)."""
+    """A ``ckptbench.logio-stragglers/2`` document as the paper's Figs 5 and 9 draw it: per
+    setting, the overhead over ``none``'s failure-free run with 0 to 3 failures, one bar per
+    protocol; and the recovery of one failure by phase beside the others' work in it.  ``doc`` is
+    an :class:`experiments.spark.stragglers.Stragglers` (a floor above: not imported)."""
     plt = pyplot()
     rows = doc.rows
-    protocols = [p for p in ("none", "coordinated", "logio") if any(r.protocol == p for r in rows)]
-    groups = ["no failure", "1 failure"]
-
-    def cell(p: str, g: str, key: str) -> float:
-        r = next((r for r in rows if r.protocol == p and r.failure == (g == "1 failure")), None)
-        return float(getattr(r, key) or 0) if r else 0.0
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    ax = axes[0]
-    _grouped_bars(ax, protocols, groups, lambda p, g: cell(p, g, "overhead_pct"))
-    ax.set_xticklabels(groups)
-    ax.set_ylabel("wall time over none's failure-free run (%)")
-    ax.set_title(f"straggler instance at {doc.sizes.rate:,.0f} events/s (LOG.io Figs 5-9)")
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    _grouped_bars(ax, ["p50 latency, no failure", "recovery time"], protocols,
-                  lambda label, p: cell(p, "no failure", "latency_p50_ms") if label.startswith("p50")
-                  else cell(p, "1 failure", "recovery_ms"))
-    ax.set_xticklabels(protocols)
-    ax.set_ylabel("ms")
-    ax.set_title("normal-processing latency and recovery time")
+    protocols = ["coordinated", "logio"]
+    figure = {"straggler_moderate": "Fig 5", "no_straggler_fast": "Fig 9"}
+    fig, axes = plt.subplots(1, len(doc.settings) + 1, figsize=(6 * (len(doc.settings) + 1), 4.5))
+    for ax, st in zip(axes, doc.settings):
+        def overhead(p: str, n: int, name: str = st.name) -> float:
+            r = next((r for r in rows if r.setting == name and r.protocol == p and r.failures == n), None)
+            return float(r.overhead_pct or 0) if r else 0.0
+        _grouped_bars(ax, protocols, [0, 1, 2, 3], overhead)
+        ax.set_xticklabels(["normal", "1 failure", "2 failures", "3 failures"])
+        ax.set_ylabel("total time over none's failure-free run (%)")
+        ax.set_title(f"{figure.get(st.name, st.name)}'s setting: {st.name.replace('_', ' ')}")
+        ax.legend(fontsize=8)
+    ax = axes[-1]
+    phases = [("detect", ("Detect(ms)",)), ("load + restore", ("Load(ms)", "Restore(ms)")),
+              ("re-run", ("Replay(ms)",)), ("catch-up", ("CatchUp(ms)",))]
+    labels = []
+    for st in doc.settings:
+        for p in protocols:
+            labels.append(f"{p}\n{figure.get(st.name, st.name)}")
+    x = list(range(len(labels)))
+    bottoms = [0.0] * len(labels)
+    for phase, lines in phases:
+        heights = []
+        for st in doc.settings:
+            for p in protocols:
+                runs = [r for r in rows if r.setting == st.name and r.protocol == p and r.failures]
+                heights.append(sum(sum(r.phase(line) for line in lines) for r in runs) / len(runs) if runs else 0.0)
+        ax.bar(x, heights, 0.6, bottom=bottoms, label=phase)
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    others = []
+    for st in doc.settings:
+        for p in protocols:
+            runs = [r for r in rows if r.setting == st.name and r.protocol == p and r.failures]
+            others.append(sum(r.phase("OthersTask(ms)") for r in runs) / len(runs) if runs else 0.0)
+    ax.scatter(x, others, color="black", marker="_", s=400, zorder=3, label="others' re-run task")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_ylabel("ms per failure (mean over the runs with failures)")
+    ax.set_title("recovery by phase, and the others' work in it")
     ax.legend(fontsize=8)
     _save(fig, path, dpi=100, grid_y=True)
 

@@ -268,7 +268,7 @@ def _paper(doc: Any, source: str) -> Iterator[Row]:
                 r.throughput_vs_none, r.metrics, r.protocol, none and none.metrics, lambda v: f"{v:.3g}x none")
         else:
             workload = "logio-stragglers"
-            setting = f"protocol {r.protocol}" + (" after failure" if r.failure else "")
+            setting = f"{r.setting} protocol {r.protocol}" + (f" {r.failures} failure(s)" if r.failures else "")
             ratio = ("" if r.latency_vs_none is None
                      else f"latency {r.latency_vs_none:.3g}x none")
         yield Row(source, doc.SCHEMA, workload, getattr(r, "backend", doc.backend), "default",

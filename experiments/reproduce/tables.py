@@ -17,7 +17,7 @@ half-empty table.
 from __future__ import annotations
 
 import statistics
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from experiments.core.document import Document
 from experiments.core.results import (CheckpointSummary, Compare, OpStats, Reopen, Result, Sweep,
@@ -214,19 +214,29 @@ def backends(runs: Runs) -> list[str]:
     rows = []
     for e in doc.results:
         if e.skipped:
-            rows.append([e.backend, f"skipped: {e.skipped}"] + ["-"] * (1 + 2 * len(ops)))
+            rows.append([e.backend, "-", f"skipped: {e.skipped}"] + ["-"] * (1 + 2 * len(ops)))
             continue
-        cells = [e.backend, num(e.throughput_ops_sec),
+        cells = [e.backend, durability_used(e.backend_stats), num(e.throughput_ops_sec),
                  times(e.throughput_ops_sec / base if base else None)]
         for n in ops:
             s = e.ran().get(n) or OpStats()
             cells += [num(s.p50_us), num(s.p99_us)]
         rows.append(cells)
     first = ran[0].backend if ran else "first"
-    head = ["backend", "ops/s", f"x {first}"]
+    head = ["backend", "durability", "ops/s", f"x {first}"]
     for n in ops:
         head += [f"{n} p50 µs", f"{n} p99 µs"]
     return md_table(head, rows)
+
+
+def durability_used(stats: dict[str, Any] | None) -> str:
+    """The durability a run really used, as its store reported it: the mode, and for a server
+    whose own setting decides it (Redis' ``appendfsync``) that setting too."""
+    if not stats:
+        return "-"
+    mode = str(stats.get("durability", "-"))
+    fsync = stats.get("server_appendfsync")
+    return f"{mode} (appendfsync {fsync})" if fsync else mode
 
 
 def backends_headline(runs: Runs) -> str:

@@ -39,10 +39,18 @@ R = TypeVar("R", bound=RestoreToken)
 
 @dataclass(frozen=True)
 class Recovery(Generic[R]):
-    """How to bring the instances back: a restore token for every instance and where to replay from."""
+    """How to bring the instances back: a restore token for every instance and where to replay from.
+
+    ``from_log``: every event of the failed micro-batch is in the protocol's own durable log, so
+    the source is not read again and nothing is shuffled: the driver runs the keyed stage's
+    instances alone, with no input, and each one brings itself to the end of the failed batch from
+    the backend (an intact neighbour keeps its state).  ``replay_from`` is then only the batch's
+    start, not a range to re-read.
+    """
 
     restore: R
     replay_from: int
+    from_log: bool = False
 
 
 @dataclass

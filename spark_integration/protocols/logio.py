@@ -24,12 +24,22 @@ the per-output-port sequence number ``b`` = the micro-batch):
   the protocol identical on every backend; its cost is rewriting the output pairs as state, which
   for a keyed count is the same bytes.
 
-Recovery of a failed instance ``i``, **alone** (its neighbours keep their working state; on the
-re-run of the failed micro-batch they drop the events they already processed by high-water mark):
+Recovery of a failed instance ``i``, **alone** (its neighbours keep their working state):
 restore the latest full state + the later commit deltas; **re-process** the acknowledged but
 undone Input Sets from the senders' logs; **resend** the logged events nobody acknowledged yet
-(the re-run batch's own events, read from the log, not recomputed); commit each of them; the live
-delivery of the re-run batch is then a duplicate (event id <= high-water mark) and is dropped.
+(the failed batch's own events, read from the log, not recomputed); commit each of them.
+
+The failed micro-batch is not fed again (``Recovery.from_log``) when the senders' log holds all
+of it: the driver then runs only the P instances, with no input — no source read, no logging
+stage, no shuffle — and each brings itself to the end of the batch from the backend.  The log
+holds all of it once any instance acknowledged the batch: a keyed task starts only after every
+sender task of the batch finished, and a sender puts and flushes its entries before it passes
+one event on.  (Without that evidence — the batch failed before any instance acknowledged it, or
+every acknowledgement was collected by a full commit — the batch is re-run from the source as a
+whole, and an instance that already processed it drops the live delivery by high-water mark.)
+A neighbour's working state at the batch counts as processed only if it applied as many events
+as the log holds for it: a task of the failed job cancelled by Spark can end its input early and
+still save and commit a partial batch, which is discarded and recovered like a failed instance.
 
 GC of done events: once every instance committed micro-batch ``b`` (the driver saw the batch
 succeed), the senders delete their log entries up to ``b``; an instance writing a full-state
@@ -91,6 +101,9 @@ class LogioRestore(RestoreToken):
     batch_seq: int  # the micro-batch being re-run
     senders: int
     full_every: int
+    #: a ``from_log`` re-run: events each instance gets in ``batch_seq``, as the senders logged
+    #: them (empty: the batch is fed again from the source)
+    logged: tuple[int, ...] = ()
 
 
 def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, senders: int, full: bool,
@@ -220,9 +233,33 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
                              ops=sum(s["backend_ops"] for s in stats))]
 
     def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[LogioRestore]:
-        # no rewind of anyone: each instance decides alone (keep, drop as duplicate, or recover)
-        return Recovery(restore=LogioRestore(batch_seq, parallelism, self.settings.full_every),
-                        replay_from=failed_batch_start)
+        # no rewind of anyone: each instance decides alone (keep, or recover from the log)
+        logged = self.logged_batch(batch_seq, parallelism)
+        return Recovery(restore=LogioRestore(batch_seq, parallelism, self.settings.full_every, logged or ()),
+                        replay_from=failed_batch_start, from_log=logged is not None)
+
+    def logged_batch(self, b: int, parallelism: int) -> tuple[int, ...] | None:
+        """Events per instance in micro-batch ``b`` as the senders logged them, if the log holds
+        all of ``b`` (an instance acknowledged it: see the module doc); None otherwise."""
+        acked = False
+        for i in range(parallelism):
+            with participant_store(self.settings, f"i{i}") as store:
+                acked = store.get(_ack_key(b)) is not None
+            if acked:
+                break
+        if not acked:
+            return None
+        columns = len(state_class(self.settings).COLUMNS)
+        counts = [0] * parallelism
+        names = [log_key(d, b) for d in range(parallelism)]
+        for sender in range(parallelism):
+            with participant_store(self.settings, sender_owner(sender)) as log:
+                found = log.get_many(names)
+            if len(found) < parallelism:
+                return None
+            for d, name in enumerate(names):
+                counts[d] += len(found[name]) // (8 * columns)
+        return tuple(counts)
 
     # -- instance side ----------------------------------------------------------------------
     def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:
@@ -253,6 +290,16 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
 
     def restore(self, settings: Settings, instance: int, token: LogioRestore) -> KeyedState:
         local = load_state(settings, instance)
+        if token.logged:  # a from_log re-run: nothing else brings this instance its events
+            b = token.batch_seq
+            if local is not None and (local.version > b or (
+                    local.version == b and local.last_events == token.logged[instance])):
+                local.replayed = 0
+                return local  # a neighbour that processed the whole batch: intact
+            if local is not None:  # at b - 1, or a partial b: a cancelled task's commit is not one
+                self.discard(settings, instance, b)
+            with participant_store(settings, f"i{instance}") as store:
+                return recover_instance(settings, store, instance, token)
         with participant_store(settings, f"i{instance}") as store:
             heads = list(layout_for(settings).list(store, "c/"))
             head = int(heads[-1][3:]) if heads else 0
@@ -277,7 +324,7 @@ def recover_instance(settings: Settings, store: Scoped, instance: int, token: Lo
                 break
             chunks.append(blob)
         if len(chunks) < token.senders:
-            if b < token.batch_seq:
+            if b < token.batch_seq or token.logged:
                 raise SparkIntegrationError(
                     f"logio: instance {instance} of job {settings.job_id} acknowledged Input Set {b} "
                     f"but a sender's log entry {names[0]} is gone; the backend lost data")

@@ -86,6 +86,7 @@ class InstanceStats(TypedDict):
     #: (:meth:`backends.ledger.Ledger.as_dict`; "" for none)
     ckpt_requests: str
     restore_requests: str
+    task_ms: float  # the whole task, lock wait, restore and checkpoint included
 
 
 _SPARK_TYPES = {int: "long", float: "double", str: "string"}
