@@ -324,6 +324,14 @@ def _plain_bytes(value: bytes | bytearray | memoryview) -> bytes | memoryview:
     return value if type(value) is bytes else bytes(value)
 
 
+
+def _check_prefix(prefix: Any, what: str) -> None:
+    """A prefix of :meth:`Backend.scan`, :meth:`~Backend.keys` or :meth:`~Backend.scan_fields`
+    is a ``str`` (``what``: which calls' prefixes, for the message)."""
+    if type(prefix) is not str:
+        raise TypeError(f"{what} prefixes are str, not {type(prefix).__name__}")
+
+
 class Backend(abc.ABC):
     """A checkpoint store.  Subclasses declare ``name``, ``durability_modes`` and ``options``
     and implement the ``_``-prefixed primitives; the public methods add argument checks and the
@@ -625,8 +633,7 @@ class Backend(abc.ABC):
         raises :class:`StoreClosedError` at its next step instead of reading a closed store."""
         self._enter()
         try:
-            if type(prefix) is not str:
-                raise TypeError(f"scan prefixes are str, not {type(prefix).__name__}")
+            _check_prefix(prefix, "scan")
             steps = self._scan(prefix)
         finally:
             self._inflight.pop()
@@ -635,8 +642,7 @@ class Backend(abc.ABC):
     def keys(self, prefix: str = "") -> list[str]:
         """Every key starting with ``prefix``, ordered, without reading a value: what deleting
         a namespace needs (a server lists its keys; the base answer walks :meth:`scan`)."""
-        if type(prefix) is not str:
-            raise TypeError(f"key prefixes are str, not {type(prefix).__name__}")
+        _check_prefix(prefix, "key")
         return sorted(self._operation(self._keys, prefix))
 
     # -- records of fields (stores with ``record_fields``) ---------------------------------
@@ -690,8 +696,7 @@ class Backend(abc.ABC):
         self._enter()
         try:
             self._check_fields_store()
-            if type(prefix) is not str:
-                raise TypeError(f"scan prefixes are str, not {type(prefix).__name__}")
+            _check_prefix(prefix, "scan")
             steps = self._scan_fields(prefix)
         finally:
             self._inflight.pop()
