@@ -67,7 +67,9 @@ def verdicts(out: str) -> list[tuple[str, str, str]]:
             (("uniform",), ("uniform",), ("uniform", "parallel"), ("skew",))):
         out_lines.append((claim, mark, reason + (measured(*parts) if mark != NOT_MEASURED else "")))
     if doc["logio"] is None:
-        out_lines.append((LOGIO_CLAIM, NOT_MEASURED, "no full `bench reproduce logio-stragglers` run"))
+        out_lines.append((LOGIO_CLAIM, NOT_MEASURED, "no full run's document on the machine that made this block: "
+                                                     "the logio-stragglers section holds the table last published, "
+                                                     "and `bench reproduce logio-stragglers` brings its verdict here"))
     else:
         mark, reason = stragglers.verdict(doc["logio"])
         out_lines.append((LOGIO_CLAIM, mark, reason + (measured("logio") if mark != NOT_MEASURED else "")))
