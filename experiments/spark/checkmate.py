@@ -72,7 +72,7 @@ PARTS = ("uniform", "skew")
 #: the protocols of the paper's skew figure (Fig 12 plots COOR, UNC and CIC; no checkpoint-free line)
 SKEW_PROTOCOLS = ("coordinated", "uncoordinated", "cic")
 #: a checkpointing protocol whose MST (or paced rate) is above ``none``'s by more than this is
-#: marked in the tables, with the measurement that explains it (:func:`above_none`)
+#: marked in the tables, with the measurement that explains it (:func:`above_mst`, :func:`above_grid`)
 ABOVE_NONE = 1.02
 
 
@@ -142,10 +142,10 @@ class Sizes:
 SMOKE = ("*Smoke run (`--quick`): each row is a few seconds of Spark with one or two checkpoints, too "
          "short to separate a protocol from `none`; its ratios read `too short`.*")
 
-#: the MST searches start at 16,000 events/s, within a factor 8 of every query's MST on a 2-core
-#: machine either way, so ``none``'s search brackets its MST in a few doublings or halvings and
-#: has probes left to bisect to the precision (from ``bench mst``'s 1,000 a fast query's ramp
-#: alone would take most of the probe budget)
+#: the MST searches start at 16,000 events/s rather than ``bench mst``'s 1,000: each doubling is
+#: a probe, so from 1,000 the ramp to a fast query's MST would spend most of ``none``'s probe
+#: budget, while from 16,000 three doublings or halvings bracket any MST between 2,000 and
+#: 128,000 events/s and leave probes to bisect the bracket to the precision
 FULL = Sizes(events=600_000, keys=10_000, batch=50_000, fail_at=180_000, interval=2, cyclic_runs=50,
              cyclic_batches=60, skewed=("q3", "q8", "q12"), mst=replace(mst_mod.FULL, start_rate=16_000.0))
 QUICK = Sizes(events=12_000, keys=1_000, batch=6_000, fail_at=8_000, interval=1, cyclic_runs=20,
@@ -405,6 +405,7 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
     rows: list[Row] = []
     with spark_run(master, protocols, "ckptbench-checkmate-") as session:
         spark, tmp = session.spark, session.tmp
+        progress.done(SESSION_START_S, "Spark's start")
         base = JobSpec(kind="q1", events=sizes.events, keys=sizes.keys, parallelism=parallelism,
                        max_batch=sizes.batch, verify=True, timeout=900)
         # warm the JVM and the Python workers on every protocol's path (the session's JVM is
