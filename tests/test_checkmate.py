@@ -126,6 +126,10 @@ def test_a_protocol_above_none_at_mst_is_marked_and_explained():
     assert grid.endswith("| [1] |")
     note = next(line for line in table if line.startswith("[1] "))
     assert "paced at 4,160 events/s (80% of its own MST) against none's 4,000" in note
+    # a row that ran unpaced (its search found no MST) beside a paced none is not compared
+    cic = next(r for r in doc.rows if r.protocol == "cic")
+    cic.rate = 0.0
+    assert "not comparable" in cm.above_grid(doc, cic, doc.rows[0], "1.20")
     # within 2 %: nothing to mark
     assert cm.above_mst(uniform_doc({"none": (5000.0, 5500.0), "coordinated": (5100.0, 5600.0)}), "q3",
                         "coordinated") is None

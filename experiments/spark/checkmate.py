@@ -612,9 +612,9 @@ def above_mst(doc: Checkmate, kind: str, protocol: str) -> str | None:
         return (said + f": the brackets overlap, so the difference is within the search's precision "
                        f"({precision:.0%}), not a gain of the protocol")
     load = doc.environment.loadavg
-    return (said + ": the brackets do not overlap — one probe per rate, and none's stopping probe was "
-                   "judged unsustainable where this protocol's was not: read it as the shared machine's noise"
-            + (f" (load average {load[0]:.2f} at the end of the run)" if load else ""))
+    return (said + f": the brackets do not overlap — none was unsustainable at {none.high:,.0f} events/s and "
+                   f"{protocol} sustainable at {mine.low:,.0f}, one probe per rate on a shared machine: read it as "
+                   "the machine's noise" + (f" (load average {load[0]:.2f} at the end of the run)" if load else ""))
 
 
 def above_grid(doc: Checkmate, r: Row, none: Row | None, ratio: str) -> str | None:
@@ -629,6 +629,8 @@ def above_grid(doc: Checkmate, r: Row, none: Row | None, ratio: str) -> str | No
         mst = above_mst(doc, r.query, r.protocol)
         return (said + f": paced at {r.rate:,.0f} events/s ({doc.sizes.load:.0%} of its own MST) against none's "
                        f"{none.rate:,.0f}, so it follows the MSTs" + (f" — {mst}" if mst else ""))
+    if r.rate or none.rate:
+        return said + ": one of the two ran paced and the other unpaced (its search found no MST): not comparable"
     return said + ": unpaced runs of one sample each; the ratio is the run-to-run noise of a shared machine"
 
 
