@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from .args import add_html_arg, named, positive_int
+from .args import UsageError, add_html_arg, named, positive_int
 from .outputs import save
 
 
@@ -43,6 +43,14 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--png", default=f"results/{name}.png", metavar="FILE", help="chart")
         p.add_argument("--docs", default=docs, metavar="FILE",
                        help=f"markdown page whose generated block is refreshed (default {docs})")
+        if name == "checkmate":
+            p.add_argument("--part", choices=("uniform", "skew"), default="uniform",
+                           help="uniform (default): the MST step, the grid with one failure per run and the "
+                                "cyclic query; skew: the paper's Fig 12, hot items at 50 %% and 80 %% of each "
+                                "protocol's uniform MST, no failure")
+            p.add_argument("--mst-from", metavar="FILE",
+                           help="--part skew: take the uniform MSTs from this full uniform run's JSON "
+                                "instead of searching them again")
         p.set_defaults(func=_run, experiment=name)
 
 
@@ -54,7 +62,16 @@ def _run(args: Any) -> int:
     else:
         from experiments.spark import stragglers as exp
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
-    doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say)
+    extra: dict[str, Any] = {}
+    block = args.experiment
+    if args.experiment == "checkmate":
+        extra = dict(part=args.part, mst_from=_mst_source(exp, args.mst_from) if args.mst_from else None,
+                     mst_source=args.mst_from)
+        block = exp.page_block(args.part, args.parallelism)
+    try:
+        doc = exp.run(quick=args.quick, backend=args.backend, parallelism=args.parallelism, say=say, **extra)
+    except getattr(exp, "MstSourceError", ()) as exc:  # --mst-from does not fit the run
+        raise UsageError(f"--mst-from {args.mst_from}: {exc}") from None
     save(args, doc, page_beside=True)
     getattr(plots, exp.PLOT)(doc, args.png)
     panels = exp.latency_panels(doc) if hasattr(exp, "latency_panels") else {}
@@ -72,5 +89,21 @@ def _run(args: Any) -> int:
     print(f"{section}, Plot, {args.png}")
     if panels:
         print(f"{section}, LatencyPlot, {latency_png}")
-    markdown_blocks.update_file(args.docs, {args.experiment + ("-quick" if args.quick else ""): "\n".join(table)}, say)
+    markdown_blocks.update_file(args.docs, {block + ("-quick" if args.quick else ""): "\n".join(table)}, say)
     return 0
+
+
+def _mst_source(exp: Any, path: str) -> Any:
+    """The document ``--mst-from`` names, read before Spark starts (a clear error if it cannot be)."""
+    import json
+
+    from experiments.core.document import DocumentError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return exp.Checkmate.from_json(json.load(fh))
+    except OSError as exc:
+        raise UsageError(f"--mst-from {path}: {exc.strerror}; give the JSON of a full `bench checkmate` run") from None
+    except (ValueError, DocumentError, TypeError, KeyError) as exc:
+        raise UsageError(f"--mst-from {path}: not a checkmate document ({exc}); give the JSON of a full "
+                         f"`bench checkmate` run") from None

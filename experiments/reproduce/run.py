@@ -33,7 +33,7 @@ from experiments.core.document import cpu_model
 from experiments.core.format import collect_targets
 from experiments.core.results import ensure_parent, write_json
 from experiments.reproduce import docs as reproduce_docs
-from experiments.reproduce import cost, state, tables
+from experiments.reproduce import cost, papers, state, tables
 from experiments.reproduce.result import Reproduce, StepRun, Target
 from experiments.spark import matrix_result, state_sweep_result
 from experiments.storage import compare_table, thesis_result, throttle_curve
@@ -47,7 +47,7 @@ FULL_TIMEOUT = 4 * 60 * 60
 @dataclass(frozen=True)
 class Step:
     """One ``bench`` command of an experiment.  ``full``/``quick`` are its arguments at the two
-    sizes; ``outputs`` the output options appended to both, whose ``{document}``/``{plot}``/
+    sizes; ``outputs`` the output options appended to both; in all of them ``{document}``/``{plot}``/
     ``{out}`` are filled from the templates below (``{out}`` the results directory, ``{name}``
     the experiment, ``{label}`` this step, ``{pages}`` the directory of the docs being written,
     where a paper's experiment keeps its own page)."""
@@ -69,7 +69,7 @@ class Step:
     def argv(self, out: str, name: str, quick: bool, pages: str = "docs") -> list[str]:
         """The arguments after ``bench``, output options included."""
         fill = {"out": out, "name": name, "pages": pages, **self.paths(out, name)}
-        return shlex.split(self.quick if quick else self.full) + [
+        return [token.format(**fill) for token in shlex.split(self.quick if quick else self.full)] + [
             token.format(**fill) for token in self.outputs]
 
 
@@ -156,6 +156,25 @@ def _paper_module(name: str) -> Any:
     import importlib
 
     return importlib.import_module(f"experiments.spark.{name}")
+
+
+#: the instances of ``checkmate-parallelism`` (``checkmate``'s are the machine's 2 cores)
+CHECKMATE_INSTANCES = 4
+
+
+def _checkmate(name: str, shows: str, args: str, full_only: str = "") -> Experiment:
+    """One part of CheckMate's experiment, a ``bench checkmate`` run of its own (each fits a
+    quiet window of about 2 hours; the run prints its expected duration first); ``full_only``:
+    arguments of the full run only (the skew part's MSTs come from ``checkmate``'s run)."""
+    return Experiment(
+        name, shows, (
+            Step("run", f"checkmate{args}{full_only}", f"checkmate --quick{args}",
+                 ("--docs", "{pages}/checkmate.md", "--json", "{document}", "--png", "{plot}"),
+                 # beside its document: the first part's charts are out/checkmate*.png, which a
+                 # chart of another part must not match (docs.charts_of)
+                 plot="{out}/checkmate.png" if name == "checkmate" else f"{{out}}/{name}/{name}.png"),),
+        lambda docs: _paper_module("checkmate").markdown(docs["run"]),
+        lambda docs: _paper_module("checkmate").headline(docs["run"]))
 
 
 _SWEEP = ("sweep write-heavy --backends indexed_fs,default_fs --read-proportion 0 "
@@ -292,14 +311,16 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                      f"{_MATRIX} --events 200000 --keys 2000 --batch 50000 --rounds 3",
                      "{out}/spark-matrix.png", flag="--png"),),
         matrix_result.spark_matrix, matrix_result.spark_matrix_headline, servers=("redis",)),
-    Experiment(
-        "checkmate", "CheckMate's grid: NexMark q1/q3/q8/q12 under none, coordinated, uncoordinated "
-        "and cic, uniform and skewed input, one failure per run, and the cyclic query (emulated)", (
-            Step("run", "checkmate", "checkmate --quick",
-                 ("--docs", "{pages}/checkmate.md", "--json", "{document}", "--png", "{plot}"),
-                 plot="{out}/checkmate.png"),),
-        lambda docs: _paper_module("checkmate").markdown(docs["run"]),
-        lambda docs: _paper_module("checkmate").headline(docs["run"])),
+    _checkmate("checkmate", "CheckMate's grid at the paper's method: each protocol's MST per query (NexMark "
+               "q1/q3/q8/q12 under none, coordinated, uncoordinated and cic, uniform input), every run paced at "
+               "80 % of it with one failure, and the cyclic query (emulated); about 1 h 30 min", ""),
+    _checkmate("checkmate-skew", "CheckMate's skew figure (Fig 12): q3/q8/q12 with 10/20/30 % hot items at 50 % "
+               "and 80 % of each protocol's uniform MST, taken from `bench reproduce checkmate` (run it first), "
+               "no failure: p50 latency and checkpoint time; about 1 h 40 min",
+               " --part skew", " --mst-from {out}/checkmate/run.json"),
+    _checkmate("checkmate-parallelism", "CheckMate's grid at the paper's method with 4 instances on the "
+               "2-core machine (each instance a task slot, time-shared): MST per query and protocol, the paced "
+               "grid with one failure; about 1 h 30 min", f" --parallelism {CHECKMATE_INSTANCES}"),
     Experiment(
         "logio-stragglers", "LOG.io's straggler experiment: one slow instance at a moderate rate, "
         "logio against coordinated in normal processing and after the straggler's failure", (
@@ -524,6 +545,8 @@ def run(selected: list[str], *, quick: bool = False, out: str = "results",
             say(f"reproduce: {name}: {doc.error}")
         reproduce_docs.publish(exp, doc, docs, say, readme)
     reproduce_docs.update_summary(registry, out, docs, readme, say)
+    if any(name in selected for name in papers.SOURCES.values()):
+        papers.update(out, docs, say)
     if failed:
         say(f"reproduce: failed: {', '.join(failed)}")
     if missed:

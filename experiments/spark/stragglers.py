@@ -40,7 +40,7 @@ from spark_integration.protocols.registry import registration
 
 from experiments.core.document import Document, Environment
 from experiments.spark.matrix import run_one
-from experiments.spark.matrix_result import JobFigures
+from experiments.spark.matrix_result import NO_CHECKPOINTS, TOO_SHORT, JobFigures, ratio_to_none, too_short
 from experiments.spark.session import spark_run
 
 SCHEMA = "ckptbench.logio-stragglers/2"
@@ -233,7 +233,7 @@ def markdown(doc: Stragglers | dict[str, Any]) -> list[str]:
                       f"{r.phase('Load(ms)') + r.phase('Restore(ms)'):,.0f} | {r.phase('Replay(ms)'):,.0f} | "
                       f"{r.phase('CatchUp(ms)'):,.0f} | {r.phase('FailedTask(ms)'):,.0f} | "
                       f"{r.phase('OthersTask(ms)'):,.0f} ")
-            out.append(f"| {r.protocol} | {r.failures} | {r.wall_s:.1f} | {_fmt(r.overhead_pct)} | "
+            out.append(f"| {r.protocol} | {r.failures} | {r.wall_s:.1f} | {overhead(doc, r)} | "
                        f"{r.latency_p50_ms:,.0f} | {r.latency_p99_ms:,.0f} {phases}| {r.replayed:,} | {eo} |")
         out.append("")
     out += ["Overhead in % of the failure-free run without recovery protocol, normal processing and "
@@ -245,13 +245,36 @@ def markdown(doc: Stragglers | dict[str, Any]) -> list[str]:
         out.append(f"| {label} | paper | {lg['normal']} | {' / '.join(lg['failures'])} | {ab['normal']} | "
                    f"{' / '.join(ab['failures'])} |")
         if any(r.setting == key for r in doc.rows):
-            o = {p: overheads(doc, key, p) for p in ("logio", "coordinated")}
-            out.append(f"| | ours | {_fmt(o['logio'][0])} | {' / '.join(map(_fmt, o['logio'][1:]))} | "
-                       f"{_fmt(o['coordinated'][0])} | {' / '.join(map(_fmt, o['coordinated'][1:]))} |")
+            o = {p: overhead_cells(doc, key, p) for p in ("logio", "coordinated")}
+            out.append(f"| | ours | {o['logio'][0]} | {' / '.join(o['logio'][1:])} | "
+                       f"{o['coordinated'][0]} | {' / '.join(o['coordinated'][1:])} |")
     mark, reason = verdict(doc)
     out += ["", f"**LOG.io's headline (Fig 5: with a straggler at a moderate rate, LOG.io costs about what ABS "
                 f"costs and recovers with far less overhead): {mark}** — {reason}."]
     return out
+
+
+def _none_row(doc: Stragglers, setting: str) -> Row | None:
+    return next((r for r in doc.rows if r.setting == setting and r.protocol == NO_CHECKPOINTS), None)
+
+
+def short(doc: Stragglers, r: Row) -> str | None:
+    """Why ``r`` or its setting's ``none`` run is too short to measure an overhead against
+    (:func:`experiments.spark.matrix_result.too_short`), None when both are long enough."""
+    base = _none_row(doc, r.setting)
+    return too_short(r.metrics, r.protocol) or too_short(base and base.metrics, NO_CHECKPOINTS)
+
+
+def overhead(doc: Stragglers, r: Row) -> str:
+    """``r``'s overhead in %, or ``too short`` (:func:`experiments.spark.matrix_result.ratio_to_none`)."""
+    base = _none_row(doc, r.setting)
+    return ratio_to_none(r.overhead_pct, r.metrics, r.protocol, base and base.metrics, _fmt)
+
+
+def overhead_cells(doc: Stragglers, setting: str, protocol: str) -> list[str]:
+    """``protocol``'s overheads in ``setting`` with 0, 1, 2, 3 failures as the table prints them."""
+    by = {r.failures: r for r in doc.rows if r.setting == setting and r.protocol == protocol}
+    return [overhead(doc, by[n]) if n in by else "–" for n in FAILURES]
 
 
 def overheads(doc: Stragglers, setting: str, protocol: str) -> list[float | None]:
@@ -269,12 +292,19 @@ def _per_failure(doc: Stragglers, setting: str, protocol: str, value: Callable[[
 def verdict(doc: Stragglers | dict[str, Any]) -> tuple[str, str]:
     """(*reproduced* or *not reproduced*, the figures that decided it) from the straggler
     setting's runs: reproduced when logio's normal processing is within 2 points of
-    coordinated's and its overhead with failures is below coordinated's at every failure count."""
+    coordinated's and its overhead with failures is below coordinated's at every failure count;
+    *not yet measured at full size* while any of them is too short to measure
+    (:func:`experiments.spark.matrix_result.too_short`)."""
     doc = _doc(doc)
     key = "straggler_moderate"
     lg, co = overheads(doc, key, "logio"), overheads(doc, key, "coordinated")
     if any(v is None for v in lg + co):
-        return "not measured", "the straggler setting's runs are missing"
+        return "*not yet measured at full size*", "the straggler setting's runs are missing"
+    brief = [f"{r.protocol} with {r.failures} failure(s): {why}" for r in doc.rows
+             if r.setting == key and r.protocol != NO_CHECKPOINTS and (why := short(doc, r))]
+    if brief:
+        return "*not yet measured at full size*", (f"{len(brief)} of the straggler setting's runs are "
+                                                   f"{TOO_SHORT} to measure an overhead ({'; '.join(brief[:3])})")
     normal_ok = lg[0] <= co[0] + 2.0
     recovery_ok = all(a < b for a, b in zip(lg[1:], co[1:]))
     recovery = {p: _per_failure(doc, key, p, lambda r: r.recovery_ms) for p in ("logio", "coordinated")}
@@ -297,6 +327,6 @@ def headline(doc: Stragglers | dict[str, Any]) -> str:
     parts = []
     for st in doc.settings:
         lg, co = overheads(doc, st.name, "logio"), overheads(doc, st.name, "coordinated")
-        parts.append(f"{st.name}: logio {' / '.join(map(_fmt, lg))} %, coordinated {' / '.join(map(_fmt, co))} % "
-                     f"(0/1/2/3 failures, vs none)")
+        parts.append(f"{st.name}: logio {' / '.join(overhead_cells(doc, st.name, 'logio'))} %, coordinated "
+                     f"{' / '.join(overhead_cells(doc, st.name, 'coordinated'))} % (0/1/2/3 failures, vs none)")
     return "; ".join(parts) + f"; LOG.io's Fig 5 headline: {verdict(doc)[0]}"
