@@ -113,13 +113,20 @@ def strike(spark: Any, settings: Settings, loss: NodeLoss, parallelism: int) -> 
     had_executor = loss.address in _executor_hosts(spark)
     loss.killed_at = time.time()
     loss.killed = loss.kill()
-    loss.lost_instances = instances_on(settings, loss.address, parallelism)
-    for i in loss.lost_instances:
-        with instance_lock(settings, i):
-            drop_state(settings, i)
-            record_failure(settings, i, at=loss.killed_at)
+    loss.lost_instances = lose_working_state(settings, loss.address, parallelism, loss.killed_at)
     if had_executor:
         watch_executor(spark, loss)
+
+
+def lose_working_state(settings: Settings, address: str, parallelism: int, at: float) -> list[int]:
+    """What the host at ``address`` held of the job is gone: the working state of the instances
+    whose last task ran there is dropped and their failure records say ``at``; returns them."""
+    lost = instances_on(settings, address, parallelism)
+    for i in lost:
+        with instance_lock(settings, i):
+            drop_state(settings, i)
+            record_failure(settings, i, at=at)
+    return lost
 
 
 def watch_executor(spark: Any, loss: NodeLoss) -> None:
