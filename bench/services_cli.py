@@ -50,6 +50,11 @@ def _configure(p: argparse.ArgumentParser) -> None:
                    help="cluster: worker hosts, each a network namespace with a Spark worker and "
                         "an HDFS DataNode (default 3)")
     p.add_argument("--subnet", help="cluster: the private /24 of the hosts (default 10.77.0.0/24)")
+    p.add_argument("--tag", help="cluster: up to 4 letters or digits in its namespace and link "
+                                 "names, so a second cluster runs beside the first (default none)")
+    p.add_argument("--stores-state", metavar="DIR",
+                   help="cluster: relay the Redis, MinIO and HBase of this state directory to the "
+                        "hosts (default: those of --state-dir)")
     p.add_argument("--host", type=int, metavar="K",
                    help="kill cluster: kill host K alone (SIGKILL its processes, take it off "
                         "the network, delete its local directory)")
@@ -101,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
             if args.action == "up":
                 for st in up([name], state_dir=args.state_dir, durability=args.durability,
                              port=args.port, rtt=args.rtt, hbase_root=args.hbase_root,
-                             workers=args.workers, subnet=args.subnet,
+                             workers=args.workers, subnet=args.subnet, tag=args.tag,
+                             stores=args.stores_state,
                              wal_hsync=args.wal_hsync,
                              fs_osync=None if args.minio_fs_osync is None
                              else args.minio_fs_osync == "on"):

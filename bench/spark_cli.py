@@ -88,6 +88,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="kill an instance when it reaches this event offset (repeatable; spark-state: "
                         "fail the micro-batch passing it and restart the query from its checkpoint)")
     p.add_argument("--fail-instance", type=OFFSET, default=0)
+    p.add_argument("--fail-node", type=COUNT, metavar="K",
+                   help="--master cluster: kill host K (its Spark worker, executor, Python workers "
+                        "and DataNode, and its local directory) when the job reaches the --fail-at "
+                        "offset (default: half of --events) instead of one instance")
     p.add_argument("--master", default="local[2]",
                    help="local[N], spark://HOST:PORT, or cluster: the hosts of `bench services up "
                         "cluster` (a store every host reaches: a server, hdfs:// or nfs://)")
@@ -147,7 +151,7 @@ def settings_conf(args: argparse.Namespace) -> dict[str, str]:
              "stateBytes": args.state_bytes, "layout": args.layout, "chunkBytes": args.chunk_bytes,
              "coldRestore": str(args.cold_restore).lower(),
              "retainCheckpoints": str(args.retain_checkpoints).lower()}
-    if args.fail_at:
+    if args.fail_at and getattr(args, "fail_node", None) is None:  # a node loss is the driver's
         plain["failAt"] = ",".join(map(str, args.fail_at))
     if args.window_events:
         plain["windowEvents"] = args.window_events
@@ -180,8 +184,21 @@ def check_protocol(args: argparse.Namespace) -> None:
         raise UsageError(f"--protocol {reg.name} keeps its state in Spark's own store: drop --backend/--opt")
     if args.fail_at and not reg.failure_injection:
         raise UsageError(f"--protocol {reg.name} runs without injected failures: drop --fail-at")
+    fail_node = getattr(args, "fail_node", None)
+    if fail_node is not None:
+        if args.master != "cluster":
+            raise UsageError(f"--fail-node {fail_node} kills a host of the cluster: give --master cluster")
+        if not reg.failure_injection:
+            raise UsageError(f"--protocol {reg.name} runs without injected failures: drop --fail-node")
+        if len(args.fail_at) > 1:
+            raise UsageError("--fail-node kills one host, at one offset: give at most one --fail-at")
     if args.fail_instance >= args.parallelism:
         raise UsageError(f"--fail-instance {args.fail_instance} must be < --parallelism {args.parallelism}")
+
+
+def fail_node_offset(args: argparse.Namespace) -> int:
+    """Where ``--fail-node`` strikes: its ``--fail-at`` offset, else half the events."""
+    return args.fail_at[0] if args.fail_at else args.events // 2
 
 
 def job_spec(args: argparse.Namespace, verify: bool) -> JobSpec:
@@ -207,8 +224,9 @@ def run(args: argparse.Namespace) -> int:
         spark_conf = {k: v for k, v in extra.items() if not k.startswith(PREFIX)}
         with spark_job.store_on_medium(settings, args.medium) as settings, \
                 spark_job.store_on_disk(settings, args.disk_baseline) as settings:
-            master, spark_conf = on_cluster.placement(args.master, settings, spark_conf)
-            metrics = spark_job.run_local(settings, spec, master, spark_conf)
+            master, spark_conf, settings = on_cluster.placement(args.master, settings, spark_conf)
+            losses = on_cluster.node_losses(args.fail_node, fail_node_offset(args))
+            metrics = spark_job.run_local(settings, spec, master, spark_conf, losses)
             baseline = spark_job.disk_baseline(metrics, settings) if args.disk_baseline else None
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

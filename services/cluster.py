@@ -12,6 +12,15 @@
   Python workers inherit the namespace, so a host's processes are exactly ``ip netns pids``.
 * HDFS stores ``min(3, N)`` replicas of every block.
 
+* **relays** for the shared servers: Redis, MinIO and HBase's Thrift gateways (those of ``bench
+  services up`` in the state directory ``stores``, by default the cluster's own) listen on
+  ``127.0.0.1``, which a worker host cannot reach (its loopback is its own).  One relay process
+  (:mod:`services.relay`) in the root namespace listens on the service address at each of their
+  ports and forwards to ``127.0.0.1``, so executors reach ``redis://10.77.0.1:6379`` and the rest.
+  A relay and not a rebinding of the servers: the servers are shared, and a restart or a second
+  listening address would disturb whoever uses them; a relay is started by ``up``, stopped by
+  ``down``, and touches none of them.  It costs one user-space hop per request.
+
 Why the service host is the root namespace and not a namespace of its own: the driver, ``bench``,
 the tests and the WebHDFS client all run there and reach every address on the bridge directly, so
 only the worker hosts need ``ip netns exec``; and losing a worker host never takes a service with
@@ -23,14 +32,21 @@ NameNode, on another address, take none of their ports.
 Ownership: every name and address comes from the ``tag`` and ``subnet`` saved in the state
 directory's ``options.json``; :func:`stop` removes exactly those namespaces
 (``ckptbench-<tag>h<i>``), veths (``ckb<tag>h<i>``) and that bridge (``ckb<tag>br``), after
-SIGKILLing every process still in a host namespace.  A second cluster with another state
+SIGKILLing every process still in a host namespace, and the hosts' ``/etc/netns/<namespace>``
+(their ``/etc/hosts``, see :func:`_hosts_file`).  A second cluster with another state
 directory, tag and subnet runs beside the first (the tests do).  Nothing is mounted but the
 namespace files ``ip netns add`` binds under ``/run/netns``, which ``ip netns del`` removes.
 
-Host loss (:func:`kill_host`): every process in host K's namespace gets SIGKILL; the namespace and
-its veth are deleted, so the machine is off the network (its peers meet silence, not a reset,
-as when a machine dies); and its local directory (the worker's work dir with the executors'
-files, the DataNode's blocks and configuration) is deleted.  Pid files and logs live outside that
+Executor-local state: each worker (and so every executor it launches, and their Python workers)
+gets ``SPARK_LOCAL_DIRS`` in its host's local directory (shuffle files, blocks: gone with the host)
+and ``CKPTBENCH_HOST`` = its address, by which a job's operator instances record which host ran
+their last task (:mod:`spark_integration.node_loss` deletes what the lost host held).
+
+Host loss (:func:`kill_host`): host K's veth pair is deleted first, so the machine is off the
+network before anything on it dies (its peers meet silence, not the resets and FINs of dying
+processes, as when a machine dies); then every process in its namespace gets SIGKILL, the
+namespace is deleted, and its local directory (the worker's work dir with the executors' files,
+Spark's local dirs, the DataNode's blocks and configuration) is deleted.  Pid files and logs live outside that
 directory and are kept: they are the evidence of what ran.  :func:`start` again brings missing
 hosts back, empty.
 
@@ -47,11 +63,12 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from . import hdfs, spark
+from . import hbase, hdfs, minio, redis, spark
 from .common import (
     ServiceContext,
     ServiceError,
@@ -64,6 +81,7 @@ from .common import (
     spawn,
     start_and_wait,
     stop_pids,
+    wait_until,
 )
 from .maven import classpath_file, java, read_classpath
 
@@ -84,6 +102,18 @@ WORKER_TIMEOUT = 10
 SPARK_PORT = spark.DEFAULT_PORT
 HDFS_PORTS = {"port": hdfs.PORT, "http_port": hdfs.HTTP_PORT, "dn_port": hdfs.DN_PORT,
               "dn_http_port": hdfs.DN_HTTP_PORT, "dn_ipc_port": hdfs.DN_IPC_PORT}
+#: the environment variable that tells an executor's Python workers which host they run on
+HOST_ENV = "CKPTBENCH_HOST"
+#: the shared servers relayed to the service address: service -> (its options' port keys, defaults)
+RELAYED = {"redis": {"port": redis.DEFAULT_PORT}, "minio": {"port": minio.DEFAULT_PORT},
+           "hbase": {"thrift_port": hbase.THRIFT_PORT, "thrift2_port": hbase.THRIFT2_PORT}}
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+#: the NameNode declares a DataNode dead after 2 x this + 10 heartbeats (s) of silence.  Stale
+#: (3 s: avoided by reads and new writes) is what a lost host needs; dead triggers re-replication
+#: and re-registration, and with N + 2 JVMs and the executors on two loaded cores a live DataNode's
+#: heartbeat can stall longer than one server's 20 s: a live node declared dead fails the writes
+#: in flight through it.  So the cluster waits 70 s
+RECHECK_MS = 30_000
 #: a small block size, so a file of a few MiB spans several blocks and a host's loss costs several
 BLOCKSIZE = 1 << 20
 
@@ -100,7 +130,7 @@ def install(log) -> None:
 
 # ---------------------------------------------------------------------------------- naming
 def _options(ctx: ServiceContext) -> dict:
-    opts = {"workers": DEFAULT_WORKERS, "subnet": DEFAULT_SUBNET, "tag": "",
+    opts = {"workers": DEFAULT_WORKERS, "subnet": DEFAULT_SUBNET, "tag": "", "stores": "",
             "cores": DEFAULT_CORES, "memory": DEFAULT_MEMORY, "spark_port": SPARK_PORT,
             **HDFS_PORTS}
     opts.update(load_options(ctx))
@@ -187,12 +217,30 @@ def _ensure_bridge(opts: dict) -> None:
     _ip("link", "set", bridge, "up")
 
 
+#: where ``ip netns exec NAME`` finds the files it mounts over ``/etc`` for its command
+NETNS_ETC = Path("/etc/netns")
+
+
+def _hosts_file(opts: dict) -> str:
+    """``/etc/hosts`` of a worker host: this machine's, plus a name for every cluster address.
+    Java looks every peer's address up by name (the DataNodes their pipeline's, the NameNode's
+    redirects): in a namespace with no route to this machine's DNS server each such lookup
+    would wait out the resolver's timeout, while ``files`` answers at once."""
+    own = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+    names = [f"{service_address(opts)}\tckptbench-{opts['tag']}service"]
+    names += [f"{host_address(opts, i)}\t{netns_name(opts, i)}" for i in _hosts(opts)]
+    return own.rstrip("\n") + "\n# bench services up cluster\n" + "\n".join(names) + "\n"
+
+
 def _ensure_host(opts: dict, i: int) -> None:
-    """Namespace ``i`` with ``eth0`` on the bridge; a half-made one is made again."""
+    """Namespace ``i`` with ``eth0`` on the bridge and its ``/etc/hosts``; a half-made one is
+    made again."""
     ns, veth = netns_name(opts, i), _veth(opts, i)
     if _netns_exists(ns) and _link_exists(veth):
         return
     _remove_host_network(opts, i)
+    (NETNS_ETC / ns).mkdir(parents=True, exist_ok=True)
+    (NETNS_ETC / ns / "hosts").write_text(_hosts_file(opts))
     _ip("netns", "add", ns)
     peer = f"ckb{opts['tag']}p{i}"
     _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
@@ -231,6 +279,7 @@ def _remove_host_network(opts: dict, i: int) -> None:
         _kill_namespace(ns)
         _ip("netns", "del", ns)
     _delete_link(veth)  # deleting one end deletes the pair
+    shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
 
 
 def _delete_link(name: str) -> None:
@@ -265,7 +314,8 @@ def _namenode(ctx: ServiceContext) -> ServiceContext:
 
 def _hdfs_values(opts: dict, data: Path, dn_host: str) -> dict:
     return {**{k: opts[k] for k in HDFS_PORTS}, "data": data, "nn_host": service_address(opts),
-            "dn_host": dn_host, "replication": replication(opts), "blocksize": BLOCKSIZE}
+            "dn_host": dn_host, "replication": replication(opts), "blocksize": BLOCKSIZE,
+            "recheck_ms": RECHECK_MS}
 
 
 def replication(opts: dict) -> int:
@@ -293,7 +343,7 @@ def _hdfs_ready(opts: dict, hosts: int) -> bool:
 
 
 def start(ctx: ServiceContext, workers: int | None = None, subnet: str | None = None,
-          tag: str | None = None, port: int | None = None,
+          tag: str | None = None, port: int | None = None, stores: str | None = None,
           timeout: float = START_TIMEOUT, **_ignored: Any) -> dict:
     """Make the network and start whatever of the cluster is not running (all of it on the
     first call, a lost host's processes later); wait until every DataNode is live at the
@@ -320,7 +370,8 @@ def start(ctx: ServiceContext, workers: int | None = None, subnet: str | None = 
             raise ServiceError(
                 f"cluster: already running with {', '.join(f'{k}={previous[k]}' for k in changed)}; "
                 f"run `bench services down cluster` first to change {', '.join(changed)}")
-    opts = {**previous, **wanted}
+    opts = {**previous, **wanted,
+            "stores": str(Path(stores).resolve()) if stores else previous["stores"] or ""}
     save_options(ctx, opts)
     svc = service_address(opts)
     _ensure_bridge(opts)
@@ -339,6 +390,9 @@ def start(ctx: ServiceContext, workers: int | None = None, subnet: str | None = 
         spawn(nn, [*hdfs.jvm(java_exe, conf, classpath, NAMENODE_HEAP, nn.log_dir, "namenode"),
                    "org.apache.hadoop.hdfs.server.namenode.NameNode"])
     companions.append(("NameNode", nn))
+    relay = _start_relay(ctx, opts)
+    if relay is not None:
+        companions.append(("relay", relay))
     if ctx.read_pid() is None:
         require_port_free(NAME, svc, opts["spark_port"], wait=5)
         env = {**spark.daemon_env(ctx.log_dir, svc, SPARK_DAEMON_HEAP),
@@ -366,7 +420,9 @@ def start(ctx: ServiceContext, workers: int | None = None, subnet: str | None = 
                            "--work-dir", str(local / "work")],
                   env={**spark.daemon_env(worker.log_dir, addr, SPARK_DAEMON_HEAP),
                        # a worker heartbeats every quarter of its own timeout: the master's
-                       "SPARK_WORKER_OPTS": f"-Dspark.worker.timeout={WORKER_TIMEOUT}"})
+                       "SPARK_WORKER_OPTS": f"-Dspark.worker.timeout={WORKER_TIMEOUT}",
+                       # executor-local: Spark's shuffle files and blocks go with the host
+                       "SPARK_LOCAL_DIRS": str(local / "spark-local"), HOST_ENV: addr})
         companions.append((f"Spark worker of h{i}", worker))
         workers_ready.append(worker)
 
@@ -388,7 +444,7 @@ def stop(ctx: ServiceContext) -> None:
     hosts = set(_hosts(opts)) | {int(_ours(opts).fullmatch(n).group(1))
                                  for n in _our_namespaces(opts)}
     procs = [_proc(ctx, f"h{i}-{role}") for i in sorted(hosts) for role in ("worker", "datanode")]
-    stop_pids(procs, timeout=20)
+    stop_pids([*procs, _proc(ctx, "relay")], timeout=20)
     errors = []
     for remove in [*(lambda i=i: _remove_host_network(opts, i) for i in sorted(hosts)),
                    lambda: stop_pids([ctx, _namenode(ctx)], timeout=20),
@@ -411,6 +467,9 @@ def kill_host(ctx: ServiceContext, i: int) -> dict:
                            f"{opts['workers']} (`bench services status cluster`)")
     ns = netns_name(opts, i)
     killed = [{"pid": p, "role": _role(p)} for p in _netns_pids(ns)]
+    # off the network first: the FINs and resets its dying processes' sockets would send reach
+    # nobody, so peers learn of the loss by silence (timeouts), as when a machine dies
+    _delete_link(_veth(opts, i))
     _remove_host_network(opts, i)
     local = host_dir(ctx, i)
     shutil.rmtree(local, ignore_errors=True)
@@ -423,7 +482,7 @@ def kill(ctx: ServiceContext) -> None:
     opts = _options(ctx)
     for ns in _our_namespaces(opts):
         _kill_namespace(ns)
-    for proc in (ctx, _namenode(ctx)):
+    for proc in (ctx, _namenode(ctx), _proc(ctx, "relay")):
         pid = proc.read_pid()
         if pid is not None:
             _signal_group(pid, signal.SIGKILL)
@@ -432,6 +491,7 @@ def kill(ctx: ServiceContext) -> None:
 # ------------------------------------------------------------------------------- status
 #: what a process is, by a piece of its command line (first match wins)
 ROLES = (("org.apache.spark.deploy.worker.Worker", "spark-worker"),
+         ("services.relay", "relay"),
          ("org.apache.spark.deploy.master.Master", "spark-master"),
          ("CoarseGrainedExecutorBackend", "executor"),
          ("hdfs.server.datanode.DataNode", "datanode"),
@@ -456,7 +516,8 @@ def hosts(ctx: ServiceContext) -> list[dict]:
     the service host first (``netns`` None: the root namespace)."""
     opts = _options(ctx)
     service = [{"pid": p.read_pid(), "role": role}
-               for p, role in ((ctx, "spark-master"), (_namenode(ctx), "namenode"))]
+               for p, role in ((ctx, "spark-master"), (_namenode(ctx), "namenode"),
+                               (_proc(ctx, "relay"), "relay"))]
     out = [{"host": "service", "address": service_address(opts), "netns": None,
             "up": _link_exists(_bridge(opts)),
             "processes": [p for p in service if p["pid"] is not None]}]
@@ -487,7 +548,9 @@ def status(ctx: ServiceContext) -> dict:
                      "hdfs": f"hdfs://{svc}:{opts['port']}",
                      "replication": replication(opts),
                      "live_datanodes": state.get("NumLiveDataNodes"),
-                     "cores_per_host": opts["cores"], "memory_per_host": opts["memory"]},
+                     "cores_per_host": opts["cores"], "memory_per_host": opts["memory"],
+                     "relays": " ".join(f"{name}:{port}" for name, port in _relayed(ctx, opts))
+                     or "none"},
         "hosts": listing,
     }
     if not running and out["pid"] is not None:
@@ -505,9 +568,57 @@ def _pyspark_version() -> str | None:
 
 
 def client_options(ctx: ServiceContext, namespace: str) -> dict:
-    """``{"master": spark://..., "path": hdfs://...}``: the cluster's master, and a directory
-    named after ``namespace`` on its HDFS for the file backends."""
+    """``{"master": spark://..., "path": hdfs://..., "service_address": ADDR, "relays": {...}}``:
+    the cluster's master, a directory named after ``namespace`` on its HDFS for the file
+    backends, the service host's address and the relayed servers' ports there (``{"redis":
+    {"port": 6379}, ...}``: a worker host reaches each at ``ADDR:port``)."""
     opts = _options(ctx)
     svc = service_address(opts)
+    relays: dict[str, dict[str, int]] = {}
+    for name, _port in _relayed(ctx, opts):
+        relays.setdefault(name, {}).update(_server_ports(ctx, opts, name))
     return {"master": _master_url(opts),
-            "path": hdfs.namespace_url(svc, opts["port"], opts["http_port"], namespace)}
+            "path": hdfs.namespace_url(svc, opts["port"], opts["http_port"], namespace),
+            "service_address": svc, "relays": relays}
+
+
+# ------------------------------------------------------------------------------- relays
+def _stores_root(ctx: ServiceContext, opts: dict) -> Path:
+    """The state directory of the servers to relay: ``stores``, else the cluster's own."""
+    return Path(opts["stores"]) if opts.get("stores") else ctx.root.parent
+
+
+def _server_ports(ctx: ServiceContext, opts: dict, name: str) -> dict[str, int]:
+    """The ports of server ``name`` of the stores' state directory (its saved options, else
+    its defaults)."""
+    saved = load_options(ServiceContext(name, _stores_root(ctx, opts) / name))
+    return {key: int(saved.get(key, default)) for key, default in RELAYED[name].items()}
+
+
+def _relayed(ctx: ServiceContext, opts: dict) -> list[tuple[str, int]]:
+    """``(server, port)`` of every shared server the relay forwards: those of
+    :data:`RELAYED` started in the stores' state directory (a pid file there)."""
+    out = []
+    for name in RELAYED:
+        if ServiceContext(name, _stores_root(ctx, opts) / name).read_pid() is None:
+            continue
+        out += [(name, port) for port in _server_ports(ctx, opts, name).values()]
+    return out
+
+
+def _start_relay(ctx: ServiceContext, opts: dict) -> ServiceContext | None:
+    """The relay process (module doc) for every port of :func:`_relayed`; None: none to relay."""
+    relay, svc = _proc(ctx, "relay"), service_address(opts)
+    ports = [port for _name, port in _relayed(ctx, opts)]
+    if relay.read_pid() is not None or not ports:
+        return relay if relay.read_pid() is not None else None
+    for port in ports:
+        require_port_free(NAME, svc, port, wait=5)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
+    spawn(relay, [sys.executable, "-m", "services.relay", "--no-count", "--listen-host", svc,
+                  *[a for port in ports for a in ("--map", f"{port}:{port}")]],
+          env=env, cwd=PROJECT_ROOT)
+    wait_until(relay, lambda: all(port_open(svc, port) for port in ports), 15,
+               f"the relay on {svc} (ports {', '.join(map(str, ports))})")
+    return relay

@@ -118,9 +118,10 @@ def _saved_options(ctx: ServiceContext) -> dict:
 
 
 #: the template values a single-node server runs with; :mod:`services.cluster` gives each
-#: DataNode its own address and the NameNode a replication factor of its DataNodes' number
+#: DataNode its own address, the NameNode a replication factor of its DataNodes' number and a
+#: longer wait before it declares a DataNode dead (``recheck_ms``)
 TEMPLATE_DEFAULTS = {"nn_host": HOST, "dn_host": HOST, "replication": 1,
-                     "blocksize": 128 << 20}
+                     "blocksize": 128 << 20, "recheck_ms": 5000}
 
 
 def _write_conf(ctx: ServiceContext, opts: dict) -> Path:

@@ -15,7 +15,7 @@ What runs, and why (decided after probing this machine):
 * **Clients never need the portmapper**: nfs-rs takes the ports in the URL
   (``nfsport=``/``mountport=``), see :func:`client_options`.
 * ``--rtt MS`` (``up(["nfs"], rtt=MS)``) puts a small asyncio TCP proxy (:class:`DelayProxy`,
-  ``python -m services.nfs proxy``) in front of both ports, delaying each direction by
+  :mod:`services.relay` in a process of its own) in front of both ports, delaying each direction by
   ``MS/2`` to emulate a LAN hop (this kernel has no netem); clients then get the proxy's ports
   (NFS ``port+10000``, MOUNT ``20048+10000``).  asyncio timers have ~1 ms resolution.
 
@@ -24,8 +24,6 @@ What runs, and why (decided after probing this machine):
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
 import os
 import shutil
@@ -33,10 +31,10 @@ import socket
 import string
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
+from .relay import Relay as DelayProxy  # the --rtt proxy; tests and experiments count RPCs with it
 from .common import (
     ServiceContext,
     ServiceError,
@@ -174,7 +172,7 @@ def _start_proxy(ctx: ServiceContext, opts: dict) -> None:
         require_port_free(NAME, HOST, int(m.split(":")[0]), wait=5)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))}
-    spawn(helper, [sys.executable, "-m", "services.nfs", "proxy", "--rtt", str(rtt),
+    spawn(helper, [sys.executable, "-m", "services.relay", "--rtt", str(rtt),
                    *[a for m in maps for a in ("--map", m)]], env=env, cwd=PROJECT_ROOT)
     wait_until(helper, lambda: all(port_open(HOST, int(m.split(":")[0])) for m in maps), 15,
                "the --rtt delay proxy")
@@ -267,115 +265,3 @@ def status(ctx: ServiceContext) -> dict:
 def client_options(ctx: ServiceContext, namespace: str) -> dict:
     """``{"path": nfs://...}`` for the file backends, isolated in the export's ``namespace`` dir."""
     return {"path": url(ctx, namespace)}
-
-
-# ---------------------------------------------------------------------------- the delay proxy
-class DelayProxy:
-    """Forward ``127.0.0.1:LISTEN -> 127.0.0.1:TARGET`` for each map, delaying every chunk by
-    ``rtt_ms / 2`` in each direction (order kept, pipelining kept), and count the ONC RPC calls
-    that pass client -> server (record-marking headers), e.g. to measure RPCs per operation."""
-
-    def __init__(self, maps: list[tuple[int, int]], rtt_ms: float = 0.0) -> None:
-        self.maps = maps
-        self.delay = max(0.0, rtt_ms) / 2000.0
-        self.calls = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready = threading.Event()
-
-    async def _pump(self, reader, writer, count: bool) -> None:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-
-        async def inbound() -> None:
-            need, header = 0, b""  # bytes left in the current fragment; partial header
-            try:
-                while data := await reader.read(1 << 16):
-                    if count:
-                        view = memoryview(data)
-                        while view:
-                            if need:
-                                step = min(need, len(view))
-                                need -= step
-                                view = view[step:]
-                                continue
-                            take = 4 - len(header)
-                            header += bytes(view[:take])
-                            view = view[take:]
-                            if len(header) == 4:
-                                word = int.from_bytes(header, "big")
-                                need, header = word & 0x7FFFFFFF, b""
-                                if word & 0x80000000:
-                                    self.calls += 1
-                    queue.put_nowait((loop.time() + self.delay, data))
-            except (ConnectionError, OSError):
-                pass
-            queue.put_nowait((0.0, None))
-
-        async def outbound() -> None:
-            try:
-                while True:
-                    due, data = await queue.get()
-                    if data is None:
-                        break
-                    wait = due - loop.time()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                writer.close()
-
-        await asyncio.gather(inbound(), outbound())
-
-    async def _serve(self) -> None:
-        def make_handler(target: int):
-            async def handle(creader, cwriter) -> None:
-                try:
-                    sreader, swriter = await asyncio.open_connection(HOST, target)
-                except OSError:
-                    cwriter.close()
-                    return
-                for w in (cwriter, swriter):
-                    with contextlib.suppress(OSError):
-                        w.get_extra_info("socket").setsockopt(
-                            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await asyncio.gather(self._pump(creader, swriter, True),
-                                     self._pump(sreader, cwriter, False))
-            return handle
-
-        servers = [await asyncio.start_server(make_handler(t), HOST, listen,
-                                              reuse_address=True)
-                   for listen, t in self.maps]
-        self._ready.set()
-        await asyncio.gather(*(s.serve_forever() for s in servers))
-
-    def run_forever(self) -> None:
-        asyncio.run(self._serve())
-
-    def start_in_thread(self) -> "DelayProxy":
-        """Run in a daemon thread of this process (tests); returns once listening."""
-        def run() -> None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.run_until_complete(self._serve())
-        threading.Thread(target=run, name="nfs-delay-proxy", daemon=True).start()
-        if not self._ready.wait(10):
-            raise ServiceError("nfs: the delay proxy did not start listening within 10 s")
-        return self
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m services.nfs")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    proxy = sub.add_parser("proxy", help="run the --rtt TCP delay proxy in the foreground")
-    proxy.add_argument("--rtt", type=float, default=0.0, help="round-trip delay in ms")
-    proxy.add_argument("--map", action="append", required=True, metavar="LISTEN:TARGET")
-    args = p.parse_args(argv)
-    maps = [tuple(int(x) for x in m.split(":", 1)) for m in args.map]
-    DelayProxy(maps, args.rtt).run_forever()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

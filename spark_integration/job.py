@@ -45,6 +45,10 @@ class JobSpec:
     orphans: bool = False
 
 
+#: a host's loss: the kill -> Spark's driver dropped the host's executor, the mean over the
+#: episodes that began with one (printed after ``Recovery.Detect(ms)``; it overlaps the phases,
+#: see :attr:`RecoveryPhases.executor_loss_ms`)
+EXECUTOR_LOSS_LINE = "Recovery.ExecutorLoss(ms)"
 #: the phases of a recovery episode, in order (see :mod:`.phases`)
 PHASES = ("detect", "load", "restore", "replay", "catch_up")
 #: ``[SPARK]`` line name of each phase
@@ -71,6 +75,10 @@ class RecoveryPhases:
     #: the requests the stores sent for it: the driver's and every instance's restore
     #: (:meth:`backends.ledger.Ledger.as_dict`)
     requests: dict = field(default_factory=dict)
+    #: a host's loss (:mod:`.node_loss`): from the kill until Spark's driver dropped the host's
+    #: executor (ms; None: no host was lost).  Not a slice of the sum: until then Spark may still
+    #: hand tasks to the dead host, which stall whichever phase they belong to (detect, or replay)
+    executor_loss_ms: float | None = None
 
     @property
     def total_ms(self) -> float:
@@ -81,6 +89,8 @@ class RecoveryPhases:
         out.update(load_bytes=self.load_bytes, replay_events=self.replay_events, failures=self.failures,
                    failed_task_ms=round(self.failed_task_ms, 2), others_task_ms=round(self.others_task_ms, 2),
                    total_ms=round(self.total_ms, 2), requests=self.requests)
+        if self.executor_loss_ms is not None:
+            out["executor_loss_ms"] = round(self.executor_loss_ms, 2)
         return out
 
 
@@ -161,6 +171,9 @@ class Metrics:
     #: number, so a figure never reads as measured when it was not (a baseline on Spark's own
     #: store has no backend operations to count, for one)
     unmeasured: dict = field(default_factory=dict)
+    #: every host killed (``--fail-node``): what died and which instances' working state with it
+    #: (:mod:`.node_loss`), one text each
+    node_losses: list = field(default_factory=list)
 
     @property
     def state_bytes(self) -> int:
@@ -207,6 +220,9 @@ class Metrics:
         out: dict[str, float] = {}
         for p in PHASES:
             out[PHASE_LINES[p]] = round(sum(getattr(r, f"{p}_ms") for r in self.recoveries) / n, 1) if n else 0.0
+            lost = [r.executor_loss_ms for r in self.recoveries if r.executor_loss_ms is not None]
+            if p == "detect" and lost:  # a host's loss: how long Spark took to notice it
+                out[EXECUTOR_LOSS_LINE] = round(sum(lost) / len(lost), 1)
             if p == "load":
                 out["Recovery.LoadBytes"] = round(sum(r.load_bytes for r in self.recoveries) / n) if n else 0
             if p == "replay":
@@ -283,6 +299,7 @@ class Metrics:
             **self.protocol_counters,
             **self.space_lines(),
             **({"RestoreCache": self.restore_cache} if self.restore_cache else {}),
+            **({"NodeLoss": "; ".join(self.node_losses)} if self.node_losses else {}),
         }
         out.update({name: f"n/a ({why})" for name, why in self.unmeasured.items()})
         return out

@@ -143,16 +143,42 @@ def drop_state(settings: Settings, instance: int) -> None:
         os.unlink(path)
 
 
+#: set by the cluster's workers in their environment (:mod:`services.cluster`), inherited by
+#: executors and their Python workers: the address of the host a task runs on
+HOST_ENV = "CKPTBENCH_HOST"
+
+
+def host_path(settings: Settings, instance: int) -> str:
+    return local_path(settings, f"i{instance}.host")
+
+
+def record_host(settings: Settings, instance: int) -> None:
+    """In a task: note the host it runs on as the instance's, for a node loss to know whose
+    working state it takes (:mod:`.node_loss`); a no-op off the cluster."""
+    host = os.environ.get(HOST_ENV)
+    if not host:
+        return
+    path = host_path(settings, instance)
+    with contextlib.suppress(FileNotFoundError):
+        with open(path) as f:
+            if f.read() == host:
+                return
+    with open(path + ".tmp", "w") as f:
+        f.write(host)
+    os.replace(path + ".tmp", path)
+
+
 # ------------------------------------------------------------------- injected failures
 def _failure_path(settings: Settings, instance: int) -> str:
     return local_path(settings, f"i{instance}.failed")
 
 
-def record_failure(settings: Settings, instance: int) -> None:
-    """Leave the failure record of ``instance`` (the instant it died); see the module doc."""
+def record_failure(settings: Settings, instance: int, at: float | None = None) -> None:
+    """Leave the failure record of ``instance`` (the instant it died, ``at`` or now); see the
+    module doc."""
     fd = os.open(_failure_path(settings, instance), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, f"{time.time()!r}\n".encode())
+        os.write(fd, f"{(time.time() if at is None else at)!r}\n".encode())
     finally:
         os.close(fd)
 
@@ -195,6 +221,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
     instance = TaskContext.get().partitionId()
     t_task = time.perf_counter()
     with instance_lock(settings, instance):
+        record_host(settings, instance)  # on a cluster: whose loss takes this instance's state
         failed_at = failure_instant(settings, instance)
         if failed_at:  # the instance died since its last task: its working state died with it
             drop_state(settings, instance)

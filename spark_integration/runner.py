@@ -51,7 +51,7 @@ import numpy as np
 from backends import CkptError
 from backends.ledger import Ledger
 
-from . import orphans, phases
+from . import node_loss, orphans, phases
 from .errors import SparkIntegrationError, store_error
 from .job import JobSpec, Metrics, RecoveryPhases, print_metrics
 from .keyed_state import decode_pairs
@@ -77,7 +77,7 @@ MAX_RECOVERY_ATTEMPTS = 5
 #: what a failed job's error says when an instance died or lost its state (anything else is a bug
 #: and is raised at once instead of being "recovered" over and over)
 INSTANCE_FAILURE_MARKS = ("InstanceStateLost", "Python worker exited unexpectedly", "crashed",
-                          "EOFException", "Connection reset")
+                          "EOFException", "Connection reset", "ExecutorLostFailure")
 
 
 def is_instance_failure(exc: BaseException) -> bool:
@@ -134,7 +134,8 @@ def stats_requests(stats: list[InstanceStats], column: str) -> Ledger:
 class JobRunner:
     """Runs one keyed job (:mod:`.queries`) under ``settings`` and collects :class:`Metrics`."""
 
-    def __init__(self, spark: Any, settings: Settings, spec: JobSpec) -> None:
+    def __init__(self, spark: Any, settings: Settings, spec: JobSpec,
+                 node_losses: tuple[node_loss.NodeLoss, ...] = ()) -> None:
         from .source import CkptSource  # built on first use: importing this module needs no pyspark
 
         self.query = query(spec.kind)
@@ -160,6 +161,9 @@ class JobRunner:
         #: requests sent since the last checkpoint became durable (LOG.io logs between them)
         self.unpaid = Ledger()
         self.pending_failures = sorted(settings.fail_at)
+        #: hosts to kill (``--fail-node``), by offset, and those killed with their striking thread
+        self.node_losses = sorted(node_losses, key=lambda loss: loss.offset)
+        self.struck: list[tuple[node_loss.NodeLoss, threading.Thread]] = []
         self.batch_seq = 0
         self.done = threading.Event()
         self.error: BaseException | None = None
@@ -333,6 +337,7 @@ class JobRunner:
             self.batch_seq += 1
             plan, self.resume_restore = self._plan(restore=self.resume_restore), None
             recovered, bounds = False, None
+            self._arm_node_loss(df)
             try:
                 stats = self._execute(df, plan)
             except Exception as exc:  # noqa: BLE001
@@ -404,6 +409,40 @@ class JobRunner:
             self.done.set()
             raise
 
+    def _arm_node_loss(self, df: Any) -> None:
+        """If this micro-batch holds the next ``--fail-node`` offset, its host dies while the
+        batch's job runs (:func:`.node_loss.strike_when_running`)."""
+        from pyspark.sql import functions as F
+
+        for loss, _ in self.struck:
+            if loss.error is not None:
+                raise loss.error
+        if not self.node_losses or self.watermark + self.spec.max_batch <= self.node_losses[0].offset:
+            return
+        last = df.agg(F.max("seq")).first()[0]
+        if last is None or int(last) < self.node_losses[0].offset:
+            return
+        loss = self.node_losses.pop(0)
+        self.struck.append((loss, node_loss.strike_when_running(self.spark, self.settings, loss,
+                                                                self.spec.parallelism)))
+
+    def _attribute_node_losses(self) -> None:
+        """Each host loss's executor-loss time goes to the recovery episode that began at its
+        kill (the first whose failure instant is not before it)."""
+        for loss, thread in self.struck:
+            loss.cancel.set()  # a host not killed yet stays alive: the job is over
+            thread.join(node_loss.EXECUTOR_WATCH_S)
+            if loss.error is not None:
+                raise loss.error
+            self.metrics.node_losses.append(loss.describe())
+            lost = loss.executor_lost_s
+            if lost is None:
+                continue
+            for t_fail, episode in zip(self.failure_times, self.metrics.recoveries):
+                if t_fail >= loss.killed_at - 1e-3 and episode.executor_loss_ms is None:
+                    episode.executor_loss_ms = lost * 1e3
+                    break
+
     def _record_latency(self, start: int, end: int, t_start: float, t_done: float) -> None:
         n = end - start
         if self.spec.rate > 0 and self.t0 is None:
@@ -461,6 +500,7 @@ class JobRunner:
             raise store_error(self.error) or self.error
         if not self.done.is_set():
             raise SparkIntegrationError(f"the streaming query stopped early: {query.exception()}")
+        self._attribute_node_losses()
         if self.t0 is not None:  # failures on the paced clock (the first may precede t0's estimate)
             self.metrics.failure_s = [round(t - self.t0, 4) for t in self.failure_times]
         self.metrics.protocol_counters.update(self.protocol.counters())
@@ -553,8 +593,10 @@ class JobRunner:
                     os.unlink(os.path.join(base, name))
 
 
-def run_job(spark: Any, settings: Settings, spec: JobSpec) -> Metrics:
-    """Run job ``spec`` under ``settings.protocol`` — this driver, or the protocol's baseline run."""
+def run_job(spark: Any, settings: Settings, spec: JobSpec,
+            node_losses: tuple[node_loss.NodeLoss, ...] = ()) -> Metrics:
+    """Run job ``spec`` under ``settings.protocol`` — this driver, or the protocol's baseline run;
+    ``node_losses``: hosts of a cluster to kill at event offsets (:mod:`.node_loss`)."""
     reg = registration(settings.protocol)
     operator = query(spec.kind).operator
     if not reg.supports(operator):
@@ -562,5 +604,8 @@ def run_job(spark: Any, settings: Settings, spec: JobSpec) -> Metrics:
             f"protocol {reg.name!r} does not cover the {spec.kind} job ({operator} state); it covers "
             f"the jobs with {', '.join(reg.operators)} state")
     if reg.baseline:
+        if node_losses:
+            raise SparkIntegrationError(f"protocol {reg.name!r} runs without injected failures; "
+                                        f"drop --fail-node")
         return baseline_class(reg.name)().run(spark, spec, settings)
-    return JobRunner(spark, settings, spec).run()
+    return JobRunner(spark, settings, spec, node_losses).run()

@@ -13,6 +13,7 @@ import os
 import random
 import re
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -24,7 +25,7 @@ from backends.media.hdfs import HdfsMedium
 from bench.cli import main as bench_main
 from bench.services_cli import main as cli_main
 from services import cluster, hdfs
-from services.common import pid_alive
+from services.common import default_state_root, pid_alive
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.crash,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -49,8 +50,9 @@ def state(tmp_path_factory):
     tag = random.choice([t for t in (f"t{n:03d}" for n in range(1000))
                          if not any(n.startswith(f"{cluster.NETNS_PREFIX}{t}h") for n in netns)])
     try:
+        # the shared servers of the default state directory are relayed to the hosts
         st = services.up(["cluster"], state_dir=state_dir, workers=WORKERS,
-                         subnet=_free_subnet(), tag=tag)[0]
+                         subnet=_free_subnet(), tag=tag, stores=str(default_state_root()))[0]
         assert st["running"], st
         yield state_dir
     finally:
@@ -72,6 +74,8 @@ def _leftovers(state_dir) -> list[str]:
             if line.split(":")[1].strip().split("@")[0].startswith(f"ckb{opts['tag']}")]
     out += [f"mount {line}" for line in Path("/proc/mounts").read_text().splitlines()
             if prefix in line]
+    out += [f"/etc/netns/{n}" for n in (os.listdir("/etc/netns") if os.path.isdir("/etc/netns")
+                                         else ()) if n.startswith(prefix)]
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -89,7 +93,9 @@ def test_up_starts_every_host_and_status_shows_them(state, capsys):
     assert st["settings"]["replication"] == 3 and st["settings"]["live_datanodes"] == WORKERS
     service, *workers = st["hosts"]
     assert service["address"] == cluster.service_address(opts) and service["netns"] is None
-    assert {p["role"] for p in service["processes"]} == {"spark-master", "namenode"}
+    relayed = cluster._relayed(services.context("cluster", state), opts)
+    assert {p["role"] for p in service["processes"]} == (
+        {"spark-master", "namenode"} | ({"relay"} if relayed else set()))
     assert [h["address"] for h in workers] == [cluster.host_address(opts, i)
                                                for i in range(1, WORKERS + 1)]
     for h in workers:
@@ -107,6 +113,28 @@ def test_up_starts_every_host_and_status_shows_them(state, capsys):
     for h in workers:
         assert f"{h['host']} {h['address']} (netns {h['netns']}): " in out, out
     assert "replication=3" in out
+
+
+def test_a_worker_host_reaches_the_shared_servers_at_the_service_address(state):
+    """Redis (when the shared one runs) answers a worker host at the service address, through
+    the relay; the host's loopback is its own, so 127.0.0.1 there reaches nothing."""
+    opts = _opts(state)
+    relays = services.client_options("cluster", "relay", state_dir=state)["relays"]
+    if "redis" not in relays:
+        pytest.skip("no shared Redis runs in the default state directory to relay")
+    probe = ("import socket, sys\n"
+             "s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)\n"
+             "s.sendall(b'PING\\r\\n'); print(s.recv(16))")
+    done = subprocess.run(["ip", "netns", "exec", cluster.netns_name(opts, 1), sys.executable,
+                           "-c", probe, cluster.service_address(opts),
+                           str(relays["redis"]["port"])], capture_output=True, text=True,
+                          timeout=30)
+    assert "+PONG" in done.stdout, done.stderr
+    # a name for every address: a lookup inside a host never waits on an unreachable DNS server
+    t = time.monotonic()
+    subprocess.run(["ip", "netns", "exec", cluster.netns_name(opts, 1), "getent", "hosts",
+                    cluster.host_address(opts, 2)], capture_output=True, timeout=30)
+    assert time.monotonic() - t < 3
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -59,6 +59,9 @@ FLUSH_BYTES = 4 << 20  # pending appends pushed without waiting for sync(), like
 RECOVERY_WAIT = 90.0
 #: seconds a keep-alive connection may sit idle and still be reused (servers close idle ones)
 IDLE_REUSE = 5.0
+#: DataNodes a read leaves out of its redirects before it gives up (one per lost replica: HDFS
+#: keeps at most this many of a block on a cluster of ``bench services up cluster``)
+MAX_EXCLUDED = 3
 
 #: WebHDFS RemoteException names meaning "try again shortly": a block recovery or an earlier
 #: writer's lease still being settled by the NameNode
@@ -295,14 +298,20 @@ class HdfsMedium(BufferedAppends, Medium):
         self._call("POST", rel, "APPEND", data, data_node=True)
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
-        """Bytes ``[offset, offset + size)`` (fewer at the end of the file)."""
+        """Bytes ``[offset, offset + size)`` (fewer at the end of the file).  A DataNode that
+        does not answer (a lost host the NameNode has not yet found stale) is left out of the
+        next redirect (WebHDFS's ``excludedatanodes``, as Hadoop's own WebHDFS client does), so
+        the read goes on from another replica; a read changes nothing, so asking again is safe."""
         out = bytearray()
+        excluded: list[str] = []
         while len(out) < size:
             # data comes back raw, not as JSON: go through the redirect by hand
             what = f"OPEN {rel}"
-            query = urlencode({"op": "OPEN", "user.name": self.user, "offset": offset + len(out),
-                               "length": size - len(out), "noredirect": "true"})
-            target = f"/webhdfs/v1{quote(self._full_path(rel))}?{query}"
+            params = {"op": "OPEN", "user.name": self.user, "offset": offset + len(out),
+                      "length": size - len(out), "noredirect": "true"}
+            if excluded:
+                params["excludedatanodes"] = ",".join(excluded)
+            target = f"/webhdfs/v1{quote(self._full_path(rel))}?{urlencode(params)}"
             status, raw = self._send("GET", self.host, self.http_port, target, None, what)
             try:
                 location = self._answer(status, raw, rel, what)["Location"]
@@ -311,8 +320,14 @@ class HdfsMedium(BufferedAppends, Medium):
                     break  # at or past the end
                 raise self._typed(exc, rel, what) from exc
             dn = urlsplit(location)
-            status, raw = self._send("GET", dn.hostname, dn.port, f"{dn.path}?{dn.query}", None,
-                                     what)
+            try:
+                status, raw = self._send("GET", dn.hostname, dn.port, f"{dn.path}?{dn.query}",
+                                         None, what)
+            except BackendUnavailableError:
+                if dn.hostname in excluded or len(excluded) >= MAX_EXCLUDED:
+                    raise
+                excluded.append(dn.hostname)  # by address: each DataNode has its own
+                continue
             if not 200 <= status < 300:
                 try:
                     self._answer(status, raw, rel, what)

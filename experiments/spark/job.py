@@ -21,6 +21,7 @@ from backends.media.local import disk_directory, memory_backed
 from spark_integration.conf import default_store_path
 from spark_integration.job import JobSpec, Metrics
 from spark_integration.protocols.registry import baseline_class, registration
+from spark_integration.node_loss import NodeLoss
 from spark_integration.runner import build_session, run_job
 from spark_integration.settings import Settings
 
@@ -42,8 +43,9 @@ def session_conf(protocols: list[str], extra: Mapping[str, str] | None = None) -
 
 
 def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
-              conf: Mapping[str, str] | None = None) -> Metrics:
-    """Start a session on ``master``, run ``spec`` under ``settings``, stop the session."""
+              conf: Mapping[str, str] | None = None, node_losses: tuple[NodeLoss, ...] = ()) -> Metrics:
+    """Start a session on ``master``, run ``spec`` under ``settings`` (killing the hosts of
+    ``node_losses`` on the way), stop the session."""
     reg = registration(settings.protocol)
     if reg.baseline:  # what the baseline cannot do, said before a session starts
         baseline_class(reg.name).check(spec, settings)
@@ -52,7 +54,7 @@ def run_local(settings: Settings, spec: JobSpec, master: str = "local[2]",
     # the runner raises what failed itself, as one line where it can
     spark.sparkContext.setLogLevel("OFF")
     try:
-        return run_job(spark, settings, spec)
+        return run_job(spark, settings, spec, node_losses)
     finally:
         spark.stop()
 

@@ -13,32 +13,45 @@ its driver needs, and refuses what cannot work there, before a session starts:
   ``nfs://``) would be read back by an instance on another host from a directory that host never
   wrote.  It is refused with one line naming the shared alternatives.  A one-host cluster keeps
   one disk and is not refused.
+* A server backend (redis, hbase, minio) without a host of its own is handed the service host's
+  address, where the cluster relays the shared server (:mod:`services.cluster`): an executor on a
+  worker host reaches it there, the driver too.  A server the cluster does not relay is refused
+  with one line saying how to have it relayed.
+
+:func:`node_losses` turns ``--fail-node K`` into the host loss the driver injects
+(:mod:`spark_integration.node_loss`): :func:`services.cluster.kill_host` of host K.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 from urllib.parse import urlsplit
 
 from backends import backend_class
 from backends.base import BadOptionError
 from backends.media import is_remote_url
+from spark_integration.node_loss import NodeLoss
 from spark_integration.settings import Settings
 
 import services
 
 #: what ``--master`` says to run on the cluster
 CLUSTER = "cluster"
+#: server backend -> (its option naming the server, that option's value at the service address)
+SERVER_OPTIONS = {"redis": ("host", "{address}"), "hbase": ("host", "{address}"),
+                  "minio": ("endpoint", "http://{address}:{port}")}
 
 
 def placement(master: str, settings: Settings, conf: Mapping[str, str] | None = None,
-              state_dir: str | None = None) -> tuple[str, dict[str, str]]:
-    """``(master URL, Spark conf)`` for a run on ``master``: unchanged unless it is
-    :data:`CLUSTER`; then the running cluster's master and its driver settings, after the checks
-    of the module doc (:class:`BadOptionError`, one line, when one fails)."""
+              state_dir: str | None = None) -> tuple[str, dict[str, str], Settings]:
+    """``(master URL, Spark conf, settings)`` for a run on ``master``: unchanged unless it is
+    :data:`CLUSTER`; then the running cluster's master, its driver settings and the settings with
+    a server backend at the service address, after the checks of the module doc
+    (:class:`BadOptionError`, one line, when one fails)."""
     conf = dict(conf or {})
     if master != CLUSTER:
-        return master, conf
+        return master, conf, settings
     try:
         st = services.status([CLUSTER], state_dir=state_dir)[0]
     except services.ServiceError as exc:
@@ -64,8 +77,39 @@ def placement(master: str, settings: Settings, conf: Mapping[str, str] | None = 
             f"which the cluster's hosts do not reach; give the store an address on the cluster's "
             f"network (its HDFS: --opt path={opts['path'].split('/ckptbench/')[0]}/ckptbench/DIR)")
     address = st["hosts"][0]["address"]  # the service host: where this driver runs
+    settings = _at_service_address(settings, opts)
     return opts["master"], {"spark.driver.host": address, "spark.driver.bindAddress": address,
-                            **conf}
+                            **conf}, settings
+
+
+def _at_service_address(settings: Settings, opts: Mapping) -> Settings:
+    """A server backend not told where its server is: at the service host's relay."""
+    if settings.backend not in SERVER_OPTIONS or not settings.writes_checkpoints:
+        return settings
+    key, template = SERVER_OPTIONS[settings.backend]
+    if key in settings.backend_options:
+        return settings  # the user's own server, checked above not to be a loopback
+    relayed = opts["relays"].get(settings.backend)
+    if not relayed:
+        raise BadOptionError(
+            f"--backend {settings.backend}: the cluster relays no {settings.backend} server to its "
+            f"hosts; start it (`bench services up {settings.backend}`), then `bench services down "
+            f"cluster` and up again (or give its state directory with --stores-state)")
+    value = template.format(address=opts["service_address"], port=next(iter(relayed.values())))
+    return replace(settings, backend_options={**settings.backend_options, key: value})
+
+
+def node_losses(host: int | None, offset: int, state_dir: str | None = None) -> tuple[NodeLoss, ...]:
+    """``--fail-node K`` at ``offset``: host K of the running cluster dies then; () without K."""
+    if host is None:
+        return ()
+    st = services.status([CLUSTER], state_dir=state_dir)[0]
+    listing = {h["host"]: h for h in st["hosts"][1:]}
+    if f"h{host}" not in listing:
+        raise BadOptionError(f"--fail-node {host}: the cluster has hosts 1..{len(listing)} "
+                             f"(`bench services status cluster`)")
+    return (NodeLoss(offset, listing[f"h{host}"]["address"],
+                     lambda: services.kill_host(host, state_dir=state_dir)),)
 
 
 LOOPBACK = ("127.", "localhost", "::1", "[::1]")
