@@ -836,6 +836,21 @@ static int lock_call(Getter *self, PyObject *name) {
     return r ? 0 : -1;
 }
 
+/* Release the store lock, keeping an exception already raised; -1 if the release failed (its
+ * exception replaces the other). */
+static int unlock(Getter *self) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (lock_call(self, g_release) < 0) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    PyErr_Restore(et, ev, tb);
+    return 0;
+}
+
 /* get(key, miss) -> bytes | None | miss */
 static PyObject *getter_get(Getter *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
@@ -847,16 +862,8 @@ static PyObject *getter_get(Getter *self, PyObject *const *args, Py_ssize_t narg
     lookup lk;
     PyObject *out = lookup_begin(self, &lk) < 0 ? NULL : lookup_one(&lk, args[0], args[1]);
     lookup_end(&lk);
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    if (lock_call(self, g_release) < 0) {
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
-        Py_XDECREF(out);
-        return NULL;
-    }
-    PyErr_Restore(et, ev, tb);
+    if (unlock(self) < 0)
+        Py_CLEAR(out);
     return out;
 }
 
@@ -887,15 +894,8 @@ static PyObject *getter_get_many(Getter *self, PyObject *const *args, Py_ssize_t
     }
     Py_DECREF(keys);
     lookup_end(&lk);
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    if (lock_call(self, g_release) < 0) {
-        Py_XDECREF(et);
-        Py_XDECREF(ev);
-        Py_XDECREF(tb);
+    if (unlock(self) < 0)
         goto fail;
-    }
-    PyErr_Restore(et, ev, tb);
     if (ok)
         out = PyTuple_Pack(2, found, left);
 fail:
