@@ -194,3 +194,32 @@ def test_concurrent_c_puts_keep_every_last_value(tmp_path, slow_sync):
         assert st["syncs"] < 16 * 30 // 2
     with open_backend("indexed_fs", path=path) as again:
         assert dict(again.scan()) == last
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_full_disk_fails_a_c_put_cleanly_as_it_fails_a_python_one(small_tmpfs, native):
+    """A put that meets ENOSPC in its append leaves no partial record (the file is cut back to
+    the records) and is a StorageFullError; every acknowledged put survives a reopen.  No
+    reservation, one segment: the puts fill the disk by plain appends, so every one after the
+    first is a C put where ``native``."""
+    from backends.base import StorageFullError
+
+    path = small_tmpfs / "store"
+    opts = dict(path=str(path), durability="sync", preallocate=False, native_path=native,
+                index_flush_interval=0)
+    acked: dict[str, bytes] = {}
+    with open_backend("indexed_fs", **opts) as store:
+        with pytest.raises(StorageFullError, match="no space left"):
+            for i in range(1000):
+                key, value = f"k{i % 50}", os.urandom(30_000)
+                store.put(key, value)
+                acked[key] = value
+        seg = store._active
+        assert os.fstat(seg.fd).st_size == seg.size  # cut back: no partial record behind
+        assert (store.stats()["native_puts"] > 0) == native
+        for key, value in acked.items():
+            assert store.get(key) == value
+    with open_backend("indexed_fs", **opts) as again:
+        st = again.stats()
+        assert st["corrupt_records"] == 0 and st["torn_tail_truncated"] == 0
+        assert dict(again.scan()) == acked
