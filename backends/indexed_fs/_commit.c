@@ -50,6 +50,7 @@ typedef struct waiter {
     long long target;
     atomic_int state;          /* WAITING, DONE (bytes durable) or FAILED (see err) */
     int err;                   /* errno of the failed sync that covered this writer */
+    long long synced;          /* the committer's synced bytes when it let this writer go */
     struct waiter *next;
 } waiter;
 
@@ -159,6 +160,7 @@ static waiter *take_upto(GroupCommit *self, long long upto, int err) {
         if (w->target <= upto) {
             *pp = w->next;
             w->err = err;
+            w->synced = self->synced;
             w->next = out;
             out = w;
         } else {
@@ -314,13 +316,15 @@ static int hand_over(GroupCommit *self) {
 
 /* Return once the first `target` bytes are durable: 0, or the errno of the sync that should
  * have covered them (writers appended after it get a sync, and a report, of their own).
- * Called without the GIL. */
-static int commit_wait(GroupCommit *self, long long target) {
+ * *synced is what the committer had synced when it let the writer go (for the "ack <= synced"
+ * books, without taking `mu` again after the wake-up).  Called without the GIL. */
+static int commit_wait_synced(GroupCommit *self, long long target, long long *synced) {
     int err = 0;
     enter(self);
     self->requests++;
     if (self->synced >= target) {
         /* durable already (a sync that started after our append covered it) */
+        *synced = self->synced;
         pthread_mutex_unlock(&self->mu);
     } else if (self->syncing) {
         waiter me = {.target = target, .state = WAITING};
@@ -334,12 +338,14 @@ static int commit_wait(GroupCommit *self, long long target) {
             syscall(SYS_futex, &me.state, FUTEX_WAIT_PRIVATE, WAITING, NULL, NULL, 0);
         if (st == FAILED)
             err = me.err;
+        *synced = me.synced;
     } else {
         /* nobody syncs: lead one ourselves (a lone writer never waits for another thread) */
         self->syncing = 1;
         long long goal = 0;
         while (self->synced < target && !err)
             err = sync_once(self, &goal);
+        *synced = self->synced;
         waiter *done = err ? take_upto(self, goal, err) : take_covered(self);
         pthread_mutex_unlock(&self->mu);
         wake(done, err ? FAILED : DONE);
@@ -351,6 +357,11 @@ static int commit_wait(GroupCommit *self, long long target) {
         pthread_mutex_unlock(&self->mu);
     }
     return err;
+}
+
+static int commit_wait(GroupCommit *self, long long target) {
+    long long synced;
+    return commit_wait_synced(self, target, &synced);
 }
 
 /* wait(target): return once the first `target` bytes are durable; OSError if the sync that
@@ -942,11 +953,13 @@ released:
     if (wait) {
         GroupCommit *gc = self->commit;
         Py_BEGIN_ALLOW_THREADS
-        if (!atomic_load_explicit(&ack_before_sync, memory_order_relaxed))
-            err = commit_wait(gc, target);
-        enter(gc);
-        synced = gc->synced;
-        pthread_mutex_unlock(&gc->mu);
+        if (!atomic_load_explicit(&ack_before_sync, memory_order_relaxed)) {
+            err = commit_wait_synced(gc, target, &synced);
+        } else {  /* the mutation: no wait; the books get what was synced at the ack */
+            enter(gc);
+            synced = gc->synced;
+            pthread_mutex_unlock(&gc->mu);
+        }
         Py_END_ALLOW_THREADS
         if (err) {
             errno = err;
