@@ -12,6 +12,8 @@ indexed_fs falls back to Python for each.
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("backends.indexed_fs._commit", ["backends/indexed_fs/_commit.c"], optional=True),
-    Extension("backends.indexed_fs._scan", ["backends/indexed_fs/_scan.c"], optional=True),
+    Extension("backends.indexed_fs._commit", ["backends/indexed_fs/_commit.c"],
+              depends=["backends/indexed_fs/_crc32c.h"], optional=True),
+    Extension("backends.indexed_fs._scan", ["backends/indexed_fs/_scan.c"],
+              depends=["backends/indexed_fs/_crc32c.h"], optional=True),
 ])

@@ -77,6 +77,12 @@ def armed() -> dict[str, int]:
     return dict(_armed or {})
 
 
+def is_armed(name: str) -> bool:
+    """Whether ``name`` is armed (a step run in C asks first, and leaves the step to Python
+    when it is, so that the point is hit where it is declared)."""
+    return _armed is not None and name in _armed
+
+
 def hit(name: str) -> None:
     """Mark that the step ``name`` is reached; end the process here if it is armed for this hit."""
     if _armed is None or name not in _armed:

@@ -19,10 +19,14 @@
  * The store tells the committer where the log ends after every append (appended()) and when a
  * segment was sealed durably (covered()); "bytes" are a store-wide clock, so a sync of the
  * active segment's fd covers everything appended before it.
+ *
+ * Putter (below) is a store's whole put in one call on top of this: append, keydir and wait,
+ * the GIL released once, for the wait.
  */
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <time.h>
 #include <string.h>
@@ -32,7 +36,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+#include <limits.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include "_crc32c.h"
 
 /* A writer waiting for a sync; lives on its own stack for the length of the wait.  It sleeps on
  * a futex of its own `state`, which whoever wakes it sets *after* unlinking it under `mu` and
@@ -42,6 +50,7 @@ typedef struct waiter {
     long long target;
     atomic_int state;          /* WAITING, DONE (bytes durable) or FAILED (see err) */
     int err;                   /* errno of the failed sync that covered this writer */
+    long long synced;          /* the committer's synced bytes when it let this writer go */
     struct waiter *next;
 } waiter;
 
@@ -151,6 +160,7 @@ static waiter *take_upto(GroupCommit *self, long long upto, int err) {
         if (w->target <= upto) {
             *pp = w->next;
             w->err = err;
+            w->synced = self->synced;
             w->next = out;
             out = w;
         } else {
@@ -306,13 +316,15 @@ static int hand_over(GroupCommit *self) {
 
 /* Return once the first `target` bytes are durable: 0, or the errno of the sync that should
  * have covered them (writers appended after it get a sync, and a report, of their own).
- * Called without the GIL. */
-static int commit_wait(GroupCommit *self, long long target) {
+ * *synced is what the committer had synced when it let the writer go (for the "ack <= synced"
+ * books, without taking `mu` again after the wake-up).  Called without the GIL. */
+static int commit_wait_synced(GroupCommit *self, long long target, long long *synced) {
     int err = 0;
     enter(self);
     self->requests++;
     if (self->synced >= target) {
         /* durable already (a sync that started after our append covered it) */
+        *synced = self->synced;
         pthread_mutex_unlock(&self->mu);
     } else if (self->syncing) {
         waiter me = {.target = target, .state = WAITING};
@@ -326,12 +338,14 @@ static int commit_wait(GroupCommit *self, long long target) {
             syscall(SYS_futex, &me.state, FUTEX_WAIT_PRIVATE, WAITING, NULL, NULL, 0);
         if (st == FAILED)
             err = me.err;
+        *synced = me.synced;
     } else {
         /* nobody syncs: lead one ourselves (a lone writer never waits for another thread) */
         self->syncing = 1;
         long long goal = 0;
         while (self->synced < target && !err)
             err = sync_once(self, &goal);
+        *synced = self->synced;
         waiter *done = err ? take_upto(self, goal, err) : take_covered(self);
         pthread_mutex_unlock(&self->mu);
         wake(done, err ? FAILED : DONE);
@@ -343,6 +357,11 @@ static int commit_wait(GroupCommit *self, long long target) {
         pthread_mutex_unlock(&self->mu);
     }
     return err;
+}
+
+static int commit_wait(GroupCommit *self, long long target) {
+    long long synced;
+    return commit_wait_synced(self, target, &synced);
 }
 
 /* wait(target): return once the first `target` bytes are durable; OSError if the sync that
@@ -464,6 +483,574 @@ static PyObject *pwrite_all(PyObject *mod, PyObject *const *args, Py_ssize_t n) 
     }
     PyBuffer_Release(&buf);
     Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------- the put path
+ * Putter(store, commit).put(key, value, wait): one put of an indexed_fs store in one call, the
+ * store's reference path (IndexedFSBackend._put, segment.encode, Segment.append, Index.set)
+ * done in C where it is the plain case, byte for byte the same on disk and in the index:
+ *
+ *   1. the store's lock is taken (its own threading.Lock: a contended acquire releases the
+ *      GIL while it blocks), the active segment's end and the store's counters are read;
+ *   2. the record is encoded, its CRC computed and it is written with one pwrite;
+ *   3. the segment's end, the store's counters, the keydir (an overwrite of a key written
+ *      since the open is one dict store and the per-segment accounting in C; any other key
+ *      goes through Index.set), the committer's tail; the lock is released;
+ *   4. with the GIL released, the group-commit wait (commit_wait, as wait() does).
+ *
+ * Steps 1-3 hold the GIL, for the reason pwrite_all() holds it: they are a few microseconds of
+ * CPU (most of it the kernel's copy into the page cache), and a release in the middle would
+ * cost a GIL hand-off per put, taken while the store's lock is held: every other writer queues
+ * on that lock behind a thread that waits for the GIL.  The keydir is a Python dict (ordered
+ * by a SortedDict): its insert needs the GIL in any case.  So a put releases the GIL once, for
+ * the part that blocks (the wait), as a bare C writer of the ceiling blocks once per record.
+ *
+ * It declines (returns None, nothing done) whenever the put needs Python's control: a rotation
+ * (the record does not fit the segment), a reservation or zeros to write ahead, a segment's
+ * first record (its min_seq), a key the format refuses.  The caller then runs the reference
+ * path, which does all of that.  Python keeps every decision: it chooses whether to call this
+ * at all, and whether the wait happens here (`wait`) or in Python (a fail point between the
+ * append and the wait is hit in Python, where it is declared).
+ *
+ * Durability: the acknowledgement is the return, after commit_wait() saw `synced` >= the
+ * record's end, exactly as for wait().  The returned (target, synced) is what the committer had
+ * synced when it let the writer go, for the store's "ack <= synced" books.  The test hook
+ * set_ack_before_sync() skips the wait: the mutation the durability tests must catch. */
+static atomic_int ack_before_sync;  /* test hook: see set_ack_before_sync() */
+
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *store;
+    PyObject *lock;     /* store._lock */
+    PyObject *ledger;   /* store.ledger: the append is counted there, as Segment.append does */
+    GroupCommit *commit;
+    long long puts;     /* puts done here (not declined): the store's stats show it */
+} Putter;
+
+#define REC_HEADER 21
+#define REC_MAX_KEY (1 << 16)
+#define REC_MAX_VALUE (1LL << 31)
+#define REC_GATHER (64 << 10)  /* a value this long is written from its buffer (GATHER_BYTES) */
+
+static PyObject *s_acquire, *s_release, *s_active, *s_size, *s_zeroed, *s_file_size, *s_fd,
+    *s_min_seq, *s_id, *s_segment_size, *s_reserve_pending, *s_next_seq, *s_written,
+    *s_nwrites, *s_index, *s_d, *s_live, *s_set, *s_gc_pending, *s_add, *s_deltas, *s_due_at,
+    *s_wake, *s_record, *s_write;
+
+static int intern_names(void) {
+#define NAME(var, text) if (!(var = PyUnicode_InternFromString(text))) return -1;
+    NAME(s_acquire, "acquire") NAME(s_release, "release") NAME(s_active, "_active")
+    NAME(s_size, "size") NAME(s_zeroed, "zeroed") NAME(s_file_size, "file_size")
+    NAME(s_fd, "fd") NAME(s_min_seq, "min_seq") NAME(s_id, "id")
+    NAME(s_segment_size, "_segment_size") NAME(s_reserve_pending, "_reserve_pending")
+    NAME(s_next_seq, "_next_seq") NAME(s_written, "_written") NAME(s_nwrites, "_nwrites")
+    NAME(s_index, "_index") NAME(s_d, "d") NAME(s_live, "live") NAME(s_set, "set")
+    NAME(s_gc_pending, "_gc_pending") NAME(s_add, "add") NAME(s_deltas, "_deltas")
+    NAME(s_due_at, "due_at") NAME(s_wake, "wake") NAME(s_record, "record")
+    NAME(s_write, "write")
+#undef NAME
+    return 0;
+}
+
+static int putter_init(Putter *self, PyObject *args, PyObject *kw) {
+    PyObject *store, *commit;
+    if (!PyArg_ParseTuple(args, "OO!", &store, &GroupCommitType, &commit))
+        return -1;
+    PyObject *lock = PyObject_GetAttrString(store, "_lock");
+    if (!lock)
+        return -1;
+    PyObject *ledger = PyObject_GetAttrString(store, "ledger");
+    if (!ledger) {
+        Py_DECREF(lock);
+        return -1;
+    }
+    Py_INCREF(store);
+    Py_INCREF(commit);
+    Py_XSETREF(self->store, store);
+    Py_XSETREF(self->lock, lock);
+    Py_XSETREF(self->ledger, ledger);
+    Py_XSETREF(self->commit, (GroupCommit *)commit);
+    return 0;
+}
+
+static void putter_dealloc(Putter *self) {
+    Py_XDECREF(self->store);
+    Py_XDECREF(self->lock);
+    Py_XDECREF(self->ledger);
+    Py_XDECREF(self->commit);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* getattr(obj, name) as a C long long; -1 with an exception set on failure */
+static int attr_ll(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* getattr(obj, name) as an unsigned long long (a seq: up to 2**64 - 1) */
+static int attr_ull(PyObject *obj, PyObject *name, unsigned long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v)
+        return -1;
+    *out = PyLong_AsUnsignedLongLong(v);
+    Py_DECREF(v);
+    return (*out == (unsigned long long)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int set_ll(PyObject *obj, PyObject *name, long long value) {
+    PyObject *v = PyLong_FromLongLong(value);
+    if (!v)
+        return -1;
+    int rc = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* item i of list `acc` += delta (the keydir's per-segment [entries, bytes]) */
+static int list_add(PyObject *acc, Py_ssize_t i, long long delta) {
+    if (!PyList_Check(acc) || PyList_GET_SIZE(acc) <= i) {
+        PyErr_SetString(PyExc_TypeError, "keydir accounting: [entries, bytes] expected");
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(PyList_GET_ITEM(acc, i));
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *n = PyLong_FromLongLong(v + delta);
+    if (!n)
+        return -1;
+    PyList_SetItem(acc, i, n);
+    return 0;
+}
+
+/* Write all `n` bytes of iov[0..cnt) at `off`, resuming after short writes; 0 or an errno. */
+static int pwritev_all(int fd, struct iovec *iov, int cnt, long long off) {
+    while (cnt > 0) {
+        ssize_t w = pwritev(fd, iov, cnt < IOV_MAX ? cnt : IOV_MAX, (off_t)off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        off += w;
+        while (cnt > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return 0;
+}
+
+/* The keydir step of a put (GIL and store lock held): Index.set(key, entry) for the record of
+ * `nbytes` bytes at (sid, off), and the gc rule of _append_locked (a sealed segment whose
+ * last live entry this supersedes is queued for GC).  An overwrite of a key in the overlay is
+ * done here, as Index.set does it: one dict store (the key is in the sorted order already)
+ * and the accounting; any other key goes through Index.set itself. */
+static int index_insert(PyObject *store, PyObject *key, long long sid, long long off,
+                        long long nbytes, long long seq) {
+    int rc = -1;
+    PyObject *index = NULL, *d = NULL, *live = NULL, *entry = NULL, *old = NULL;
+    if (!(index = PyObject_GetAttr(store, s_index)) || !(d = PyObject_GetAttr(index, s_d)) ||
+        !(live = PyObject_GetAttr(index, s_live)))
+        goto out;
+    if (!PyDict_Check(d) || !PyDict_Check(live)) {
+        PyErr_SetString(PyExc_TypeError, "the keydir's overlay and accounting are dicts");
+        goto out;
+    }
+    entry = Py_BuildValue("(LLLL)", sid, off, nbytes, seq);
+    if (!entry)
+        goto out;
+    old = PyDict_GetItemWithError(d, key);
+    if (old && PyTuple_CheckExact(old) && PyTuple_GET_SIZE(old) == 4) {
+        Py_INCREF(old);
+        if (PyDict_SetItem(d, key, entry) < 0)
+            goto out;
+        PyObject *acc = PyDict_GetItemWithError(live, PyTuple_GET_ITEM(old, 0));
+        long long old_size = PyLong_AsLongLong(PyTuple_GET_ITEM(old, 2));
+        if (!acc || (old_size == -1 && PyErr_Occurred()) || list_add(acc, 0, -1) < 0 ||
+            list_add(acc, 1, -old_size) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "keydir accounting: segment missing");
+            goto out;
+        }
+        PyObject *sidobj = PyTuple_GET_ITEM(entry, 0);
+        PyObject *accn = PyDict_GetItemWithError(live, sidobj);
+        if (accn) {
+            if (list_add(accn, 0, 1) < 0 || list_add(accn, 1, nbytes) < 0)
+                goto out;
+        } else {
+            if (PyErr_Occurred())
+                goto out;
+            PyObject *fresh = Py_BuildValue("[LL]", 1LL, nbytes);
+            if (!fresh || PyDict_SetItem(live, sidobj, fresh) < 0) {
+                Py_XDECREF(fresh);
+                goto out;
+            }
+            Py_DECREF(fresh);
+        }
+    } else {
+        if (!old && PyErr_Occurred())
+            goto out;
+        old = PyObject_CallMethodObjArgs(index, s_set, key, entry, NULL);
+        if (!old)
+            goto out;
+    }
+    if (old != Py_None) {  /* _append_locked: a segment left without live entries is GC's */
+        PyObject *old_sid = PyTuple_GET_ITEM(old, 0);
+        int same = PyObject_RichCompareBool(old_sid, PyTuple_GET_ITEM(entry, 0), Py_EQ);
+        if (same < 0)
+            goto out;
+        if (!same) {
+            PyObject *acc = PyDict_GetItemWithError(live, old_sid);
+            if (!acc)
+                goto out;
+            long long left = PyLong_AsLongLong(PyList_GET_ITEM(acc, 0));
+            if (left == -1 && PyErr_Occurred())
+                goto out;
+            if (left == 0) {
+                PyObject *pending = PyObject_GetAttr(store, s_gc_pending);
+                PyObject *r = pending ? PyObject_CallMethodObjArgs(pending, s_add, old_sid, NULL)
+                                      : NULL;
+                Py_XDECREF(pending);
+                if (!r)
+                    goto out;
+                Py_DECREF(r);
+            }
+        }
+    }
+    rc = 0;
+out:
+    Py_XDECREF(index);
+    Py_XDECREF(d);
+    Py_XDECREF(live);
+    Py_XDECREF(entry);
+    Py_XDECREF(old);
+    return rc;
+}
+
+/* One record of a put or a batch, as taken from its arguments. */
+typedef struct {
+    PyObject *key;
+    const char *kb;
+    Py_ssize_t klen;
+    Py_buffer v;       /* the value: bytes, or a flat byte view (Backend.put_many's buffers) */
+} rec_in;
+
+/* Take `count` (key, value) pairs: 1 when each is one the format takes (its value's buffer
+ * then held in recs[i].v), 0 to decline (nothing held), -1 on an error. */
+static int take_records(PyObject *const *keys, PyObject *const *values, Py_ssize_t count,
+                        rec_in *recs, long long *total) {
+    *total = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        rec_in *r = &recs[i];
+        r->key = keys[i];
+        r->kb = PyUnicode_CheckExact(keys[i]) ? PyUnicode_AsUTF8AndSize(keys[i], &r->klen) : NULL;
+        if (!r->kb || r->klen < 1 || r->klen > REC_MAX_KEY ||
+            PyObject_GetBuffer(values[i], &r->v, PyBUF_SIMPLE) < 0) {
+            PyErr_Clear();  /* no utf-8 form, a key too long, not bytes: the reference path says so */
+            while (i-- > 0)
+                PyBuffer_Release(&recs[i].v);
+            return 0;
+        }
+        if (r->v.len > REC_MAX_VALUE) {
+            for (Py_ssize_t j = 0; j <= i; j++)
+                PyBuffer_Release(&recs[j].v);
+            return 0;
+        }
+        *total += REC_HEADER + (long long)r->klen + (long long)r->v.len;
+    }
+    return 1;
+}
+
+/* Encode recs[0..count) with seqs from `seq` and write them at `off` with one pwrite (one
+ * pwritev: values of REC_GATHER bytes or more are written from their own buffers, the rest
+ * copied after their headers); 0 or an errno.  Needs no Python: the GIL may be released. */
+static int write_records(int fd, rec_in *recs, Py_ssize_t count, long long seq, long long off) {
+    size_t copied = 0;
+    int niov = 0;
+    for (Py_ssize_t i = 0; i < count; i++)
+        copied += REC_HEADER + (size_t)recs[i].klen +
+                  (recs[i].v.len < REC_GATHER ? (size_t)recs[i].v.len : 0);
+    uint8_t stackbuf[4096], *buf = copied <= sizeof stackbuf ? stackbuf : malloc(copied);
+    struct iovec one[3], *iov = count == 1 ? one : malloc(sizeof *iov * (size_t)(2 * count + 1));
+    int err = 0;
+    if (!buf || !iov) {
+        err = ENOMEM;
+        goto out;
+    }
+    uint8_t *p = buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        rec_in *r = &recs[i];
+        const uint8_t *vb = r->v.buf;
+        size_t vlen = (size_t)r->v.len, klen = (size_t)r->klen;
+        unsigned long long sq = (unsigned long long)(seq + i);
+        uint8_t *head = p;
+        for (int j = 0; j < 8; j++)
+            head[4 + j] = (uint8_t)(sq >> (8 * j));
+        for (int j = 0; j < 4; j++) {
+            head[12 + j] = (uint8_t)(klen >> (8 * j));
+            head[16 + j] = (uint8_t)(vlen >> (8 * j));
+        }
+        head[20] = 0;  /* flags: a value, not a tombstone */
+        memcpy(head + REC_HEADER, r->kb, klen);
+        uint32_t c = crc32c_extend(crc32c_extend(0, head + 4, REC_HEADER - 4 + klen), vb, vlen);
+        for (int j = 0; j < 4; j++)
+            head[j] = (uint8_t)(c >> (8 * j));
+        p += REC_HEADER + klen;
+        int gather = vlen >= REC_GATHER;
+        if (!gather) {
+            memcpy(p, vb, vlen);
+            p += vlen;
+        }
+        /* the copied bytes since the last gathered value are one iovec */
+        if (niov && (uint8_t *)iov[niov - 1].iov_base + iov[niov - 1].iov_len == head)
+            iov[niov - 1].iov_len += (size_t)(p - head);
+        else
+            iov[niov++] = (struct iovec){head, (size_t)(p - head)};
+        if (gather)
+            iov[niov++] = (struct iovec){(void *)vb, vlen};
+    }
+    err = pwritev_all(fd, iov, niov, off);
+    if (err)  /* no partial record stays behind (Segment.append) */
+        (void)!ftruncate(fd, (off_t)off);
+out:
+    if (buf != stackbuf)
+        free(buf);
+    if (iov != one)
+        free(iov);
+    return err;
+}
+
+/* The put path for `count` records (see the top of this section): (target, synced) | None. */
+static PyObject *put_records(Putter *self, PyObject *const *keys, PyObject *const *values,
+                             Py_ssize_t count, int wait) {
+    rec_in one[1], *recs = count == 1 ? one : PyMem_Malloc(sizeof *recs * (size_t)count);
+    if (!recs)
+        return PyErr_NoMemory();
+    long long n;
+    int took = take_records(keys, values, count, recs, &n);
+    if (took <= 0) {
+        if (recs != one)
+            PyMem_Free(recs);
+        if (took < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *store = self->store, *seg = NULL, *out = NULL, *r;
+    long long fd = 0, size = 0, zeroed = 0, file_size = 0, seg_size = 0, seq = 0, written = 0,
+              nwrites = 0, sid = 0, due = 0;
+    unsigned long long min_seq = 0;
+    int pending = 0, err = 0;
+    if (!(r = PyObject_CallMethodNoArgs(self->lock, s_acquire)))
+        goto released;
+    Py_DECREF(r);
+    if (!(seg = PyObject_GetAttr(store, s_active)) || attr_ll(seg, s_fd, &fd) < 0 ||
+        attr_ll(seg, s_size, &size) < 0 || attr_ll(seg, s_zeroed, &zeroed) < 0 ||
+        attr_ll(seg, s_file_size, &file_size) < 0 || attr_ull(seg, s_min_seq, &min_seq) < 0 ||
+        attr_ll(seg, s_id, &sid) < 0 || attr_ll(store, s_segment_size, &seg_size) < 0 ||
+        attr_ll(store, s_next_seq, &seq) < 0 || attr_ll(store, s_written, &written) < 0 ||
+        attr_ll(store, s_nwrites, &nwrites) < 0)
+        goto unlock;
+    {
+        PyObject *rp = PyObject_GetAttr(store, s_reserve_pending);
+        if (!rp)
+            goto unlock;
+        pending = PyObject_IsTrue(rp);
+        Py_DECREF(rp);
+        if (pending < 0)
+            goto unlock;
+    }
+    long long end = size + n;
+    if (pending || size == 0 || end > seg_size || (end > zeroed && zeroed < file_size) ||
+        min_seq > (unsigned long long)seq) {
+        out = Py_None;  /* Python's control: rotation, reservation, zeros ahead, first record */
+        Py_INCREF(out);
+        goto unlock;
+    }
+    {   /* counted before the write, as Segment.append counts it */
+        PyObject *nobj = PyLong_FromLongLong(n);
+        r = nobj ? PyObject_CallMethodObjArgs(self->ledger, s_record, s_write, nobj, NULL) : NULL;
+        Py_XDECREF(nobj);
+        if (!r)
+            goto unlock;
+        Py_DECREF(r);
+    }
+    err = write_records((int)fd, recs, count, seq, size);
+    if (err) {
+        if (set_ll(seg, s_file_size, size) == 0 && set_ll(seg, s_zeroed, size) == 0) {
+            errno = err;
+            PyErr_SetFromErrno(PyExc_OSError);
+        }
+        goto unlock;
+    }
+    if (set_ll(seg, s_size, end) < 0 || (end > zeroed && set_ll(seg, s_zeroed, end) < 0) ||
+        (end > file_size && set_ll(seg, s_file_size, end) < 0))
+        goto unlock;
+    for (Py_ssize_t i = 0, off = size; i < count; i++) {
+        long long rn = REC_HEADER + (long long)recs[i].klen + (long long)recs[i].v.len;
+        if (index_insert(store, recs[i].key, sid, off, rn, seq + i) < 0)
+            goto unlock;
+        off += rn;
+    }
+    if (set_ll(store, s_written, written + n) < 0 ||
+        set_ll(store, s_nwrites, nwrites + count) < 0 ||
+        set_ll(store, s_next_seq, seq + count) < 0)
+        goto unlock;
+    {
+        PyObject *deltas = PyObject_GetAttr(store, s_deltas);
+        if (!deltas || attr_ll(deltas, s_due_at, &due) < 0) {
+            Py_XDECREF(deltas);
+            goto unlock;
+        }
+        r = nwrites + count >= due ? PyObject_CallMethodNoArgs(deltas, s_wake)
+                                   : Py_NewRef(Py_None);
+        Py_DECREF(deltas);
+        if (!r)
+            goto unlock;
+        Py_DECREF(r);
+    }
+    GroupCommit *gc = self->commit;
+    enter(gc);
+    gc->tail_fd = (int)fd;
+    gc->written = written + n;
+    gc->nwrites = nwrites + count;
+    pthread_mutex_unlock(&gc->mu);
+    self->puts += count;
+    out = Py_True;  /* appended: the wait below (outside the lock), or the caller's */
+unlock:
+    Py_XDECREF(seg);
+    {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        r = PyObject_CallMethodNoArgs(self->lock, s_release);
+        if (!r) {
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            Py_CLEAR(out);
+        } else {
+            Py_DECREF(r);
+            PyErr_Restore(et, ev, tb);
+        }
+    }
+released:
+    for (Py_ssize_t i = 0; i < count; i++)
+        PyBuffer_Release(&recs[i].v);
+    if (recs != one)
+        PyMem_Free(recs);
+    if (out != Py_True)
+        return out;  /* None (declined), or NULL with the exception */
+    long long target = written + n, synced = 0;
+    if (wait) {
+        GroupCommit *gc = self->commit;
+        Py_BEGIN_ALLOW_THREADS
+        if (!atomic_load_explicit(&ack_before_sync, memory_order_relaxed)) {
+            err = commit_wait_synced(gc, target, &synced);
+        } else {  /* the mutation: no wait; the books get what was synced at the ack */
+            enter(gc);
+            synced = gc->synced;
+            pthread_mutex_unlock(&gc->mu);
+        }
+        Py_END_ALLOW_THREADS
+        if (err) {
+            errno = err;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+    }
+    return Py_BuildValue("(LL)", target, synced);
+}
+
+/* put(key, value, wait) -> (target, synced) | None: one record (see the top of this
+ * section).  `wait` false: no wait (the caller waits for `target`); synced is then 0. */
+static PyObject *putter_put(Putter *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "put(key, value, wait)");
+        return NULL;
+    }
+    int wait = PyObject_IsTrue(args[2]);
+    if (wait < 0)
+        return NULL;
+    return put_records(self, &args[0], &args[1], 1, wait);
+}
+
+/* put_many(items, wait) -> (target, synced) | None: a list of (key, value) pairs as one
+ * append of their records, in order, and one wait: a batch costs one pwrite and one sync. */
+static PyObject *putter_put_many(Putter *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "put_many(items: list, wait)");
+        return NULL;
+    }
+    int wait = PyObject_IsTrue(args[1]);
+    if (wait < 0)
+        return NULL;
+    PyObject *items = args[0];
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    if (count == 0)
+        Py_RETURN_NONE;
+    PyObject **kv = PyMem_Malloc(sizeof *kv * (size_t)(2 * count));
+    if (!kv)
+        return PyErr_NoMemory();
+    PyObject *out = Py_None;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *it = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(it) || PyTuple_GET_SIZE(it) != 2)
+            goto done;  /* not pairs: declined */
+        kv[i] = PyTuple_GET_ITEM(it, 0);
+        kv[count + i] = PyTuple_GET_ITEM(it, 1);
+    }
+    out = NULL;
+    Py_INCREF(items);  /* the pairs (and so kv's borrowed items) outlive the call */
+    out = put_records(self, kv, kv + count, count, wait);
+    Py_DECREF(items);
+    PyMem_Free(kv);
+    return out;
+done:
+    PyMem_Free(kv);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef putter_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))putter_put, METH_FASTCALL,
+     "put(key, value, wait) -> (target, synced) | None: one put of the store in C (see _commit.c)"},
+    {"put_many", (PyCFunction)(void (*)(void))putter_put_many, METH_FASTCALL,
+     "put_many(items, wait) -> (target, synced) | None: a batch, one pwrite and one wait"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef putter_members[] = {
+    {"puts", T_LONGLONG, offsetof(Putter, puts), READONLY, "puts done in C (not declined)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject PutterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "backends.indexed_fs._commit.Putter",
+    .tp_doc = "Putter(store, commit): an indexed_fs store's put path in one C call.",
+    .tp_basicsize = sizeof(Putter),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)putter_init,
+    .tp_dealloc = (destructor)putter_dealloc,
+    .tp_methods = putter_methods,
+    .tp_members = putter_members,
+};
+
+/* set_ack_before_sync(flag) -> previous: the mutation the durability tests must catch.  On,
+ * Putter.put acknowledges without waiting for the sync.  Nothing but a test may set it. */
+static PyObject *set_ack_before_sync(PyObject *mod, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    return PyBool_FromLong(atomic_exchange(&ack_before_sync, on));
 }
 
 /* ---------------------------------------------------------------------------- bare_threads
@@ -599,6 +1186,8 @@ static PyMethodDef module_methods[] = {
      "set_sync_delay(us) -> previous: sleep us microseconds before every fdatasync (tests)"},
     {"bare_threads", bare_threads, METH_VARARGS,
      "bare_threads(path, threads, operations, record) -> (seconds, syncs): the C ceiling of --baseline"},
+    {"set_ack_before_sync", set_ack_before_sync, METH_O,
+     "set_ack_before_sync(flag) -> previous: Putter.put acknowledges before the sync (tests)"},
     {"pwrite_all", (PyCFunction)(void (*)(void))pwrite_all, METH_FASTCALL,
      "pwrite_all(fd, data, offset): write all of data at offset without releasing the GIL"},
     {NULL, NULL, 0, NULL},
@@ -610,8 +1199,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__commit(void) {
-    if (PyType_Ready(&GroupCommitType) < 0)
+    if (PyType_Ready(&GroupCommitType) < 0 || PyType_Ready(&PutterType) < 0 ||
+        intern_names() < 0)
         return NULL;
+    crc_init();
     static int atfork_done;
     if (!atfork_done && pthread_atfork(NULL, NULL, after_fork_in_child) == 0)
         atfork_done = 1;
@@ -621,6 +1212,12 @@ PyMODINIT_FUNC PyInit__commit(void) {
     Py_INCREF(&GroupCommitType);
     if (PyModule_AddObject(m, "GroupCommit", (PyObject *)&GroupCommitType) < 0) {
         Py_DECREF(&GroupCommitType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&PutterType);
+    if (PyModule_AddObject(m, "Putter", (PyObject *)&PutterType) < 0) {
+        Py_DECREF(&PutterType);
         Py_DECREF(m);
         return NULL;
     }

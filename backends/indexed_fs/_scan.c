@@ -37,82 +37,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#include <nmmintrin.h>
-#define HAVE_SSE42_PATH 1
-#endif
+#include "_crc32c.h"
 
 #define HEADER 21
 #define MAX_KEY_LEN (1u << 16)
 #define MAX_VALUE_LEN (1u << 31)
 /* widest key resolve() puts in a fixed-width matrix (the numpy rebuild's limit too) */
 #define MAX_WIDTH 256
-
-/* ---------------------------------------------------------------------------------- CRC-32C
- * The Castagnoli CRC of the crc32c package (reflected poly 0x82F63B78, init and final xor ~0):
- * the SSE 4.2 instruction where the CPU has it, else slicing-by-8 tables. */
-static uint32_t crc_table[8][256];
-static int crc_hw;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
-        crc_table[0][i] = c;
-    }
-    for (int t = 1; t < 8; t++)
-        for (uint32_t i = 0; i < 256; i++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
-#ifdef HAVE_SSE42_PATH
-    unsigned a, b, c, d;
-    if (__get_cpuid(1, &a, &b, &c, &d))
-        crc_hw = (c & bit_SSE4_2) != 0;
-#endif
-}
-
-static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t n) {
-    while (n >= 8) {
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                           (uint32_t)p[3] << 24);
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
-            crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
-    return c;
-}
-
-#ifdef HAVE_SSE42_PATH
-__attribute__((target("sse4.2"))) static uint32_t crc_sse(uint32_t c, const uint8_t *p, size_t n) {
-#if defined(__x86_64__)
-    uint64_t c64 = c;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c64 = _mm_crc32_u64(c64, v);
-        p += 8;
-        n -= 8;
-    }
-    c = (uint32_t)c64;
-#endif
-    while (n--)
-        c = _mm_crc32_u8(c, *p++);
-    return c;
-}
-#endif
-
-static uint32_t crc32c(const uint8_t *p, size_t n) {
-#ifdef HAVE_SSE42_PATH
-    if (crc_hw)
-        return ~crc_sse(~0u, p, n);
-#endif
-    return ~crc_sw(~0u, p, n);
-}
 
 static uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -712,16 +643,11 @@ done:
  * `key`.  None when any check fails or the read comes back short: the caller then reads the
  * record again in Python, which names what is wrong; the bytes are never returned.  An
  * OSError when pread fails. */
-static PyObject *scan_read_value(PyObject *mod, PyObject *args) {
-    PyObject *src, *key;
-    unsigned long long off;
-    Py_ssize_t size;
-    if (!PyArg_ParseTuple(args, "OKnU", &src, &off, &size, &key))
-        return NULL;
-    Py_ssize_t klen;
-    const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
-    if (!k)
-        return NULL;
+/* The value of the record of key `k` (utf-8, `klen` bytes) at [off, off + size) of `src`, as
+ * read_value() below returns it: bytes, None (a check failed or the read came back short), or
+ * NULL with an OSError. */
+static PyObject *read_checked(PyObject *src, unsigned long long off, Py_ssize_t size,
+                              const char *k, Py_ssize_t klen) {
     if (size < HEADER)
         Py_RETURN_NONE;
     uint8_t stackbuf[4096], *heap = NULL;
@@ -779,6 +705,225 @@ done:
     return out;
 }
 
+static PyObject *scan_read_value(PyObject *mod, PyObject *args) {
+    PyObject *src, *key;
+    unsigned long long off;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "OKnU", &src, &off, &size, &key))
+        return NULL;
+    Py_ssize_t klen;
+    const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
+    if (!k)
+        return NULL;
+    return read_checked(src, off, size, k, klen);
+}
+
+/* ------------------------------------------------------------------------------- the get path
+ * Getter(store): an indexed_fs store's get and get_many as one call each, the reference path of
+ * IndexedFSBackend.get / _get_many for keys written since the open (the keydir's overlay, a
+ * dict): under the store's lock, the lookup, the segment (its read-only mapping if sealed,
+ * else its fd: one pread, GIL released) and read_checked()'s check of the record.
+ *
+ * What it cannot answer exactly it hands back to Python, which then takes the reference path:
+ * a key not in the overlay while array layers exist (a key of the snapshot or of a delta:
+ * Layer.row's search), and a record that fails the check (Python reads it again and names
+ * what is wrong; the bytes are never returned). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *store;
+    PyObject *lock;
+} Getter;
+
+static PyObject *g_acquire, *g_release, *g_index, *g_d, *g_layers, *g_segments, *g_mapped,
+    *g_fd;
+
+static int getter_init(Getter *self, PyObject *args, PyObject *kw) {
+    PyObject *store;
+    if (!PyArg_ParseTuple(args, "O", &store))
+        return -1;
+    PyObject *lock = PyObject_GetAttrString(store, "_lock");
+    if (!lock)
+        return -1;
+    Py_INCREF(store);
+    Py_XSETREF(self->store, store);
+    Py_XSETREF(self->lock, lock);
+    return 0;
+}
+
+static void getter_dealloc(Getter *self) {
+    Py_XDECREF(self->store);
+    Py_XDECREF(self->lock);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* The lookup state of one call (store lock held). */
+typedef struct {
+    PyObject *d, *segments;
+    int layers;   /* whether array layers exist below the overlay */
+} lookup;
+
+static int lookup_begin(Getter *self, lookup *lk) {
+    lk->d = lk->segments = NULL;
+    PyObject *index = PyObject_GetAttr(self->store, g_index), *layers = NULL;
+    if (!index)
+        return -1;
+    lk->d = PyObject_GetAttr(index, g_d);
+    layers = PyObject_GetAttr(index, g_layers);
+    lk->segments = PyObject_GetAttr(self->store, g_segments);
+    Py_DECREF(index);
+    if (!lk->d || !layers || !lk->segments || !PyDict_Check(lk->d) ||
+        !PyDict_Check(lk->segments)) {
+        Py_XDECREF(layers);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "the keydir's overlay and segments are dicts");
+        return -1;
+    }
+    lk->layers = PyObject_IsTrue(layers);
+    Py_DECREF(layers);
+    return lk->layers < 0 ? -1 : 0;
+}
+
+static void lookup_end(lookup *lk) {
+    Py_XDECREF(lk->d);
+    Py_XDECREF(lk->segments);
+}
+
+/* One key: a new reference to its value, Py_None (absent), `miss` (Python's to answer) or
+ * NULL with an exception. */
+static PyObject *lookup_one(lookup *lk, PyObject *key, PyObject *miss) {
+    if (!PyUnicode_CheckExact(key))
+        return Py_NewRef(miss);
+    PyObject *e = PyDict_GetItemWithError(lk->d, key);
+    if (!e) {
+        if (PyErr_Occurred())
+            return NULL;
+        return Py_NewRef(lk->layers ? miss : Py_None);
+    }
+    if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 4)
+        return Py_NewRef(miss);
+    PyObject *seg = PyDict_GetItemWithError(lk->segments, PyTuple_GET_ITEM(e, 0));
+    if (!seg)
+        return PyErr_Occurred() ? NULL : Py_NewRef(miss);
+    unsigned long long off = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(e, 1));
+    Py_ssize_t size = PyLong_AsSsize_t(PyTuple_GET_ITEM(e, 2));
+    if (PyErr_Occurred())
+        return NULL;
+    Py_ssize_t klen;
+    const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
+    if (!k) {
+        PyErr_Clear();
+        return Py_NewRef(miss);
+    }
+    PyObject *src = PyObject_GetAttr(seg, g_mapped);
+    if (src == Py_None) {
+        Py_DECREF(src);
+        src = PyObject_GetAttr(seg, g_fd);
+    }
+    if (!src)
+        return NULL;
+    PyObject *v = src == Py_None ? Py_NewRef(Py_None) : read_checked(src, off, size, k, klen);
+    Py_DECREF(src);
+    if (v == Py_None) {  /* failed the check (or no fd): Python reads it again and names it */
+        Py_DECREF(v);
+        return Py_NewRef(miss);
+    }
+    return v;
+}
+
+static int lock_call(Getter *self, PyObject *name) {
+    PyObject *r = PyObject_CallMethodNoArgs(self->lock, name);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* Release the store lock, keeping an exception already raised; -1 if the release failed (its
+ * exception replaces the other). */
+static int unlock(Getter *self) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (lock_call(self, g_release) < 0) {
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    PyErr_Restore(et, ev, tb);
+    return 0;
+}
+
+/* get(key, miss) -> bytes | None | miss */
+static PyObject *getter_get(Getter *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "get(key, miss)");
+        return NULL;
+    }
+    if (lock_call(self, g_acquire) < 0)
+        return NULL;
+    lookup lk;
+    PyObject *out = lookup_begin(self, &lk) < 0 ? NULL : lookup_one(&lk, args[0], args[1]);
+    lookup_end(&lk);
+    if (unlock(self) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+/* get_many(keys: list, miss) -> (found: dict, left: list): every key answered in one pass
+ * under the lock; `left` holds the keys Python answers (see above), in order. */
+static PyObject *getter_get_many(Getter *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "get_many(keys: list, miss)");
+        return NULL;
+    }
+    PyObject *keys = args[0], *miss = args[1];
+    PyObject *found = PyDict_New(), *left = PyList_New(0), *out = NULL;
+    if (!found || !left || lock_call(self, g_acquire) < 0)
+        goto fail;
+    lookup lk;
+    int ok = lookup_begin(self, &lk) == 0;
+    Py_INCREF(keys);
+    for (Py_ssize_t i = 0; ok && i < PyList_GET_SIZE(keys); i++) {
+        PyObject *key = PyList_GET_ITEM(keys, i);
+        PyObject *v = lookup_one(&lk, key, miss);
+        if (!v)
+            ok = 0;
+        else if (v == miss)
+            ok = PyList_Append(left, key) == 0;
+        else if (v != Py_None)
+            ok = PyDict_SetItem(found, key, v) == 0;
+        Py_XDECREF(v);
+    }
+    Py_DECREF(keys);
+    lookup_end(&lk);
+    if (unlock(self) < 0)
+        goto fail;
+    if (ok)
+        out = PyTuple_Pack(2, found, left);
+fail:
+    Py_XDECREF(found);
+    Py_XDECREF(left);
+    return out;
+}
+
+static PyMethodDef getter_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))getter_get, METH_FASTCALL,
+     "get(key, miss) -> bytes | None | miss: lookup, read and check in one call"},
+    {"get_many", (PyCFunction)(void (*)(void))getter_get_many, METH_FASTCALL,
+     "get_many(keys, miss) -> (found, left): the keys' values, and the keys left to Python"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject GetterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "backends.indexed_fs._scan.Getter",
+    .tp_doc = "Getter(store): an indexed_fs store's get path in one C call.",
+    .tp_basicsize = sizeof(Getter),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)getter_init,
+    .tp_dealloc = (destructor)getter_dealloc,
+    .tp_methods = getter_methods,
+};
+
 /* crc32c(data) -> int: the CRC this module checks records with (for tests against the
  * crc32c package). */
 static PyObject *scan_crc32c(PyObject *mod, PyObject *arg) {
@@ -829,7 +974,22 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__scan(void) {
     crc_init();
+#define NAME(var, text) if (!(var = PyUnicode_InternFromString(text))) return NULL;
+    NAME(g_acquire, "acquire") NAME(g_release, "release") NAME(g_index, "_index") NAME(g_d, "d")
+    NAME(g_layers, "_layers") NAME(g_segments, "_segments") NAME(g_mapped, "mapped")
+    NAME(g_fd, "fd")
+#undef NAME
+    if (PyType_Ready(&GetterType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
+    if (m) {
+        Py_INCREF(&GetterType);
+        if (PyModule_AddObject(m, "Getter", (PyObject *)&GetterType) < 0) {
+            Py_DECREF(&GetterType);
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
     if (m && PyModule_AddIntConstant(m, "HW_CRC", crc_hw) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -43,19 +43,20 @@ from typing import Any
 
 try:
     from ._commit import GroupCommit as _NativeGroupCommit
+    from ._commit import Putter as _Putter
     from ._commit import bare_threads as _native_bare_threads
     from ._commit import pwrite_all
     from ._commit import set_sync_delay as _native_set_sync_delay
 except ImportError:  # built without a C compiler: the pure-Python committer serves all media
-    _NativeGroupCommit = _native_bare_threads = _native_set_sync_delay = None
+    _NativeGroupCommit = _native_bare_threads = _native_set_sync_delay = _Putter = None
     pwrite_all = None
 
 #: whether the C extension was built: local segments get the C committer and
 #: :func:`bare_threads` runs (tests switch it off to exercise PyCommit in a store)
 native_available = _NativeGroupCommit is not None
 
-__all__ = ["PyCommit", "ack_log", "bare_threads", "committer", "native_available", "pwrite_all",
-           "set_sync_delay"]
+__all__ = ["PyCommit", "ack_log", "bare_threads", "committer", "native_available", "putter",
+           "pwrite_all", "set_sync_delay"]
 
 #: test hook: seconds PyCommit sleeps before each sync (see set_sync_delay)
 _sync_delay = 0.0
@@ -212,6 +213,16 @@ def committer(segment: Any, written: int = 0, nwrites: int = 0) -> tuple[Any, An
         made, handle_of, kind = PyCommit(segment, written, nwrites), _self, "python"
     log = ack_log
     return (made if log is None else _Observed(made, log)), handle_of, kind
+
+
+def putter(store: Any, made: Any) -> tuple[Any, list[tuple[int, int]] | None]:
+    """The C put path of ``store`` (:class:`._commit.Putter`: a put's append and its wait in one
+    call) over ``made``, a C committer from :func:`committer`, and the :data:`ack_log` its
+    acknowledgements go to (None when they are not observed).  The Putter waits on the
+    committer itself, so an observed committer's log is handed to the store, which appends each
+    ``(target, synced)`` the Putter returns."""
+    inner, log = (made._inner, made._log) if isinstance(made, _Observed) else (made, None)
+    return _Putter(store, inner), log
 
 
 def _fd_of(segment: Any) -> int:

@@ -54,6 +54,8 @@ NATIVE_WALK = _native is not None
 #: one record read and checked in C, the read path's :func:`decode` for a value
 #: (``read_value(fd or mapping, offset, size, key) -> value | None``); ``None``: not built
 read_value = getattr(_native, "read_value", None)
+#: a store's get path in one C call (``Getter(store).get(key, miss)``); ``None``: not built
+Getter = getattr(_native, "Getter", None)
 
 if TYPE_CHECKING:
     from ..media import Medium

@@ -18,6 +18,10 @@ Locking: ``_lock`` guards the index, the segment table and appends (held only fo
 ``pwrite``, never for an fsync).  Durability waits go to the group committer
 (:mod:`.group_commit`): a writer whose bytes are not yet durable either leads the next sync or
 queues for one that covers its bytes, so concurrent writers share one ``fdatasync``.
+The plain put and the get are one call into C each where built (``_commit.Putter``,
+``_scan.Getter``), which take the same ``_lock`` and do what the Python path here does, byte for
+byte; they decline whatever needs this module's decisions (rotation, reservation, a layer's key,
+damage), and the Python path, the reference, does it.
 ``_maint_lock`` admits one deleter of segments at a time (GC or a compaction pass).
 ``_snap_lock`` admits one writer of snapshots and deltas, and is taken before ``_lock``; the
 delta scheduler's condition is a leaf below both (see :mod:`.delta_scheduler`).
@@ -43,12 +47,13 @@ from ..media import open_data_dir, storage_errors
 from . import compaction, delta, hint, snapshot
 from .compaction import LockedLog, RecordMeta
 from .delta_scheduler import DeltaScheduler
-from .group_commit import committer
+from .group_commit import committer, putter
 from .index import Entry, Index
 from .quarantine import Quarantine
 from .recovery import damage_line, init_keydir
 from .segment import (
     FLAG_TOMBSTONE,
+    Getter,
     HEADER,
     HEADER_SIZE,
     MAX_KEY_LEN,
@@ -72,6 +77,9 @@ MiB = 1 << 20
 GATHER_BYTES = 64 << 10
 _unpack_header = HEADER.unpack_from
 _dict_get = dict.get
+#: what the C get path returns for a key it leaves to Python (a key of an array layer, or a
+#: record that failed its check)
+_MISS = object()
 
 PUT_AFTER_APPEND = failpoints.declare(
     "indexed_fs.put.after_append",
@@ -153,6 +161,12 @@ class IndexedFSBackend(Backend):
             bool, True, "reserve each segment's space up front (fallocate) so that a sync "
             "need not journal a growing file size; trimmed when sealed"
         ),
+        "native_path": Option(
+            bool, True, "run a plain put and a get as one call into C (the reference path in "
+            "Python does the rest: rotations, reservations, deletes, batches); False: Python "
+            "only, the reference the C calls are tested against (byte for byte on disk and in "
+            "the index)"
+        ),
         "quarantine_bytes": Option(
             int, 1 << 30, "bytes the quarantine/ directory may hold: damaged segments are copied "
             "there before GC or compaction deletes them, a torn tail before the open cuts it; "
@@ -196,6 +210,14 @@ class IndexedFSBackend(Backend):
                                       self._stop, self._write_delta, self._appended,
                                       self._background_error)
         self._commit: Any = None  # the group committer, made once the active segment is known
+        #: the put path in C (:class:`._commit.Putter`), where the committer is the C one and
+        #: ``native_path`` is on; None: every put takes the reference path in Python
+        self._putter: Any = None
+        self._acks: list[tuple[int, int]] | None = None  # group_commit.ack_log, if observed
+        #: the get path in C (:class:`._scan.Getter`) for local segments (a mapping or an fd)
+        #: where built and ``native_path`` is on
+        self._getter: Any = (Getter(self) if Getter is not None and cfg["native_path"]
+                             and self.medium.kind == "local" else None)
         self._quarantine = Quarantine(self.medium, cfg["quarantine_bytes"])
         #: segments known to hold damage (found by the open, a walk or a read): copied into the
         #: quarantine before they are deleted
@@ -267,6 +289,8 @@ class IndexedFSBackend(Backend):
             if seg is not self._active:
                 seg.map_sealed()
         self._commit, self._handle_of, self._commit_kind = committer(self._active)
+        if self._commit_kind == "native" and self.config["native_path"]:
+            self._putter, self._acks = putter(self, self._commit)
         self._gc_pending = kd.dead_segments(self._active.id)
         hinted = set(hint.list_ids(self.medium))
         self._hint_pending = {s for s in self._segments
@@ -279,7 +303,12 @@ class IndexedFSBackend(Backend):
 
     # ------------------------------------------------------------------------------ writing
     def _put(self, key: str, value: bytes) -> None:
-        # the single-record fast path of _write (no lists; the common case of a benchmark put)
+        """One record.  Where built, one call into C (:class:`._commit.Putter`) encodes, appends,
+        indexes and waits; it declines whatever needs this module's decisions (a rotation, a
+        reservation, zeros ahead, a refused key), which the reference path below then takes:
+        the single-record case of :meth:`_write`, without its lists."""
+        if self._putter is not None and self._put_in_c(self._putter.put, key, value):
+            return
         kb = _key_bytes(key)
         with self._lock:
             seq = self._next_seq
@@ -288,7 +317,31 @@ class IndexedFSBackend(Backend):
             self._next_seq = seq + 1
         self._after_append(target)
 
+    def _put_in_c(self, put: Any, *args: Any) -> bool:
+        """``put(*args, wait)`` of the C put path: whether it was done (False: declined, nothing
+        written).  Python decides where the wait happens: in C, unless a fail point is armed
+        between the append and the wait, which is then hit here, where it is declared."""
+        wait = self._sync_writes and not failpoints.is_armed(PUT_AFTER_APPEND)
+        try:
+            done = put(*args, wait)
+        except OSError:
+            with self._errors:
+                raise
+        if done is None:
+            return False
+        if not wait:
+            self._after_append(done[0])
+            return True
+        if self._acks is not None:
+            self._acks.append(done)
+        self._after_sync()
+        return True
+
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
+        """The batch as one append (one ``pwrite``) and one wait: in C where it can be (see
+        :meth:`_put`), else :meth:`_write`."""
+        if self._putter is not None and self._put_in_c(self._putter.put_many, items):
+            return
         self._write(items)
 
     def _delete(self, key: str) -> None:
@@ -335,6 +388,10 @@ class IndexedFSBackend(Backend):
         failpoints.hit(PUT_AFTER_APPEND)
         if self._sync_writes:
             self._sync_to(target)
+        self._after_sync()
+
+    def _after_sync(self) -> None:
+        """The steps of :meth:`_after_append` after the wait (the C put path waits itself)."""
         if self._nwrites >= self._deltas.stall_at:
             self._deltas.wait_if_lagging()
         if self._gc_due:
@@ -482,15 +539,20 @@ class IndexedFSBackend(Backend):
         of the mapping of a sealed segment), whose CRC, lengths, flags and key are checked
         before the value is returned (any mismatch: :class:`CorruptDataError`, never the
         bytes).  The base's checks and in-flight token (see :meth:`Backend.close`) are inlined
-        and the record is read and checked in one C call (:func:`.segment.read_value`) where
-        built: this is the read hot path.  A record the C check refuses is read again and
-        checked in Python, which names what is wrong."""
+        and, where built, the lookup, the read and the check are one C call
+        (:class:`._scan.Getter`): this is the read hot path.  What it leaves to Python (a key of
+        an array layer, a record its check refuses) takes the reference path below, which reads
+        the record again and names what is wrong."""
         inflight = self._inflight
         inflight.append(None)
         try:
             if self._closed or type(key) is not str or not key:
                 self._check_open()
                 self._check_key(key)
+            if self._getter is not None:
+                value = self._getter.get(key, _MISS)
+                if value is not _MISS:
+                    return value
             with self._lock:
                 index = self._index
                 e = _dict_get(index.d, key)  # the overlay (a dict underneath); else the base
@@ -521,6 +583,17 @@ class IndexedFSBackend(Backend):
         return None if found is None else self._verify(key, found)
 
     def _get_many(self, keys: list[str]) -> dict[str, bytes]:
+        """One call into C for the keys it can answer (see :meth:`get`), the reference path
+        for the rest."""
+        if self._getter is not None:
+            found, keys = self._getter.get_many(keys, _MISS)
+            if not keys:
+                return found
+            found.update(self._get_many_python(keys))
+            return found
+        return self._get_many_python(keys)
+
+    def _get_many_python(self, keys: list[str]) -> dict[str, bytes]:
         with self._lock:
             found = [(k, self._read_locked(k)) for k in keys]
         return {k: self._verify(k, f) for k, f in found if f is not None}
@@ -885,7 +958,9 @@ class IndexedFSBackend(Backend):
 
     def _close_files(self) -> None:
         """Close the committer and the segments, then release the lock and the medium; the
-        lock and the medium are released even if closing a segment fails."""
+        lock and the medium are released even if closing a segment fails.  The C paths hold
+        the store: dropped here, so that no cycle keeps a closed (or never opened) store alive."""
+        self._putter = self._getter = None
         try:
             if self._commit is not None:  # None: the open failed before it was made
                 self._commit.close()  # the C committer's sync thread, before the fds it syncs
@@ -929,7 +1004,8 @@ class IndexedFSBackend(Backend):
             out.update(syncs=gc["syncs"], sync_requests=gc["sync_requests"],
                        group_commit_max_batch=gc["group_commit_max_batch"],
                        syncs_by_thread=gc.get("syncs_by_thread", 0),
-                       group_commit=self._commit_kind)
+                       group_commit=self._commit_kind,
+                       native_puts=0 if self._putter is None else self._putter.puts)
             out.update(
                 medium=self.medium.kind, keys=len(self._index), tombstones=len(self._index.tombs),
                 segments=len(self._segments), active_segment=self._active.id,
