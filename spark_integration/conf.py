@@ -37,8 +37,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
                                       checkpointLocation, a directory or hdfs://HOST:PORT/DIR);
                                       default: a fresh directory on the local disk
   spark.ckptbench.failPoint           with failAt: the named fail point (spark.worker.*,
-                                      spark.<protocol>.*) at which the instance dies instead of
-                                      right after applying its events (docs/spark.md)
+                                      spark.<protocol>.*; spark.sender.* of a protocol whose
+                                      senders log) at which the instance (the sender) dies
+                                      instead of right after applying its events (docs/spark.md)
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import threading
@@ -213,6 +214,47 @@ def reach(settings: Settings, instance: int, name: str, armed: str | None = None
 
 
 # ----------------------------------------------------------------------------- the task
+class Acknowledgement:
+    """A task's :meth:`~.protocols.base.Protocol.acknowledge`, written in a thread of its own
+    while the task reads and applies its events, and waited for before anything else the task does.
+
+    Why that keeps every protocol's guarantee: what the acknowledgement protects is the
+    instance's *output* — its checkpoint or commit, its result row to the driver — and every one
+    of those, like every injected failure (``failAt``'s kill, the worker's and the protocols' fail
+    points), comes after :meth:`wait`, so each of them finds the acknowledgement durable exactly
+    as when it was written before the first event.  Until :meth:`wait` returns the task has
+    changed only its working state, which a crash loses whole (:func:`state_file.begin`); a crash
+    there leaves the acknowledgement written or not, the two states a crash before or after a
+    write that came first could leave as well.  A protocol that does not acknowledge
+    (the default, which writes nothing) gets no thread.
+    """
+
+    def __init__(self, protocol: Protocol, settings: Settings, instance: int, batch_seq: int,
+                 ledger: Ledger) -> None:
+        self.ops, self.error = 0, None
+        self.thread = None
+        if type(protocol).acknowledge is Protocol.acknowledge:
+            return
+        call = functools.partial(protocol.acknowledge, settings, instance, batch_seq)
+        self.thread = threading.Thread(target=self._run, args=(call, ledger), name="acknowledge", daemon=True)
+        self.thread.start()
+
+    def _run(self, call: Callable[[], int], ledger: Ledger) -> None:
+        try:
+            with tap(ledger):
+                self.ops = call()
+        except BaseException as exc:  # noqa: BLE001 - raised in the task by wait()
+            self.error = exc
+
+    def wait(self) -> int:
+        """The backend operations the acknowledgement issued, once it is durable (or its error)."""
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.ops
+
+
 def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, batches: Iterator[Any]) -> Iterator[Any]:
     """The body of ``mapInArrow``: apply this partition's events to its instance's state."""
     import pyarrow as pa
@@ -248,8 +290,9 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
         state_file.begin(state)  # from here until save_state, a dead task leaves no usable state
         # deduplication: a re-run batch this instance had already applied (sequence number = batch)
         duplicate = state.version == plan.batch_seq
-        with tap() as acked:  # counted with the checkpoint, as its backend_ops are
-            ack_ops = 0 if duplicate else protocol.acknowledge(settings, instance, plan.batch_seq)
+        # counted with the checkpoint, as its backend_ops are; written while the events arrive
+        acked = Ledger()
+        ack = None if duplicate else Acknowledgement(protocol, settings, instance, plan.batch_seq, acked)
         if not duplicate:  # the protocol may read what the senders piggybacked, and act first
             batches = protocol.receive(settings, instance, plan.batch_seq, state, batches)
         events, lo, hi = 0, -1, -1
@@ -262,6 +305,7 @@ def process_partition(settings: Settings, protocol: Protocol, plan: BatchPlan, b
             events += rb.num_rows
             lo = int(seq.min()) if lo < 0 else min(lo, int(seq.min()))
             hi = max(hi, int(seq.max()))
+        ack_ops = ack.wait() if ack is not None else 0  # durable before any step that follows
         if not duplicate:  # the windows the driver's watermark closed go before the checkpoint
             state.expire(plan.watermark)
         if plan.kill_offset is not None and instance == plan.kill_instance and hi >= plan.kill_offset:

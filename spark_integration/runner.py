@@ -86,12 +86,14 @@ def is_instance_failure(exc: BaseException) -> bool:
 
 
 def check_fail_point(settings: Settings) -> None:
-    """``failPoint`` must be one the instances of this protocol reach (its class is loaded, so
-    its points are declared); a driver point ends the driver and is armed by the environment."""
+    """``failPoint`` must be one the instances (or the senders) of this protocol reach (its class
+    is loaded, so its points are declared); a driver point ends the driver and is armed by the
+    environment."""
     from backends import failpoints
 
     name = settings.fail_point
-    valid = sorted(n for n in failpoints.DECLARED if n.startswith(("spark.worker.", f"spark.{settings.protocol}.")))
+    valid = sorted({n for n in failpoints.DECLARED if n.startswith(("spark.worker.", f"spark.{settings.protocol}."))}
+                   | set(protocol_class(settings.protocol).sender_points))
     if name and name not in valid:
         hint = (f"; a driver's point ends the driver: arm it with {failpoints.ENV}={name}"
                 if name.startswith("spark.driver.") else "")

@@ -410,7 +410,8 @@ def test_spark_matrix_round_trips_with_the_keys_the_matrix_wrote(tmp_path):
     figures = {"throughput", "checkpoint_ms", "recovery_ms", "restart_ms"}
     assert set(coord) == {"protocol", "backend", "skipped", "exactly_once", "failures", "work",
                           "metrics", "recovery_phases", "rounds", "ratio_none", "ratio_spark_state",
-                          "ratio_none_spread", *figures, *(f + "_spread" for f in figures)}
+                          "ratio_none_spread", "overhead_us", *figures,
+                          *(f + "_spread" for f in figures)}
     assert set(skipped) == {"protocol", "backend", "skipped", "exactly_once", "work", "rounds",
                             "ratio_none", "ratio_spark_state", *figures}
     assert coord["ratio_none"] == 0.9 and set(coord["rounds"][0]) == {

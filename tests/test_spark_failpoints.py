@@ -59,8 +59,9 @@ def test_every_spark_fail_point_is_declared_and_covered():
 
     mine = {n for n in failpoints.DECLARED if n.startswith(("spark.worker.", "spark.driver.",
                                                               "spark.coordinated.", "spark.uncoordinated.",
-                                                              "spark.logio."))}
-    covered = {point for _, point in CASES} | {"spark.driver.during_commit"}
+                                                              "spark.logio.", "spark.sender."))}
+    covered = ({point for _, point in CASES} | {"spark.driver.during_commit"}
+               | {point for _, point in SENDER_CASES})
     assert mine == covered
 
 
@@ -74,6 +75,22 @@ def test_exactly_once_when_an_instance_dies_at(spark, tmp_path, protocol, point)
     assert m.exactly_once, m.verify_detail
     (episode,) = m.recoveries
     assert episode.load_bytes > 0 and episode.total_ms == pytest.approx(m.recovery_ms[0])
+
+
+#: protocol -> a fail point its senders reach (:mod:`spark_integration.protocols.sender_log`)
+SENDER_CASES = [("uncoordinated", "spark.sender.before_log_write"), ("logio", "spark.sender.before_log_write")]
+
+
+@pytest.mark.parametrize("protocol,point", SENDER_CASES, ids=[p for p, _ in SENDER_CASES])
+def test_exactly_once_when_a_sender_dies_after_passing_its_events_on_before_logging_them(
+        spark, tmp_path, protocol, point):
+    """A sender hands Spark its events before it logs them: dying in between must cost nothing
+    but the micro-batch's re-run (its events reached no instance, nothing was acknowledged)."""
+    conf = {**entries(tmp_path, protocol, f"fp-{protocol[:3]}-sender"),
+            PREFIX + "failAt": FAIL_AT, PREFIX + "failInstance": "1", PREFIX + "failPoint": point}
+    m = run_job(spark, from_conf(conf), JobSpec(**SPEC))
+    assert m.failures == 1, m.summary()
+    assert m.exactly_once, m.verify_detail
 
 
 def test_exactly_once_when_the_driver_dies_during_coordinated_commit(spark, tmp_path):
@@ -113,3 +130,7 @@ def test_a_fail_point_the_instances_never_reach_is_refused():
         check_fail_point(Settings(protocol="coordinated", fail_point="spark.logio.before_log_commit"))
     with pytest.raises(SparkIntegrationError, match="CKPTBENCH_FAILPOINT=spark.driver.during_commit"):
         check_fail_point(Settings(protocol="coordinated", fail_point="spark.driver.during_commit"))
+    # a sender's point, for a protocol whose senders log (and only for one)
+    check_fail_point(Settings(protocol="logio", fail_point="spark.sender.before_log_write"))
+    with pytest.raises(SparkIntegrationError, match="not one the instances of protocol 'coordinated'"):
+        check_fail_point(Settings(protocol="coordinated", fail_point="spark.sender.before_log_write"))

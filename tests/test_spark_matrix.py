@@ -53,6 +53,8 @@ def test_rows_are_medians_with_per_round_ratios_work_and_skips():
     assert coord.work["checkpoints"] == 4 and coord.work["checkpoint_bytes"] == 600000
     assert coord.exactly_once is True and none.exactly_once is None
     assert coord.ratio["spark_state"] is None  # no baseline ran
+    # µs per event over none in each round (1111.1, 263.2, 1666.7), then the median
+    assert coord.overhead_us == 1111.111 and none.overhead_us == 0.0
     assert logio.skipped.startswith("BackendUnavailableError") and logio.throughput is None
     table = format_table(rows)
     logio_line = next(line for line in table.splitlines() if line.startswith("logio"))
@@ -62,6 +64,8 @@ def test_rows_are_medians_with_per_round_ratios_work_and_skips():
     doc = Matrix(job=JobSpec(), rounds=3, warmup_rounds=1, rows=rows)
     assert "[MATRIX], coordinated/indexed_fs / none (median of rounds), 0.900" in summary_lines(doc)
     assert "[MATRIX], none / fastest other row (medians), 1.250" in summary_lines(doc)
+    assert "[MATRIX], coordinated/indexed_fs µs/event over none (median of rounds), 1111.111" in summary_lines(doc)
+    assert "1111.11" in next(line for line in table.splitlines() if line.startswith("coordinated"))
     doc.warmup = [WarmupRun(1, "none", "-", 1.0, 4.0), WarmupRun(1, "none", "-", 1.0, 3.0)]
     for row in rows:
         for i, r in enumerate(row.rounds):
@@ -148,7 +152,7 @@ def test_a_run_too_short_to_compare_with_none_prints_too_short_not_a_ratio():
         runs.append({**r, "metrics": steady if r["protocol"] == "none" else {**steady, "Checkpoints": 1}})
     rows = summarize(PLAN[:2], runs, {})
     coord_line = next(line for line in format_table(rows).splitlines() if line.startswith("coordinated"))
-    assert TOO_SHORT in coord_line and "0.90" not in coord_line
+    assert TOO_SHORT in coord_line and "0.90" not in coord_line and "1111" not in coord_line
     doc = Matrix(job=JobSpec(), rounds=3, warmup_rounds=1, rows=rows)
     assert f"[MATRIX], coordinated/indexed_fs / none (median of rounds), {TOO_SHORT}" in summary_lines(doc)
     data = {"m": doc.to_json()}
@@ -156,4 +160,5 @@ def test_a_run_too_short_to_compare_with_none_prints_too_short_not_a_ratio():
     assert TOO_SHORT in spark_matrix_headline(data)
     # long enough on both sides: the ratio is back
     long_rows = summarize(PLAN[:2], [{**r, "metrics": {"Checkpoints": 5, "SteadySeconds": 20.0}} for r in RUNS], {})
-    assert "0.90" in format_table(long_rows)
+    assert "0.90" in format_table(long_rows) and "1111.11" in format_table(long_rows)
+    assert "| 0.90x | 1,111 |" in "\n".join(spark_matrix({"m": Matrix(job=JobSpec(), rows=long_rows).to_json()}))

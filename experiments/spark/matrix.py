@@ -64,7 +64,7 @@ from experiments.spark.advise import cost_inputs
 from experiments.spark.cost import cost_report
 from experiments.spark.job import latency_over_time
 from experiments.spark.matrix_result import (NO_CHECKPOINTS, Matrix, RoundRun, Row, Spread, WarmupRun,
-                                            ratio_to_none, reference_metrics)
+                                            overhead_us, ratio_to_none, reference_metrics)
 from experiments.spark.session import spark_session
 
 SCHEMA = Matrix.SCHEMA
@@ -273,8 +273,8 @@ def median_metrics(per_round: list[dict[str, Any]]) -> dict[str, Any]:
 
 def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -> list[Row]:
     """One row per combination: medians and spread over its rounds (the recovery phases each on
-    their own), per-round ratios to every reference that ran in the same round, the work done,
-    exactly-once over all rounds."""
+    their own), per-round ratios to every reference that ran in the same round and the µs per
+    event over ``none``'s in the same round, the work done, exactly-once over all rounds."""
     refs = [p for p, b in plan if b is None and p in references()]
     by_round: dict[tuple[int, str], float] = {(r["round"], r["protocol"]): r["throughput"]
                                               for r in runs if r["backend"] == "-"}
@@ -300,6 +300,9 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
                 row.ratio_spread[ratio_key(ref)] = Spread(**{
                     k: [round(x, 3) for x in v] if isinstance(v, list) else round(v, 3)
                     for k, v in median_spread(per_round).items()})
+        added = [overhead_us(r["throughput"], by_round[(r["round"], NO_CHECKPOINTS)]) for r in mine
+                 if NO_CHECKPOINTS in refs and r["throughput"] and by_round.get((r["round"], NO_CHECKPOINTS))]
+        row.overhead_us = round(statistics.median(added), 3) if added else None
         verdicts = [r["exactly_once"] for r in mine if r["exactly_once"] is not None]
         row.exactly_once = all(verdicts) if verdicts else None
         row.failures = statistics.median(r["failures"] for r in mine)
@@ -361,7 +364,7 @@ def format_table(rows: list[Row]) -> str:
     """Medians, their range over the rounds, ratios (median of per-round ratios), the work done;
     ``–`` where a row has no figure."""
     refs = references()
-    head = ("protocol", "backend", "events/s", "range", *(f"x {ref}" for ref in refs), "ckpt ms",
+    head = ("protocol", "backend", "events/s", "range", *(f"x {ref}" for ref in refs), "+µs/event", "ckpt ms",
             "recovery ms", "ckpts", "ckpt MB", "logged MB", "ExactlyOnce")
     lines = []
     none = reference_metrics(rows)
@@ -378,6 +381,7 @@ def format_table(rows: list[Row]) -> str:
         lines.append([r.protocol, r.backend, _num(r.throughput, ",.0f"),
                       _spread(r, "throughput", ",.0f"),
                       *(ratio(r, ref) for ref in refs),
+                      ratio_to_none(r.overhead_us, r.metrics, r.protocol, none, lambda v: _num(v, ".2f")),
                       _num(r.checkpoint_ms, ".1f"), _num(r.recovery_ms, ".0f"),
                       _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo])
     out = "\n".join(text_table(list(head), lines))
@@ -413,6 +417,9 @@ def summary_lines(doc: Matrix) -> list[str]:
         if r.protocol != NO_CHECKPOINTS and r.ratio.get(key) is not None:
             out.append(f"[MATRIX], {label(r.protocol, r.backend)} / none (median of rounds), "
                        + ratio_to_none(r.ratio[key], r.metrics, r.protocol, none, lambda v: f"{v:.3f}"))
+        if r.protocol != NO_CHECKPOINTS and r.overhead_us is not None:
+            out.append(f"[MATRIX], {label(r.protocol, r.backend)} µs/event over none (median of rounds), "
+                       + ratio_to_none(r.overhead_us, r.metrics, r.protocol, none, lambda v: f"{v:.3f}"))
     cpu = jvm_cpu_by_round(doc)
     if cpu:
         out.append("[MATRIX], JVM CPU per run (s; warm-up, then each round), "

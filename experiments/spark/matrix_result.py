@@ -47,6 +47,13 @@ def too_short(metrics: dict[str, Any] | None, protocol: str) -> str | None:
     return None
 
 
+def overhead_us(throughput: float, none_throughput: float) -> float:
+    """What a protocol adds to each event, in µs, over ``none`` at these throughputs (events/s):
+    the difference of their times per event.  Unlike the ratio it does not shrink as the job
+    around the protocol gets slower, so it compares rows of different jobs and machines."""
+    return 1e6 / throughput - 1e6 / none_throughput
+
+
 def ratio_to_none(ratio: float | None, mine: dict[str, Any] | None, protocol: str,
                   none: dict[str, Any] | None, fmt: Any = times) -> str:
     """A table's ratio to ``none``: ``fmt(ratio)``, or :data:`TOO_SHORT` when either run is
@@ -128,6 +135,9 @@ class Row:
     #: reference protocol (``-`` as ``_``) -> the median of the per-round throughput ratios
     ratio: dict[str, float | None] = flattened("ratio_")
     ratio_spread: dict[str, Spread] = flattened("ratio_", "_spread")
+    #: µs each event costs over ``none``'s (:func:`overhead_us`), per round against ``none`` in
+    #: the same round, then the median over the rounds (None: no ``none`` ran beside it)
+    overhead_us: float | None = optional()
     exactly_once: bool | None = None
     failures: float | None = optional()
     work: Work | None = None
@@ -195,11 +205,12 @@ def spark_matrix(runs: Runs) -> list[str]:
         mb = (lambda k: num(round(work[k] / 1e6, 2)) if k in work else "-")  # noqa: E731
         rows.append([r.protocol, r.backend, num(r.throughput), rng,
                      ratio_to_none(r.ratio.get("none"), r.metrics, r.protocol, none),
+                     ratio_to_none(r.overhead_us, r.metrics, r.protocol, none, num),
                      times(r.ratio.get("spark_state")), num(r.checkpoint_ms), num(r.recovery_ms),
                      num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
                      eo if not r.skipped else f"skipped: {r.skipped}"])
     return md_table(["protocol", "backend", "events/s (median)", "range over rounds", "x none",
-                     "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
+                     "µs/event over none", "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
                      "logged MB", "exactly once"], rows)
 
 

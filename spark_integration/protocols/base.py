@@ -67,6 +67,9 @@ class CommitResult:
 
 class Protocol(abc.ABC, Generic[C, R]):
     name: ClassVar[str] = ""
+    #: the fail points its senders reach (those that log: :data:`.sender_log.SENDER_POINTS`),
+    #: armed by the driver's plan as its instances' ``spark.worker.*`` and own points are
+    sender_points: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -114,8 +117,12 @@ class Protocol(abc.ABC, Generic[C, R]):
 
     # -- instance side ----------------------------------------------------------------------
     def acknowledge(self, settings: Settings, instance: int, batch_seq: int) -> int:
-        """Before processing a micro-batch's events (LOG.io: assign them to an Input Set durably);
-        returns the backend operations issued."""
+        """When a micro-batch's events start to arrive (LOG.io: assign them to an Input Set
+        durably); returns the backend operations issued.  It runs in a thread of its own while
+        the task applies the events, and the task waits for it before anything else it does —
+        its checkpoint or commit, its result, any injected failure
+        (:class:`~spark_integration.operators.Acknowledgement` says why that is as safe as
+        writing it first)."""
         return 0
 
     def receive(self, settings: Settings, instance: int, batch_seq: int, state: KeyedState,

@@ -8,8 +8,12 @@ the per-output-port sequence number ``b`` = the micro-batch):
   (``log-s<s>/d<i>/b<b>``, the keys) *before* it is shuffled — the same sender logging as
   ``uncoordinated`` (:mod:`.sender_log`); logged and not yet acknowledged =
   status *undone, no Input Set*.
-* Acknowledgement: before processing, instance ``i`` durably assigns the events it received
-  (``(s, b)`` for every sender ``s``) to its Input Set ``b``: one put of ``i<i>/ack/b<b>``.
+* Acknowledgement: instance ``i`` durably assigns the events it receives (``(s, b)`` for every
+  sender ``s``) to its Input Set ``b``: one put of ``i<i>/ack/b<b>``, written while the events
+  arrive and are applied to the working state, and durable before the instance commits, reports
+  or reaches any fail point (:class:`~spark_integration.operators.Acknowledgement`: applying
+  changes nothing but working state a crash loses, so no step that can be observed finds it
+  otherwise than when the put came first).
 * Commit: after processing, **one atomic commit per Input Set**: a checkpoint ``i<i>/c/b<b>`` in
   the job's layout (:mod:`spark_integration.layouts`) holding the Input Set's output events (the
   new counts of the keys it touched, output port sequence number ``b``), the operator state (those
@@ -33,8 +37,8 @@ The failed micro-batch is not fed again (``Recovery.from_log``) when the senders
 of it: the driver then runs only the P instances, with no input — no source read, no logging
 stage, no shuffle — and each brings itself to the end of the batch from the backend.  The log
 holds all of it once any instance acknowledged the batch: a keyed task starts only after every
-sender task of the batch finished, and a sender puts and flushes its entries before it passes
-one event on.  (Without that evidence — the batch failed before any instance acknowledged it, or
+sender task of the batch finished, and a sender task finishes only once its entries are put and
+flushed (:mod:`.sender_log`, "When a message is logged").  (Without that evidence — the batch failed before any instance acknowledged it, or
 every acknowledgement was collected by a full commit — the batch is re-run from the source as a
 whole, and an instance that already processed it drops the live delivery by high-water mark.)
 A neighbour's working state at the batch counts as processed only if it applied as many events
@@ -71,7 +75,7 @@ from ..orphans import References
 from ..settings import Settings
 from ..store import Scoped, participant_store
 from .base import CommitResult, Protocol, Recovery
-from .sender_log import LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
+from .sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
 from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 BEFORE_LOG_COMMIT = failpoints.declare(
@@ -166,6 +170,7 @@ def committed_state(store: Scoped, layout: Layout,
 
 class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
     name = "logio"
+    sender_points = SENDER_POINTS
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -181,7 +186,7 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
 
     def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
         self.senders = parallelism
-        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, self._log_gc(parallelism)), parallelism)
+        return logging_stage(self.settings, df, LogPlan.of(plan, self._log_gc(parallelism)), parallelism)
 
     def _log_gc(self, parallelism: int) -> tuple[tuple[int, int, int], ...]:
         """The senders' log entries to delete now, taken as deleted: the events of the Input

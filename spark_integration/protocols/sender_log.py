@@ -7,6 +7,20 @@ channel carries one message per micro-batch).  A message holds the columns the r
 reads (:attr:`~spark_integration.keyed_state.KeyedState.COLUMNS`), so replaying it needs nothing
 else.  The driver decides which entries are garbage (:class:`LogPlan`); the senders delete them.
 
+When a message is logged.  A sender passes its events on as they arrive and keeps each
+destination's share; once its input has ended it writes the whole micro-batch's log in one
+``put_many`` (one batch write, one group commit, instead of a put per destination), flushes it,
+and only then returns.  The log is still durable before any receiver sees one of its events:
+Spark's shuffle hands a map task's output to the next stage only once that task has succeeded,
+and a ``mapInArrow`` task succeeds only once its Python generator has returned — after the
+flush.  A sender that dies (or whose put or flush fails) before that fails its task, and its
+events reach no receiver (the micro-batch is re-run); one that has returned has logged all of
+them.  So every event a receiver applies is in the log, the one fact :mod:`.logio` (an
+acknowledged micro-batch is wholly logged) and :mod:`.uncoordinated` (the senders have logged
+every channel up to the micro-batch before a failed one) recover from.  Passing the events on
+first keeps the logging off the micro-batch's critical path: Spark turns them into shuffle
+rows while the sender is still reading, instead of after it has logged them all.
+
 The bytes the senders put are counted per job in a Spark accumulator created on the driver
 (:func:`logged_bytes` reads it there): the log's volume is work the protocol does, reported beside
 the bytes checkpointed.  Spark applies an accumulator update only for a task that succeeded, so a
@@ -21,11 +35,14 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from backends import failpoints
+
 from ..keyed_state import encode_log
 from ..operators import state_class
 from ..orphans import References
 from ..settings import Settings
 from ..store import Scoped, participant_store
+from .tokens import BatchPlan
 
 
 def log_key(dest: int, batch: int) -> str:
@@ -48,49 +65,82 @@ def sender_owner(sender: int) -> str:
     return f"log-s{sender}"
 
 
+BEFORE_LOG_WRITE = failpoints.declare(
+    "spark.sender.before_log_write",
+    "a sender dies with every event of its micro-batch passed on to Spark, before its log "
+    "entries are written")
+#: the fail points the senders reach (armed by the driver's plan like an instance's)
+SENDER_POINTS = (BEFORE_LOG_WRITE,)
+
+
 @dataclass(frozen=True)
 class LogPlan:
     """What every sender does in one micro-batch: log it, and delete the entries named in ``gc``."""
 
     batch_seq: int
     gc: tuple[tuple[int, int, int], ...]  # (dest, from_batch, below_batch): entries senders delete
+    #: a sender fail point the driver's plan armed: sender ``kill_sender`` dies at it once it has
+    #: passed on an event >= ``kill_offset`` (None: none armed)
+    fail_point: str | None = None
+    kill_offset: int | None = None
+    kill_sender: int = 0
+
+    @classmethod
+    def of(cls, plan: BatchPlan, gc: tuple[tuple[int, int, int], ...]) -> "LogPlan":
+        """The senders' part of the driver's ``plan``, with the entries to delete."""
+        if plan.fail_point not in SENDER_POINTS or plan.kill_offset is None:
+            return cls(plan.batch_seq, gc)
+        return cls(plan.batch_seq, gc, plan.fail_point, plan.kill_offset, plan.kill_instance)
 
 
 def log_partition(settings: Settings, plan: LogPlan, parallelism: int, logged: Any,
                   batches: Iterator[Any]) -> Iterator[Any]:
-    """``mapInArrow`` body of the senders: log per destination, then pass the events on;
-    ``logged`` (an accumulator, or None) counts the bytes put."""
+    """``mapInArrow`` body of the senders: pass the events on as they come, keep each
+    destination's share, and log every share before the task ends; ``logged`` (an accumulator,
+    or None) counts the bytes put.
+
+    Passing an event on before it is logged is safe (module doc, "When a message is logged"):
+    nothing this task hands Spark reaches a receiver before the task has succeeded, and it
+    succeeds only after this generator has returned, i.e. after the log's flush."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark import TaskContext
 
     sender = TaskContext.get().partitionId()
     columns = state_class(settings).COLUMNS  # what the receiving operator reads: all it needs to replay
-    out, parts = [], {d: [] for d in range(parallelism)}
+    parts: dict[int, list[list[np.ndarray]]] = {d: [] for d in range(parallelism)}
+    hi = -1
     for rb in batches:
+        if rb.num_rows:
+            hi = max(hi, int(pc.max(rb.column("seq")).as_py()))
         dest = rb.column("dest").to_numpy()
         cols = [rb.column(c).to_numpy() for c in columns]
         for d in range(parallelism):
             parts[d].append([c[dest == d] for c in cols])
-        out.append(rb.drop_columns(["dest"]) if hasattr(rb, "drop_columns") else
-                   pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1]))
+        yield (rb.drop_columns(["dest"]) if hasattr(rb, "drop_columns") else
+               pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1]))
+    if plan.fail_point and sender == plan.kill_sender and hi >= plan.kill_offset:
+        failpoints.arm(plan.fail_point)  # a sender keeps no working state: no failure record
+    failpoints.hit(BEFORE_LOG_WRITE)
+    entries = []
+    for d, chunks in parts.items():
+        merged = [np.concatenate([ch[j] for ch in chunks]) if chunks else np.zeros(0, np.int64)
+                  for j in range(len(columns))]
+        entries.append((log_key(d, plan.batch_seq), encode_log(merged)))
     with participant_store(settings, sender_owner(sender)) as store:
-        for d, chunks in parts.items():
-            merged = [np.concatenate([ch[j] for ch in chunks]) if chunks else np.zeros(0, np.int64)
-                      for j in range(len(columns))]
-            blob = encode_log(merged)
-            store.put(log_key(d, plan.batch_seq), blob)
-            if logged is not None:
-                logged.add(len(blob))
+        store.put_many(entries)  # the micro-batch's whole log: one batch write, one group commit
         store.flush()
         drop_logged(store, plan.gc)
-    yield from out
+    if logged is not None:
+        logged.add(sum(len(blob) for _, blob in entries))
 
 
 def drop_logged(store: Scoped, gc: tuple[tuple[int, int, int], ...]) -> None:
-    """A sender's log GC: delete the entries ``gc`` names (``(dest, from_batch, below_batch)``)."""
-    for dest, lo, hi in gc:
-        for b in range(lo, hi):
-            store.delete(log_key(dest, b))
+    """A sender's log GC: delete the entries ``gc`` names (``(dest, from_batch, below_batch)``),
+    in one batch delete."""
+    keys = [log_key(dest, b) for dest, lo, hi in gc for b in range(lo, hi)]
+    if keys:
+        store.delete_many(keys)
 
 
 def collect_logs(settings: Settings, gc: tuple[tuple[int, int, int], ...], senders: int) -> None:

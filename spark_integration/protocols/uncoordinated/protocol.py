@@ -41,7 +41,7 @@ from ...orphans import References
 from ...settings import Settings
 from ...store import participant_store
 from ..base import CommitResult, Protocol, Recovery
-from ..sender_log import LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
+from ..sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
 from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
 from .fence import fence, new_incarnation
 from .recovery import line_for, sender_id
@@ -68,6 +68,7 @@ def submit_checkpoint(settings: Settings, instance: int, batch_seq: int, encoded
 
 class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
     name = "uncoordinated"
+    sender_points = SENDER_POINTS
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -80,7 +81,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         return InstanceSchedule(s.interval, s.jitter, s.job_id)
 
     def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
-        return logging_stage(self.settings, df, LogPlan(plan.batch_seq, self._log_gc()), parallelism)
+        return logging_stage(self.settings, df, LogPlan.of(plan, self._log_gc()), parallelism)
 
     def _log_gc(self) -> tuple[tuple[int, int, int], ...]:
         """The senders' log entries to delete now, taken as deleted: every channel's entries
