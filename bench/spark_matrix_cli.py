@@ -19,6 +19,9 @@ from .outputs import save_page
 from .spark_cli import (COUNT, JOBS, OFFSET, SKEW, SKEW_SYNTAX, add_state_args, check_failures,
                         job_spec)
 
+#: the session the matrix runs on without --cluster
+MASTER = "local[2]"
+
 DESCRIPTION = """\
 Run every protocol on every backend (a protocol without a backend once) and the baselines on one
 local SparkSession: --warmup rounds first, then --rounds interleaved rounds, each in an order
@@ -73,7 +76,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--orphans", action="store_true",
                    help="count what each protocol leaves in each store off its recovery line, before "
                         "and after its GC (bench spark --orphans; the census adds to the runs' time)")
-    p.add_argument("--master", default="local[2]")
+    p.add_argument("--master", default=MASTER)
     p.add_argument("--json", default=None, metavar="FILE",
                    help=f"(default {DEFAULT_JSON}, with --cluster {SCALING_JSON}; its report page "
                         f"goes beside it as .html)")
@@ -107,6 +110,9 @@ def check_cluster(args: argparse.Namespace) -> None:
                              f"run with --cluster only; give one")
         args.parallelism = given[0] if given else 2
         return
+    if args.master != MASTER:
+        raise UsageError(f"--master {args.master} and --cluster: --cluster runs on the cluster's own "
+                         f"master; give one of them")
     if args.fail_node is not None and len(args.fail_at) > 1:
         raise UsageError("--fail-node kills one host, at one offset: give at most one --fail-at")
     args.parallelism = list(dict.fromkeys(given or PARALLELISM))
@@ -180,9 +186,8 @@ def run_cluster(args: argparse.Namespace, protocols: list[str], backends: list[s
     parallelisms, args.parallelism = args.parallelism, args.parallelism[0]
     spec = job_spec(args, verify=True)
     args.json = args.json or scaling.DEFAULT_JSON
-    doc = scaling.run(protocols, backends, spec, parallelisms, args.fail_node,
-                      args.fail_at[0] if args.fail_at else None, args.interval, rounds=args.rounds,
-                      warmup=args.warmup, echo=echo,
+    doc = scaling.run(protocols, backends, spec, parallelisms, args.fail_at, args.fail_node,
+                      args.interval, rounds=args.rounds, warmup=args.warmup, echo=echo,
                       state=spark_matrix.StateSetup(str(args.state_bytes), args.layout, args.chunk_bytes,
                                                     args.cold_restore))
     print(to_text(doc))

@@ -61,4 +61,6 @@ def test_cluster_options_are_refused_in_one_line_without_cluster(capsys):
     args = parser.parse_args(["spark-matrix", "--cluster", "--fail-node", "1", "--fail-at", "10",
                               "--fail-at", "20", "--backends", "redis"])
     assert run(args) == 2 and "at most one --fail-at" in capsys.readouterr().err
+    args = parser.parse_args(["spark-matrix", "--cluster", "--master", "local[4]", "--backends", "redis"])
+    assert run(args) == 2 and "--master local[4] and --cluster" in capsys.readouterr().err
     assert parser.parse_args(["spark-matrix", "--parallelism", "2,4,6"]).parallelism == [2, 4, 6]

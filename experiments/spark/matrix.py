@@ -143,7 +143,8 @@ class Where:
     namespace, tmp)``), what becomes of its settings before it starts (``place``), the hosts that
     die in a run that takes failures (``node_losses``, :mod:`spark_integration.node_loss`) and
     what is done after such a run (``after_loss``: bring the lost hosts back, so every run of the
-    matrix starts on the same hosts).  ``node_losses`` makes them afresh for each run: a
+    matrix starts on the same hosts; its time counts in the run's ``seconds``, never in its
+    figures).  ``node_losses`` makes them afresh for each run: a
     :class:`~spark_integration.node_loss.NodeLoss` records its own strike.  :data:`HERE` is this
     machine."""
 

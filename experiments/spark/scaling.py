@@ -30,6 +30,7 @@ from dataclasses import replace
 import time
 from typing import Any, Callable
 
+from backends.base import BadOptionError
 from spark_integration.conf import build
 from spark_integration.job import JobSpec
 from spark_integration.node_loss import executor_hosts
@@ -93,29 +94,33 @@ def check_parallelisms(values: list[int]) -> list[int]:
     """The parallelisms in the order given, once each; a value below 1 is refused."""
     bad = [p for p in values if p < 1]
     if bad or not values:
-        raise ValueError(f"--parallelism {','.join(map(str, values))}: give instance counts of 1 or "
+        raise BadOptionError(f"--parallelism {','.join(map(str, values))}: give instance counts of 1 or "
                          f"more, e.g. {','.join(map(str, PARALLELISM))}")
     return list(dict.fromkeys(values))
 
 
 def run(protocols: list[str], backends: list[str], spec: JobSpec, parallelisms: list[int] = list(PARALLELISM),
-        fail_node: int | None = None, fail_offset: int | None = None, interval: int = 1,
+        fail_at: list[int] = [], fail_node: int | None = None, interval: int = 1,
         rounds: int = 1, warmup: int = WARMUP_ROUNDS, echo: Callable[..., None] = print,
         state: StateSetup = StateSetup(), state_dir: str | None = None) -> Scaling:
-    """Every parallelism's matrix on one session on the cluster (the module doc)."""
+    """Every parallelism's matrix on one session on the cluster (the module doc).  ``fail_at``:
+    the instance failures of every run that takes failures, as ``bench spark-matrix``'s; with
+    ``fail_node`` its one offset (default: half the events) is where host ``fail_node`` dies
+    instead."""
     parallelisms = check_parallelisms(parallelisms)
-    offset = fail_offset if fail_offset is not None else spec.events // 2
+    offset = fail_at[0] if fail_at else spec.events // 2
     master, conf, _ = on_cluster.placement(on_cluster.CLUSTER, build(), state_dir=state_dir)
     check_backends(protocols, backends, state_dir)
     on_cluster.node_losses(fail_node, offset, state_dir)  # a host the cluster lacks: refused now
     st = services.status([on_cluster.CLUSTER], state_dir=state_dir)[0]["settings"]
     doc = Scaling(hosts=int(st["workers"]), cores_per_host=int(st["cores_per_host"]),
                   fail_node=fail_node, fail_offset=offset if fail_node is not None else None)
+    instance_failures = [] if fail_node is not None else list(fail_at)
     with spark_session(master, protocols, conf) as spark:
         where = cluster_where(spark, fail_node, offset, state_dir)
         for p in parallelisms:
             echo(f"# parallelism {p} over {doc.hosts} hosts", flush=True)
-            doc.matrices.append(run_matrix(spark, protocols, backends, replace(spec, parallelism=p), [],
-                                           interval, baselines=False, rounds=rounds, warmup=warmup,
-                                           echo=echo, state=state, where=where))
+            doc.matrices.append(run_matrix(spark, protocols, backends, replace(spec, parallelism=p),
+                                           instance_failures, interval, baselines=False, rounds=rounds,
+                                           warmup=warmup, echo=echo, state=state, where=where))
     return doc
