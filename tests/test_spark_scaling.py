@@ -64,3 +64,18 @@ def test_cluster_options_are_refused_in_one_line_without_cluster(capsys):
     args = parser.parse_args(["spark-matrix", "--cluster", "--master", "local[4]", "--backends", "redis"])
     assert run(args) == 2 and "--master local[4] and --cluster" in capsys.readouterr().err
     assert parser.parse_args(["spark-matrix", "--parallelism", "2,4,6"]).parallelism == [2, 4, 6]
+
+
+def test_store_options_put_file_stores_on_the_clusters_hdfs_and_servers_behind_its_relay(tmp_path):
+    """What every host reaches: a file backend's directory on the cluster's NameNode, a server's
+    namespace without its loopback host (placement sets the relay's), and nothing for a store
+    that only a local directory holds (which placement then refuses)."""
+    from experiments.spark.on_cluster import store_options
+
+    state = str(tmp_path / "state")
+    assert store_options("indexed_fs", "ns1", state)["path"].startswith("hdfs://10.77.0.1:8020/ckptbench/ns1")
+    assert store_options("default_fs", "ns1", state)["path"].startswith("hdfs://")
+    assert store_options("rocksdb", "ns1", state) == {}
+    redis = store_options("redis", "ns1", state)
+    assert "host" not in redis and redis["prefix"] == "ckpt:ns1:"
+    assert "endpoint" not in store_options("minio", "ns1", state)
