@@ -41,6 +41,8 @@ def test_scaling_document_round_trips_and_its_tables_give_each_parallelism_and_t
     assert "| coordinated | indexed_fs | 500 | 750 | - | - |" in md and "skipped: HDFS is down" in md
     # indexed_fs did not run at 6: no ratio from a missing end point
     assert speedup([500.0, 750.0, None]) is None and speedup([None, 1.0]) is None
+    # a second run (other stores) adds its own tables after the first's
+    assert "\n".join(markdown({"run": doc.to_json(), "stores": doc.to_json()})).count("| x (p=6 / p=2) |") == 2
     assert headline({"run": doc.to_json()}) == "events/s at p=6 over p=2 on 3 hosts: none 1.80x, coordinated 1.80x"
 
 

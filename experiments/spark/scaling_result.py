@@ -111,31 +111,34 @@ def scaling_rows(doc: Scaling) -> tuple[list[str], list[list[str]]]:
 
 
 def markdown(runs: Runs) -> list[str]:
-    """The scaling table, then one table per parallelism (``bench reproduce cluster-scaling``)."""
-    (doc,) = (Scaling.from_json(d) for d in runs.values())
-    with_loss = doc.fail_node is not None
-    out = md_table(*scaling_rows(doc))
-    for m in doc.matrices:
-        out += ["", f"Parallelism {m.job.parallelism} over {doc.hosts} hosts:", ""]
-        out += md_table(*parallelism_rows(m, with_loss))
+    """Each run's scaling table, then one table per parallelism (``bench reproduce
+    cluster-scaling``: one run per set of protocols x stores)."""
+    out: list[str] = []
+    for doc in map(Scaling.from_json, runs.values()):
+        with_loss = doc.fail_node is not None
+        out += ([""] if out else []) + md_table(*scaling_rows(doc))
+        for m in doc.matrices:
+            out += ["", f"Parallelism {m.job.parallelism} over {doc.hosts} hosts:", ""]
+            out += md_table(*parallelism_rows(m, with_loss))
     return out
 
 
 def headline(runs: Runs) -> str:
     """Each protocol's throughput at the largest parallelism over the smallest (its range over
-    the stores)."""
-    (doc,) = (Scaling.from_json(d) for d in runs.values())
-    ps = doc.parallelisms()
+    the stores of every run)."""
+    docs = [Scaling.from_json(d) for d in runs.values()]
     by: dict[str, list[float]] = {}
-    for protocol, backend in combinations(doc):
-        x = speedup(scaling_of(doc, "throughput", protocol, backend))
-        if x is not None:
-            by.setdefault(protocol, []).append(x)
-    if not by or len(ps) < 2:
+    for doc in docs:
+        for protocol, backend in combinations(doc):
+            x = speedup(scaling_of(doc, "throughput", protocol, backend))
+            if x is not None and len(doc.parallelisms()) > 1:
+                by.setdefault(protocol, []).append(x)
+    if not by:
         return "events/s by parallelism: no combination ran at two parallelisms"
+    ps = docs[0].parallelisms()
     span = (lambda v: times(v[0]) if times(min(v)) == times(max(v))  # noqa: E731
             else f"{min(v):.2f}–{max(v):.2f}x")
-    return (f"events/s at p={ps[-1]} over p={ps[0]} on {doc.hosts} hosts: "
+    return (f"events/s at p={ps[-1]} over p={ps[0]} on {docs[0].hosts} hosts: "
             + ", ".join(f"{p} {span(v)}" for p, v in by.items()))
 
 
