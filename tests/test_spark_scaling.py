@@ -33,6 +33,7 @@ def test_scaling_document_round_trips_and_its_tables_give_each_parallelism_and_t
     doc = Scaling.from_json(_doc().to_json())
     assert doc.parallelisms() == [2, 4, 6] and doc.matrices[1].rows[1].throughput == 1500.0
     text = to_text(doc)
+    assert doc.table == text.splitlines() and "table" not in doc.to_json()
     assert "[SCALING] parallelism 4 over 3 hosts, host 1 lost at event 20000" in text
     assert "executor loss ms" in text and "1,800          1.80x" in text
     md = "\n".join(markdown({"run": doc.to_json()}))

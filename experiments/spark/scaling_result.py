@@ -42,6 +42,11 @@ class Scaling(Document):
     def parallelisms(self) -> list[int]:
         return [m.job.parallelism for m in self.matrices]
 
+    @property
+    def table(self) -> list[str]:
+        """The tables the command printed (what the report page shows of it)."""
+        return to_text(self).splitlines()
+
 
 def executor_loss_ms(row: Row) -> float | None:
     """The row's median time for Spark to notice the lost executor (None: no host was lost, or
