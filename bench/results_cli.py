@@ -25,7 +25,8 @@ from .args import EXIT_RUNTIME, UsageError, non_negative_float
 #: :func:`experiments.core.document.parse` knows every schema a ``bench`` command writes
 DOCUMENT_MODULES = (
     "experiments.core.results", "experiments.audit.runner", "experiments.spark.job",
-    "experiments.spark.matrix_result", "experiments.spark.advise", "experiments.spark.advise_state",
+    "experiments.spark.matrix_result", "experiments.spark.scaling_result", "experiments.spark.advise",
+    "experiments.spark.advise_state",
     "experiments.spark.checkmate", "experiments.spark.mst",
     "experiments.spark.stragglers", "experiments.storage.thesis_result",
     "experiments.storage.compare_result", "experiments.storage.peers",

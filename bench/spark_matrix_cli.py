@@ -14,10 +14,13 @@ from typing import Any
 from backends.base import CkptError
 from spark_integration.protocols.registry import protocol_names
 
-from .args import EXIT_USAGE, PROG, UsageError, add_html_arg
+from .args import EXIT_USAGE, PROG, UsageError, add_html_arg, named
 from .outputs import save_page
 from .spark_cli import (COUNT, JOBS, OFFSET, SKEW, SKEW_SYNTAX, add_state_args, check_failures,
                         job_spec)
+
+#: the session the matrix runs on without --cluster
+MASTER = "local[2]"
 
 DESCRIPTION = """\
 Run every protocol on every backend (a protocol without a backend once) and the baselines on one
@@ -25,6 +28,13 @@ local SparkSession: --warmup rounds first, then --rounds interleaved rounds, eac
 rotated by one place.  Prints medians, their range over the rounds and the work each row did
 (checkpoints, bytes checkpointed and logged), writes them as JSON and as a chart.  Ratios are the
 median of per-round ratios to the protocol without checkpoints (none) and to each baseline.
+
+With --cluster the matrix runs on the hosts of `bench services up cluster`, once per
+--parallelism (2,4,6 by default), on one session: a table per parallelism and one of how
+throughput, checkpoint and recovery time change with the instances.  File backends keep their
+store on the cluster's HDFS, servers are reached at the cluster's relays, a store local to each
+host is refused; --fail-node K loses host K in every run that takes failures (and brings it back
+after).  No baselines, no chart: the JSON goes to results/spark-scaling.json by default.
 """
 
 
@@ -34,6 +44,8 @@ def add_parsers(sub: Any) -> None:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from experiments.spark.matrix import DEFAULT_JSON, DEFAULT_PNG, WARMUP_ROUNDS
+    from experiments.spark.scaling import DEFAULT_JSON as SCALING_JSON
+    from experiments.spark.scaling_result import PARALLELISM
 
     p = subparsers.add_parser("spark-matrix", help="run Spark protocols x backends in rounds and plot them",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -50,16 +62,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--keys", type=COUNT, default=10_000)
     p.add_argument("--batch", type=COUNT, default=250_000, help="max events per micro-batch")
     p.add_argument("--interval", type=COUNT, default=1, help="micro-batches per checkpoint")
-    p.add_argument("--parallelism", type=COUNT, default=2)
+    p.add_argument("--parallelism", type=PARALLELISMS, default=None, metavar="N[,N...]",
+                   help="instances (default 2; with --cluster several, default "
+                        f"{','.join(map(str, PARALLELISM))})")
+    p.add_argument("--cluster", action="store_true",
+                   help="run on the hosts of `bench services up cluster`, once per --parallelism")
+    p.add_argument("--fail-node", type=COUNT, metavar="K",
+                   help="--cluster: kill host K in every run that takes failures, at the --fail-at "
+                        "offset (default: half of --events), and start it again after the run")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds measured (median reported)")
     p.add_argument("--warmup", type=int, default=WARMUP_ROUNDS, help="rounds run first and not measured")
     p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET")
     p.add_argument("--orphans", action="store_true",
                    help="count what each protocol leaves in each store off its recovery line, before "
                         "and after its GC (bench spark --orphans; the census adds to the runs' time)")
-    p.add_argument("--master", default="local[2]")
-    p.add_argument("--json", default=DEFAULT_JSON, metavar="FILE",
-                   help=f"(default {DEFAULT_JSON}; its report page goes beside it as .html)")
+    p.add_argument("--master", default=MASTER)
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help=f"(default {DEFAULT_JSON}, with --cluster {SCALING_JSON}; its report page "
+                        f"goes beside it as .html)")
     add_html_arg(p)
     p.add_argument("--png", default=DEFAULT_PNG, metavar="FILE", help=f"(default {DEFAULT_PNG})")
     p.set_defaults(command="spark-matrix")
@@ -68,6 +88,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
+
+
+@named("instance counts, comma-separated")
+def PARALLELISMS(text: str) -> list[int]:  # noqa: N802 - an argparse type, named as COUNT is
+    """``2,4,6``: each a count (:data:`COUNT`)."""
+    return [COUNT(n) for n in names(text)] or [COUNT(text)]
+
+
+def check_cluster(args: argparse.Namespace) -> None:
+    """``--parallelism`` and ``--fail-node`` as ``--cluster`` (or its absence) takes them; sets
+    ``args.parallelism`` to the list ``--cluster`` runs, else to the one instance count."""
+    from experiments.spark.scaling_result import PARALLELISM
+
+    given = args.parallelism
+    if not args.cluster:
+        if args.fail_node is not None:
+            raise UsageError(f"--fail-node {args.fail_node} kills a host of the cluster: give --cluster")
+        if given and len(given) > 1:
+            raise UsageError(f"--parallelism {','.join(map(str, given))}: several instance counts "
+                             f"run with --cluster only; give one")
+        args.parallelism = given[0] if given else 2
+        return
+    if args.master != MASTER:
+        raise UsageError(f"--master {args.master} and --cluster: --cluster runs on the cluster's own "
+                         f"master; give one of them")
+    if args.fail_node is not None and len(args.fail_at) > 1:
+        raise UsageError("--fail-node kills one host, at one offset: give at most one --fail-at")
+    args.parallelism = list(dict.fromkeys(given or PARALLELISM))
 
 
 def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -88,6 +136,7 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     if args.warmup < 0:
         raise UsageError(f"--warmup {args.warmup}: give 0 or more")
     check_failures(args)
+    check_cluster(args)
     return protocols, backends
 
 
@@ -97,9 +146,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         protocols, backends = check(args)
-        spec = job_spec(args, verify=True)
         tty = sys.stderr.isatty()
         echo = lambda *a, **k: tty and print(*a, file=sys.stderr, **k)  # noqa: E731 - progress: a TTY's only
+        if args.cluster:
+            return run_cluster(args, protocols, backends, echo)
+        args.json = args.json or spark_matrix.DEFAULT_JSON
+        spec = job_spec(args, verify=True)
         doc = spark_matrix.run(protocols, backends, spec, args.fail_at, args.interval,
                                baselines=not args.no_spark_state, master=args.master,
                                rounds=args.rounds, warmup=args.warmup, echo=echo,
@@ -122,4 +174,24 @@ def run(args: argparse.Namespace) -> int:
         phases_png = (args.png[:-4] if args.png.endswith(".png") else args.png) + "-recovery.png"
         plot_recovery_phases(doc.rows, phases_png)
         print(f"wrote {phases_png}")
+    return 0
+
+
+def run_cluster(args: argparse.Namespace, protocols: list[str], backends: list[str], echo: Any) -> int:
+    """``--cluster``: every parallelism's matrix on the cluster, its tables, its JSON."""
+    from experiments.spark import matrix as spark_matrix
+    from experiments.spark import scaling
+    from experiments.spark.scaling_result import to_text
+
+    parallelisms, args.parallelism = args.parallelism, args.parallelism[0]
+    spec = job_spec(args, verify=True)
+    args.json = args.json or scaling.DEFAULT_JSON
+    doc = scaling.run(protocols, backends, spec, parallelisms, args.fail_at, args.fail_node,
+                      args.interval, rounds=args.rounds, warmup=args.warmup, echo=echo,
+                      state=spark_matrix.StateSetup(str(args.state_bytes), args.layout, args.chunk_bytes,
+                                                    args.cold_restore))
+    print(to_text(doc))
+    spark_matrix.write_json(doc, args.json)
+    save_page(args, doc, page_beside=True)
+    print(f"wrote {args.json}")
     return 0

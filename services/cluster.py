@@ -568,10 +568,11 @@ def _pyspark_version() -> str | None:
 
 
 def client_options(ctx: ServiceContext, namespace: str) -> dict:
-    """``{"master": spark://..., "path": hdfs://..., "service_address": ADDR, "relays": {...}}``:
-    the cluster's master, a directory named after ``namespace`` on its HDFS for the file
-    backends, the service host's address and the relayed servers' ports there (``{"redis":
-    {"port": 6379}, ...}``: a worker host reaches each at ``ADDR:port``)."""
+    """``{"master": spark://..., "path": hdfs://..., "service_address": ADDR, "relays": {...},
+    "stores": DIR}``: the cluster's master, a directory named after ``namespace`` on its HDFS for
+    the file backends, the service host's address, the relayed servers' ports there (``{"redis":
+    {"port": 6379}, ...}``: a worker host reaches each at ``ADDR:port``) and the state directory
+    of the servers relayed."""
     opts = _options(ctx)
     svc = service_address(opts)
     relays: dict[str, dict[str, int]] = {}
@@ -579,7 +580,7 @@ def client_options(ctx: ServiceContext, namespace: str) -> dict:
         relays.setdefault(name, {}).update(_server_ports(ctx, opts, name))
     return {"master": _master_url(opts),
             "path": hdfs.namespace_url(svc, opts["port"], opts["http_port"], namespace),
-            "service_address": svc, "relays": relays}
+            "service_address": svc, "relays": relays, "stores": str(_stores_root(ctx, opts))}
 
 
 # ------------------------------------------------------------------------------- relays

@@ -102,7 +102,8 @@ def instances_on(settings: Settings, address: str, parallelism: int) -> list[int
     return out
 
 
-def _executor_hosts(spark: Any) -> set[str]:
+def executor_hosts(spark: Any) -> set[str]:
+    """The hosts the driver lists executors on (its own included)."""
     infos = spark.sparkContext._jsc.sc().statusTracker().getExecutorInfos()
     return {info.host() for info in infos}
 
@@ -110,7 +111,7 @@ def _executor_hosts(spark: Any) -> set[str]:
 def strike(spark: Any, settings: Settings, loss: NodeLoss, parallelism: int) -> None:
     """Kill the host now, drop the working state of the instances it ran and leave their failure
     records; then watch until Spark's driver drops the host's executor (module doc)."""
-    had_executor = loss.address in _executor_hosts(spark)
+    had_executor = loss.address in executor_hosts(spark)
     loss.killed_at = time.time()
     loss.killed = loss.kill()
     loss.lost_instances = lose_working_state(settings, loss.address, parallelism, loss.killed_at)
@@ -134,7 +135,7 @@ def watch_executor(spark: Any, loss: NodeLoss) -> None:
     deadline = time.monotonic() + EXECUTOR_WATCH_S
     while time.monotonic() < deadline:
         try:
-            hosts = _executor_hosts(spark)
+            hosts = executor_hosts(spark)
         except Exception:  # noqa: BLE001 - the session ended: nothing left to watch
             return
         if loss.address not in hosts:

@@ -138,6 +138,27 @@ def backend_options(backend: str, namespace: str, tmp: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Where:
+    """Where a matrix's runs take place: how a run reaches its backend (``options(backend,
+    namespace, tmp)``), what becomes of its settings before it starts (``place``), the hosts that
+    die in a run that takes failures (``node_losses``, :mod:`spark_integration.node_loss`) and
+    what is done after such a run (``after_loss``: bring the lost hosts back, so every run of the
+    matrix starts on the same hosts; its time counts in the run's ``seconds``, never in its
+    figures).  ``node_losses`` makes them afresh for each run: a
+    :class:`~spark_integration.node_loss.NodeLoss` records its own strike.  :data:`HERE` is this
+    machine."""
+
+    options: Callable[[str, str, str], dict[str, Any]] = backend_options
+    place: Callable[[Any], Any] = lambda settings: settings  # noqa: E731
+    node_losses: Callable[[], tuple] = tuple
+    after_loss: Callable[[], Any] = lambda: None  # noqa: E731
+
+
+#: the runs on this machine's own session
+HERE = Where()
+
+
+@dataclass(frozen=True)
 class StateSetup:
     """What each key holds and how its checkpoints are laid out: the same for every run of a
     matrix, so its rows differ only in protocol and store."""
@@ -150,20 +171,26 @@ class StateSetup:
 
 def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_at: list[int],
             interval: int, tmp: str, fail_instance: int = 0,
-            state: StateSetup = StateSetup()) -> dict[str, Any]:
+            state: StateSetup = StateSetup(), where: Where = HERE) -> dict[str, Any]:
     """One run of one combination: its figures, the work it did and its ``[SPARK]`` metrics.
 
     The matrix, CheckMate's grid and LOG.io's straggler runs all go through here: the protocol's
-    registration decides whether ``backend`` is used and whether ``fail_at`` applies."""
+    registration decides whether ``backend`` is used and whether ``fail_at`` (and ``where``'s node
+    losses) apply."""
     reg = registration(protocol)
     ns = f"m{uuid.uuid4().hex[:8]}"
     backend = backend if reg.uses_backend else None
-    settings = build(protocol, backend, backend_options(backend, ns, tmp) if backend else None,
+    settings = build(protocol, backend, where.options(backend, ns, tmp) if backend else None,
                      interval=interval, job_id=ns, state_dir=f"{tmp}/work",
                      fail_at=fail_at if reg.failure_injection else (), fail_instance=fail_instance,
                      state_bytes=state.state_bytes, layout=state.layout, chunk_bytes=state.chunk_bytes,
                      cold_restore=state.cold_restore)
-    metrics = run_job(spark, settings, spec)
+    losses = where.node_losses() if reg.failure_injection else ()
+    try:
+        metrics = run_job(spark, where.place(settings), spec, losses)
+    finally:
+        if losses:
+            where.after_loss()
     s = dict(metrics.summary())
     return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
             "checkpoint_ms": s["CheckpointTime(ms)"],
@@ -208,7 +235,8 @@ def _skip_reason(exc: BaseException) -> str:
 
 def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interval: int = 1,
                rounds: int = 3, warmup: int = WARMUP_ROUNDS, echo: Callable[..., None] = print,
-               state: StateSetup = StateSetup()) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
+               state: StateSetup = StateSetup(),
+               where: Where = HERE) -> tuple[list[dict[str, Any]], dict[str, str], list[dict[str, Any]]]:
     """Warm-up rounds, then ``rounds`` interleaved rounds of ``plan``.
 
     Returns (runs, skipped, warm-up runs): every recorded run with its round and position, the
@@ -232,7 +260,8 @@ def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interv
                 echo(f"# {what}: {name} ...", flush=True)
                 t0, cpu0 = time.time(), jvm_cpu_seconds(spark)
                 try:
-                    run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp, state=state)
+                    run = run_one(spark, protocol, backend, spec, fail_at, interval, tmp, state=state,
+                                  where=where)
                 except (BackendUnavailableError, ServiceError, ConnectionError, ImportError) as exc:
                     # the backend's server or client is missing: a skipped row, never a zero
                     skipped[name] = _skip_reason(exc)
@@ -323,14 +352,15 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
 
 def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int],
                interval: int = 1, baselines: bool = True, rounds: int = 3, warmup: int = WARMUP_ROUNDS,
-               echo: Callable[..., None] = print, state: StateSetup = StateSetup()) -> Matrix:
+               echo: Callable[..., None] = print, state: StateSetup = StateSetup(),
+               where: Where = HERE) -> Matrix:
     """The whole method on ``spark``: the matrix document (rows, warm-up, settings); the
     baselines carry the same state (``state.state_bytes``) and take the same failures."""
     if rounds < 1 or warmup < 0:
         raise ValueError("--rounds must be >= 1 and --warmup >= 0")
     state = replace(state, state_bytes=str(parse_state_size(state.state_bytes)))
     plan = plan_for(protocols, backends, spec, baselines)
-    runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo, state)
+    runs, skipped, warm = run_rounds(spark, plan, spec, fail_at, interval, rounds, warmup, echo, state, where)
     return Matrix(job=spec, state_bytes=state.state_bytes, layout=state.layout,
                   chunk_bytes=state.chunk_bytes, cold_restore=state.cold_restore,
                   fail_at=fail_at, interval=interval, rounds=rounds,

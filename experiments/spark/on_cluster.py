@@ -82,6 +82,26 @@ def placement(master: str, settings: Settings, conf: Mapping[str, str] | None = 
                             **conf}, settings
 
 
+def store_options(backend: str, namespace: str, state_dir: str | None = None) -> dict[str, object]:
+    """The options by which every host of the running cluster reaches ``backend``'s store for a
+    job named ``namespace`` (``bench spark-matrix --cluster``), before :func:`placement`:
+
+    * a file backend that keeps its store on HDFS: a directory named after ``namespace`` on the
+      cluster's NameNode (replicated over the hosts' DataNodes);
+    * a server backend: the namespace options of the server the cluster relays (its prefix or
+      table, its credentials), without its host, which :func:`placement` sets to the relay;
+    * anything else: none, so that :func:`placement` refuses a store local to each host."""
+    cls = backend_class(backend)
+    opts = services.client_options(CLUSTER, namespace, state_dir=state_dir)
+    if cls.keeps_a_directory():
+        return {"path": opts["path"]} if "hdfs" in cls.media else {}
+    if backend not in SERVER_OPTIONS:
+        return {}
+    own = dict(services.client_options(backend, namespace, state_dir=opts["stores"]))
+    own.pop(SERVER_OPTIONS[backend][0], None)
+    return own
+
+
 def _at_service_address(settings: Settings, opts: Mapping) -> Settings:
     """A server backend not told where its server is: at the service host's relay."""
     if settings.backend not in SERVER_OPTIONS or not settings.writes_checkpoints:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from spark_integration.runner import build_session
 
@@ -25,9 +25,11 @@ from experiments.spark.job import session_conf
 
 
 @contextmanager
-def spark_session(master: str, protocols: Iterable[str]) -> Iterator[Any]:
-    """A session on ``master`` for ``protocols``, Spark's own log off, stopped on leaving the block."""
-    spark = build_session(master, conf=session_conf(list(protocols)))
+def spark_session(master: str, protocols: Iterable[str],
+                  conf: Mapping[str, str] | None = None) -> Iterator[Any]:
+    """A session on ``master`` for ``protocols`` (``conf``: Spark conf of the caller's own, as a
+    cluster's driver address), Spark's own log off, stopped on leaving the block."""
+    spark = build_session(master, conf=session_conf(list(protocols), conf))
     try:
         # Spark would log every task failure (injected kills included) with its Python
         # traceback; the runner raises what failed itself, as one line where it can
