@@ -312,8 +312,9 @@ def test_output_into_benchs_own_results_dir_is_created(tmp_path):
 
 #: options naming a FILE that a command reads, not writes: ``reproduce``'s documents, edited in
 #: place, YCSB's ``-P`` property files, ``bench spark``'s price table and the uniform run
-#: ``bench checkmate --part skew`` takes its MSTs from
-INPUT_FILES = {"docs", "readme", "files", "prices", "mst_from"}
+#: ``bench checkmate --part skew`` takes its MSTs from, and the state directory whose servers
+#: ``bench services up cluster --stores-state`` relays
+INPUT_FILES = {"docs", "readme", "files", "prices", "mst_from", "stores_state"}
 
 
 def test_every_output_option_is_checked():
