@@ -171,6 +171,11 @@ def test_checkmates_headlines_from_the_three_parts():
     assert marks == [cm.NOT_MEASURED] * 4
     above = uniform_doc({"none": (5000.0, 5500.0), "coordinated": (6000.0, None)})
     assert cm.paper_verdicts(above)[0][1] == cm.NOT_REPRODUCED
+    # none's search out of probes with a wide bracket: its MST may be far higher, so the ratio
+    # to it decides nothing (coordinated above it is no gain, nor a reproduction)
+    wide = uniform_doc({"none": (5000.0, 7000.0), "coordinated": (5600.0, 6000.0)})
+    _, mark, reason = cm.paper_verdicts(wide)[0]
+    assert mark == cm.NOT_MEASURED and "q3 (none's search from" in reason and "40% wide" in reason
 
 
 def test_logio_runs_too_short_read_too_short_and_decide_nothing():
