@@ -220,6 +220,13 @@ def test_the_headlines_block_is_made_from_the_reproduce_documents(tmp_path):
     assert "(measured in `bench reproduce checkmate` of 2026-11-27)" in lines[0]
     assert lines[3] == earlier  # the skew run here is --quick: the measured line stands
     assert "*not yet measured at full size*" in lines[2] and "*not yet measured at full size*" in lines[4]
+    # a full run here that decides nothing (none's bracket too wide) replaces an older verdict
+    wide = uniform_doc({"none": (5000.0, 7000.0), "coordinated": (5600.0, 6000.0)})
+    rep = Reproduce(name="checkmate", shows="", quick=False, started="2026-11-28T10:00:00+0000",
+                    runs=[StepRun("run", "bench checkmate", 0, 1.0, "log", "run.json", document=wide.to_json())])
+    (out / "checkmate.json").write_text(json.dumps(rep.to_json()))
+    first = papers.block(str(out), text).splitlines()[0]
+    assert "*not yet measured at full size*" in first and "undecided: q3" in first and "of 2026-11-28" in first
 
 
 def test_reproduce_runs_checkmate_in_parts_each_with_its_own_chart():
