@@ -171,6 +171,11 @@ def test_checkmates_headlines_from_the_three_parts():
     assert marks == [cm.NOT_MEASURED] * 4
     above = uniform_doc({"none": (5000.0, 5500.0), "coordinated": (6000.0, None)})
     assert cm.paper_verdicts(above)[0][1] == cm.NOT_REPRODUCED
+    # none's search out of probes with a wide bracket: its MST may be far higher, so the ratio
+    # to it decides nothing (coordinated above it is no gain, nor a reproduction)
+    wide = uniform_doc({"none": (5000.0, 7000.0), "coordinated": (5600.0, 6000.0)})
+    _, mark, reason = cm.paper_verdicts(wide)[0]
+    assert mark == cm.NOT_MEASURED and "q3 (none's search from" in reason and "40% wide" in reason
 
 
 def test_logio_runs_too_short_read_too_short_and_decide_nothing():
@@ -215,6 +220,13 @@ def test_the_headlines_block_is_made_from_the_reproduce_documents(tmp_path):
     assert "(measured in `bench reproduce checkmate` of 2026-11-27)" in lines[0]
     assert lines[3] == earlier  # the skew run here is --quick: the measured line stands
     assert "*not yet measured at full size*" in lines[2] and "*not yet measured at full size*" in lines[4]
+    # a full run here that decides nothing (none's bracket too wide) replaces an older verdict
+    wide = uniform_doc({"none": (5000.0, 7000.0), "coordinated": (5600.0, 6000.0)})
+    rep = Reproduce(name="checkmate", shows="", quick=False, started="2026-11-28T10:00:00+0000",
+                    runs=[StepRun("run", "bench checkmate", 0, 1.0, "log", "run.json", document=wide.to_json())])
+    (out / "checkmate.json").write_text(json.dumps(rep.to_json()))
+    first = papers.block(str(out), text).splitlines()[0]
+    assert "*not yet measured at full size*" in first and "undecided: q3" in first and "of 2026-11-28" in first
 
 
 def test_reproduce_runs_checkmate_in_parts_each_with_its_own_chart():

@@ -48,9 +48,10 @@ def full_run(out: str, name: str) -> tuple[dict[str, Any], str] | None:
     return (run, doc.started[:10]) if run is not None else None
 
 
-def verdicts(out: str) -> list[tuple[str, str, str]]:
-    """(claim, mark, reason) for every headline, from the full runs in ``out``; a reason ends
-    with the runs it was measured in."""
+def verdicts(out: str) -> list[tuple[str, str, str, bool]]:
+    """(claim, mark, reason, ran) for every headline, from the full runs in ``out``; a reason ends
+    with the runs it was measured in, and ``ran`` says whether every run it reads is in ``out``
+    (a headline missing one is one this machine cannot decide anew)."""
     import importlib
 
     checkmate = importlib.import_module("experiments.spark.checkmate")  # loads Spark's modules: only here
@@ -65,28 +66,32 @@ def verdicts(out: str) -> list[tuple[str, str, str]]:
     for (claim, mark, reason), parts in zip(
             checkmate.paper_verdicts(doc["uniform"], doc["skew"], doc["parallel"]),
             (("uniform",), ("uniform",), ("uniform", "parallel"), ("skew",))):
-        out_lines.append((claim, mark, reason + (measured(*parts) if mark != NOT_MEASURED else "")))
+        ran = all(runs[p] for p in parts)
+        out_lines.append((claim, mark, reason + (measured(*parts) if ran else ""), ran))
     if doc["logio"] is None:
         out_lines.append((LOGIO_CLAIM, NOT_MEASURED, "no full run's document on the machine that made this block: "
                                                      "the logio-stragglers section holds the table last published, "
-                                                     "and `bench reproduce logio-stragglers` brings its verdict here"))
+                                                     "and `bench reproduce logio-stragglers` brings its verdict here",
+                          False))
     else:
         mark, reason = stragglers.verdict(doc["logio"])
-        out_lines.append((LOGIO_CLAIM, mark, reason + (measured("logio") if mark != NOT_MEASURED else "")))
+        out_lines.append((LOGIO_CLAIM, mark, reason + (measured("logio") if mark != NOT_MEASURED else ""), True))
     return out_lines
 
 
 def block(out: str, earlier: str | None) -> str:
-    """The block's text: one line a headline; a headline not measured here keeps its line in
-    ``earlier`` (the block as it stands) when that one was measured."""
+    """The block's text: one line a headline; a headline missing one of its full runs here keeps
+    its line in ``earlier`` (the block as it stands) when that one was measured.  One whose run
+    is here but decides nothing (too short, or a search that did not narrow its bracket) says so:
+    a newer run replaces the verdict an older one gave."""
     kept = {}
     for line in (earlier or "").splitlines():
         match = _LINE.match(line)
         if match and NOT_MEASURED not in line:
             kept[match.group(1)] = line
     lines = []
-    for claim, mark, reason in verdicts(out):
-        if mark == NOT_MEASURED and claim in kept:
+    for claim, mark, reason, ran in verdicts(out):
+        if mark == NOT_MEASURED and not ran and claim in kept:
             lines.append(kept[claim])
         else:
             lines.append(f"- **{claim}**: {mark} — {reason}.")

@@ -89,7 +89,7 @@ class Setting:
 #: instead of falling behind because of the cap; the unpaced setting's cap makes its micro-batches
 FULL = (Setting("straggler_moderate", events=90_000, rate=2_000, keys=10_000, batch=40_000, skew="hot:0.9:1",
                 interval=3, fail_fast=True),
-        Setting("no_straggler_fast", events=150_000, rate=0, keys=10_000, batch=10_000, skew="0",
+        Setting("no_straggler_fast", events=1_000_000, rate=0, keys=10_000, batch=10_000, skew="0",
                 interval=10, fail_fast=False))
 QUICK = (Setting("straggler_moderate", events=12_000, rate=1_000, keys=1_000, batch=6_000, skew="hot:0.9:1",
                  interval=2, fail_fast=True),
