@@ -75,7 +75,7 @@ def verdicts(out: str) -> list[tuple[str, str, str, bool]]:
                           False))
     else:
         mark, reason = stragglers.verdict(doc["logio"])
-        out_lines.append((LOGIO_CLAIM, mark, reason + (measured("logio") if mark != NOT_MEASURED else ""), True))
+        out_lines.append((LOGIO_CLAIM, mark, reason + measured("logio"), True))
     return out_lines
 
 

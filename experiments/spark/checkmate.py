@@ -781,8 +781,8 @@ def mst_ratios(doc: Checkmate, protocol: str, over: str = "none") -> dict[str, f
 
 def wide_brackets(doc: Checkmate, protocol: str, precision: float) -> dict[str, tuple[float, float]]:
     """The queries whose ``protocol`` search stopped with its bracket wider than ``precision``
-    (its probe budget ran out), as (low, high): its MST may lie anywhere up to ``high``, so a
-    ratio to it decides nothing."""
+    (its probe budget ran out, or a probe failed), as (low, high): its MST may lie anywhere up
+    to ``high``, so a ratio to it decides nothing."""
     out = {}
     for q in QUERIES:
         s = doc.mst.get(q, {}).get(protocol)
@@ -821,9 +821,10 @@ def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate |
                   f"({'all' if ok else 'not all'}{' decided' if wide else ''} within the search's precision, "
                   f"{floor:.2f}–{ceiling:.2f})")
         if wide:
-            reason += ("; undecided: " + ", ".join(f"{q} (none's search from {uniform.sizes.mst.start_rate:,.0f} events/s ended at its probe budget with a bracket "
-                                                   f"{lo:,.0f}–{hi:,.0f} events/s, {hi / lo - 1:.0%} wide)"
-                                                   for q, (lo, hi) in wide.items()))
+            start = uniform.sizes.mst.start_rate
+            reason += "; undecided: " + ", ".join(
+                f"{q} (none's search from {start:,.0f} events/s stopped with a bracket {lo:,.0f}–{hi:,.0f} "
+                f"events/s, {hi / lo - 1:.0%} wide)" for q, (lo, hi) in wide.items())
         out.append((claim, mark, reason))
     claim = "CheckMate: uncoordinated about 10 % below coordinated (Fig 7)"
     if uniform is None:
