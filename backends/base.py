@@ -369,6 +369,8 @@ class Backend(abc.ABC):
     #: reaches them through its ``path`` (a directory or an ``nfs://`` / ``hdfs://`` URL); a
     #: server backend with more than one keeps its data on the one its server was started on
     media: ClassVar[tuple[str, ...]] = ("local",)
+    #: the medium a mode means something on, where it differs from the first of :attr:`media`
+    mode_media: ClassVar[dict[str, str]] = {}
     #: the promise of each durability mode (:class:`Claim`), on the first of :attr:`media`
     claims: ClassVar[Mapping[str, Claim]] = {}
     #: claims that differ on another medium: medium -> mode -> claim (HBase on HDFS)
@@ -421,10 +423,10 @@ class Backend(abc.ABC):
 
     @classmethod
     def claim_medium(cls, mode: str) -> str:
-        """The medium ``mode`` is audited on unless told: the first on which its claim survives
-        a power cut (HBase's ``wal_hsync`` needs HDFS), else the first of :attr:`media`."""
-        return next((m for m in cls.media if cls.claim_of(mode, m).power_safe),
-                    cls.media[0] if cls.media else "")
+        """The medium ``mode`` is audited on unless told: the one :attr:`mode_media` names for
+        it (HBase's ``wal_hsync``: HDFS, where an hsync is an fsync), else the first of
+        :attr:`media`."""
+        return cls.mode_media.get(mode) or (cls.media[0] if cls.media else "")
 
     @classmethod
     def server_media(cls) -> tuple[str, ...]:

@@ -54,6 +54,11 @@ def add_parsers(sub: Any) -> None:
                         "NameNode and DataNode directories on the audited file system too) or "
                         "local (Hadoop's LocalFileSystem); default hdfs for wal_hsync, local "
                         "otherwise")
+    p.add_argument("--cut-after-sync", metavar="GLOB", default="",
+                   help="power-loss: cut right after a random one of the next fsyncs of a file "
+                        "whose path on the mount matches GLOB (fnmatch), not at a random "
+                        "instant: a fail point inside a server (e.g. '*/rbw/*.meta', an HDFS "
+                        "DataNode's checksum fsync)")
     p.add_argument("--seed", type=int, help="random seed (default: random, printed)")
     p.add_argument("--run-seconds", type=float,
                    help="a random cut comes within this many seconds of the writer's start "
@@ -70,7 +75,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     spec = AuditSpec.build(args.kind, args.backend, rounds=args.rounds, threads=args.threads,
                            durability=args.durability, options=parse_kv(args.opt),
                            seed=args.seed, run_seconds=args.run_seconds,
-                           fs_model=args.fs_model, torn=args.torn, hbase_root=args.hbase_root)
+                           fs_model=args.fs_model, torn=args.torn, hbase_root=args.hbase_root,
+                           cut_after_sync=args.cut_after_sync)
 
     def progress(msg: str) -> None:
         if sys.stderr.isatty():

@@ -59,7 +59,9 @@ Durability, honestly (:func:`wal_durability` says which applies, and ``status()`
 * HDFS root: a ``SYNC_WAL`` put (backend ``wal``) is acknowledged after the WAL edit was hflushed:
   in the DataNode's memory, surviving an HBase crash, not a DataNode machine's power loss.  An
   ``FSYNC_WAL`` put (backend ``wal_hsync``, through Thrift2) is acknowledged after hsync: fsync'ed
-  on the DataNode.  One DataNode, one replica.
+  on the DataNode.  One DataNode, one replica.  A power cut can still take the last acknowledged
+  edits: the DataNode fsyncs the checksum file before the block file, and at restart cuts an
+  unfinished replica back to its last chunk whose checksum holds (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -142,8 +144,9 @@ WAL_DURABILITY_HDFS = {
            "DataNode (in its memory, readable; not fsync'ed): survives an HBase crash, not a "
            "power loss of the DataNode's machine",
     "wal_hsync": "FSYNC_WAL through Thrift2: acknowledged after the WAL edit was hsynced "
-                 "(fsync'ed on the DataNode's disk): survives an HBase crash and a power loss "
-                 "(one DataNode: one replica)",
+                 "(fsync'ed on the DataNode's disk): survives an HBase crash; a power loss can "
+                 "take the last acknowledged edits (the DataNode cuts an unfinished block back "
+                 "to its last chunk whose checksum holds; one DataNode: one replica)",
     "skip_wal": "SKIP_WAL: in the region server's memstore only until a flush; an HBase crash "
                 "loses it",
 }

@@ -170,6 +170,34 @@ def test_power_off_fails_io_until_power_on(fs, d):
     assert _read(f"{d}/p") == b"x"
 
 
+def test_an_armed_cut_goes_off_between_two_fsyncs(fs, d):
+    """A cut armed on ``*.meta`` goes off right after the second matching fsync returns to the
+    kernel: the .meta file's new bytes are durable, the block file's append after it is not, and
+    every call after the cut fails, as on a DataNode cut between its two fsyncs."""
+    meta, blk = f"{d}/blk_1.meta", f"{d}/blk_1"
+    _write(blk, b"chunk-1", sync=True)
+    _write(meta, b"crc-1", sync=True)
+    _fsync(d)
+    fs.arm("*/blk_*.meta", count=2)
+    _write(meta, b"crc-2", sync=True)  # first matching fsync: counted, no cut
+    assert not fs.stats()["down"]
+    _write(blk, b"chunk-1+2")
+    fd = os.open(meta, os.O_WRONLY)
+    try:
+        os.write(fd, b"crc-3")
+        os.fsync(fd)  # the second: durable, then the power goes
+        with pytest.raises(OSError):
+            os.fsync(os.open(blk, os.O_RDONLY))
+    finally:
+        os.close(fd)
+    stats = fs.stats()
+    assert stats["down"] and stats["tripped"] and not stats["armed"]
+    assert fs.power_off()["bytes_dropped"] == 2  # the cut already went off: its report (the "+2")
+    fs.power_on()
+    assert _read(meta) == b"crc-3"
+    assert _read(blk) == b"chunk-1"
+
+
 def test_sync_gate_passes_a_programs_sync_to_the_mount(fs, d):
     """FUSE never sees sync(2); a program run under the sync gate makes the mount durable with it:
     the file written before its ``sync`` survives the cut, the one written after does not."""

@@ -59,6 +59,14 @@ class Medium:
         if self.fs:
             self.fs.power_on()
 
+    def arm(self, pattern: str, count: int) -> None:
+        """Cut the power right after the ``count``-th fsync of a file matching ``pattern``."""
+        self.fs.arm(pattern, count)
+
+    def down(self) -> bool:
+        """Whether the power is off (an armed cut went off)."""
+        return bool(self.fs and self.fs.stats().get("down"))
+
     def file_syncs(self) -> int | None:
         """How many file fsyncs the lossy file system has seen (None on a plain directory):
         the evidence that a store's sync reaches the disk as an fsync."""

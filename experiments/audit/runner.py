@@ -29,13 +29,15 @@ touches the shared ones.
 What a mode promises is the backend's own declaration (:class:`backends.base.Claim`); the audit's
 arguments are an :class:`~experiments.audit.spec.AuditSpec`, checked once before anything starts.
 
-HBase is audited on one of two roots (``--hbase-root``; by default the one its mode's claim needs,
-:meth:`~backends.base.Backend.claim_medium`): ``local``
+HBase is audited on one of two roots (``--hbase-root``; by default the one its mode means
+something on, :meth:`~backends.base.Backend.claim_medium`): ``local``
 (Hadoop's LocalFileSystem, whose WAL sync is no fsync) or ``hdfs``, a private HDFS whose NameNode
 and DataNode directories are on the lossy mount too.  There a cut SIGKILLs HBase's and HDFS's
 JVMs together, and the check restarts HDFS, then HBase (which recovers the WAL's lease and
 replays it).  ``wal_hsync`` (FSYNC_WAL: hsync, an fsync of the block file on the DataNode) claims
-no loss on HDFS; ``wal`` (SYNC_WAL: hflush, the DataNode's memory) claims none under a power cut.
+only a process crash on HDFS, since a cut right after the DataNode's checksum fsync
+(``cut_after_sync="*/rbw/*.meta"``) costs the WAL's last acknowledged edit; ``wal`` (SYNC_WAL:
+hflush, the DataNode's memory) claims nothing under a power cut either.
 HDFS fsyncs no directory where it matters (the NameNode's new edit-log segment, the DataNode's new
 block files), so HBase on HDFS is audited on the ``journal`` metadata model (ext4, XFS) unless told.
 """
@@ -107,6 +109,7 @@ class AuditResult(Document):
     fs_model: str = "posix"
     torn: bool = False
     hbase_root: str = ""   # a server with a choice of media (HBase): "hdfs" or "local"
+    cut_after_sync: str = ""  # power-loss: the cuts were armed on fsyncs of files matching this
     acknowledged: int = 0
     lost: int = 0
     wrong: int = 0
@@ -136,6 +139,11 @@ class AuditResult(Document):
                 f"[AUDIT], HazardPoints, {', '.join(hazards) or 'none'}",
                 f"[AUDIT], Claim, {self.claim}",
                 f"[AUDIT], Verdict, {self.verdict()}"]
+
+    def cut_kind(self) -> str:
+        """``power-loss`` or ``sigkill``, and where an armed cut went off."""
+        return (f"{self.kind} right after an fsync of {self.cut_after_sync}"
+                if self.cut_after_sync else self.kind)
 
     def file_system(self) -> str:
         on = (f"; HBase's root and WAL on a private HDFS (NameNode and DataNode directories "
@@ -189,7 +197,8 @@ def audit(spec: AuditSpec, *, workdir: str | os.PathLike | None = None,
     claim = spec.claim
     result = AuditResult(kind, backend, mode, claim.text, spec.rounds, spec.threads,
                          fs_model=spec.fs_model, torn=spec.torn, hbase_root=root,
-                         claims_durability=spec.claims_durability, seed=spec.seed)
+                         claims_durability=spec.claims_durability, seed=spec.seed,
+                         cut_after_sync=spec.cut_after_sync)
     hazards = hazard_points(cls) if spec.use_hazards else []
     own_tmp = workdir is None
     work = Path(tempfile.mkdtemp(prefix=f"ckpt-audit-{backend}-") if own_tmp else workdir)
@@ -234,7 +243,11 @@ def audit(spec: AuditSpec, *, workdir: str | os.PathLike | None = None,
             writer = Writer(config, armed)
             writer.wait_ready(120)
             syncs_before, global_before = medium.file_syncs(), medium.global_syncs()
-            cut = _run_until_cut(writer, hazard, rnd, spec.run_seconds)
+            if spec.cut_after_sync and hazard is None:
+                cut = _run_until_armed_cut(writer, medium, spec.cut_after_sync, rnd,
+                                           spec.run_seconds)
+            else:
+                cut = _run_until_cut(writer, hazard, rnd, spec.run_seconds)
             if server is not None:  # the server dies first: nothing it does after the cut
                 server.kill()       # (its page cache is still volatile) can outlive the cut
             if syncs_before is not None:
@@ -297,17 +310,22 @@ def audit(spec: AuditSpec, *, workdir: str | os.PathLike | None = None,
     return result
 
 
+def _wait_first_ack(writer: Writer) -> None:
+    """Wait for the writer's first acknowledged operation (or 60 s): a slow first call (a
+    table's first region opening) must not use up a round's window."""
+    deadline = time.monotonic() + 60
+    while (writer.proc.poll() is None and time.monotonic() < deadline
+           and not any(line.startswith("A") for line in list(writer.lines))):
+        time.sleep(0.02)
+
+
 def _run_until_cut(writer: Writer, hazard: str | None, rnd: random.Random,
                    run_seconds: float) -> Cut:
-    """Let the writer run to a random instant, or until it exits at its armed fail point.  The
-    random instant is counted from the writer's first acknowledged operation (or 60 s), so a
-    slow first call (a table's first region opening) does not use up the window."""
+    """Let the writer run to a random instant after its first acknowledged operation, or
+    until it exits at its armed fail point."""
     if hazard is None:
         pause = rnd.uniform(0.05, run_seconds)
-        deadline = time.monotonic() + 60
-        while (writer.proc.poll() is None and time.monotonic() < deadline
-               and not any(line.startswith("A") for line in list(writer.lines))):
-            time.sleep(0.02)
+        _wait_first_ack(writer)
         if writer.proc.poll() is None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 writer.proc.wait(pause)
@@ -318,6 +336,24 @@ def _run_until_cut(writer: Writer, hazard: str | None, rnd: random.Random,
         return Cut(hazard, round(time.monotonic() - writer.started, 3), reached=False)
     return Cut(hazard, round(time.monotonic() - writer.started, 3),
                reached=code == failpoints.EXIT_CODE)
+
+
+#: an armed cut goes off after the n-th matching fsync, n drawn from 1..ARMED_SYNCS
+ARMED_SYNCS = 20
+
+
+def _run_until_armed_cut(writer: Writer, medium: Medium, pattern: str, rnd: random.Random,
+                         run_seconds: float) -> Cut:
+    """Once the writer acknowledged its first operation, arm the lossy file system to cut the
+    power right after a random one of the next fsyncs of a file matching ``pattern``; wait for
+    it (``reached=False``: no such fsync in time, and the runner cuts there)."""
+    _wait_first_ack(writer)
+    medium.arm(pattern, rnd.randint(1, ARMED_SYNCS))
+    deadline = time.monotonic() + max(30.0, run_seconds * 8)
+    while not medium.down() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return Cut(f"fsync of {pattern}", round(time.monotonic() - writer.started, 3),
+               reached=medium.down())
 
 
 # --------------------------------------------------------------------- the reproduce table
@@ -333,7 +369,7 @@ def table(runs: dict[str, dict[str, Any]]) -> list[str]:
     for r in _results(runs):
         fs = "page cache kept" if r.kind == "sigkill" else f"lossy, {r.fs_model}"
         fs += ", HBase on HDFS" if r.hbase_root == "hdfs" else ""
-        lines.append(f"| {r.backend} | {r.durability} | {r.kind} | {fs} | {r.rounds} | "
+        lines.append(f"| {r.backend} | {r.durability} | {r.cut_kind()} | {fs} | {r.rounds} | "
                      f"{r.acknowledged} | {r.lost} | {r.wrong} | {r.verdict()} | {r.claim} |")
     return lines
 

@@ -4,8 +4,8 @@ arguments (or a test's), before any mount, server or writer starts.
 The backend name is looked up in the registry here, once; everything after asks the class.  The
 defaults come from the class too: the mode audited (:attr:`~backends.base.Backend.audit_mode`,
 the one that claims durability), the medium a server keeps its data on
-(:meth:`~backends.base.Backend.claim_medium`: HDFS for HBase's ``wal_hsync``, whose claim needs
-it), how long a writer runs before a random cut, and the claim itself
+(:meth:`~backends.base.Backend.claim_medium`: HDFS for HBase's ``wal_hsync``, which is an fsync
+only there), how long a writer runs before a random cut, and the claim itself
 (:meth:`~backends.base.Backend.claim_of`).  A bad argument is one :class:`BadOptionError` line.
 """
 
@@ -51,6 +51,9 @@ class AuditSpec:
     #: ``local``; ``""`` for every other backend
     medium: str = ""
     use_hazards: bool = True
+    #: power-loss: cut right after an fsync of a file matching this pattern (``fnmatch`` on the
+    #: path under the mount), not at a random instant; ``""``: random cuts
+    cut_after_sync: str = ""
 
     @property
     def name(self) -> str:
@@ -70,7 +73,8 @@ class AuditSpec:
               durability: str | None = None, options: dict[str, Any] | None = None,
               seed: int | None = None, run_seconds: float | None = None,
               keys_per_thread: int = 15, fs_model: str | None = None, torn: bool = False,
-              hbase_root: str | None = None, use_hazards: bool = True) -> AuditSpec:
+              hbase_root: str | None = None, use_hazards: bool = True,
+              cut_after_sync: str = "") -> AuditSpec:
         """Check the arguments and fill in the defaults; ``hbase_root`` is ``--hbase-root``."""
         if kind not in KINDS:
             raise BadOptionError(f"audit kind {kind!r} is not one of {', '.join(KINDS)}")
@@ -102,9 +106,12 @@ class AuditSpec:
         fs_model = fs_model or DEFAULT_FS_MODEL.get(medium, "posix")
         if fs_model not in FS_MODELS:
             raise BadOptionError(f"--fs-model {fs_model!r} is not one of {', '.join(FS_MODELS)}")
+        if cut_after_sync and kind != "power-loss":
+            raise BadOptionError("--cut-after-sync needs power-loss: a SIGKILL audit has no "
+                                 "lossy file system to arm; leave it out or audit power-loss")
         return cls(kind, cls_, mode, rounds, threads, options,
                    random.randrange(1 << 30) if seed is None else seed, run_seconds,
-                   keys_per_thread, fs_model, torn, medium, use_hazards)
+                   keys_per_thread, fs_model, torn, medium, use_hazards, cut_after_sync)
 
 
 def _medium(cls: type[Backend], mode: str, given: str | None) -> str:

@@ -297,6 +297,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _audit("hbase-wal", "power-loss --backend hbase --durability wal", 3, 1),
             _audit("hbase-wal_hsync-hdfs", "power-loss --backend hbase --durability wal_hsync "
                    "--hbase-root hdfs", 3, 1),
+            _audit("hbase-wal_hsync-hdfs-checksum-fsync", "power-loss --backend hbase "
+                   "--durability wal_hsync --hbase-root hdfs --cut-after-sync '*/rbw/*.meta'",
+                   2, 1),
             _audit("rocksdb-sync", "power-loss --backend rocksdb", 20, 3),
             _audit("lmdb-sync", "power-loss --backend lmdb", 20, 3),
             _audit("sqlite-sync", "power-loss --backend sqlite", 20, 3),

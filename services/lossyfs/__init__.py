@@ -154,6 +154,13 @@ class LossyFS:
         """Cut the power: drop everything not durable; all I/O fails until :meth:`power_on`."""
         return self._call(cmd="power_off", torn=torn, seed=seed)["dropped"]
 
+    def arm(self, pattern: str, count: int = 1, torn: bool = False,
+            seed: int | None = None) -> None:
+        """Cut the power right after the ``count``-th ``fsync`` of a file whose path under the
+        mount matches ``pattern`` (``fnmatch``), before that ``fsync`` returns; ``stats()["down"]``
+        says when it went off, and :meth:`power_off` then returns what it dropped."""
+        self._call(cmd="arm", pattern=pattern, count=count, torn=torn, seed=seed)
+
     def power_on(self) -> None:
         """Serve again what survived (handles opened before the cut stay dead)."""
         self._call(cmd="power_on")

@@ -18,12 +18,16 @@ Passthrough rules:
   the kernel asks again after a crash.
 * After :meth:`LossyOperations.power_off` every operation fails with ``EIO`` until
   :meth:`LossyOperations.power_on`; handles opened before the crash stay dead (``EIO``).
+* :meth:`LossyOperations.arm` cuts the power from inside: right after the n-th ``fsync`` of a
+  file whose path matches a pattern, before that ``fsync`` returns.  It is a fail point in a
+  program we do not own (a DataNode between its checksum ``fsync`` and its block ``fsync``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import itertools
 import json
 import os
@@ -53,10 +57,11 @@ def _attrs(st: os.stat_result) -> dict[str, Any]:
 
 
 class _Handle:
-    __slots__ = ("fd", "ino", "sync", "append", "generation")
+    __slots__ = ("fd", "ino", "sync", "append", "generation", "path")
 
-    def __init__(self, fd: int, ino: int, flags: int, generation: int) -> None:
-        self.fd, self.ino, self.generation = fd, ino, generation
+    def __init__(self, fd: int, ino: int, flags: int, generation: int, path: str) -> None:
+        """``path``: the file's path under the mount when it was opened (an armed cut matches it)."""
+        self.fd, self.ino, self.generation, self.path = fd, ino, generation, path
         self.sync = bool(flags & _SYNC_FLAGS)
         self.append = bool(flags & os.O_APPEND)
 
@@ -86,6 +91,10 @@ class LossyOperations(fuse.Operations):
         self.generation = 0
         self.down = False
         self.counters = {"writes": 0, "written_bytes": 0, "sync_writes": 0, "global_syncs": 0}
+        #: an armed cut: (path pattern, matching fsyncs left, torn, seed)
+        self.armed: tuple[str, int, bool, int | None] | None = None
+        #: what the armed cut dropped, once it went off (power_off then returns it)
+        self.tripped: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------------------ helpers
     def _path(self, path: str) -> str:
@@ -95,12 +104,24 @@ class LossyOperations(fuse.Operations):
         if self.down:
             raise fuse.FuseOSError(errno.EIO)
 
-    def _register(self, fd: int, ino: int, flags: int) -> int:
+    def _register(self, fd: int, ino: int, flags: int, full: str) -> int:
         """A new handle number (never a reused descriptor number: a handle from before a
         crash must not alias a new one)."""
         fh = next(self._fh)
-        self.handles[fh] = _Handle(fd, ino, flags, self.generation)
+        self.handles[fh] = _Handle(fd, ino, flags, self.generation, full[len(self.tree):] or "/")
         return fh
+
+    def _synced(self, handle: _Handle) -> None:
+        """``handle``'s file is durable; an armed cut whose pattern it matches counts down."""
+        self.model.synced_file(handle.ino)
+        if self.armed is None or not fnmatch.fnmatchcase(handle.path, self.armed[0]):
+            return
+        pattern, left, torn, seed = self.armed
+        if left > 1:
+            self.armed = (pattern, left - 1, torn, seed)
+            return
+        self.armed = None
+        self.tripped = self._power_off(torn, seed)
 
     def _handle(self, fh: int) -> _Handle:
         handle = self.handles.get(fh)
@@ -119,14 +140,32 @@ class LossyOperations(fuse.Operations):
 
     # -------------------------------------------------------------------------- power cuts
     def power_off(self, torn: bool = False, seed: int | None = None) -> dict[str, Any]:
-        """The power cut: drop what is not durable; every operation fails until power_on."""
+        """The power cut: drop what is not durable; every operation fails until power_on.
+        After an armed cut went off, the power is already off: what that cut dropped."""
         with self._mutex:
-            self.down = True
-            self.generation += 1
-            return self.model.crash(torn=torn, rng=random.Random(seed))
+            if self.down and self.tripped is not None:
+                return self.tripped
+            return self._power_off(torn, seed)
+
+    def _power_off(self, torn: bool, seed: int | None) -> dict[str, Any]:
+        self.down = True
+        self.generation += 1
+        return self.model.crash(torn=torn, rng=random.Random(seed))
+
+    def arm(self, pattern: str, count: int = 1, torn: bool = False,
+            seed: int | None = None) -> None:
+        """Cut the power right after the ``count``-th ``fsync`` (or synchronous write) of a file
+        whose path under the mount matches ``pattern`` (``fnmatch``; ``*`` spans directories),
+        before that call returns to the program."""
+        if count < 1:
+            raise ValueError(f"an armed cut needs a count of at least 1, not {count}")
+        with self._mutex:
+            self._up()
+            self.armed, self.tripped = (pattern, count, torn, seed), None
 
     def power_on(self) -> None:
         with self._mutex:
+            self.armed = self.tripped = None
             for fh in [fh for fh, h in self.handles.items() if h.generation != self.generation]:
                 os.close(self.handles.pop(fh).fd)
             self.down = False
@@ -142,7 +181,8 @@ class LossyOperations(fuse.Operations):
     def stats(self) -> dict[str, Any]:
         with self._mutex:
             return {**self.model.counters, **self.counters, **self.model.pending(),
-                    "down": self.down, "open_handles": len(self.handles)}
+                    "down": self.down, "open_handles": len(self.handles),
+                    "armed": self.armed is not None, "tripped": self.tripped is not None}
 
     # -------------------------------------------------------------------------- attributes
     @_oserror
@@ -196,8 +236,9 @@ class LossyOperations(fuse.Operations):
     def opendir(self, path):
         with self._mutex:
             self._up()
-            fd = os.open(self._path(path), os.O_RDONLY | os.O_DIRECTORY)
-            return self._register(fd, os.fstat(fd).st_ino, 0)
+            full = self._path(path)
+            fd = os.open(full, os.O_RDONLY | os.O_DIRECTORY)
+            return self._register(fd, os.fstat(fd).st_ino, 0, full)
 
     def releasedir(self, path, fh):
         return self.release(path, fh)
@@ -317,7 +358,7 @@ class LossyOperations(fuse.Operations):
         if flags & os.O_TRUNC and st.st_size and (flags & os.O_ACCMODE) != os.O_RDONLY:
             self.model.before_truncate(fd, st.st_ino, 0)
             os.ftruncate(fd, 0)
-        return self._register(fd, st.st_ino, flags)
+        return self._register(fd, st.st_ino, flags, full)
 
     @_oserror
     def open(self, path, flags):
@@ -357,7 +398,7 @@ class LossyOperations(fuse.Operations):
             self.counters["written_bytes"] += written
             if handle.sync:
                 self.counters["sync_writes"] += 1
-                self.model.synced_file(handle.ino)
+                self._synced(handle)
             else:
                 self.model.after_write(handle.ino, offset, bytes(data[:written]))
             return written
@@ -397,7 +438,7 @@ class LossyOperations(fuse.Operations):
     def fsync(self, path, datasync, fh):
         with self._mutex:
             self._up()
-            self.model.synced_file(self._handle(fh).ino)
+            self._synced(self._handle(fh))
             return 0
 
     def flush(self, path, fh):
@@ -422,7 +463,8 @@ class _Fuse(fuse.FUSE):
 
 # ------------------------------------------------------------------------------ control socket
 def _control_loop(ops: LossyOperations, sock_path: str, metadata: str) -> None:
-    """One JSON request per connection: ``{"cmd": "crash"|"power_off"|"power_on"|"sync"|"stats"}``."""
+    """One JSON request per connection: ``{"cmd": "crash"|"power_off"|"power_on"|"arm"|"sync"|
+    "stats"}``."""
     with contextlib.suppress(OSError):
         os.unlink(sock_path)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -442,6 +484,10 @@ def _control_loop(ops: LossyOperations, sock_path: str, metadata: str) -> None:
                 elif cmd == "power_off":
                     reply = {"ok": True, "dropped": ops.power_off(bool(request.get("torn")),
                                                                  request.get("seed"))}
+                elif cmd == "arm":
+                    ops.arm(str(request["pattern"]), int(request.get("count", 1)),
+                            bool(request.get("torn")), request.get("seed"))
+                    reply = {"ok": True}
                 elif cmd == "power_on":
                     ops.power_on()
                     reply = {"ok": True}
