@@ -169,8 +169,13 @@ def test_checkmates_headlines_from_the_three_parts():
     # a --quick uniform run or none at all: not yet measured at full size
     marks = [m for _, m, _ in cm.paper_verdicts(replace(two, quick=True), None, None)]
     assert marks == [cm.NOT_MEASURED] * 4
+    # coordinated clearly above none is a baseline beaten: it decides nothing; clearly below
+    # it refutes the claim
     above = uniform_doc({"none": (5000.0, 5500.0), "coordinated": (6000.0, None)})
-    assert cm.paper_verdicts(above)[0][1] == cm.NOT_REPRODUCED
+    _, mark, reason = cm.paper_verdicts(above)[0]
+    assert mark == cm.NOT_MEASURED and "coordinated above none by more than the precision in q3 (1.20)" in reason
+    below = uniform_doc({"none": (5000.0, 5500.0), "coordinated": (4000.0, 4400.0)})
+    assert cm.paper_verdicts(below)[0][1] == cm.NOT_REPRODUCED
     # none's search out of probes with a wide bracket: its MST may be far higher, so the ratio
     # to it decides nothing (coordinated above it is no gain, nor a reproduction)
     wide = uniform_doc({"none": (5000.0, 7000.0), "coordinated": (5600.0, 6000.0)})
