@@ -1,5 +1,6 @@
 """HdrHistogram interval logs in the V1 encoding: exact round trip, the cookie YCSB's
-HdrHistogram 2.1.4 checks, and (when the jars are cached) 2.1.4 itself reading a log."""
+HdrHistogram 2.1.4 checks, and 2.1.4 itself reading a log (its jars resolved from Maven Central
+by ``mvn``, the way the HDFS and HBase jars are)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from services.common import ServiceError
+from services.maven import classpath_file, read_classpath, resolve_classpath
 from workloads import hdr_v1
 from workloads.measure import Measurements
 from workloads.status import HdrLogs
 
-JARS = Path.home() / ".cache" / "ckptbench" / "jars"
-#: HdrHistogram 2.1.4 (YCSB's) and the JAXB API it needs on Java 11+, from Maven Central
-NEEDED = [JARS / "HdrHistogram-2.1.4.jar", JARS / "jaxb-api-2.3.1.jar"]
+#: HdrHistogram 2.1.4 (YCSB's) and the JAXB API it needs on Java 11+
+POM = Path(__file__).parent / "hdr_v1_files" / "pom.xml"
 READER = """
 import org.HdrHistogram.*; import java.io.*;
 public class ReadLog { public static void main(String[] a) throws Exception {
@@ -60,13 +62,25 @@ def test_round_trip_is_exact_and_cookie_is_v1(tmp_path):
         [b.get_value_at_percentile(p) for p in (1, 50, 90, 100)]
 
 
-@pytest.mark.skipif(shutil.which("java") is None or not all(p.is_file() for p in NEEDED),
-                    reason="needs java and " + ", ".join(p.name for p in NEEDED) + " in "
-                           + str(JARS) + " (from Maven Central)")
+def _hdrhistogram_2_1_4() -> str:
+    """The jars' classpath, resolved once into Maven's cache; a skip naming what is missing."""
+    if shutil.which("java") is None or shutil.which("mvn") is None:
+        pytest.skip("needs java and mvn to fetch HdrHistogram 2.1.4 from Maven Central "
+                    "(apt-get install openjdk-17-jre-headless maven)")
+    try:
+        resolve_classpath("hdrhistogram", "2.1.4", POM, lambda line: None, "~1 s, ~0.3 MB")
+    except ServiceError as err:
+        pytest.skip(f"cannot fetch HdrHistogram 2.1.4 from Maven Central: {err}")
+    classpath = read_classpath(classpath_file("hdrhistogram", "2.1.4", POM))
+    assert classpath, "mvn resolved no classpath"
+    return classpath
+
+
 def test_ycsbs_hdrhistogram_2_1_4_reads_the_log(tmp_path):
+    classpath = _hdrhistogram_2_1_4()
     path, whole = _log(tmp_path)
     (tmp_path / "ReadLog.java").write_text(READER)
-    out = subprocess.run(["java", "-cp", ":".join(map(str, NEEDED)),
+    out = subprocess.run(["java", "-cp", classpath,
                           str(tmp_path / "ReadLog.java"), str(path)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
