@@ -44,13 +44,14 @@ def add_parsers(sub: Any) -> None:
         p.add_argument("--docs", default=docs, metavar="FILE",
                        help=f"markdown page whose generated block is refreshed (default {docs})")
         if name == "checkmate":
-            p.add_argument("--part", choices=("uniform", "skew"), default="uniform",
+            p.add_argument("--part", choices=("uniform", "skew", "paired"), default="uniform",
                            help="uniform (default): the MST step, the grid with one failure per run and the "
                                 "cyclic query; skew: the paper's Fig 12, hot items at 50 %% and 80 %% of each "
-                                "protocol's uniform MST, no failure")
+                                "protocol's uniform MST, no failure; paired: none and coordinated probed side "
+                                "by side at the ends of their MST brackets, 3 rounds")
             p.add_argument("--mst-from", metavar="FILE",
-                           help="--part skew: take the uniform MSTs from this full uniform run's JSON "
-                                "instead of searching them again")
+                           help="--part skew or paired: take the uniform MSTs from this full uniform run's "
+                                "JSON instead of searching them again")
         p.set_defaults(func=_run, experiment=name)
 
 

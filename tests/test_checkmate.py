@@ -12,6 +12,7 @@ import pytest
 
 from experiments.core.document import dump
 from experiments.spark import checkmate as cm
+from experiments.spark import mst as mst_mod
 from experiments.spark.mst import Probe, Search
 
 MINUTES = 60.0
@@ -181,6 +182,84 @@ def test_checkmates_headlines_from_the_three_parts():
     wide = uniform_doc({"none": (5000.0, 7000.0), "coordinated": (5600.0, 6000.0)})
     _, mark, reason = cm.paper_verdicts(wide)[0]
     assert mark == cm.NOT_MEASURED and "q3 (none's search from" in reason and "40% wide" in reason
+    # ... and so does one that found no unsustainable rate: its MST lies somewhere above
+    endless = uniform_doc({"none": (5000.0, None), "coordinated": (4900.0, 5400.0)})
+    _, mark, reason = cm.paper_verdicts(endless)[0]
+    assert mark == cm.NOT_MEASURED and "found no unsustainable rate up to 5,000" in reason
+
+
+# ------------------------------------------------------------------------------ the paired part
+def paired_doc(verdicts: dict[str, dict[float, str]], quick: bool = False) -> cm.Checkmate:
+    """A paired run of q3 whose probes give these verdicts: protocol -> rate -> one letter a round
+    (s: sustainable, u: unsustainable, f: failed)."""
+    names = {"s": "sustainable", "u": "unsustainable", "f": "failed"}
+    rates = sorted({r for by in verdicts.values() for r in by})
+    rounds = max(len(v) for by in verdicts.values() for v in by.values())
+    probes = {p: [Probe(rate=r, verdict=names[by[r][k]], backlog_slope=0.01 * r * (by[r][k] == "u"))
+                  for k in range(rounds) for r in rates if r in by] for p, by in verdicts.items()}
+    sizes = replace(cm.QUICK, paired_rounds=1) if quick else cm.FULL
+    return cm.Checkmate(quick=quick, backend="indexed_fs", parallelism=2, sizes=sizes, part="paired",
+                        paper=dump(cm.PAPER), mst_from="results/checkmate/run.json",
+                        paired={"q3": mst_mod.Pairing(rates=rates, rounds=rounds, probes=probes)})
+
+
+def test_pairing_takes_turns_and_a_rate_is_sustained_in_most_rounds():
+    ran: list[tuple[str, float]] = []
+
+    def probe(protocol: str, rate: float) -> Probe:
+        ran.append((protocol, rate))
+        verdict = "sustainable" if rate <= (6000.0 if protocol == "none" else 5500.0) else "unsustainable"
+        return Probe(rate=rate, verdict=verdict)
+    found = mst_mod.pair(probe, ("none", "coordinated"), [6000.0, 5500.0, 6000.0], rounds=2)
+    assert found.rates == [5500.0, 6000.0]
+    # the first protocol changes from rate to rate and round to round
+    assert ran == [("none", 5500.0), ("coordinated", 5500.0), ("coordinated", 6000.0), ("none", 6000.0),
+                   ("none", 5500.0), ("coordinated", 5500.0), ("coordinated", 6000.0), ("none", 6000.0)]
+    assert (found.mst("none"), found.mst("coordinated")) == (6000.0, 5500.0)
+    assert found.held("coordinated", 6000.0) == (0, 2)
+    # a majority of the rounds judged decides; a failed probe is no verdict; a rate above one not
+    # sustained does not count
+    doc = paired_doc({"none": {5000.0: "ssu", 5500.0: "fsu", 6000.0: "sss"}, "coordinated": {5000.0: "uus"}})
+    pairing = doc.paired["q3"]
+    assert pairing.held("none", 5500.0) == (1, 2) and not pairing.sustains("none", 5500.0)
+    assert pairing.mst("none") == 5000.0 and pairing.mst("coordinated") is None
+    assert pairing.median_backlog("none", 5000.0) == 0.0
+    assert mst_mod.bracket_rates([search(5000.0, 5500.0), search(5500.0, 6100.0), search(None, 900.0)]) == \
+        [900.0, 5000.0, 5500.0, 6100.0]
+
+
+def test_the_paired_part_decides_the_first_headline_where_it_ran():
+    above = uniform_doc({"none": (5000.0, 5500.0), "coordinated": (6100.0, 6700.0)})
+    assert cm.paper_verdicts(above)[0][1] == cm.NOT_MEASURED
+    even = paired_doc({"none": {5000.0: "sss", 5500.0: "suu", 6100.0: "uuu", 6700.0: "uuu"},
+                       "coordinated": {5000.0: "sss", 5500.0: "uus", 6100.0: "suu", 6700.0: "uuu"}})
+    assert cm.paired_ratios(even) == {"q3": 1.0}
+    _, mark, reason = cm.paper_verdicts(above, paired=even.to_json())[0]
+    assert mark == cm.REPRODUCED
+    assert "q3 1.00 (all within" in reason and "q3 from the two side by side in 3 rounds" in reason \
+        and "where one search each gave q3 1.22" in reason
+    still = paired_doc({"none": {5000.0: "sss", 6100.0: "uuu"}, "coordinated": {5000.0: "sss", 6100.0: "ssu"}})
+    _, mark, reason = cm.paper_verdicts(above, paired=still)[0]
+    assert mark == cm.NOT_MEASURED and "coordinated above none even side by side in q3 (1.22)" in reason
+    # a --quick paired run decides nothing
+    assert cm.paper_verdicts(above, paired=replace(even, quick=True))[0][1] == cm.NOT_MEASURED
+    table = cm.markdown(even.to_json())
+    assert "| q3 | 5,500 | 1/3 | +1.0% | 1/3 | +1.0% |" in table
+    assert "| q3 | 5,000 | 5,000 | 1.00 | – | 4 of 12 / 5 of 12 |" in table
+    assert cm.headline(even) == "none and coordinated side by side, 3 rounds: coordinated's MST × none's q3 1.00"
+    assert cm.page_block("paired", 2) == "checkmate-paired"
+
+
+def test_the_paired_part_is_planned_and_draws_its_chart(tmp_path):
+    from experiments.report import plots
+
+    full = cm.plan(cm.FULL, "paired", msts_given=True)
+    assert full.paired_probes == 4 * 3 * 2 * 3 and full.rows == 0 and full.seconds < 60 * MINUTES
+    assert "72 paired probes" in full.describe() and not full.describe().endswith("; ")
+    quick = cm.plan(cm.QUICK, "paired")
+    assert quick.paired_probes == 1 * 2 * 2 * 1 and quick.seconds < 5 * MINUTES
+    plots.plot_checkmate(paired_doc({"none": {5000.0: "s"}, "coordinated": {5000.0: "s"}}), str(tmp_path / "p.png"))
+    assert (tmp_path / "p.png").stat().st_size > 10_000
 
 
 def test_logio_runs_too_short_read_too_short_and_decide_nothing():
@@ -238,11 +317,13 @@ def test_reproduce_runs_checkmate_in_parts_each_with_its_own_chart():
     from experiments.reproduce import run as reproduce
 
     cmd = {name: reproduce.command(reproduce.EXPERIMENTS[name].steps[0].argv("results", name, False))
-           for name in ("checkmate", "checkmate-skew", "checkmate-parallelism")}
+           for name in ("checkmate", "checkmate-skew", "checkmate-parallelism", "checkmate-paired")}
     assert cmd["checkmate"].startswith("bench checkmate --docs docs/checkmate.md --json results/checkmate/run.json")
     assert cmd["checkmate-skew"].startswith("bench checkmate --part skew --mst-from results/checkmate/run.json ")
     assert cmd["checkmate-parallelism"].startswith("bench checkmate --parallelism 4 ")
+    assert cmd["checkmate-paired"].startswith("bench checkmate --part paired --mst-from results/checkmate/run.json ")
     plots = [reproduce.EXPERIMENTS[n].steps[0].paths("results", n)["plot"] for n in cmd]
     assert plots == ["results/checkmate.png", "results/checkmate-skew/checkmate-skew.png",
-                     "results/checkmate-parallelism/checkmate-parallelism.png"]
+                     "results/checkmate-parallelism/checkmate-parallelism.png",
+                     "results/checkmate-paired/checkmate-paired.png"]
     assert cm.page_block("skew", 2) == "checkmate-skew" and cm.page_block("uniform", 4) == "checkmate-parallelism"

@@ -348,6 +348,9 @@ def plot_checkmate(doc: Any, path: str) -> None:
     if getattr(doc, "part", "uniform") == "skew":
         plot_checkmate_skew(doc, path)
         return
+    if getattr(doc, "part", "uniform") == "paired":
+        plot_checkmate_paired(doc, path)
+        return
     plt = pyplot()
     rows = doc.rows
     protocols = [p for p in ("none", "coordinated", "uncoordinated", "cic") if any(r.protocol == p for r in rows)]
@@ -390,6 +393,49 @@ def plot_checkmate(doc: Any, path: str) -> None:
     ax.set_title("cyclic query, emulated: rollback after a failure (Table IV)")
     ax.legend(fontsize=8)
 
+    _save(fig, path, dpi=100, grid_y=True)
+
+
+def plot_checkmate_paired(doc: Any, path: str) -> None:
+    """CheckMate's first headline from a paired-part ``ckptbench.checkmate/1`` document: left,
+    coordinated's MST over none's per query, side by side over the rounds against one search
+    each (the band: the search's precision); right, the share of rounds each protocol sustained
+    at each rate."""
+    plt = pyplot()
+    queries = [q for q in ("q1", "q3", "q8", "q12") if q in doc.paired]
+    protocols = [p for p in ("none", "coordinated") if any(p in doc.paired[q].probes for q in queries)]
+
+    def ratio(how: str, q: str) -> float:
+        if how == "side by side":
+            found = doc.paired[q]
+            a, b = found.mst("coordinated"), found.mst("none")
+        else:
+            by = doc.mst.get(q, {})
+            a, b = (getattr(by.get(p), "mst", None) for p in ("coordinated", "none"))
+        return a / b if a and b else 0.0
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    ax = axes[0]
+    hows = ["side by side"] + (["one search each"] if doc.mst else [])
+    _grouped_bars(ax, hows, queries, ratio)
+    ax.set_xticklabels(queries)
+    precision = doc.sizes.mst.precision if doc.sizes.mst else 0.1
+    ax.axhspan(1 / (1 + precision), 1 + precision, color="grey", alpha=0.15, label="the search's precision")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_ylabel("coordinated's MST × none's")
+    ax.set_title("coordinated ≈ none? (CheckMate Fig 7)")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    cells = [(q, rate) for q in queries for rate in doc.paired[q].rates]
+
+    def share(p: str, cell: tuple[str, float]) -> float:
+        ok, judged = doc.paired[cell[0]].held(p, cell[1])
+        return ok / judged if judged else 0.0
+    _grouped_bars(ax, protocols, cells, share)
+    ax.set_xticklabels([f"{q}\n{rate / 1e3:,.0f}k" for q, rate in cells], fontsize=8)
+    ax.set_ylabel("rounds sustained")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("each rate, the protocols in turn (events/s)")
+    ax.legend(fontsize=8)
     _save(fig, path, dpi=100, grid_y=True)
 
 

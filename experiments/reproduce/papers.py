@@ -6,7 +6,8 @@ LOG.io's (recovery with stragglers) are each marked *reproduced*, *not reproduce
 measured at full size*, with the measured reason, by the experiments' own verdict functions
 (:func:`experiments.spark.checkmate.paper_verdicts`, :func:`experiments.spark.stragglers.verdict`)
 over the documents of the full runs in the results directory: ``checkmate``,
-``checkmate-skew``, ``checkmate-parallelism`` and ``logio-stragglers``.  A ``--quick``,
+``checkmate-skew``, ``checkmate-parallelism``, ``checkmate-paired`` (which, where it ran, decides
+coordinated ≈ ``none`` for its queries) and ``logio-stragglers``.  A ``--quick``,
 failed or missing run counts as not measured at full size.  ``results/`` is not committed, so a
 headline whose documents are not on this machine keeps the line an earlier run wrote (as the
 README summary keeps its rows): the block never loses a measured verdict to a machine that has
@@ -26,7 +27,7 @@ from experiments.reproduce.result import Reproduce
 BLOCK = "paper-headlines"
 #: the part of the experiments each verdict reads -> the reproduce experiment that makes it
 SOURCES = {"uniform": "checkmate", "skew": "checkmate-skew", "parallel": "checkmate-parallelism",
-           "logio": "logio-stragglers"}
+           "paired": "checkmate-paired", "logio": "logio-stragglers"}
 NOT_MEASURED = "*not yet measured at full size*"
 LOGIO_CLAIM = ("LOG.io: recovery with stragglers (Fig 5: with a straggler at a moderate rate, LOG.io costs "
                "about what ABS costs and recovers with far less overhead)")
@@ -63,9 +64,11 @@ def verdicts(out: str) -> list[tuple[str, str, str, bool]]:
         said = [f"`bench reproduce {SOURCES[p]}` of {runs[p][1]}" for p in parts if runs[p]]
         return f" (measured in {', '.join(said)})" if said else ""
     out_lines = []
+    # the paired part, where it ran, refines the first headline; without it the uniform run decides
+    first = ("uniform", "paired") if runs["paired"] else ("uniform",)
     for (claim, mark, reason), parts in zip(
-            checkmate.paper_verdicts(doc["uniform"], doc["skew"], doc["parallel"]),
-            (("uniform",), ("uniform",), ("uniform", "parallel"), ("skew",))):
+            checkmate.paper_verdicts(doc["uniform"], doc["skew"], doc["parallel"], doc["paired"]),
+            (first, ("uniform",), ("uniform", "parallel"), ("skew",))):
         ran = all(runs[p] for p in parts)
         out_lines.append((claim, mark, reason + (measured(*parts) if ran else ""), ran))
     if doc["logio"] is None:

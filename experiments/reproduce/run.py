@@ -342,6 +342,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                "and 80 % of each protocol's uniform MST, taken from `bench reproduce checkmate` (run it first), "
                "no failure: p50 latency and checkpoint time; about 1 h 40 min",
                " --part skew", " --mst-from {out}/checkmate/run.json"),
+    _checkmate("checkmate-paired", "CheckMate's first headline (coordinated ≈ none, Fig 7) side by side: none and "
+               "coordinated probed in turn at the ends of both protocols' MST brackets from `bench reproduce "
+               "checkmate` (run it first), 3 rounds, a rate sustained when most rounds sustained it; about 40 min",
+               " --part paired", " --mst-from {out}/checkmate/run.json"),
     _checkmate("checkmate-parallelism", "CheckMate's grid at the paper's method with 4 instances on the "
                "2-core machine (each instance a task slot, time-shared): MST per query and protocol, the paced "
                "grid with one failure; about 1 h 30 min", f" --parallelism {CHECKMATE_INSTANCES}"),

@@ -8,7 +8,7 @@ run, through :func:`experiments.spark.matrix.run_one` (one combination = one row
 verified for every protocol that promises it), and the cyclic query through its emulation over
 the message log (:mod:`spark_integration.cyclic`: no Spark, counts only — see its docstring).
 
-The experiment runs in two parts (:data:`PARTS`), each a run of its own that fits a quiet
+The experiment runs in three parts (:data:`PARTS`), each a run of its own that fits a quiet
 window of about two hours (:func:`plan` counts a run's work and prints its expected duration
 first; :class:`Progress` says after every search and run what is left):
 
@@ -22,6 +22,12 @@ first; :class:`Progress` says after every search and run what is left):
     protocol's *own* MST on uniform input (the paper: "of the non-skewed execution of every
     protocol"), no failure, p50 latency and average checkpoint time.  Its MSTs come from a full
     uniform run's document (:func:`msts_from`), so the searches are not paid twice.
+  * ``paired``, the paper's first headline (coordinated ≈ ``none``) settled where one search
+    each cannot: the searches probe each rate once, one protocol after the other, so two MSTs
+    within the search's precision — or a protocol above ``none``, a baseline beaten — say
+    nothing.  This probes ``none`` and coordinated in turn at the ends of both brackets
+    (:func:`experiments.spark.mst.pair`), :attr:`Sizes.paired_rounds` rounds, and
+    :func:`paper_verdicts` takes its ratios over the searches' for the queries it ran.
 
 ``--quick`` has no MST step and runs unpaced: a smoke run, whose ratios to ``none`` read ``too
 short`` (:func:`experiments.spark.matrix_result.too_short`).  A checkpointing protocol above
@@ -65,12 +71,17 @@ PROTOCOLS = ("none", "coordinated", "uncoordinated", "cic")
 #: the input of the uniform part (the MST step and the grid with a failure)
 SKEWS = {"uniform": 0.0}
 LOGGING = ("uncoordinated", "cic")  # senders log every message
-#: the two parts of the experiment, each its own run (and ``bench reproduce`` step): ``uniform``
-#: (the MST step, the grid with one failure per run, the cyclic query) and ``skew`` (the paper's
-#: Fig 12: hot items at a share of each protocol's uniform MST, no failure)
-PARTS = ("uniform", "skew")
+#: the parts of the experiment, each its own run (and ``bench reproduce`` step): ``uniform``
+#: (the MST step, the grid with one failure per run, the cyclic query), ``skew`` (the paper's
+#: Fig 12: hot items at a share of each protocol's uniform MST, no failure) and ``paired``
+#: (coordinated and none probed side by side at the rates of their MST brackets, several rounds)
+PARTS = ("uniform", "skew", "paired")
 #: the protocols of the paper's skew figure (Fig 12 plots COOR, UNC and CIC; no checkpoint-free line)
 SKEW_PROTOCOLS = ("coordinated", "uncoordinated", "cic")
+#: the protocols of the paired part: the paper's first headline is coordinated's MST against none's
+PAIRED_PROTOCOLS = ("none", "coordinated")
+#: the paired part of a ``--quick`` run (which has no MST step): q1 probed at these rates, once
+QUICK_PAIRED_RATES = (2000.0, 4000.0)
 #: a checkpointing protocol whose MST (or paced rate) is above ``none``'s by more than this is
 #: marked in the tables, with the measurement that explains it (:func:`above_mst`, :func:`above_grid`)
 ABOVE_NONE = 1.02
@@ -96,6 +107,9 @@ PAPER = {
     # Table IV, cyclic query: checkpoint time (ms), restart time (ms), invalid checkpoints (%)
     "cyclic": {"5": {"uncoordinated": (0.01, 620, 1.4), "cic": (2.73, 347, 1.7)},
                "10": {"uncoordinated": (1.38, 344, 1.4), "cic": (8.39, 399, 1.6)}},
+    # Fig 7 (MST normalised to none's; drawn, not printed): what the text says of it
+    "fig7": ("coordinated reaches none's MST up to 50 workers (about 0.9 at 70-100), uncoordinated about 10 % "
+             "lower than coordinated, CIC below 0.5 at high parallelism; Q3 below none for every protocol."),
     # Fig 12 (its values are drawn, not printed): what the text says of it
     "skew_fig12": ("Q3, Q8, Q12 on 10 workers, 10/20/30 % hot items, at 50 % and 80 % of each protocol's MST "
                    "on non-skewed input, no failure: coordinated has the highest p50 latency and average "
@@ -129,6 +143,8 @@ class Sizes:
     #: protocol's uniform MST, no failure, on the queries in ``skewed``
     skew_ratios: tuple[float, ...] = (0.1, 0.2, 0.3)
     skew_loads: tuple[float, ...] = (0.5, 0.8)
+    #: the paired part: rounds of probes at each rate (a protocol sustains a rate in most of them)
+    paired_rounds: int = 3
 
     def paced(self, mst: float, load: float | None = None) -> tuple[float, int, int]:
         """The rate, events and failure offset of a row whose protocol's MST is ``mst``, paced
@@ -151,7 +167,7 @@ SMOKE = ("*Smoke run (`--quick`): each row is a few seconds of Spark with one or
 FULL = Sizes(events=600_000, keys=10_000, batch=50_000, fail_at=180_000, interval=2, cyclic_runs=50,
              cyclic_batches=60, skewed=("q3", "q8", "q12"), mst=replace(mst_mod.FULL, start_rate=256_000.0))
 QUICK = Sizes(events=12_000, keys=1_000, batch=6_000, fail_at=8_000, interval=1, cyclic_runs=20,
-              cyclic_batches=60, skewed=("q12",))
+              cyclic_batches=60, skewed=("q12",), paired_rounds=1)
 
 
 def row_bytes(kind: str) -> int:
@@ -232,8 +248,10 @@ class Checkmate(Document):
     #: the MST step: query -> protocol -> its search (the rate, the bracket, why it stopped,
     #: every probe), on uniform input
     mst: dict[str, dict[str, mst_mod.Search]] = field(default_factory=dict)
-    #: the skew part: the uniform run whose MSTs it was paced at (``--mst-from``)
+    #: the skew and paired parts: the uniform run whose MSTs they took (``--mst-from``)
     mst_from: str | None = optional()
+    #: the paired part: query -> none and coordinated probed side by side (:func:`mst_mod.pair`)
+    paired: dict[str, mst_mod.Pairing] = field(default_factory=dict)
     environment: Environment = field(default_factory=Environment.here)
 
 
@@ -306,11 +324,13 @@ class Plan:
     seconds_per_probe: float
     probes_from_start: int
     probes_from_none: int
+    #: the paired part's probes (rates x protocols x rounds, counting three rates a query)
+    paired_probes: int = 0
 
     @property
     def mst_seconds(self) -> float:
         return self.seconds_per_probe * (self.searches_from_start * self.probes_from_start
-                                         + self.searches_from_none * self.probes_from_none)
+                                         + self.searches_from_none * self.probes_from_none + self.paired_probes)
 
     @property
     def seconds(self) -> float:
@@ -319,12 +339,16 @@ class Plan:
     def describe(self) -> str:
         mst = (f"{self.searches_from_start + self.searches_from_none} MST searches "
                f"({self.searches_from_start} of up to {self.probes_from_start} probes, "
-               f"{self.searches_from_none} of about {self.probes_from_none}; "
-               f"{self.seconds_per_probe:.0f} s a probe): {minutes(self.mst_seconds)}; "
-               if self.searches_from_start + self.searches_from_none else "")
-        return (f"expected about {minutes(self.seconds)}: Spark's start and {self.warmups} warm-up runs; "
-                f"{mst}{self.rows} runs of about "
-                f"{self.seconds_per_row:.0f} s: {minutes(self.rows * self.seconds_per_row)}")
+               f"{self.searches_from_none} of about {self.probes_from_none}"
+               + (f", then {self.paired_probes} paired probes" if self.paired_probes else "")
+               + f"; {self.seconds_per_probe:.0f} s a probe): {minutes(self.mst_seconds)}; "
+               if self.searches_from_start + self.searches_from_none else
+               f"{self.paired_probes} paired probes ({self.seconds_per_probe:.0f} s a probe): "
+               f"{minutes(self.mst_seconds)}; " if self.paired_probes else "")
+        runs = (f"{self.rows} runs of about {self.seconds_per_row:.0f} s: {minutes(self.rows * self.seconds_per_row)}"
+                if self.rows else "")
+        return f"expected about {minutes(self.seconds)}: Spark's start and {self.warmups} warm-up runs; {mst}{runs}" \
+            .removesuffix("; ")
 
 
 def minutes(seconds: float) -> str:
@@ -338,22 +362,43 @@ def minutes(seconds: float) -> str:
 def plan(sizes: Sizes, part: str = "uniform", queries: tuple[str, ...] = QUERIES,
          protocols: tuple[str, ...] | None = None, msts_given: bool = False) -> Plan:
     """The run :func:`run` will make with these arguments, counted (its estimate of time)."""
-    protocols = protocols or (PROTOCOLS if part == "uniform" else SKEW_PROTOCOLS)
+    protocols = protocols or part_protocols(part)
     search = sizes.mst is not None and not msts_given
-    mst_queries = queries if part == "uniform" else tuple(q for q in queries if q in sizes.skewed)
+    mst_queries = part_queries(part, queries, sizes)
     paced = sizes.mst is not None
     if part == "uniform":
         rows = len(queries) * len(protocols)
+    elif part == "paired":
+        rows = 0
     else:
         rows = len(mst_queries) * len(sizes.skew_ratios) * (len(sizes.skew_loads) if paced else 1) * len(protocols)
     row_s = (sizes.warmup_seconds + sizes.run_seconds if paced else 2.0) + JOB_OVERHEAD_S
-    probe_s = sizes.mst.probe_seconds * PROBE_DRAIN + JOB_OVERHEAD_S / 3 if sizes.mst else 0.0
+    probe_sizes = sizes.mst or (mst_mod.QUICK if part == "paired" else None)
+    probe_s = probe_sizes.probe_seconds * PROBE_DRAIN + JOB_OVERHEAD_S / 3 if probe_sizes else 0.0
+    rates = 3 if sizes.mst else len(QUICK_PAIRED_RATES)
     return Plan(searches_from_start=len(mst_queries) if search else 0,
                 searches_from_none=len(mst_queries) * (len(protocols) - 1) if search else 0,
                 rows=rows, warmups=len(protocols),
                 seconds_per_row=row_s, seconds_per_probe=probe_s,
                 probes_from_start=sizes.mst.max_probes if sizes.mst else 0,
-                probes_from_none=expected_probes(sizes.mst) if sizes.mst else 0)
+                probes_from_none=expected_probes(sizes.mst) if sizes.mst else 0,
+                paired_probes=len(mst_queries) * rates * len(protocols) * sizes.paired_rounds
+                if part == "paired" else 0)
+
+
+def part_protocols(part: str) -> tuple[str, ...]:
+    """The protocols a part runs unless told otherwise."""
+    return {"uniform": PROTOCOLS, "skew": SKEW_PROTOCOLS, "paired": PAIRED_PROTOCOLS}[part]
+
+
+def part_queries(part: str, queries: tuple[str, ...], sizes: Sizes) -> tuple[str, ...]:
+    """The queries a part runs: the skew part those of ``sizes.skewed``, a ``--quick`` paired
+    part (no MSTs to pair at) the first only."""
+    if part == "skew":
+        return tuple(q for q in queries if q in sizes.skewed)
+    if part == "paired" and sizes.mst is None:
+        return queries[:1]
+    return queries
 
 
 class Progress:
@@ -389,13 +434,17 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
     ``uniform``: the MST step (when the sizes have one), the grid with one failure per run, then
     the cyclic emulation.  ``skew``: each query of ``sizes.skewed`` at every hot-item ratio and
     load (a share of the protocol's uniform MST, taken from ``mst_from`` — a full uniform run,
-    :func:`msts_from` — or searched here), no failure."""
+    :func:`msts_from` — or searched here), no failure.  ``paired``: ``none`` and coordinated
+    probed in turn at the ends of their MST brackets (from ``mst_from`` or searched here; a
+    ``--quick`` run: q1 at :data:`QUICK_PAIRED_RATES`)."""
     sizes = sizes or (QUICK if quick else FULL)
-    protocols = protocols or (PROTOCOLS if part == "uniform" else SKEW_PROTOCOLS)
+    protocols = protocols or part_protocols(part)
     master = master or f"local[{parallelism}]"
+    queries = part_queries(part, queries, sizes)
     if part == "skew":
-        queries = tuple(q for q in queries if q in sizes.skewed)
         skews = skews if skews is not None else dict(hot(r) for r in sizes.skew_ratios)
+    elif part == "paired":
+        skews = {}  # no grid: the probes are the measurement
     else:
         skews = SKEWS if skews is None else skews
     msts: dict[str, dict[str, mst_mod.Search]] = {}
@@ -405,6 +454,7 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
     say(f"checkmate: {part} part, {parallelism} instances on {master}: {work.describe()}")
     progress = Progress(work, say)
     rows: list[Row] = []
+    paired: dict[str, mst_mod.Pairing] = {}
     with spark_run(master, protocols, "ckptbench-checkmate-") as session:
         spark, tmp = session.spark, session.tmp
         progress.done(SESSION_START_S, "Spark's start")
@@ -430,6 +480,20 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                     say(f"checkmate: MST of {kind} under {protocol}: {found.mst or 0:,.0f} events/s ({found.stop})")
                     progress.done(work.seconds_per_probe * (work.probes_from_none if i else work.probes_from_start),
                                   f"MST of {kind} under {protocol}")
+        if part == "paired":
+            probe_sizes = sizes.mst or mst_mod.QUICK
+            for kind in queries:
+                rates = (mst_mod.bracket_rates([msts[kind][p] for p in protocols]) if msts
+                         else list(QUICK_PAIRED_RATES))
+                say(f"checkmate: {kind}: {' and '.join(protocols)} side by side at "
+                    f"{', '.join(f'{r:,.0f}' for r in rates)} events/s, {sizes.paired_rounds} rounds ...")
+                found = mst_mod.find_paired(spark, tmp, protocols, backend, replace(base, kind=kind, skew=0.0),
+                                            probe_sizes, rates, sizes.paired_rounds, sizes.interval, say=say)
+                paired[kind] = found
+                say(f"checkmate: {kind} paired: " + ", ".join(
+                    f"{p} sustains {found.mst(p) or 0:,.0f} events/s" for p in protocols))
+                progress.done(work.seconds_per_probe * len(rates) * len(protocols) * sizes.paired_rounds,
+                              f"{kind} paired")
         loads: tuple[float | None, ...] = (sizes.load,) if part == "uniform" else sizes.skew_loads
         turn = 0
         for skew_name, skew in skews.items():
@@ -469,7 +533,7 @@ def run(quick: bool = False, backend: str = "indexed_fs", parallelism: int = 2, 
                      piggyback_bytes_per_row=piggyback_size(2 * parallelism),
                      seconds=session.seconds(), rows=rows, cyclic=cyc, paper=dump(PAPER),
                      mst=msts if part == "uniform" or mst_from is None else {},
-                     mst_from=mst_source if mst_from is not None else None)
+                     mst_from=mst_source if mst_from is not None else None, paired=paired)
 
 
 def _grid_row(spark: Any, tmp: str, protocol: str, backend: str, spec: JobSpec, sizes: Sizes,
@@ -507,6 +571,8 @@ def markdown(doc: Checkmate | dict[str, Any]) -> list[str]:
     doc = _doc(doc)
     if doc.part == "skew":
         return skew_markdown(doc)
+    if doc.part == "paired":
+        return paired_markdown(doc)
     rows = doc.rows
     queries = [q for q in QUERIES if any(r.query == q for r in rows)]
     protocols = [p for p in PROTOCOLS if any(r.protocol == p for r in rows)]
@@ -648,8 +714,7 @@ def mst_table(doc: Checkmate) -> list[str]:
     queries = [q for q in QUERIES if q in doc.mst]
     protocols = [p for p in PROTOCOLS if any(p in doc.mst[q] for q in queries)]
     out = ["Maximum sustainable throughput, uniform input (events/s; × none: ÷ none's MST).  Paper, Fig 7: "
-           "coordinated reaches none's MST up to 50 workers (about 0.9 at 70-100), uncoordinated about 10 % "
-           "lower than coordinated, CIC below 0.5 at high parallelism; Q3 below none for every protocol.", "",
+           + doc.paper.get("fig7", PAPER["fig7"]), "",
            "| query | " + " | ".join(f"{p} MST | {p} × none" for p in protocols) + " |",
            "|---|" + "---|---|" * len(protocols)]
     notes: list[str] = []
@@ -768,6 +833,65 @@ def skew_verdict(doc: Checkmate | dict[str, Any] | None) -> tuple[str, str]:
                                       "holds all of them back alike (docs/checkmate.md)")
 
 
+# ------------------------------------------------------------------------------ the paired part
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.1%}"
+
+
+def paired_ratios(doc: Checkmate, protocol: str = "coordinated", over: str = "none") -> dict[str, float]:
+    """``protocol``'s paired MST over ``over``'s, per query where both sustained a rate."""
+    out = {}
+    for q in QUERIES:
+        found = doc.paired.get(q)
+        a, b = (found.mst(protocol), found.mst(over)) if found else (None, None)
+        if a and b:
+            out[q] = a / b
+    return out
+
+
+def paired_markdown(doc: Checkmate) -> list[str]:
+    """The paired part: per query and rate, how many rounds each protocol sustained and the
+    median growth of its backlog, then the MSTs the rounds give beside the searches' ratio."""
+    queries = [q for q in QUERIES if q in doc.paired]
+    protocols = [p for p in PROTOCOLS if any(p in doc.paired[q].probes for q in queries)]
+    probe = doc.sizes.mst or mst_mod.QUICK
+    rounds = max((doc.paired[q].rounds for q in queries), default=0)
+    source = f" of `{doc.mst_from}`" if doc.mst_from else ""
+    out: list[str] = [SMOKE, ""] if doc.quick else []
+    out += [f"**{' and '.join(protocols)} side by side**, uniform input, backend {doc.backend}, {doc.parallelism} "
+            f"instances: each probed at the ends of both protocols' MST brackets{source}, {rounds} rounds, the "
+            f"protocols in turn (the first changing from rate to rate), {probe.probe_seconds:g} s probes judged "
+            f"over the {probe.window_seconds:g} s after {probe.warmup_seconds:g} s; sustained: rounds sustainable "
+            "of rounds judged; backlog: its median growth per second, as a share of the rate.", "",
+            "| query | rate events/s | " + " | ".join(f"{p} sustained | {p} backlog" for p in protocols) + " |",
+            "|---|---|" + "---|---|" * len(protocols)]
+    for q in queries:
+        found = doc.paired[q]
+        for rate in found.rates:
+            cells = []
+            for p in protocols:
+                ok, judged = found.held(p, rate)
+                cells.append(f"{ok}/{judged} | {_pct(found.median_backlog(p, rate))}")
+            out.append(f"| {q} | {rate:,.0f} | " + " | ".join(cells) + " |")
+    searched = mst_ratios(doc, "coordinated") if doc.mst else {}
+    out += ["", "| query | " + " | ".join(f"{p} MST (paired)" for p in protocols)
+            + " | coordinated × none (paired) | × none (one search each) | probes sustained ("
+            + " / ".join(protocols) + ") |",
+            "|---|" + "---|" * (len(protocols) + 3)]
+    ratios = paired_ratios(doc)
+    for q in queries:
+        found = doc.paired[q]
+        msts = [found.mst(p) for p in protocols]
+        held = [[found.held(p, r) for r in found.rates] for p in protocols]
+        out.append(f"| {q} | " + " | ".join(_fmt(m) for m in msts) + f" | {_fmt(ratios.get(q), '.2f')} | "
+                   f"{_fmt(searched.get(q), '.2f')} | "
+                   + " / ".join(f"{sum(ok for ok, _ in h)} of {sum(n for _, n in h)}" for h in held) + " |")
+    out += ["", "A protocol's paired MST is the highest rate it sustained in most rounds, every lower rate too; "
+            "the probes it sustained over all rates say the same more finely, where the MSTs tie. "
+            "Paper (Fig 7): " + doc.paper.get("fig7", PAPER["fig7"])]
+    return out
+
+
 # ------------------------------------------------------------------------------ the paper's headlines
 def mst_ratios(doc: Checkmate, protocol: str, over: str = "none") -> dict[str, float]:
     """``protocol``'s MST over ``over``'s, per query that has both."""
@@ -779,16 +903,25 @@ def mst_ratios(doc: Checkmate, protocol: str, over: str = "none") -> dict[str, f
     return out
 
 
-def wide_brackets(doc: Checkmate, protocol: str, precision: float) -> dict[str, tuple[float, float]]:
+def wide_brackets(doc: Checkmate, protocol: str, precision: float) -> dict[str, tuple[float, float | None]]:
     """The queries whose ``protocol`` search stopped with its bracket wider than ``precision``
-    (its probe budget ran out, or a probe failed), as (low, high): its MST may lie anywhere up
-    to ``high``, so a ratio to it decides nothing."""
-    out = {}
+    (its probe budget ran out, or a probe failed), as (low, high), or with no unsustainable
+    probe at all, as (low, None): its MST may lie anywhere up to ``high`` (or above ``low``
+    without end), so a ratio to it decides nothing."""
+    out: dict[str, tuple[float, float | None]] = {}
     for q in QUERIES:
         s = doc.mst.get(q, {}).get(protocol)
-        if s and s.low and s.high and s.high / s.low > 1 + precision + 1e-9:
+        if s and s.low and (s.high is None or s.high / s.low > 1 + precision + 1e-9):
             out[q] = (s.low, s.high)
     return out
+
+
+def _wide(q: str, start: float, lo: float, hi: float | None) -> str:
+    """Why ``q``'s ``none`` search decides nothing, in words."""
+    if hi is None:
+        return f"{q} (none's search from {start:,.0f} events/s found no unsustainable rate up to {lo:,.0f})"
+    return (f"{q} (none's search from {start:,.0f} events/s stopped with a bracket {lo:,.0f}–{hi:,.0f} "
+            f"events/s, {hi / lo - 1:.0%} wide)")
 
 
 def _listed(ratios: dict[str, float]) -> str:
@@ -796,21 +929,26 @@ def _listed(ratios: dict[str, float]) -> str:
 
 
 def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate | dict[str, Any] | None = None,
-                   parallel: Checkmate | dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
+                   parallel: Checkmate | dict[str, Any] | None = None,
+                   paired: Checkmate | dict[str, Any] | None = None) -> list[tuple[str, str, str]]:
     """CheckMate's headlines, each (claim, mark, the measured reason), from the full documents
-    of the uniform part at the default parallelism, the skew part and the uniform part at the
-    higher parallelism (None, or a ``--quick`` one: *not yet measured at full size*)."""
+    of the uniform part at the default parallelism, the skew part, the uniform part at the
+    higher parallelism and the paired part (None, or a ``--quick`` one: *not yet measured at
+    full size*).  The paired part, where it ran, decides coordinated ≈ none for its queries: two
+    protocols side by side over several rounds resolve what one search each cannot."""
     import statistics
 
-    docs = [None if d is None else _doc(d) for d in (uniform, skew, parallel)]
-    uniform, skew, parallel = [d if d is not None and not d.quick and (d.part == "skew" or d.mst) else None
-                               for d in docs]
+    docs = [None if d is None else _doc(d) for d in (uniform, skew, parallel, paired)]
+    uniform, skew, parallel, paired = [
+        d if d is not None and not d.quick and (d.part in ("skew", "paired") or d.mst) else None for d in docs]
     out = []
     claim = "CheckMate: coordinated ≈ none on uniform input (Fig 7: the same MST up to 50 workers)"
     if uniform is None:
         out.append((claim, NOT_MEASURED, "no full `bench reproduce checkmate` (its MST step) yet"))
     else:
-        r = mst_ratios(uniform, "coordinated")
+        searched = mst_ratios(uniform, "coordinated")
+        side = paired_ratios(paired) if paired is not None else {}
+        r = {**searched, **side}
         precision = uniform.sizes.mst.precision if uniform.sizes.mst else 0.1
         floor, ceiling = 1 / (1 + precision), 1 + precision
         wide = wide_brackets(uniform, "none", precision)
@@ -825,16 +963,26 @@ def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate |
         reason = (f"coordinated's MST × none's at {uniform.parallelism} instances: {_listed(r) or 'none found'} "
                   f"({'all' if ok else 'not all'}{' decided' if wide else ''} within the search's precision, "
                   f"{floor:.2f}–{ceiling:.2f})")
+        if side:
+            rounds = max(f.rounds for f in paired.paired.values())
+            reason += (f"; {', '.join(side)} from the two side by side in {rounds} rounds at the ends of both "
+                       f"searches' brackets, where one search each gave {_listed({q: searched[q] for q in side if q in searched})}")
         if wide:
             start = uniform.sizes.mst.start_rate
-            reason += "; undecided: " + ", ".join(
-                f"{q} (none's search from {start:,.0f} events/s stopped with a bracket {lo:,.0f}–{hi:,.0f} "
-                f"events/s, {hi / lo - 1:.0%} wide)" for q, (lo, hi) in wide.items())
+            reason += "; undecided: " + ", ".join(_wide(q, start, lo, hi) for q, (lo, hi) in wide.items())
         if above and not below:
-            reason += ("; undecided: coordinated above none by more than the precision in "
-                       + ", ".join(f"{q} ({v:.2f})" for q, v in above.items())
-                       + ", a baseline beaten: one probe per rate on a shared machine varies more "
-                         "than the search's precision there")
+            apart = {q: v for q, v in above.items() if q not in side}
+            together = {q: v for q, v in above.items() if q in side}
+            if apart:
+                reason += ("; undecided: coordinated above none by more than the precision in "
+                           + ", ".join(f"{q} ({v:.2f})" for q, v in apart.items())
+                           + ", a baseline beaten: one probe per rate on a shared machine varies more "
+                             "than the search's precision there (`bench reproduce checkmate-paired` probes the "
+                             "two side by side)")
+            if together:
+                reason += ("; undecided: coordinated above none even side by side in "
+                           + ", ".join(f"{q} ({v:.2f})" for q, v in together.items())
+                           + ", a baseline beaten that the rounds do not explain")
         out.append((claim, mark, reason))
     claim = "CheckMate: uncoordinated about 10 % below coordinated (Fig 7)"
     if uniform is None:
@@ -883,6 +1031,10 @@ def headline(doc: Checkmate | dict[str, Any]) -> str:
     doc = _doc(doc)
     if doc.part == "skew":
         return ("smoke run (--quick): " if doc.quick else "") + "skew (Fig 12): " + skew_verdict(doc)[1]
+    if doc.part == "paired":
+        rounds = max((f.rounds for f in doc.paired.values()), default=0)
+        return (("smoke run (--quick): " if doc.quick else "") + f"none and coordinated side by side, {rounds} "
+                f"rounds: coordinated's MST × none's {_listed(paired_ratios(doc)) or 'not found'}")
     all_rows = doc.rows
     rows = [r for r in all_rows if r.skew == "uniform" and r.throughput_vs_none and comparable(all_rows, r)]
 
@@ -905,7 +1057,8 @@ def headline(doc: Checkmate | dict[str, Any]) -> str:
 def page_block(part: str, parallelism: int) -> str:
     """The generated block of ``docs/checkmate.md`` a run refreshes (``-quick`` appended for a
     smoke run): one per part, and the uniform part at another parallelism than the default its own."""
-    return "checkmate" + ("-skew" if part == "skew" else "") + ("-parallelism" if parallelism != PARALLELISM else "")
+    return "checkmate" + ("" if part == "uniform" else f"-{part}") + \
+        ("-parallelism" if parallelism != PARALLELISM else "")
 
 
 #: the instances of the default run (the machine's cores); ``checkmate-parallelism`` runs more

@@ -33,6 +33,12 @@ one sustainable and one unsustainable rate bracket the MST, then bisects the bra
 geometrically until its ends are within ``precision`` of each other or ``max_probes`` probes ran.
 The MST is the highest sustainable rate probed.  Every probe is kept in the document.
 
+**Paired probes** (:func:`pair`) answer what one search per protocol cannot: whether two
+protocols' MSTs differ by less than the search's precision.  Each protocol is probed at the same
+rates (the ends of both searches' brackets, :func:`bracket_rates`), in turn, for several rounds,
+and a protocol sustains a rate when most of its rounds there were sustainable
+(:meth:`Pairing.mst`).
+
 Read the result with its method: one probe per rate (a noisy minute of the shared machine can
 turn one verdict), and a probe near the MST may still be converging from its first micro-batch
 when its window starts (a job at 95 % of its capacity shortens its micro-batches slowly), so the
@@ -257,6 +263,73 @@ def search(probe: Callable[[float], Probe], start_rate: float, precision: float,
     return Search(probes, low, low, high, f"bracket {low:,.0f}-{high:,.0f} within {precision:.0%}")
 
 
+# ---------------------------------------------------------------------------------- paired probes
+@dataclass
+class Pairing:
+    """Protocols probed in turn at the same rates, ``rounds`` times (:func:`pair`): each
+    protocol's probes in the order they ran."""
+
+    rates: list[float]
+    rounds: int
+    probes: dict[str, list[Probe]] = field(default_factory=dict)
+
+    def at(self, protocol: str, rate: float) -> list[Probe]:
+        return [p for p in self.probes.get(protocol, []) if p.rate == rate]
+
+    def held(self, protocol: str, rate: float) -> tuple[int, int]:
+        """(sustainable probes, probes with a verdict) of ``protocol`` at ``rate``: a FAILED
+        probe (Spark lost a worker) is no verdict either way."""
+        judged = [p for p in self.at(protocol, rate) if p.verdict != FAILED]
+        return sum(p.sustainable for p in judged), len(judged)
+
+    def sustains(self, protocol: str, rate: float) -> bool:
+        """Whether most of the probes with a verdict at ``rate`` were sustainable."""
+        ok, judged = self.held(protocol, rate)
+        return 2 * ok > judged
+
+    def mst(self, protocol: str) -> float | None:
+        """The highest rate ``protocol`` sustains in most rounds, with every lower rate too
+        (None: not even the lowest)."""
+        found = None
+        for rate in sorted(self.rates):
+            if not self.sustains(protocol, rate):
+                break
+            found = rate
+        return found
+
+    def median_backlog(self, protocol: str, rate: float) -> float | None:
+        """The median over the rounds of the backlog's growth at ``rate``, as a fraction of the
+        rate per second (0: level; 0.05: 5 % of the input left behind every second)."""
+        slopes = [p.backlog_slope for p in self.at(protocol, rate) if p.backlog_slope is not None]
+        return statistics.median(slopes) / rate if slopes else None
+
+
+def pair(probe: Callable[[str, float], Probe], protocols: Sequence[str], rates: Sequence[float],
+         rounds: int) -> Pairing:
+    """Every protocol probed at every rate, ``rounds`` times: round after round, rate after rate
+    (lowest first), the protocols in turn with the first one changing from rate to rate and round
+    to round, so that a drift of the machine or of the JVM over the run (a JIT still compiling,
+    another tenant's load) falls on each protocol alike.  One search per protocol probes each
+    rate once and one protocol after the other; a difference smaller than the search's precision
+    needs the protocols side by side, several times."""
+    out = Pairing(rates=sorted(set(rates)), rounds=rounds, probes={p: [] for p in protocols})
+    turn = 0
+    for _ in range(rounds):
+        for rate in out.rates:
+            k = turn % len(protocols)
+            for protocol in list(protocols[k:]) + list(protocols[:k]):
+                out.probes[protocol].append(probe(protocol, rate))
+            turn += 1
+    return out
+
+
+def bracket_rates(searches: Sequence[Search]) -> list[float]:
+    """The rates at which to pair protocols whose searches are ``searches``: each search's
+    bracket ends (the highest sustainable and the lowest unsustainable rate it probed), so the
+    pairing re-asks, side by side, exactly the questions the searches answered apart."""
+    return sorted({r for s in searches for r in (s.low, s.high) if r})
+
+
 # ---------------------------------------------------------------------------------- real probes
 def probe_job(spark: Any, tmp: str, protocol: str, backend: str | None, base: JobSpec, rate: float,
               sizes: Sizes, interval: int, criterion: Criterion = Criterion()) -> Probe:
@@ -323,6 +396,19 @@ def find(spark: Any, tmp: str, protocol: str, backend: str | None, base: JobSpec
     return search(one, sizes.start_rate, sizes.precision, sizes.max_probes)
 
 
+def find_paired(spark: Any, tmp: str, protocols: Sequence[str], backend: str | None, base: JobSpec,
+                sizes: Sizes, rates: Sequence[float], rounds: int, interval: int = 1,
+                criterion: Criterion = Criterion(), say: Callable[[str], None] = print) -> Pairing:
+    """:func:`pair` with real probes of ``base``'s job on ``spark``; each probe said as it ends."""
+    def one(protocol: str, rate: float) -> Probe:
+        p = probe_job(spark, tmp, protocol, backend, base, rate, sizes, interval, criterion)
+        done.append(p)
+        say(probe_line(len(done), p, criterion, protocol))
+        return p
+    done: list[Probe] = []
+    return pair(one, protocols, rates, rounds)
+
+
 def run(job: str, kind: str, protocol: str, backend: str | None, quick: bool = False, parallelism: int = 2,
         interval: int = 1, master: str = "local[2]", sizes: Sizes | None = None,
         say: Callable[[str], None] = print) -> Mst:
@@ -345,11 +431,12 @@ def run(job: str, kind: str, protocol: str, backend: str | None, quick: bool = F
 
 
 # ---------------------------------------------------------------------------------- lines
-def probe_line(n: int, p: Probe, criterion: Criterion) -> str:
-    """``[MST], Probe, ...``: one probe's rate, verdict, slopes and latency."""
+def probe_line(n: int, p: Probe, criterion: Criterion, protocol: str = "") -> str:
+    """``[MST], Probe, ...``: one probe's rate (of ``protocol``, when probes of several are
+    interleaved), verdict, slopes and latency."""
     fmt = lambda v, spec: "–" if v is None else format(v, spec)  # noqa: E731
     reason = "" if p.sustainable else f" ({p.stopped_by})" if p.verdict == FAILED else f" ({why(p, criterion)})"
-    return (f"[MST], Probe {n}, rate {p.rate:,.0f} events/s, {p.verdict}{reason}, backlog slope "
+    return (f"[MST], Probe {n}{f' ({protocol})' if protocol else ''}, rate {p.rate:,.0f} events/s, {p.verdict}{reason}, backlog slope "
             f"{fmt(p.backlog_slope, '+,.0f')} events/s per s, p99 slope {fmt(p.p99_slope_ms_s, '+,.0f')} ms/s, "
             f"p50 {fmt(p.p50_ms, ',.0f')} ms, p99 {fmt(p.p99_ms, ',.0f')} ms, "
             f"{p.commits_in_window} commits in window, {p.seconds:.1f} s")
