@@ -136,6 +136,20 @@ def test_an_armed_cut_is_for_power_loss_only(capsys):
     assert len(err) == 1 and "--cut-after-sync needs power-loss" in err[0], err
 
 
+def test_a_server_that_does_not_come_back_after_a_cut_leaves_its_files_as_evidence(tmp_path):
+    from experiments.audit.env import EnvError
+
+    class Gone:
+        def start(self) -> None:
+            raise EnvError("the audit's private hdfs server did not start: not ready after 120s")
+    with pytest.raises(audit.ServerLost) as err:
+        audit.restart_after_cut(Gone(), 2, tmp_path)
+    said = str(err.value)
+    assert said.startswith("round 3: the private server did not come back after the cut; its files are "
+                           f"kept in {tmp_path} for inspection: ")
+    assert "not ready after 120s" in said and isinstance(err.value, audit.AuditError)
+
+
 def test_the_claims_agree_with_themselves_and_the_backends():
     """A claim is power-safe exactly when its text promises no loss (and power-safe implies
     crash-safe), every mode a backend's claims are about has a claim, keyed by its own mode, the

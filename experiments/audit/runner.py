@@ -75,6 +75,21 @@ class AuditError(CkptError):
     """The audit could not run (no FUSE, a server that does not start, bad options)."""
 
 
+class ServerLost(AuditError):
+    """The private server did not come back after a cut: what the cut left of its files is the
+    evidence of why, so the audit keeps its directory (:func:`restart_after_cut`)."""
+
+
+def restart_after_cut(server: Any, round_no: int, work: Path) -> None:
+    """Start ``server`` again after round ``round_no``'s cut; if it does not come back, a
+    :class:`ServerLost` that names the directory kept for inspection."""
+    try:
+        server.start()
+    except CkptError as exc:
+        raise ServerLost(f"round {round_no + 1}: the private server did not come back after the cut; "
+                         f"its files are kept in {work} for inspection: {exc}") from None
+
+
 # ------------------------------------------------------------------------------ one writer run
 @dataclass
 class Cut:
@@ -263,7 +278,7 @@ def audit(spec: AuditSpec, *, workdir: str | os.PathLike | None = None,
             if after_cut is not None:
                 after_cut(round_no, path)
             if server is not None:
-                server.start()
+                restart_after_cut(server, round_no, work)
 
             def open_store() -> Any:
                 return cls(**base)
@@ -287,6 +302,9 @@ def audit(spec: AuditSpec, *, workdir: str | os.PathLike | None = None,
                 f"{acked} acknowledged, {cut.lost} lost, {cut.wrong} wrong")
     except OSError as exc:  # the audit's own I/O (its directory, the mount): one clear line
         raise AuditError(f"the audit stopped after {len(result.cuts)} rounds: {exc}") from exc
+    except ServerLost:
+        own_tmp = False  # evidence: never deleted
+        raise
     finally:
         if writer is not None:
             writer.kill()
