@@ -3,6 +3,11 @@
 Per micro-batch (``foreachBatch``) the driver runs one Spark job: the batch's events,
 ``repartition(P, "key")`` into the P instances of the keyed stage, ``mapInArrow`` into
 :func:`~spark_integration.operators.process_partition`, and collects one stats row per instance.
+What runs before the shuffle (the query's filter or map, a protocol's message log) runs in the
+source's tap, where the events are made (:mod:`.source`): the query's from the stream's options;
+a protocol's, whose plan changes every micro-batch, by reading the batch's offsets — which the
+driver takes from the query's offset log, written before the batch runs — again as a batch read
+with the protocol's tap.  The source is deterministic, so both reads give the same events.
 When that job fails (an instance was killed, or found its working state lost) the driver asks the
 protocol for a recovery point, re-reads ``[replay_from, batch end)`` from the source as a batch
 read of the same deterministic source, and re-runs the batch with every instance restoring first.
@@ -58,7 +63,7 @@ from .keyed_state import decode_pairs
 from .latency_series import Commit
 from .operators import dump_partition, process_partition, restore_partition
 from .protocols.base import Protocol
-from .protocols.sender_log import logged_bytes
+from .protocols.sender_log import count_logged, logged_bytes
 from .protocols.registry import baseline_class, protocol_class, registration
 from .protocols.tokens import STATS_SCHEMA, BatchPlan, InstanceStats, RestoreToken
 from .queries import query
@@ -66,7 +71,7 @@ from .queries import QUERIES
 from .settings import Settings
 from .skew import parse_skew
 from .sized_state import ring_mismatches
-from .source import source_options
+from .source import Tap, chain, source_options, tap_option
 from .state_size import parse_state_size
 from .store import drop_job, evict_job, job_footprint
 from .verify import compare
@@ -83,6 +88,16 @@ INSTANCE_FAILURE_MARKS = ("InstanceStateLost", "Python worker exited unexpectedl
 def is_instance_failure(exc: BaseException) -> bool:
     text = str(exc)
     return any(mark in text for mark in INSTANCE_FAILURE_MARKS)
+
+
+def read_offset(query_dir: str, batch_id: int) -> int:
+    """The source's end offset of micro-batch ``batch_id`` in the offset log under the streaming
+    query's ``checkpointLocation`` (``offsets/<batch_id>``: a version line, the batch's metadata,
+    then each source's offset as JSON, ours ``{"seq": n}``).  Spark writes it before the batch
+    runs, and it is the offset the batch's read of our source ends at."""
+    with open(os.path.join(query_dir, "offsets", str(batch_id)), encoding="utf-8") as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    return int(json.loads(lines[-1])["seq"])
 
 
 def check_fail_point(settings: Settings) -> None:
@@ -185,6 +200,9 @@ class JobRunner:
         self.resume_restore: RestoreToken | None = None  # the first micro-batch of a resumed job
         #: the end offset of the last micro-batch with events: the next one's watermark
         self.watermark = 0
+        #: the streaming query's checkpointLocation (its offset log: :func:`read_offset`) and
+        #: the offset its stream starts at
+        self.query_dir, self.first = "", 0
         #: the highest watermark a completed micro-batch was given: the final state's windows
         #: closed at it (the ground truth of a windowed job needs it)
         self.closed_at = 0
@@ -194,15 +212,32 @@ class JobRunner:
         self.censuses: list[orphans.Census] = []
 
     # -- one Spark job over one range of events ------------------------------------------
-    def _select(self, df: Any) -> Any:
-        """The job's stage before the shuffle (Q3's filters), if it has one."""
-        return df if self.query.select is None else df.mapInArrow(self.query.select, df.schema)
+    def _read(self, start: int, end: int, tap: Tap | None) -> Any:
+        """Events ``[start, end)`` as a batch read of the source, through ``tap``."""
+        opts = dict(self.source_opts, start=str(start), end=str(end))
+        if tap is not None:
+            opts["tap"] = tap_option(tap)
+        return self.spark.read.format("ckptbench").options(**opts).load()
 
-    def _execute(self, df: Any, plan: BatchPlan) -> list[InstanceStats]:
+    def _span(self, batch_id: int) -> tuple[int, int]:
+        """Micro-batch ``batch_id``'s offsets ``[start, end)``, from the query's offset log."""
+        end = read_offset(self.query_dir, batch_id)
+        return (read_offset(self.query_dir, batch_id - 1) if batch_id > 0 else self.first), end
+
+    def _execute(self, plan: BatchPlan, span: tuple[int, int], df: Any = None) -> list[InstanceStats]:
+        """Batch ``plan`` over the events ``[start, end)`` of ``span`` (``df``: the stream's, with
+        the query's tap; None: read here); the senders' tap, if the protocol has one, reads them
+        again through it."""
+        stage = self.protocol.source_tap(plan, self.spec.parallelism)
+        if df is None or stage is not None:
+            df = self._read(*span, chain(self.query.select, stage))
         fn = functools.partial(process_partition, self.settings, self.protocol, plan)
-        df = self.protocol.prepare(self._select(df), plan, self.spec.parallelism)
+        df = self.protocol.prepare(df, plan, self.spec.parallelism)
         rows = df.repartition(self.spec.parallelism, "key").mapInArrow(fn, STATS_SCHEMA).collect()
-        return [InstanceStats(**r.asDict()) for r in rows]
+        stats = [InstanceStats(**r.asDict()) for r in rows]
+        if stage is not None:  # every event the instances received was logged
+            count_logged(self.settings, sum(s["events"] for s in stats))
+        return stats
 
     def _execute_restore_only(self, plan: BatchPlan) -> list[InstanceStats]:
         """The keyed stage's P instances alone, with no input (a ``from_log`` recovery): one task
@@ -219,18 +254,15 @@ class JobRunner:
                          kill, self.settings.fail_instance, self.settings.fail_point or None,
                          watermark=self.watermark)
 
-    def _recover(self, df: Any, plan: BatchPlan, exc: BaseException,
+    def _recover(self, span: tuple[int, int], plan: BatchPlan, exc: BaseException,
                  t_caught: float) -> tuple[list[InstanceStats], tuple[int, int] | None]:
-        """The failed batch's job died (the driver caught it at ``t_caught``): recover every
-        instance per the protocol and re-run; measure the episode's phases but its catch-up.
-        Returns the re-run's rows and, for a ``from_log`` re-run (whose rows saw no events), the
-        failed batch's offsets ``[start, end)``."""
-        from pyspark.sql import functions as F
-
+        """The failed batch's job (events ``span``) died (the driver caught it at ``t_caught``):
+        recover every instance per the protocol and re-run; measure the episode's phases but its
+        catch-up.  Returns the re-run's rows and, for a ``from_log`` re-run (whose rows saw no
+        events), the failed batch's offsets ``[start, end)``."""
         if self.catching_up is not None:  # a new failure ends the previous episode's catch-up
             self._finish_episode(t_caught)
-        bounds = df.agg(F.min("seq"), F.max("seq")).first()
-        start, end = int(bounds[0]), int(bounds[1]) + 1
+        start, end = span
         t_first, detect_s, wasted_s, failures = t_caught, 0.0, 0.0, 0
         driver = phases.Meter()  # every attempt's: its load time and bytes, its requests
         for attempt in range(MAX_RECOVERY_ATTEMPTS):
@@ -247,15 +279,13 @@ class JobRunner:
             if recovery.from_log:  # the instances alone: nothing re-read, re-logged or shuffled
                 plan, source_events = self._plan(restore=recovery.restore), 0
             else:
-                replay = (self.spark.read.format("ckptbench").options(**self.source_opts)
-                          .option("start", str(recovery.replay_from)).option("end", str(end)).load())
                 plan = replace(self._plan(restore=recovery.restore), expected=self._expected_counts(start, end))
                 source_events = end - recovery.replay_from
             t_run = time.time()
             detect_s += t_run - t_caught
             try:
                 stats = (self._execute_restore_only(plan) if recovery.from_log
-                         else self._execute(replay, plan))
+                         else self._execute(plan, (recovery.replay_from, end)))
             except Exception as again:  # noqa: BLE001
                 if not is_instance_failure(again):
                     raise
@@ -326,8 +356,7 @@ class JobRunner:
         from pyspark.sql import functions as F
 
         p = self.spec.parallelism
-        batch = self._select(self.spark.read.format("ckptbench").options(**self.source_opts)
-                             .option("start", str(start)).option("end", str(end)).load())
+        batch = self._read(start, end, chain(self.query.select))
         rows = batch.groupBy(F.expr(f"pmod(hash(key), {p})").alias("d")).count().collect()
         return {int(r["d"]): int(r["count"]) for r in rows}
 
@@ -339,13 +368,14 @@ class JobRunner:
             self.batch_seq += 1
             plan, self.resume_restore = self._plan(restore=self.resume_restore), None
             recovered, bounds = False, None
-            self._arm_node_loss(df)
+            span = self._span(batch_id)
+            self._arm_node_loss(span)
             try:
-                stats = self._execute(df, plan)
+                stats = self._execute(plan, span, df)
             except Exception as exc:  # noqa: BLE001
                 if not is_instance_failure(exc):
                     raise
-                stats, bounds = self._recover(df, plan, exc, time.time())
+                stats, bounds = self._recover(span, plan, exc, time.time())
                 recovered = True
             self.closed_at = max(self.closed_at, plan.watermark)
             if self.metrics.dropped_keys is not None:
@@ -411,18 +441,13 @@ class JobRunner:
             self.done.set()
             raise
 
-    def _arm_node_loss(self, df: Any) -> None:
-        """If this micro-batch holds the next ``--fail-node`` offset, its host dies while the
-        batch's job runs (:func:`.node_loss.strike_when_running`)."""
-        from pyspark.sql import functions as F
-
+    def _arm_node_loss(self, span: tuple[int, int]) -> None:
+        """If this micro-batch (events ``span``) holds the next ``--fail-node`` offset, its host
+        dies while the batch's job runs (:func:`.node_loss.strike_when_running`)."""
         for loss, _ in self.struck:
             if loss.error is not None:
                 raise loss.error
-        if not self.node_losses or self.watermark + self.spec.max_batch <= self.node_losses[0].offset:
-            return
-        last = df.agg(F.max("seq")).first()[0]
-        if last is None or int(last) < self.node_losses[0].offset:
+        if not self.node_losses or span[1] <= self.node_losses[0].offset:
             return
         loss = self.node_losses.pop(0)
         self.struck.append((loss, node_loss.strike_when_running(self.spark, self.settings, loss,
@@ -469,11 +494,12 @@ class JobRunner:
             raise
 
     def _run(self) -> Metrics:
-        ckpt_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
-        first = 0
+        ckpt_dir = self.query_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
+        first = self.first = 0
         if self.spec.resume:  # the working state of the dead driver's run is what recovery sees
             recovery, self.batch_seq = self.protocol.resume(self.spec.parallelism)
             self.resume_restore, first = recovery.restore, recovery.replay_from
+            self.first = first
             if first >= self.spec.events:
                 raise SparkIntegrationError(
                     f"job {self.settings.job_id}: the last commit covers all {self.spec.events} events; "
@@ -484,7 +510,9 @@ class JobRunner:
         s = self.spec
         self.source_opts = source_options(self.query.source, s.events, s.keys, s.skew, s.seed, s.rate, s.max_batch,
                                           s.parallelism)
+        select = chain(self.query.select)  # the query's stage before the shuffle, in the source
         df = (self.spark.readStream.format("ckptbench").options(**self.source_opts)
+              .options(**({"tap": tap_option(select)} if select else {}))
               .option("start", str(first)).load())
         query = (df.writeStream.foreachBatch(self._on_batch)
                  .option("checkpointLocation", ckpt_dir).start())

@@ -23,12 +23,24 @@ Schemas (``key`` is always the grouping key, so one keyed operator serves every 
 Use it as ``spark.dataSource.register(CkptSource)`` then
 ``spark.readStream.format("ckptbench").options(**source_options(...)).load()``; the same format
 read as a batch with ``start``/``end`` options gives the replay of an offset range.
+
+**A tap** (the ``tap`` option, :func:`tap_option`) is what a job does to the events before the
+shuffle, run where they are made: a callable ``(sender, batches) -> batches`` given each source
+partition's Arrow batches and its index, the *sender*.  A query's filter or map
+(:attr:`.queries.Query.select`) and a protocol's message log (:mod:`.protocols.sender_log`) run
+there instead of in a ``mapInArrow`` stage of their own, which would ship every event from the JVM
+to a Python worker and back once more.  The read of a partition ends when the tap's generator
+returns, so whatever the tap does before it returns (the log's flush) is done before the task
+succeeds, and so before the shuffle hands any of its events to the next stage.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import pickle
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -74,6 +86,35 @@ def generate(kind: str, seed: int, keys: int, skew: "Skew | float | str", start:
     return cols
 
 
+#: a tap: ``(sender, batches) -> batches`` (module doc)
+Tap = Callable[[int, Iterator[Any]], Iterator[Any]]
+
+
+def tap_option(tap: Tap) -> str:
+    """The ``tap`` option's text for ``tap`` (Spark options are strings): the callable pickled,
+    so it must be a module-level function or a ``functools.partial`` of one with plain data."""
+    return base64.b64encode(pickle.dumps(tap)).decode("ascii")
+
+
+def _untap(text: str) -> Tap:
+    return pickle.loads(base64.b64decode(text))
+
+
+def _select_then(select: Callable[[Iterator[Any]], Iterator[Any]] | None, stage: Tap | None,
+                 sender: int, batches: Iterator[Any]) -> Iterator[Any]:
+    if select is not None:
+        batches = select(batches)
+    return batches if stage is None else stage(sender, batches)
+
+
+def chain(select: Callable[[Iterator[Any]], Iterator[Any]] | None = None, stage: Tap | None = None) -> Tap | None:
+    """The tap running a query's ``select`` (a ``mapInArrow`` body) and then a sender ``stage``
+    (a tap); None when there is neither."""
+    if select is None and stage is None:
+        return None
+    return functools.partial(_select_then, select, stage)
+
+
 def source_options(
     kind: str,
     events: int,
@@ -114,18 +155,24 @@ class _Params:
         self.partitions = max(1, int(options.get("numpartitions", "2")))
         self.start = int(options.get("start", "0"))
         self.end = int(options.get("end", str(self.events)))
+        self.tap = _untap(options["tap"]) if options.get("tap") else None
 
     def split(self, start: int, end: int) -> list:
+        """The partitions of ``[start, end)``: ``(start, end, sender)``, the sender its index."""
         from pyspark.sql.datasource import InputPartition
 
         n = max(1, min(self.partitions, end - start))
         bounds = np.linspace(start, end, n + 1).astype(np.int64)
-        return [InputPartition((int(a), int(b))) for a, b in zip(bounds[:-1], bounds[1:])]
+        return [InputPartition((int(a), int(b), i)) for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     def read(self, partition: Any) -> Iterator[Any]:
+        start, end, sender = partition.value
+        batches = self._generate(start, end)
+        return batches if self.tap is None else self.tap(sender, batches)
+
+    def _generate(self, start: int, end: int) -> Iterator[Any]:
         import pyarrow as pa
 
-        start, end = partition.value
         chunk = 1 << 16
         for a in range(start, end, chunk):
             cols = generate(self.kind, self.seed, self.keys, self.skew, a, min(end, a + chunk))

@@ -317,7 +317,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
         "spark-matrix", "checkpoint protocols x backends on PySpark after 2 warm-up rounds, as the "
         "median of 3 interleaved rounds: throughput, checkpoint and recovery time, the work done, "
         "exactly-once verified", (
-            _plotted("run", f"{_MATRIX} --events 8000000 --keys 10000 --rounds 3",
+            _plotted("run", f"{_MATRIX} --events 16000000 --keys 10000 --rounds 3",
                      f"{_MATRIX} --events 200000 --keys 2000 --batch 50000 --rounds 3",
                      "{out}/spark-matrix.png", flag="--png"),),
         matrix_result.spark_matrix, matrix_result.spark_matrix_headline, servers=("redis",)),

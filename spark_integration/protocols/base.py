@@ -31,6 +31,7 @@ from ..job import JobSpec, Metrics
 from ..keyed_state import KeyedState
 from ..orphans import References
 from ..settings import Settings
+from ..source import Tap
 from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 C = TypeVar("C", bound=CheckpointToken)
@@ -79,8 +80,14 @@ class Protocol(abc.ABC, Generic[C, R]):
     def plan_checkpoint(self, batch_seq: int) -> C | None:
         """The checkpoint token instances act on at the end of batch ``batch_seq`` (None: none)."""
 
+    def source_tap(self, plan: BatchPlan, parallelism: int) -> Tap | None:
+        """What the senders do to batch ``plan``'s events where the source makes them (e.g.
+        log them, :mod:`.sender_log`), as a tap of the source (:mod:`..source`); default: None."""
+        return None
+
     def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
-        """The stage feeding the keyed stage (e.g. message logging); default: ``df`` unchanged."""
+        """A stage of its own feeding the keyed stage, for what a tap cannot do (add a column,
+        as CIC's piggyback); default: ``df`` unchanged."""
         return df
 
     def commit(self, token: C | None, end_offset: int, stats: list[InstanceStats]) -> list[CommitResult]:

@@ -73,9 +73,10 @@ from ..layouts.registry import layout_for
 from ..operators import DURING_CHECKPOINT_WRITE, load_state, reach, state_class
 from ..orphans import References
 from ..settings import Settings
+from ..source import Tap
 from ..store import Scoped, participant_store
 from .base import CommitResult, Protocol, Recovery
-from .sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
+from .sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, log_tap, sender_owner
 from .tokens import BatchPlan, CheckpointReport, CheckpointToken, InstanceStats, RestoreToken
 
 BEFORE_LOG_COMMIT = failpoints.declare(
@@ -184,9 +185,9 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
     def plan_checkpoint(self, batch_seq: int) -> InputSetToken:
         return InputSetToken((batch_seq - 1) % self.settings.full_every == 0)
 
-    def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
+    def source_tap(self, plan: BatchPlan, parallelism: int) -> Tap:
         self.senders = parallelism
-        return logging_stage(self.settings, df, LogPlan.of(plan, self._log_gc(parallelism)), parallelism)
+        return log_tap(self.settings, LogPlan.of(plan, self._log_gc(parallelism)), parallelism)
 
     def _log_gc(self, parallelism: int) -> tuple[tuple[int, int, int], ...]:
         """The senders' log entries to delete now, taken as deleted: the events of the Input

@@ -1,19 +1,21 @@
 """The senders' message log, shared by ``uncoordinated`` and ``logio``.
 
-The stage feeding the keyed stage (the source partitions, *senders*) logs every message before
-the shuffle: per micro-batch ``b`` and destination instance ``i``, sender ``s`` writes the events
+The source partitions (the *senders*, :mod:`..source`) log every message before the shuffle, in
+the source's tap (:func:`log_tap`), where the events are made: per micro-batch ``b`` and
+destination instance ``i``, sender ``s`` writes the events
 it sends to ``i`` as ``<job>/log-s<s>/d<i>/b<b>`` (channel ``s -> i``, sequence number ``b``: each
 channel carries one message per micro-batch).  A message holds the columns the receiving operator
 reads (:attr:`~spark_integration.keyed_state.KeyedState.COLUMNS`), so replaying it needs nothing
 else.  The driver decides which entries are garbage (:class:`LogPlan`); the senders delete them.
 
 When a message is logged.  A sender passes its events on as they arrive and keeps each
-destination's share; once its input has ended it writes the whole micro-batch's log in one
-``put_many`` (one batch write, one group commit, instead of a put per destination), flushes it,
-and only then returns.  The log is still durable before any receiver sees one of its events:
-Spark's shuffle hands a map task's output to the next stage only once that task has succeeded,
-and a ``mapInArrow`` task succeeds only once its Python generator has returned — after the
-flush.  A sender that dies (or whose put or flush fails) before that fails its task, and its
+destination's share (the instance ``repartition(P, "key")`` sends each event to, computed as Spark
+does, :func:`..spark_hash.destinations`); once its input has ended it writes the whole
+micro-batch's log in one ``put_many`` (one batch write, one group commit, instead of a put per
+destination), flushes it, and only then returns.  The log is still durable before any receiver
+sees one of its events: Spark's shuffle hands a map task's output to the next stage only once
+that task has succeeded, and a source read succeeds only once the tap's generator has returned —
+after the flush.  A sender that dies (or whose put or flush fails) before that fails its task, and its
 events reach no receiver (the micro-batch is re-run); one that has returned has logged all of
 them.  So every event a receiver applies is in the log, the one fact :mod:`.logio` (an
 acknowledged micro-batch is wholly logged) and :mod:`.uncoordinated` (the senders have logged
@@ -21,10 +23,10 @@ every channel up to the micro-batch before a failed one) recover from.  Passing 
 first keeps the logging off the micro-batch's critical path: Spark turns them into shuffle
 rows while the sender is still reading, instead of after it has logged them all.
 
-The bytes the senders put are counted per job in a Spark accumulator created on the driver
-(:func:`logged_bytes` reads it there): the log's volume is work the protocol does, reported beside
-the bytes checkpointed.  Spark applies an accumulator update only for a task that succeeded, so a
-killed task's writes are not counted.
+The bytes the senders put are counted on the driver (:func:`count_logged`, :func:`logged_bytes`)
+from what the instances received in each micro-batch that completed: a message is 8 bytes per
+column per event, so the count needs nothing back from the senders.  The log's volume is work the
+protocol does, reported beside the bytes checkpointed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from ..keyed_state import encode_log
 from ..operators import state_class
 from ..orphans import References
 from ..settings import Settings
+from ..source import Tap
+from ..spark_hash import destinations
 from ..store import Scoped, participant_store
 from .tokens import BatchPlan
 
@@ -50,14 +54,20 @@ def log_key(dest: int, batch: int) -> str:
     return f"d{dest}/b{batch:010d}"
 
 
-#: job id -> the accumulator of its senders' logged bytes (driver side; see :func:`logged_bytes`)
-_logged: dict[str, Any] = {}
+#: job id -> the bytes its senders logged in the micro-batches that completed (driver side)
+_logged: dict[str, int] = {}
+
+
+def count_logged(settings: Settings, events: int) -> None:
+    """On the driver: a micro-batch that completed had its senders log ``events`` events (what
+    its instances received), each 8 bytes a column of the receiving operator."""
+    width = 8 * len(state_class(settings).COLUMNS)
+    _logged[settings.job_id] = _logged.get(settings.job_id, 0) + width * events
 
 
 def logged_bytes(job_id: str) -> int:
-    """The bytes job ``job_id``'s senders have logged so far, as seen by the driver (0: none)."""
-    acc = _logged.get(job_id)
-    return int(acc.value) if acc is not None else 0
+    """The bytes job ``job_id``'s senders have logged so far, as counted on the driver (0: none)."""
+    return _logged.get(job_id, 0)
 
 
 def sender_owner(sender: int) -> str:
@@ -93,32 +103,31 @@ class LogPlan:
         return cls(plan.batch_seq, gc, plan.fail_point, plan.kill_offset, plan.kill_instance)
 
 
-def log_partition(settings: Settings, plan: LogPlan, parallelism: int, logged: Any,
-                  batches: Iterator[Any]) -> Iterator[Any]:
-    """``mapInArrow`` body of the senders: pass the events on as they come, keep each
-    destination's share, and log every share before the task ends; ``logged`` (an accumulator,
-    or None) counts the bytes put.
+def log_tap(settings: Settings, plan: LogPlan, parallelism: int) -> Tap:
+    """The source's tap (:mod:`..source`) that logs a micro-batch's messages: :func:`log_events`."""
+    return functools.partial(log_events, settings, plan, parallelism)
+
+
+def log_events(settings: Settings, plan: LogPlan, parallelism: int, sender: int,
+               batches: Iterator[Any]) -> Iterator[Any]:
+    """Sender ``sender``'s tap: pass the events on as they come, keep each destination's
+    share, and log every share before the read ends.
 
     Passing an event on before it is logged is safe (module doc, "When a message is logged"):
     nothing this task hands Spark reaches a receiver before the task has succeeded, and it
     succeeds only after this generator has returned, i.e. after the log's flush."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyspark import TaskContext
-
-    sender = TaskContext.get().partitionId()
     columns = state_class(settings).COLUMNS  # what the receiving operator reads: all it needs to replay
     parts: dict[int, list[list[np.ndarray]]] = {d: [] for d in range(parallelism)}
     hi = -1
     for rb in batches:
-        if rb.num_rows:
-            hi = max(hi, int(pc.max(rb.column("seq")).as_py()))
-        dest = rb.column("dest").to_numpy()
+        if not rb.num_rows:
+            continue
         cols = [rb.column(c).to_numpy() for c in columns]
+        hi = max(hi, int(rb.column("seq").to_numpy().max()))
+        dest = destinations(rb.column("key").to_numpy(), parallelism)
         for d in range(parallelism):
             parts[d].append([c[dest == d] for c in cols])
-        yield (rb.drop_columns(["dest"]) if hasattr(rb, "drop_columns") else
-               pa.RecordBatch.from_arrays(rb.columns[:-1], names=rb.schema.names[:-1]))
+        yield rb
     if plan.fail_point and sender == plan.kill_sender and hi >= plan.kill_offset:
         failpoints.arm(plan.fail_point)  # a sender keeps no working state: no failure record
     failpoints.hit(BEFORE_LOG_WRITE)
@@ -131,8 +140,6 @@ def log_partition(settings: Settings, plan: LogPlan, parallelism: int, logged: A
         store.put_many(entries)  # the micro-batch's whole log: one batch write, one group commit
         store.flush()
         drop_logged(store, plan.gc)
-    if logged is not None:
-        logged.add(sum(len(blob) for _, blob in entries))
 
 
 def drop_logged(store: Scoped, gc: tuple[tuple[int, int, int], ...]) -> None:
@@ -157,14 +164,3 @@ def log_tails(instances: dict[int, int], senders: int) -> dict[str, References]:
     return {sender_owner(s): References(tails=tails) for s in range(senders)}
 
 
-def logging_stage(settings: Settings, df: Any, plan: LogPlan, parallelism: int) -> Any:
-    """``df`` with the senders' logging in front of the shuffle into ``parallelism`` instances."""
-    from pyspark.sql import functions as F
-
-    logged = _logged.get(settings.job_id)
-    if logged is None:
-        logged = _logged[settings.job_id] = df.sparkSession.sparkContext.accumulator(0)
-    # the destination exactly as repartition(P, "key") computes it (Murmur3 hash, seed 42)
-    with_dest = df.withColumn("dest", F.expr(f"pmod(hash(key), {parallelism})").cast("long"))
-    return with_dest.mapInArrow(functools.partial(log_partition, settings, plan, parallelism, logged),
-                                df.schema)

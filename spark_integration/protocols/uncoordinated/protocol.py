@@ -39,9 +39,10 @@ from ... import phases
 from ...operators import armed_point, load_state, new_state
 from ...orphans import References
 from ...settings import Settings
+from ...source import Tap
 from ...store import participant_store
 from ..base import CommitResult, Protocol, Recovery
-from ..sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, logging_stage, sender_owner
+from ..sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, log_tap, sender_owner
 from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
 from .fence import fence, new_incarnation
 from .recovery import line_for, sender_id
@@ -80,8 +81,8 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         s = self.settings  # each instance decides on its own clock
         return InstanceSchedule(s.interval, s.jitter, s.job_id)
 
-    def prepare(self, df: Any, plan: BatchPlan, parallelism: int) -> Any:
-        return logging_stage(self.settings, df, LogPlan.of(plan, self._log_gc()), parallelism)
+    def source_tap(self, plan: BatchPlan, parallelism: int) -> Tap:
+        return log_tap(self.settings, LogPlan.of(plan, self._log_gc()), parallelism)
 
     def _log_gc(self) -> tuple[tuple[int, int, int], ...]:
         """The senders' log entries to delete now, taken as deleted: every channel's entries
