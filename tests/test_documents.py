@@ -267,7 +267,7 @@ def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
     doc = checkmate_doc()
     data = round_trip(doc)
     assert set(data) == {"schema", "quick", "backend", "parallelism", "sizes", "part", "skews",
-                         "piggyback_bytes_per_row", "seconds", "rows", "cyclic", "paper", "mst",
+                         "piggyback_bytes_per_row", "seconds", "rows", "cyclic", "paper", "mst", "paired",
                          "environment"}
     assert set(data["rows"][0]) == {
         "query", "skew", "protocol", "backend", "throughput", "latency_p50_ms", "latency_p99_ms",
