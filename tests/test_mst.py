@@ -137,6 +137,28 @@ def test_search_on_simulated_micro_batches_finds_the_capacity():
     assert found.mst is not None and 0.6 * capacity <= found.mst <= capacity, [(p.rate, p.verdict) for p in found.probes]
 
 
+def test_search_and_pairing_say_each_probe_numbered_in_the_order_run(monkeypatch):
+    """``find`` and ``find_paired`` around the probe (faked here: no Spark): one line per probe,
+    numbered 1, 2, ...; the paired lines name the protocol, the search's do not."""
+    from experiments.spark import mst
+
+    def probe_job(spark, tmp, protocol, backend, base, rate, sizes, interval, criterion):
+        ok = rate <= (3000 if protocol == "none" else 2500)
+        return Probe(rate=rate, verdict=SUSTAINABLE if ok else UNSUSTAINABLE, stopped_by="" if ok else "backlog",
+                     backlog_slope=0.0 if ok else rate / 2)
+    monkeypatch.setattr(mst, "probe_job", probe_job)
+    lines: list[str] = []
+    found = mst.find(None, "", "none", None, None, mst.QUICK, say=lines.append)
+    assert len(lines) == len(found.probes) >= 3
+    assert [line.split(",")[1] for line in lines] == [f" Probe {n}" for n in range(1, len(lines) + 1)]
+    lines.clear()
+    paired = mst.find_paired(None, "", ["none", "coordinated"], None, None, mst.QUICK, [2000, 2800], rounds=2,
+                             say=lines.append)
+    assert [line.split(",")[1] for line in lines] == [
+        f" Probe {n} ({p})" for n, p in enumerate(["none", "coordinated", "coordinated", "none"] * 2, 1)]
+    assert [p.sustainable for p in paired.probes["coordinated"]] == [True, False, True, False]
+
+
 # ------------------------------------------------------------------------------ latency over time
 def test_per_second_buckets_events_by_creation_time():
     rate = 1000

@@ -383,30 +383,36 @@ class Mst(Document):
     environment: Environment = field(default_factory=Environment.here)
 
 
+def _saying(spark: Any, tmp: str, backend: str | None, base: JobSpec, sizes: Sizes, interval: int,
+            criterion: Criterion, say: Callable[[str], None],
+            named: bool) -> Callable[[str, float], Probe]:
+    """A real probe of ``base``'s job on ``spark`` that says its line as it ends, numbered in the
+    order run; ``named``: the line names the protocol (probes of several are interleaved)."""
+    count = 0
+
+    def one(protocol: str, rate: float) -> Probe:
+        nonlocal count
+        p = probe_job(spark, tmp, protocol, backend, base, rate, sizes, interval, criterion)
+        count += 1
+        say(probe_line(count, p, criterion, protocol if named else ""))
+        return p
+    return one
+
+
 def find(spark: Any, tmp: str, protocol: str, backend: str | None, base: JobSpec, sizes: Sizes,
          interval: int = 1, criterion: Criterion = Criterion(),
          say: Callable[[str], None] = print) -> Search:
     """:func:`search` with real probes of ``base``'s job on ``spark``; each probe said as it ends."""
-    def one(rate: float) -> Probe:
-        p = probe_job(spark, tmp, protocol, backend, base, rate, sizes, interval, criterion)
-        say(probe_line(len(done) + 1, p, criterion))
-        done.append(p)
-        return p
-    done: list[Probe] = []
-    return search(one, sizes.start_rate, sizes.precision, sizes.max_probes)
+    probe = _saying(spark, tmp, backend, base, sizes, interval, criterion, say, named=False)
+    return search(lambda rate: probe(protocol, rate), sizes.start_rate, sizes.precision, sizes.max_probes)
 
 
 def find_paired(spark: Any, tmp: str, protocols: Sequence[str], backend: str | None, base: JobSpec,
                 sizes: Sizes, rates: Sequence[float], rounds: int, interval: int = 1,
                 criterion: Criterion = Criterion(), say: Callable[[str], None] = print) -> Pairing:
     """:func:`pair` with real probes of ``base``'s job on ``spark``; each probe said as it ends."""
-    def one(protocol: str, rate: float) -> Probe:
-        p = probe_job(spark, tmp, protocol, backend, base, rate, sizes, interval, criterion)
-        done.append(p)
-        say(probe_line(len(done), p, criterion, protocol))
-        return p
-    done: list[Probe] = []
-    return pair(one, protocols, rates, rounds)
+    return pair(_saying(spark, tmp, backend, base, sizes, interval, criterion, say, named=True),
+                protocols, rates, rounds)
 
 
 def run(job: str, kind: str, protocol: str, backend: str | None, quick: bool = False, parallelism: int = 2,
