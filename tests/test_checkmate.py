@@ -245,7 +245,7 @@ def test_the_paired_part_decides_the_first_headline_where_it_ran():
     assert cm.paper_verdicts(above, paired=replace(even, quick=True))[0][1] == cm.NOT_MEASURED
     table = cm.markdown(even.to_json())
     assert "| q3 | 5,500 | 1/3 | +1.0% | 1/3 | +1.0% |" in table
-    assert "| q3 | 5,000 | 5,000 | 1.00 | – | 4 of 12 / 5 of 12 |" in table
+    assert "| q3 | 5,000 | 5,000 | 1.00 | 4 of 12 / 5 of 12 |" in table
     assert cm.headline(even) == "none and coordinated side by side, 3 rounds: coordinated's MST × none's q3 1.00"
     assert cm.page_block("paired", 2) == "checkmate-paired"
 

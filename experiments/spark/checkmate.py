@@ -873,18 +873,20 @@ def paired_markdown(doc: Checkmate) -> list[str]:
                 ok, judged = found.held(p, rate)
                 cells.append(f"{ok}/{judged} | {_pct(found.median_backlog(p, rate))}")
             out.append(f"| {q} | {rate:,.0f} | " + " | ".join(cells) + " |")
-    searched = mst_ratios(doc, "coordinated") if doc.mst else {}
+    # the searches' own ratio, where they ran here (with --mst-from they are the other run's,
+    # which the paper's headline sets beside the paired one)
+    searched = mst_ratios(doc, "coordinated") if doc.mst else None
     out += ["", "| query | " + " | ".join(f"{p} MST (paired)" for p in protocols)
-            + " | coordinated × none (paired) | × none (one search each) | probes sustained ("
-            + " / ".join(protocols) + ") |",
-            "|---|" + "---|" * (len(protocols) + 3)]
+            + " | coordinated × none (paired) | " + ("× none (one search each) | " if searched is not None else "")
+            + "probes sustained (" + " / ".join(protocols) + ") |",
+            "|---|" + "---|" * (len(protocols) + 2 + (searched is not None))]
     ratios = paired_ratios(doc)
     for q in queries:
         found = doc.paired[q]
         msts = [found.mst(p) for p in protocols]
         held = [[found.held(p, r) for r in found.rates] for p in protocols]
         out.append(f"| {q} | " + " | ".join(_fmt(m) for m in msts) + f" | {_fmt(ratios.get(q), '.2f')} | "
-                   f"{_fmt(searched.get(q), '.2f')} | "
+                   + (f"{_fmt(searched.get(q), '.2f')} | " if searched is not None else "")
                    + " / ".join(f"{sum(ok for ok, _ in h)} of {sum(n for _, n in h)}" for h in held) + " |")
     out += ["", "A protocol's paired MST is the highest rate it sustained in most rounds, every lower rate too; "
             "the probes it sustained over all rates say the same more finely, where the MSTs tie. "
