@@ -71,7 +71,8 @@ from .queries import QUERIES
 from .settings import Settings
 from .skew import parse_skew
 from .sized_state import ring_mismatches
-from .source import Tap, chain, source_options, tap_option
+from .source import Tap, chain, read_here, source_options, tap_option
+from .spark_hash import destinations
 from .state_size import parse_state_size
 from .store import drop_job, evict_job, job_footprint
 from .verify import compare
@@ -352,13 +353,14 @@ class JobRunner:
         return True
 
     def _expected_counts(self, start: int, end: int) -> dict[int, int]:
-        """Events per instance in ``[start, end)`` (same hash as ``repartition(P, "key")``)."""
-        from pyspark.sql import functions as F
-
+        """Events per instance in ``[start, end)``: the batch's events through the query's select,
+        sent where ``repartition(P, "key")`` sends them, counted in the driver (the source is a
+        function of the offsets; no job, so none of the recovery's time is a Spark job's)."""
         p = self.spec.parallelism
-        batch = self._read(start, end, chain(self.query.select))
-        rows = batch.groupBy(F.expr(f"pmod(hash(key), {p})").alias("d")).count().collect()
-        return {int(r["d"]): int(r["count"]) for r in rows}
+        keys = [rb.column("key").to_numpy() for rb in read_here(self.source_opts, start, end,
+                                                                 chain(self.query.select))]
+        counts = np.bincount(destinations(np.concatenate(keys), p), minlength=p) if keys else np.zeros(p, np.int64)
+        return {d: int(n) for d, n in enumerate(counts) if n}
 
     def _on_batch(self, df: Any, batch_id: int) -> None:
         try:

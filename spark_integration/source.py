@@ -179,6 +179,16 @@ class _Params:
             yield pa.RecordBatch.from_pydict(cols)
 
 
+def read_here(options: dict[str, str], start: int, end: int, tap: Tap | None = None) -> Iterator[Any]:
+    """Events ``[start, end)`` of the source ``options`` describe, through ``tap``, as a batch read
+    of it gives them (the same partitions, senders and tap), made in this process: for a driver
+    that needs to know what a read holds (how many events each instance gets) without a job."""
+    params = _Params(dict(options, start=str(start), end=str(end)))
+    params.tap = tap
+    for partition in params.split(start, end):
+        yield from params.read(partition)
+
+
 def _make_classes():
     """Build the Data Source classes lazily, so importing this module never needs pyspark."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader

@@ -88,3 +88,27 @@ def test_our_partitioning_is_sparks(spark):
     for p in (2, 3, 4, 7):
         theirs = [r[0] for r in df.selectExpr(f"pmod(hash(key), {p})").collect()]
         assert destinations(keys, p).tolist() == theirs, p
+
+
+@pytest.mark.parametrize("name", ["wordcount", "q1", "q3"])
+def test_the_drivers_count_per_instance_is_what_sparks_shuffle_delivers(spark, name):
+    """Recovery's expected events per instance, counted in the driver from :func:`source.read_here`
+    (no job), equal Spark's count of the same read through the query's select (q3's progress
+    markers included) grouped as ``repartition(P, "key")`` groups it."""
+    from pyspark.sql import functions as F
+
+    from spark_integration.queries import query
+
+    spark.dataSource.register(source.CkptSource)
+    q = query(name)
+    opts = source.source_options(q.source, 20_000, 500, 1.0, partitions=3)
+    tap = source.chain(q.select)
+    keys = np.concatenate([rb.column("key").to_numpy() for rb in source.read_here(opts, 1_000, 17_000, tap)])
+    ours = np.bincount(destinations(keys, 4), minlength=4).tolist()
+    read = spark.read.format("ckptbench").options(**dict(opts, start="1000", end="17000"))
+    df = (read.option("tap", source.tap_option(tap)) if tap else read).load()
+    rows = df.groupBy(F.expr("pmod(hash(key), 4)").alias("d")).count().collect()
+    theirs = [0] * 4
+    for r in rows:
+        theirs[r["d"]] = r["count"]
+    assert ours == theirs and sum(ours) > 0
