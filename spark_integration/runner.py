@@ -71,8 +71,7 @@ from .queries import QUERIES
 from .settings import Settings
 from .skew import parse_skew
 from .sized_state import ring_mismatches
-from .source import Tap, chain, read_here, source_options, tap_option
-from .spark_hash import destinations
+from .source import Tap, chain, events_per_instance, source_options, tap_option
 from .state_size import parse_state_size
 from .store import drop_job, evict_job, job_footprint
 from .verify import compare
@@ -354,13 +353,9 @@ class JobRunner:
 
     def _expected_counts(self, start: int, end: int) -> dict[int, int]:
         """Events per instance in ``[start, end)``: the batch's events through the query's select,
-        sent where ``repartition(P, "key")`` sends them, counted in the driver (the source is a
-        function of the offsets; no job, so none of the recovery's time is a Spark job's)."""
-        p = self.spec.parallelism
-        keys = [rb.column("key").to_numpy() for rb in read_here(self.source_opts, start, end,
-                                                                 chain(self.query.select))]
-        counts = np.bincount(destinations(np.concatenate(keys), p), minlength=p) if keys else np.zeros(p, np.int64)
-        return {d: int(n) for d, n in enumerate(counts) if n}
+        counted in the driver (the source is a function of the offsets; no job, so none of the
+        recovery's time is a Spark job's)."""
+        return events_per_instance(self.source_opts, start, end, chain(self.query.select), self.spec.parallelism)
 
     def _on_batch(self, df: Any, batch_id: int) -> None:
         try:

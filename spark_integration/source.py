@@ -48,6 +48,7 @@ from . import nexmark
 from .counter_random import uniform
 from .errors import SparkIntegrationError
 from .skew import Skew, parse_skew, ranks
+from .spark_hash import destinations
 
 KINDS = ("wordcount", "bids", "nexmark")
 SCHEMAS = {
@@ -187,6 +188,17 @@ def read_here(options: dict[str, str], start: int, end: int, tap: Tap | None = N
     params.tap = tap
     for partition in params.split(start, end):
         yield from params.read(partition)
+
+
+def events_per_instance(options: dict[str, str], start: int, end: int, tap: Tap | None,
+                        parallelism: int) -> dict[int, int]:
+    """How many of :func:`read_here`'s events ``repartition(parallelism, "key")`` sends to each
+    instance (instances that get none left out), counted here, with no job."""
+    keys = [rb.column("key").to_numpy() for rb in read_here(options, start, end, tap)]
+    if not keys:
+        return {}
+    counts = np.bincount(destinations(np.concatenate(keys), parallelism), minlength=parallelism)
+    return {d: int(n) for d, n in enumerate(counts) if n}
 
 
 def _make_classes():

@@ -92,8 +92,8 @@ def test_our_partitioning_is_sparks(spark):
 
 @pytest.mark.parametrize("name", ["wordcount", "q1", "q3"])
 def test_the_drivers_count_per_instance_is_what_sparks_shuffle_delivers(spark, name):
-    """Recovery's expected events per instance, counted in the driver from :func:`source.read_here`
-    (no job), equal Spark's count of the same read through the query's select (q3's progress
+    """Recovery's expected events per instance, counted in the driver by
+    :func:`source.events_per_instance` (no job), equal Spark's count of the same read through the query's select (q3's progress
     markers included) grouped as ``repartition(P, "key")`` groups it."""
     from pyspark.sql import functions as F
 
@@ -103,12 +103,9 @@ def test_the_drivers_count_per_instance_is_what_sparks_shuffle_delivers(spark, n
     q = query(name)
     opts = source.source_options(q.source, 20_000, 500, 1.0, partitions=3)
     tap = source.chain(q.select)
-    keys = np.concatenate([rb.column("key").to_numpy() for rb in source.read_here(opts, 1_000, 17_000, tap)])
-    ours = np.bincount(destinations(keys, 4), minlength=4).tolist()
+    ours = source.events_per_instance(opts, 1_000, 17_000, tap, 4)
     read = spark.read.format("ckptbench").options(**dict(opts, start="1000", end="17000"))
     df = (read.option("tap", source.tap_option(tap)) if tap else read).load()
     rows = df.groupBy(F.expr("pmod(hash(key), 4)").alias("d")).count().collect()
-    theirs = [0] * 4
-    for r in rows:
-        theirs[r["d"]] = r["count"]
-    assert ours == theirs and sum(ours) > 0
+    theirs = {r["d"]: r["count"] for r in rows}
+    assert ours == theirs and sum(ours.values()) > 0
