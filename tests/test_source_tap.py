@@ -93,8 +93,8 @@ def test_our_partitioning_is_sparks(spark):
 @pytest.mark.parametrize("name", ["wordcount", "q1", "q3"])
 def test_the_drivers_count_per_instance_is_what_sparks_shuffle_delivers(spark, name):
     """Recovery's expected events per instance, counted in the driver by
-    :func:`source.events_per_instance` (no job), equal Spark's count of the same read through the query's select (q3's progress
-    markers included) grouped as ``repartition(P, "key")`` groups it."""
+    :func:`source.events_per_instance` (no job), equal Spark's count of the same read through the
+    query's select (q3's progress markers included) grouped as ``repartition(P, "key")`` groups it."""
     from pyspark.sql import functions as F
 
     from spark_integration.queries import query

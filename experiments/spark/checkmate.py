@@ -944,6 +944,9 @@ def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate |
     uniform, skew, parallel, paired = [
         d if d is not None and not d.quick and (d.part in ("skew", "paired") or d.mst) else None for d in docs]
     out = []
+    # the MST search's resolution: ratios within [floor, ceiling] of 1.0 cannot tell two protocols apart
+    precision = uniform.sizes.mst.precision if uniform is not None and uniform.sizes.mst else 0.1
+    floor, ceiling = 1 / (1 + precision), 1 + precision
     claim = "CheckMate: coordinated ≈ none on uniform input (Fig 7: the same MST up to 50 workers)"
     if uniform is None:
         out.append((claim, NOT_MEASURED, "no full `bench reproduce checkmate` (its MST step) yet"))
@@ -951,8 +954,6 @@ def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate |
         searched = mst_ratios(uniform, "coordinated")
         side = paired_ratios(paired) if paired is not None else {}
         r = {**searched, **side}
-        precision = uniform.sizes.mst.precision if uniform.sizes.mst else 0.1
-        floor, ceiling = 1 / (1 + precision), 1 + precision
         wide = wide_brackets(uniform, "none", precision)
         decided = {q: v for q, v in r.items() if q not in wide}
         ok = bool(decided) and all(floor <= v <= ceiling for v in decided.values())
@@ -992,8 +993,6 @@ def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate |
     else:
         r = mst_ratios(uniform, "uncoordinated", "coordinated")
         med = statistics.median(r.values()) if r else None
-        precision = uniform.sizes.mst.precision if uniform.sizes.mst else 0.1
-        floor = 1 / (1 + precision)
         # "about 10 % below": measurably below (under the search's precision of 1.0), not far below
         ok = med is not None and 0.8 <= med < floor
         where = ("" if med is None else
