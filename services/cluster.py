@@ -496,6 +496,7 @@ ROLES = (("org.apache.spark.deploy.worker.Worker", "spark-worker"),
          ("CoarseGrainedExecutorBackend", "executor"),
          ("hdfs.server.datanode.DataNode", "datanode"),
          ("hdfs.server.namenode.NameNode", "namenode"),
+         ("spark_integration.warm_daemon", "python-worker"),
          ("pyspark.daemon", "python-worker"),
          ("pyspark.worker", "python-worker"))
 

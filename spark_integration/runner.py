@@ -126,6 +126,8 @@ def build_session(master: str = "local[2]", app: str = "ckptbench-spark", conf: 
 
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.python.worker.reuse", "true")
+               # workers forked with the job's modules already imported (.warm_daemon)
+               .config("spark.python.daemon.module", "spark_integration.warm_daemon")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.adaptive.enabled", "false")

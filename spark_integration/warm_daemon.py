@@ -1,0 +1,82 @@
+"""PySpark's worker daemon with the job's worker-side modules imported before it forks.
+
+Spark runs each Python task in a worker forked from a daemon (``pyspark.daemon``) and keeps the
+worker for the next task (``spark.python.worker.reuse``).  A fresh fork imports
+``pyspark.worker``, numpy, this project's operators, protocols and stores before its first task.
+Workers live as long as the session, so in steady state nobody pays that; but a failure that
+kills a task kills its worker, and the replacement pays the imports inside the recovery of
+whichever protocol lost it.  That is a cost of Python's start, not of the protocol, and it
+falls unevenly: a protocol whose recovery re-runs every stage starts its replacements inside the
+re-run, while LOG.io's input-less re-run leaves a start to the first micro-batch after it, where
+the catch-up counts it (docs/logio.md measured it).  Importing those modules once in the daemon,
+before it forks, makes every worker start warm, for every protocol alike.
+
+Safety: a fork copies only the forking thread, so a lock another thread held at the fork stays
+held in the child for ever.  PySpark's own daemon therefore imports the worker module after the
+fork (pyarrow, for one, starts jemalloc's background thread on import).  This daemon imports only
+modules that start no thread, leaves pyarrow to the fork, and checks the result.  numpy's
+OpenBLAS starts its thread pool on import, sized by ``OMP_NUM_THREADS`` (which Spark sets to an
+executor's cores): the daemon loads it with one thread (``OPENBLAS_NUM_THREADS``), which its
+workers keep.  They do no linear algebra: numpy here counts, hashes and sorts.  With a second
+thread after the imports it stops with one line on stderr (the executor's log) and Spark fails
+the task that asked for a worker, instead of serving workers that might deadlock.
+
+Spark starts it as ``python -m spark_integration.warm_daemon [worker module]``
+(``spark.python.daemon.module``, set by :func:`spark_integration.runner.build_session`); the
+arguments go through to ``pyspark.daemon`` unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+
+#: modules every worker of a job imports, none of which starts a thread on import
+WORKER_MODULES = ("pyspark.worker", "numpy", "spark_integration.operators", "spark_integration.source")
+
+
+def preload() -> None:
+    """Import what a worker of any job imports: :data:`WORKER_MODULES`, every protocol's
+    module and every installed store's (a store whose client library is missing is left to the
+    worker that needs it, which reports it)."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read by OpenBLAS when numpy loads it; over OMP_NUM_THREADS
+    for name in WORKER_MODULES:
+        importlib.import_module(name)
+    from backends.registry import backend_class, backend_names
+    from spark_integration.protocols.registry import protocol_names, registration
+
+    for name in protocol_names(baseline=False):
+        registration(name).load()
+    for name in backend_names():
+        try:
+            backend_class(name)
+        except Exception:  # noqa: BLE001 - its worker imports it again and says what failed
+            pass
+
+
+def thread_count() -> int:
+    """The process's threads as the kernel counts them (a C library's threads included, which
+    :func:`threading.active_count` does not see)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def main() -> None:
+    preload()
+    threads = thread_count()
+    if threads != 1:
+        sys.stderr.write(f"ckptbench warm daemon: {threads} threads after importing the worker's modules, "
+                         "so forking workers is unsafe; remove spark.python.daemon.module to use "
+                         "PySpark's own daemon\n")
+        sys.exit(1)
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()
