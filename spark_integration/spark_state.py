@@ -125,7 +125,21 @@ def run_spark_state(spark: Any, spec: JobSpec, settings: Settings | None = None)
     settings = settings or build("spark-state")
     _check(spec, settings)
     with checkpoint_location(settings) as location:
-        return _Run(spark, spec, settings, location).execute()
+        try:
+            return _Run(spark, spec, settings, location).execute()
+        finally:
+            _unload_state_stores(spark)
+
+
+def _unload_state_stores(spark: Any) -> None:
+    """Stop the state stores of this JVM before their location is removed: a stopped query's
+    providers stay loaded, and the maintenance task uploads their snapshots into the location up
+    to a maintenance interval later, re-making a directory already removed.  Spark starts the
+    stores again for the next query.  Only a local master's executor shares the driver's JVM: a
+    cluster's executors keep theirs until their own maintenance finds the query gone, and may
+    write one more snapshot into the removed location before."""
+    if spark.sparkContext.master.startswith("local"):
+        spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
 def _check(spec: JobSpec, settings: Settings) -> None:

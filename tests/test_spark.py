@@ -68,6 +68,9 @@ def test_spark_state_keeps_sized_state_exactly_once_across_an_injected_failure(s
     assert s["Recovery.ReplayEvents"] == 1_000 and s["Recovery.LoadBytes"] > 0  # the changelogs read
     assert s["RecoveryTime(ms)"] == pytest.approx(sum(s[line] for line in PHASE_LINES.values()), abs=1)
     assert s["RecoveryTime(ms)"] > 0 and s["Recovery.Detect(ms)"] > 0 and s["Recovery.Replay(ms)"] > 0
+    # no state store is left loaded to upload a snapshot into the removed location a maintenance
+    # interval later (which made it again)
+    assert not spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.isMaintenanceRunning()
     assert s["StateBytes"] == 2 * 16 + 400 * (16 + 64)  # the protocols' rule, two instances
     assert s["Checkpoints"] == m.batches == 5 and s["CheckpointP50(ms)"] > 0 and s["CheckpointBytes"] > 0
     assert s["StoreBytes"] > 0 and s["SpaceAmplification"] > 0
