@@ -222,7 +222,7 @@ def test_stragglers_round_trip_with_the_keys_the_experiment_wrote(tmp_path):
     assert set(data["rows"][0]) == {"setting", "protocol", "failures", "wall_s", "throughput",
                                     "latency_p50_ms", "latency_p99_ms", "checkpoint_ms",
                                     "recovery_ms", "restart_ms", "replayed", "exactly_once",
-                                    "metrics", "overhead_pct", "latency_vs_none"}
+                                    "metrics", "verify_detail", "overhead_pct", "latency_vs_none"}
     assert data["settings"][0] == {"name": "straggler_moderate", "events": 12_000, "rate": 1_000, "keys": 1_000,
                                    "batch": 6_000, "skew": "hot:0.9:1", "interval": 2, "fail_fast": True}
     assert stragglers.markdown(data) == stragglers.markdown(doc)
@@ -273,7 +273,7 @@ def test_checkmate_round_trips_with_the_keys_the_experiment_wrote(tmp_path):
         "query", "skew", "protocol", "backend", "throughput", "latency_p50_ms", "latency_p99_ms",
         "checkpoint_ms", "recovery_ms", "restart_ms", "checkpoints", "basic", "forced", "useless",
         "replayed", "logged_messages", "piggybacked_bytes", "message_bytes_ratio", "failures",
-        "exactly_once", "metrics", "throughput_vs_none", "rate", "mst_vs_none"}
+        "exactly_once", "metrics", "verify_detail", "throughput_vs_none", "rate", "mst_vs_none"}
     assert set(data["cyclic"]["5"]) == {"uncoordinated", "cic"}
     assert data["sizes"]["skewed"] == ["q12"]
     assert checkmate.markdown(data) == checkmate.markdown(doc)

@@ -100,3 +100,31 @@ def test_discard_fences_the_cancelled_task_and_restore_ignores_it(settings):
     WRITER.submit(WriteRequest(settings, 0, 5, layout_for(settings).encode(partial), time.time(), zombie_incarnation))
     wait_for("fenced", fenced)
     assert checkpoints(settings) == ["c0000000004"]  # the GC of older records did not run either
+
+
+def test_a_restore_whose_recovery_line_needs_a_message_the_log_lost_fails_loudly(settings):
+    """The line restores checkpoint 2 and replays channel 0 -> 0 over batches 3 and 4; the log
+    holds batch 3 only (a sender writes every destination every batch, empty or not), so a restore
+    without batch 4 would silently lose its events: it must fail, naming what is missing."""
+    from spark_integration.errors import SparkIntegrationError
+    from spark_integration.keyed_state import encode_log
+    from spark_integration.protocols.sender_log import log_key, sender_owner
+
+    proto = UncoordinatedProtocol(settings)
+    state = KeyedState()
+    state.apply(np.array([1, 2]))
+    proto.checkpoint(settings, 0, state, InstanceSchedule(1), 2)
+    deadline = time.monotonic() + 10
+    while checkpoints(settings) != ["c0000000002"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with participant_store(settings, sender_owner(0)) as store:
+        store.put(log_key(0, 3), encode_log([np.array([1, 1])]))
+        store.flush()
+    with pytest.raises(SparkIntegrationError, match=r"sender 0's messages d0/b0000000004, which its log no longer"):
+        proto.restore(settings, 0, LogRestore(batch_seq=5, senders=1))
+    with participant_store(settings, sender_owner(0)) as store:  # with it, the line replays both
+        store.put(log_key(0, 4), encode_log([np.array([2])]))
+        store.flush()
+    restored = proto.restore(settings, 0, LogRestore(batch_seq=5, senders=1))
+    assert restored.counts[1] == 3 and restored.counts[2] == 2 and restored.version == 4

@@ -195,7 +195,7 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
     return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
             "checkpoint_ms": s["CheckpointTime(ms)"],
             "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],
-            "failures": s["Failures"], "exactly_once": metrics.exactly_once,
+            "failures": s["Failures"], "exactly_once": metrics.exactly_once, "verify_detail": metrics.verify_detail,
             # a figure the run could not measure (an "n/a (why)" line) is left out of its work
             "work": {"events": spec.events, **{k: s.get(m, 0) for k, m in WORK.items()
                                                if not isinstance(s.get(m, 0), str)}}, "metrics": s,

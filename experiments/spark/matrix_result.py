@@ -79,6 +79,8 @@ class JobFigures:
     exactly_once: bool | None
     #: the job's ``[SPARK]`` lines, named as it prints them
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: what the exactly-once check found (which keys differ, and how), kept for a failed check
+    verify_detail: str = ""
 
     @staticmethod
     def of(raw: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +89,8 @@ class JobFigures:
         return dict(throughput=m["Throughput(events/sec)"], latency_p50_ms=m["LatencyP50(ms)"],
                     latency_p99_ms=m["LatencyP99(ms)"], checkpoint_ms=m["CheckpointTime(ms)"],
                     recovery_ms=m["RecoveryTime(ms)"], restart_ms=m["RestartTime(ms)"],
-                    replayed=m["ReplayedEvents"], exactly_once=raw["exactly_once"], metrics=m)
+                    replayed=m["ReplayedEvents"], exactly_once=raw["exactly_once"], metrics=m,
+                    verify_detail=raw.get("verify_detail", "") if raw["exactly_once"] is False else "")
 
 
 @dataclass

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import SparkIntegrationError
 from ...keyed_state import KeyedState, replay_log
 from ...layouts.base import Encoded
 from ...layouts.registry import layout_for
@@ -167,10 +168,15 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             names = [log_key(instance, b) for b in range(after + 1, upto + 1)]
             with participant_store(settings, sender_owner(sender)) as store:
                 blobs = store.get_many(names) if names else {}
+            missing = [name for name in names if name not in blobs]
+            if missing:  # a sender logs every destination every micro-batch, empty or not
+                raise SparkIntegrationError(
+                    f"uncoordinated: instance {instance}'s recovery line (checkpoint {at}) needs sender "
+                    f"{sender}'s messages {', '.join(missing)}, which its log no longer holds; restoring "
+                    f"without them would lose their events")
             with phases.replaying():
                 for name in names:
-                    if name in blobs:
-                        replay_log(state, blobs[name])
+                    replay_log(state, blobs[name])
         state.version = token.batch_seq - 1
         state.dirty[:] = False
         return state
