@@ -1012,9 +1012,12 @@ def paper_verdicts(uniform: Checkmate | dict[str, Any] | None, skew: Checkmate |
         low, high = mst_ratios(uniform, "cic"), mst_ratios(parallel, "cic")
         med = statistics.median(high.values()) if high else None
         ok = med is not None and med < 0.5
+        lower = sum(1 for q in high if q in low and high[q] < low[q])
+        trend = (f" (median {med:.2f} at {parallel.parallelism}, against the paper's 0.5; lower than at "
+                 f"{uniform.parallelism} in {lower} of {len(set(high) & set(low))} queries)" if med is not None else "")
         out.append((claim, REPRODUCED if ok else NOT_REPRODUCED,
                     f"CIC's MST × none's at {uniform.parallelism} instances: {_listed(low)}; at "
-                    f"{parallel.parallelism}: {_listed(high)}; its piggyback is {uniform.piggyback_bytes_per_row} "
+                    f"{parallel.parallelism}: {_listed(high)}{trend}; its piggyback is {uniform.piggyback_bytes_per_row} "
                     f"and {parallel.piggyback_bytes_per_row} bytes a row (8 + 10 n, n = 2P), where 100 workers "
                     f"would carry {piggyback_size(200)}"))
     mark, reason = skew_verdict(skew)
