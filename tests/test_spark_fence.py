@@ -128,3 +128,33 @@ def test_a_restore_whose_recovery_line_needs_a_message_the_log_lost_fails_loudly
         store.flush()
     restored = proto.restore(settings, 0, LogRestore(batch_seq=5, senders=1))
     assert restored.counts[1] == 3 and restored.counts[2] == 2 and restored.version == 4
+
+
+def test_a_cancelled_tasks_checkpoint_keeps_the_one_before_it_and_the_log_after_it(settings):
+    """A job fails; a cancelled task of it checkpoints batch 4 from a partial input and its writer
+    makes that durable.  The writer keeps checkpoint 2 (batch 4 is not committed), the re-run's
+    discard drops checkpoint 4 and the durable note naming it (so the driver never deletes the
+    log up to 4), and the restore rebuilds batch 3 from checkpoint 2 and the log of batch 3."""
+    from spark_integration.keyed_state import encode_log
+    from spark_integration.protocols.sender_log import log_key, sender_owner
+
+    proto = UncoordinatedProtocol(settings)
+    good = KeyedState()
+    good.apply(np.array([1, 1, 2]))
+    proto.checkpoint(settings, 0, good, InstanceSchedule(1), 2)
+    with participant_store(settings, sender_owner(0)) as store:
+        store.put(log_key(0, 3), encode_log([np.array([1])]))
+        store.flush()
+    partial = KeyedState()
+    partial.apply(np.array([1, 1, 2, 1, 2]))  # batch 3 and part of batch 4
+    proto.checkpoint(settings, 0, partial, InstanceSchedule(1), 4)
+    deadline = time.monotonic() + 10
+    while read_durable(settings, 0).get("durable") != 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert checkpoints(settings) == ["c0000000002", "c0000000004"]
+
+    proto.discard(settings, 0, 4)
+    assert checkpoints(settings) == ["c0000000002"] and read_durable(settings, 0) == {}
+    state = proto.restore(settings, 0, LogRestore(batch_seq=4, senders=1))
+    assert (state.counts[1], state.counts[2], state.version) == (3, 1, 3)

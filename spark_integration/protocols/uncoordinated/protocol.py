@@ -48,7 +48,7 @@ from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
 from .fence import fence, new_incarnation
 from .recovery import line_for, sender_id
 from .schedule import InstanceSchedule
-from .writer import WRITER, WriteRequest, checkpoint_key, older_checkpoints, read_durable
+from .writer import WRITER, WriteRequest, checkpoint_key, forget_durable, older_checkpoints, read_durable
 
 
 @dataclass(frozen=True)
@@ -142,11 +142,13 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
         """A cancelled task may have checkpointed ``batch_seq`` from a partial input: fence its
-        incarnation off (its writer can no longer write, nor is it writing), then drop the record."""
+        incarnation off (its writer can no longer write, nor is it writing), then drop the record
+        and the durable note that names it (the writer kept the checkpoint before it)."""
         new_incarnation(settings, instance)
         with participant_store(settings, f"i{instance}") as store:
             layout_for(settings).delete(store, checkpoint_key(batch_seq))
             store.flush()
+        forget_durable(settings, instance, batch_seq)
 
     def restore(self, settings: Settings, instance: int, token: LogRestore) -> KeyedState:
         local = load_state(settings, instance)

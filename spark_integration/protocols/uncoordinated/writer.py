@@ -3,9 +3,13 @@
 A task does not wait for its checkpoint: it hands a :class:`WriteRequest` (a copy of the state,
 encoded) to the writer through a bounded drop-oldest queue (S4's SafeKeeper discipline) and goes
 on.  The writer thread writes the checkpoint ``<job>/i<i>/c<b>`` (in the job's layout,
-:mod:`spark_integration.layouts`), deletes the instance's older
-checkpoints (only the latest durable one is ever restored) and writes an executor-local *durable
-note*; the instance's next task reads the note and reports it to the driver.
+:mod:`spark_integration.layouts`), deletes the instance's older checkpoints but the newest of them
+and writes an executor-local *durable note*; the instance's next task reads the note and reports
+it to the driver.  The newest older one stays because the new one may yet be discarded: when a
+job fails, Spark cancels its other tasks, and a cancelled task whose input ended early can still
+checkpoint its partial state; the re-run deletes that checkpoint and its note
+(:meth:`.protocol.UncoordinatedProtocol.discard`), and the instance restores the one before it,
+whose senders' log the driver has kept.
 
 The writer is per process by nature: Spark runs an instance's tasks in whichever Python worker is
 idle, and the thread must outlive the task that fed it.  So there is exactly one
@@ -115,12 +119,14 @@ def _write(request: WriteRequest) -> None:
     settings, instance, batch = request.settings, request.instance, request.batch
     layout = layout_for(settings)
     with participant_store(settings, f"i{instance}") as store:
-        older = older_checkpoints(store, batch)
+        # the newest earlier checkpoint stays: this one is of a micro-batch the driver has not
+        # committed yet, and a cancelled task's (partial input) is deleted by the re-run's discard
+        older = older_checkpoints(store, batch)[:-1]
         layout.write(store, checkpoint_key(batch), request.encoded)
         reach(settings, instance, DURING_CHECKPOINT_WRITE, request.fail_point)
         store.flush()
         reach(settings, instance, BEFORE_COMMIT, request.fail_point)
-        for key in older:  # only the latest durable checkpoint is ever restored
+        for key in older:  # only the latest durable checkpoint of a committed batch is restored
             layout.delete(store, key)
         ops = store.ops
     # executor-local note of what is durable: read by this instance's next task -> driver
@@ -132,9 +138,18 @@ def _write(request: WriteRequest) -> None:
 
 
 def older_checkpoints(store: Scoped, batch: int) -> list[str]:
-    """The instance's checkpoints before micro-batch ``batch``'s, found by their commit records
-    (what the writer deletes once ``batch``'s is durable)."""
-    return [k for k, _ in store.scan("c") if k < checkpoint_key(batch)]
+    """The instance's checkpoints before micro-batch ``batch``'s, oldest first, found by their
+    commit records (the writer deletes all but the newest of them once ``batch``'s is durable)."""
+    return sorted(k for k, _ in store.scan("c") if k < checkpoint_key(batch))
+
+
+def forget_durable(settings: Settings, instance: int, batch: int) -> None:
+    """Drop this executor's durable note if it names micro-batch ``batch`` or a later one: that
+    checkpoint is being discarded (a cancelled task's), and the driver, which deletes the senders'
+    log up to the durable checkpoint an instance reports, must not hear of it."""
+    if read_durable(settings, instance).get("durable", 0) >= batch:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_durable_path(settings, instance))
 
 
 def read_durable(settings: Settings, instance: int) -> CheckpointReport:
