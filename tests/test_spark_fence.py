@@ -113,11 +113,10 @@ def test_a_restore_whose_recovery_line_needs_a_message_the_log_lost_fails_loudly
     proto = UncoordinatedProtocol(settings)
     state = KeyedState()
     state.apply(np.array([1, 2]))
+    written = WRITER.stats.written
     proto.checkpoint(settings, 0, state, InstanceSchedule(1), 2)
-    deadline = time.monotonic() + 10
-    while checkpoints(settings) != ["c0000000002"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for("written", written)
+    assert checkpoints(settings) == ["c0000000002"]
     with participant_store(settings, sender_owner(0)) as store:
         store.put(log_key(0, 3), encode_log([np.array([1, 1])]))
         store.flush()
@@ -141,6 +140,7 @@ def test_a_cancelled_tasks_checkpoint_keeps_the_one_before_it_and_the_log_after_
     proto = UncoordinatedProtocol(settings)
     good = KeyedState()
     good.apply(np.array([1, 1, 2]))
+    written = WRITER.stats.written
     proto.checkpoint(settings, 0, good, InstanceSchedule(1), 2)
     with participant_store(settings, sender_owner(0)) as store:
         store.put(log_key(0, 3), encode_log([np.array([1])]))
@@ -148,10 +148,8 @@ def test_a_cancelled_tasks_checkpoint_keeps_the_one_before_it_and_the_log_after_
     partial = KeyedState()
     partial.apply(np.array([1, 1, 2, 1, 2]))  # batch 3 and part of batch 4
     proto.checkpoint(settings, 0, partial, InstanceSchedule(1), 4)
-    deadline = time.monotonic() + 10
-    while read_durable(settings, 0).get("durable") != 4:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_for("written", written + 1)  # both written, in order
+    assert read_durable(settings, 0)["durable"] == 4
     assert checkpoints(settings) == ["c0000000002", "c0000000004"]
 
     proto.discard(settings, 0, 4)
