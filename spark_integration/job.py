@@ -164,8 +164,11 @@ class Metrics:
     #: with ``coldRestore``: ``cold``, or ``warm: WHY`` (see :func:`.store.evict_job`)
     restore_cache: str = ""
     #: every micro-batch, in order: its end offset, events, wall time (ms), the checkpoint it
-    #: took (ms; 0: none), whether it counted as steady state — the timeline behind the means,
-    #: as Spark's per-batch query progress and Flink's checkpoint history give one
+    #: took (ms; 0: none), the slowest instance's operator task (``task_ms``: its Python body,
+    #: from the state's load to its save) and the driver's commit (``commit_ms``), whether it
+    #: counted as steady state — the timeline behind the means, as Spark's per-batch query
+    #: progress and Flink's checkpoint history give one.  The wall time less those two is
+    #: Spark's: planning, the source stage, the shuffle, scheduling, Python workers' starts.
     timeline: list = field(default_factory=list)
     #: ``[SPARK]`` lines this run cannot measure -> why: printed as ``n/a (WHY)`` in place of a
     #: number, so a figure never reads as measured when it was not (a baseline on Spark's own

@@ -391,6 +391,7 @@ class JobRunner:
             # earlier micro-batches, whose results were committed with them
             first_new = max(start, self.watermark)
             self.watermark = end
+            t_commit = time.time()
             with phases.metering() as committed:  # the driver's commit records, their GC
                 results = self.protocol.commit(plan.checkpoint, end, stats)
             t_done = time.time()
@@ -422,6 +423,8 @@ class JobRunner:
             self.metrics.timeline.append({
                 "end": end, "events": end - start, "ms": round((t_done - t_start) * 1e3, 1),
                 "checkpoint_ms": round(sum(r.checkpoint_ms for r in results), 1),
+                "task_ms": round(max((s["task_ms"] for s in stats), default=0.0), 1),
+                "commit_ms": round((t_done - t_commit) * 1e3, 1),
                 "recovered": recovered, "steady": steady})
             self.metrics.batches += 1
             if self.warm is None:  # first micro-batch: Python workers start, imports, JIT
@@ -485,15 +488,18 @@ class JobRunner:
     # -- the whole run ---------------------------------------------------------------------
     def run(self) -> Metrics:
         """The job, start to end; the executor-local state goes with it when it ends, and a run
-        that fails leaves none of its instances' working state behind (:meth:`_drop_working_state`)."""
+        that fails leaves none of its instances' working state behind (:meth:`_drop_working_state`).
+        Spark's own query directory (offsets and commits, driver-local) goes however the run ends."""
+        self.query_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
         try:
-            return self._run()
+            return self._run(self.query_dir)
         except BaseException:
             self._drop_working_state()
             raise
+        finally:
+            shutil.rmtree(self.query_dir, ignore_errors=True)
 
-    def _run(self) -> Metrics:
-        ckpt_dir = self.query_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
+    def _run(self, ckpt_dir: str) -> Metrics:
         first = self.first = 0
         if self.spec.resume:  # the working state of the dead driver's run is what recovery sees
             recovery, self.batch_seq = self.protocol.resume(self.spec.parallelism)
@@ -524,7 +530,6 @@ class JobRunner:
                     raise SparkIntegrationError(f"job did not finish within {self.spec.timeout:.0f}s")
         finally:
             query.stop()
-            shutil.rmtree(ckpt_dir, ignore_errors=True)
         if self.error is not None:
             raise store_error(self.error) or self.error
         if not self.done.is_set():

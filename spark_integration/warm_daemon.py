@@ -13,11 +13,14 @@ before it forks, makes every worker start warm, for every protocol alike.
 
 Safety: a fork copies only the forking thread, so a lock another thread held at the fork stays
 held in the child for ever.  PySpark's own daemon therefore imports the worker module after the
-fork (pyarrow, for one, starts jemalloc's background thread on import).  This daemon imports only
-modules that start no thread, leaves pyarrow to the fork, and checks the result.  numpy's
-OpenBLAS starts its thread pool on import, sized by ``OMP_NUM_THREADS`` (which Spark sets to an
-executor's cores): the daemon loads it with one thread (``OPENBLAS_NUM_THREADS``), which its
-workers keep.  They do no linear algebra: numpy here counts, hashes and sorts.  With a second
+fork.  This daemon imports only modules that start no thread, and checks the result.  Two
+libraries would start one on import, and both are told not to by the variable they read when
+they load: numpy's OpenBLAS starts its thread pool, sized by ``OMP_NUM_THREADS`` (which Spark sets
+to an executor's cores), so the daemon loads it with one thread (``OPENBLAS_NUM_THREADS``), which
+its workers keep (they do no linear algebra: numpy here counts, hashes and sorts); pyarrow's
+bundled jemalloc starts a background purging thread, which ``JE_ARROW_MALLOC_CONF``'s
+``background_thread:false`` leaves out (jemalloc then purges freed pages in the allocating
+thread; pyarrow's default pool here is mimalloc, so little goes through it).  With a second
 thread after the imports it stops with one line on stderr (the executor's log) and Spark fails
 the task that asked for a worker, instead of serving workers that might deadlock.
 
@@ -28,20 +31,30 @@ arguments go through to ``pyspark.daemon`` unchanged.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
 import threading
 
-#: modules every worker of a job imports, none of which starts a thread on import
-WORKER_MODULES = ("pyspark.worker", "numpy", "spark_integration.operators", "spark_integration.source")
+#: modules every worker of a job imports, none of which starts a thread on import (given
+#: :func:`single_threaded_imports`)
+WORKER_MODULES = ("pyspark.worker", "numpy", "pyarrow", "spark_integration.operators", "spark_integration.source")
+
+
+def single_threaded_imports() -> None:
+    """Tell the libraries that start a thread when they load not to (set before they load)."""
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read by OpenBLAS when numpy loads it; over OMP_NUM_THREADS
+    conf = os.environ.get("JE_ARROW_MALLOC_CONF", "")
+    if "background_thread" not in conf:  # a user's own choice stands, and the thread check judges it
+        os.environ["JE_ARROW_MALLOC_CONF"] = ",".join(filter(None, (conf, "background_thread:false")))
 
 
 def preload() -> None:
     """Import what a worker of any job imports: :data:`WORKER_MODULES`, every protocol's
     module and every installed store's (a store whose client library is missing is left to the
     worker that needs it, which reports it)."""
-    os.environ["OPENBLAS_NUM_THREADS"] = "1"  # read by OpenBLAS when numpy loads it; over OMP_NUM_THREADS
+    single_threaded_imports()
     for name in WORKER_MODULES:
         importlib.import_module(name)
     from backends.registry import backend_class, backend_names
@@ -67,6 +80,7 @@ def thread_count() -> int:
 
 def main() -> None:
     preload()
+    gc.freeze()  # the imports' objects: never scanned by a worker's collector, nor copied by it on write
     threads = thread_count()
     if threads != 1:
         sys.stderr.write(f"ckptbench warm daemon: {threads} threads after importing the worker's modules, "

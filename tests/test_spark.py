@@ -148,6 +148,8 @@ def test_cli_prints_spark_lines_and_json(tmp_path):
     assert values["Recovery.ReplayEvents"] > 0
     (episode,) = data["recovery_phases"]
     assert episode["total_ms"] == pytest.approx(values["RecoveryTime(ms)"], abs=0.2)
+    # every micro-batch's wall time holds its slowest operator task and the driver's commit
+    assert all(0 < b["task_ms"] and b["task_ms"] + b["commit_ms"] <= b["ms"] for b in data["timeline"])
     # checkpoints as Flink's REST API names them
     summary = data["checkpoints"]["summary"]
     assert summary["end_to_end_duration"]["max"] > 0 and summary["checkpointed_size"]["min"] > 0

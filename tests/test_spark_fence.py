@@ -120,7 +120,8 @@ def test_a_restore_whose_recovery_line_needs_a_message_the_log_lost_fails_loudly
     with participant_store(settings, sender_owner(0)) as store:
         store.put(log_key(0, 3), encode_log([np.array([1, 1])]))
         store.flush()
-    with pytest.raises(SparkIntegrationError, match=r"sender 0's messages d0/b0000000004, which its log no longer"):
+    lost = r"instance 0 of job \S+: .*sender 0's messages d0/b0000000004, which its log no longer holds"
+    with pytest.raises(SparkIntegrationError, match=lost):
         proto.restore(settings, 0, LogRestore(batch_seq=5, senders=1))
     with participant_store(settings, sender_owner(0)) as store:  # with it, the line replays both
         store.put(log_key(0, 4), encode_log([np.array([2])]))

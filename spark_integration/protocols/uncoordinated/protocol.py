@@ -173,9 +173,9 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             missing = [name for name in names if name not in blobs]
             if missing:  # a sender logs every destination every micro-batch, empty or not
                 raise SparkIntegrationError(
-                    f"uncoordinated: instance {instance}'s recovery line (checkpoint {at}) needs sender "
-                    f"{sender}'s messages {', '.join(missing)}, which its log no longer holds; restoring "
-                    f"without them would lose their events")
+                    f"uncoordinated: instance {instance} of job {settings.job_id}: its recovery line "
+                    f"(checkpoint {at}) needs sender {sender}'s messages {', '.join(missing)}, which its log "
+                    f"no longer holds; restoring without them would lose their events")
             with phases.replaying():
                 for name in names:
                     replay_log(state, blobs[name])
