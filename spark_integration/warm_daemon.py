@@ -9,7 +9,9 @@ whichever protocol lost it.  That is a cost of Python's start, not of the protoc
 falls unevenly: a protocol whose recovery re-runs every stage starts its replacements inside the
 re-run, while LOG.io's input-less re-run leaves a start to the first micro-batch after it, where
 the catch-up counts it (docs/logio.md measured it).  Importing those modules once in the daemon,
-before it forks, makes every worker start warm, for every protocol alike.
+before it forks, makes every worker start warm, for every protocol alike.  The daemon then
+freezes their objects (``gc.freeze``): a worker's garbage collector never scans them, so it
+neither spends time on them nor writes to, and so copies, the pages it shares with the daemon.
 
 Safety: a fork copies only the forking thread, so a lock another thread held at the fork stays
 held in the child for ever.  PySpark's own daemon therefore imports the worker module after the
@@ -80,7 +82,7 @@ def thread_count() -> int:
 
 def main() -> None:
     preload()
-    gc.freeze()  # the imports' objects: never scanned by a worker's collector, nor copied by it on write
+    gc.freeze()
     threads = thread_count()
     if threads != 1:
         sys.stderr.write(f"ckptbench warm daemon: {threads} threads after importing the worker's modules, "
