@@ -536,7 +536,7 @@ typedef struct {
 static PyObject *s_acquire, *s_release, *s_active, *s_size, *s_zeroed, *s_file_size, *s_fd,
     *s_min_seq, *s_id, *s_segment_size, *s_reserve_pending, *s_next_seq, *s_written,
     *s_nwrites, *s_index, *s_d, *s_live, *s_set, *s_gc_pending, *s_add, *s_deltas, *s_due_at,
-    *s_wake, *s_record, *s_write;
+    *s_wake, *s_record, *s_write, *s_unmap;
 
 static int intern_names(void) {
 #define NAME(var, text) if (!(var = PyUnicode_InternFromString(text))) return -1;
@@ -547,7 +547,7 @@ static int intern_names(void) {
     NAME(s_next_seq, "_next_seq") NAME(s_written, "_written") NAME(s_nwrites, "_nwrites")
     NAME(s_index, "_index") NAME(s_d, "d") NAME(s_live, "live") NAME(s_set, "set")
     NAME(s_gc_pending, "_gc_pending") NAME(s_add, "add") NAME(s_deltas, "_deltas")
-    NAME(s_due_at, "due_at") NAME(s_wake, "wake") NAME(s_record, "record")
+    NAME(s_due_at, "due_at") NAME(s_wake, "wake") NAME(s_record, "record") NAME(s_unmap, "unmap")
     NAME(s_write, "write")
 #undef NAME
     return 0;
@@ -885,8 +885,10 @@ static PyObject *put_records(Putter *self, PyObject *const *keys, PyObject *cons
         Py_DECREF(r);
     }
     err = write_records((int)fd, recs, count, seq, size);
-    if (err) {
-        if (set_ll(seg, s_file_size, size) == 0 && set_ll(seg, s_zeroed, size) == 0) {
+    if (err) {  /* the file is cut back to `size`: its mapping goes too (Segment.unmap) */
+        if ((r = PyObject_CallMethodNoArgs(seg, s_unmap)) != NULL)
+            Py_DECREF(r);
+        if (r && set_ll(seg, s_file_size, size) == 0 && set_ll(seg, s_zeroed, size) == 0) {
             errno = err;
             PyErr_SetFromErrno(PyExc_OSError);
         }

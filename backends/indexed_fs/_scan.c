@@ -645,9 +645,10 @@ done:
  * OSError when pread fails. */
 /* The value of the record of key `k` (utf-8, `klen` bytes) at [off, off + size) of `src`, as
  * read_value() below returns it: bytes, None (a check failed or the read came back short), or
- * NULL with an OSError. */
-static PyObject *read_checked(PyObject *src, unsigned long long off, Py_ssize_t size,
-                              const char *k, Py_ssize_t klen) {
+ * NULL with an OSError.  With a buffer `src`, `*beyond` (when given) is set if the record lies
+ * past its end: a record of the active segment appended past its mapping, for the fd to read. */
+static PyObject *read_checked_in(PyObject *src, unsigned long long off, Py_ssize_t size,
+                                 const char *k, Py_ssize_t klen, int *beyond) {
     if (size < HEADER)
         Py_RETURN_NONE;
     uint8_t stackbuf[4096], *heap = NULL;
@@ -682,8 +683,11 @@ static PyObject *read_checked(PyObject *src, unsigned long long off, Py_ssize_t 
             goto done;
         have_view = 1;
         if (off > (unsigned long long)view.len ||
-            (unsigned long long)size > (unsigned long long)view.len - off)
+            (unsigned long long)size > (unsigned long long)view.len - off) {
+            if (beyond)
+                *beyond = 1;
             goto none;
+        }
         rec = (const uint8_t *)view.buf + off;
     }
     klen_rec = le32(rec + 12);
@@ -703,6 +707,11 @@ done:
         PyBuffer_Release(&view);
     free(heap);
     return out;
+}
+
+static PyObject *read_checked(PyObject *src, unsigned long long off, Py_ssize_t size,
+                              const char *k, Py_ssize_t klen) {
+    return read_checked_in(src, off, size, k, klen, NULL);
 }
 
 static PyObject *scan_read_value(PyObject *mod, PyObject *args) {
@@ -731,7 +740,7 @@ static PyObject *scan_read_value(PyObject *mod, PyObject *args) {
 typedef struct {
     PyObject_HEAD
     PyObject *store;
-    PyObject *lock;
+    PyObject *acquire, *release;  /* the store lock's bound methods, looked up once */
 } Getter;
 
 static PyObject *g_acquire, *g_release, *g_index, *g_d, *g_layers, *g_segments, *g_mapped,
@@ -741,18 +750,28 @@ static int getter_init(Getter *self, PyObject *args, PyObject *kw) {
     PyObject *store;
     if (!PyArg_ParseTuple(args, "O", &store))
         return -1;
-    PyObject *lock = PyObject_GetAttrString(store, "_lock");
-    if (!lock)
+    PyObject *lock = PyObject_GetAttrString(store, "_lock"), *acquire = NULL, *release = NULL;
+    if (lock) {
+        acquire = PyObject_GetAttr(lock, g_acquire);
+        release = PyObject_GetAttr(lock, g_release);
+        Py_DECREF(lock);
+    }
+    if (!acquire || !release) {
+        Py_XDECREF(acquire);
+        Py_XDECREF(release);
         return -1;
+    }
     Py_INCREF(store);
     Py_XSETREF(self->store, store);
-    Py_XSETREF(self->lock, lock);
+    Py_XSETREF(self->acquire, acquire);
+    Py_XSETREF(self->release, release);
     return 0;
 }
 
 static void getter_dealloc(Getter *self) {
     Py_XDECREF(self->store);
-    Py_XDECREF(self->lock);
+    Py_XDECREF(self->acquire);
+    Py_XDECREF(self->release);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -814,15 +833,25 @@ static PyObject *lookup_one(lookup *lk, PyObject *key, PyObject *miss) {
         PyErr_Clear();
         return Py_NewRef(miss);
     }
-    PyObject *src = PyObject_GetAttr(seg, g_mapped);
-    if (src == Py_None) {
-        Py_DECREF(src);
-        src = PyObject_GetAttr(seg, g_fd);
-    }
+    PyObject *src = PyObject_GetAttr(seg, g_mapped), *v = NULL;
+    int beyond = 0;
     if (!src)
         return NULL;
-    PyObject *v = src == Py_None ? Py_NewRef(Py_None) : read_checked(src, off, size, k, klen);
+    if (src != Py_None) {  /* the mapping; a record past its end is the fd's to read */
+        v = read_checked_in(src, off, size, k, klen, &beyond);
+        if (!beyond) {
+            Py_DECREF(src);
+            goto read;
+        }
+        Py_DECREF(v);
+    }
     Py_DECREF(src);
+    src = PyObject_GetAttr(seg, g_fd);
+    if (!src)
+        return NULL;
+    v = src == Py_None ? Py_NewRef(Py_None) : read_checked(src, off, size, k, klen);
+    Py_DECREF(src);
+read:
     if (v == Py_None) {  /* failed the check (or no fd): Python reads it again and names it */
         Py_DECREF(v);
         return Py_NewRef(miss);
@@ -830,8 +859,8 @@ static PyObject *lookup_one(lookup *lk, PyObject *key, PyObject *miss) {
     return v;
 }
 
-static int lock_call(Getter *self, PyObject *name) {
-    PyObject *r = PyObject_CallMethodNoArgs(self->lock, name);
+static int lock_call(PyObject *method) {
+    PyObject *r = PyObject_CallNoArgs(method);
     Py_XDECREF(r);
     return r ? 0 : -1;
 }
@@ -841,7 +870,7 @@ static int lock_call(Getter *self, PyObject *name) {
 static int unlock(Getter *self) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    if (lock_call(self, g_release) < 0) {
+    if (lock_call(self->release) < 0) {
         Py_XDECREF(et);
         Py_XDECREF(ev);
         Py_XDECREF(tb);
@@ -857,7 +886,7 @@ static PyObject *getter_get(Getter *self, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "get(key, miss)");
         return NULL;
     }
-    if (lock_call(self, g_acquire) < 0)
+    if (lock_call(self->acquire) < 0)
         return NULL;
     lookup lk;
     PyObject *out = lookup_begin(self, &lk) < 0 ? NULL : lookup_one(&lk, args[0], args[1]);
@@ -876,7 +905,7 @@ static PyObject *getter_get_many(Getter *self, PyObject *const *args, Py_ssize_t
     }
     PyObject *keys = args[0], *miss = args[1];
     PyObject *found = PyDict_New(), *left = PyList_New(0), *out = NULL;
-    if (!found || !left || lock_call(self, g_acquire) < 0)
+    if (!found || !left || lock_call(self->acquire) < 0)
         goto fail;
     lookup lk;
     int ok = lookup_begin(self, &lk) == 0;

@@ -239,19 +239,37 @@ class Segment:
         self.zeroed = self.size  # below this the file is written (records or zeros), see append
         #: lowest seq of any record in the file (for the tombstone-drop rule); 0 = unknown
         self.min_seq = 0 if not create else 1 << 63
-        #: the sealed file mapped read-only (:meth:`map_sealed`), or None: reads use ``pread``
+        #: the file's first bytes mapped read-only, or None: a read inside the mapping is a
+        #: slice of the page cache, no system call; any other read is a ``pread``.  A sealed
+        #: segment maps its records (:meth:`map_sealed`), the active one the space it reserved
+        #: (:meth:`reserve`).  The mapping never reaches past the end of the file, where a read
+        #: would be a SIGBUS instead of an error: every cut of the file (:meth:`trim`,
+        #: :meth:`truncate`, a failed append, in C too) drops it under the store's lock, which
+        #: every read of a mapping holds.
         self.mapped: mmap.mmap | None = None
 
     def map_sealed(self) -> None:
-        """Map the file read-only, once it takes no more appends: a read is then a slice of the
-        page cache, no system call.  Safe because a sealed file never changes size or bytes
-        while the store holds it (its only writer is this process, which appends to the newest
-        segment alone), and the mapping is closed with the fd."""
-        if self.mapped is None and self.size > 0:
+        """Map the records read-only, once the file takes no more appends.  Safe because a
+        sealed file never changes size or bytes while the store holds it (its only writer is
+        this process, which appends to the newest segment alone), and the mapping is closed
+        with the fd."""
+        if self.mapped is None or len(self.mapped) != self.size:
+            self._map(self.size)
+
+    def _map(self, length: int) -> None:
+        """Map ``[0, length)`` in place of any earlier mapping (``length`` ≤ the file's size)."""
+        self.unmap()
+        if length > 0:
             try:
-                self.mapped = mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ)
+                self.mapped = mmap.mmap(self.fd, length, prot=mmap.PROT_READ)
             except (OSError, ValueError):  # no address space left: reads stay on pread
                 self.mapped = None
+
+    def unmap(self) -> None:
+        """Drop the mapping (reads go back to ``pread``); before any cut of the file."""
+        if self.mapped is not None:
+            self.mapped.close()
+            self.mapped = None
 
     def reserve(self, total: int) -> bool:
         """Allocate the file up to ``total`` bytes now (``fallocate``; the new space reads as
@@ -259,8 +277,14 @@ class Segment:
         file must also journal the new file size; inside allocated space it need not, so each
         sync has less to write — the trick of PostgreSQL's preallocated WAL segments and
         RocksDB's ``allow_fallocate``.  Best effort: where the filesystem cannot
-        (no ``fallocate``, no room) the segment keeps growing by plain appends."""
+        (no ``fallocate``, no room) the segment keeps growing by plain appends.
+
+        The reserved file is then mapped whole, so that reads of the records appended into it
+        take no system call either (what lies past ``size`` is never read: an index entry
+        points below it)."""
         if total <= self.file_size:
+            if self.mapped is None:
+                self._map(self.file_size)
             return True
         try:
             self.ledger.record_shared("fallocate")
@@ -274,11 +298,13 @@ class Segment:
                 pass
             return False
         self.file_size = total
+        self._map(total)
         return True
 
     def trim(self) -> None:
         """Give back reserved space past the records (sealing or closing the segment)."""
         if self.file_size > self.size:
+            self.unmap()
             os.ftruncate(self.fd, self.size)
             self.file_size = self.size
 
@@ -298,6 +324,7 @@ class Segment:
                 _pwritev_all(self.fd, data, off)
         except OSError:
             try:
+                self.unmap()
                 os.ftruncate(self.fd, off)
                 self.file_size = self.zeroed = off
             except OSError:
@@ -325,8 +352,9 @@ class Segment:
         self.zeroed = stop
 
     def read(self, offset: int, size: int) -> bytes:
-        if self.mapped is not None:
-            return self.mapped[offset : offset + size]
+        m = self.mapped
+        if m is not None and offset + size <= len(m):
+            return m[offset : offset + size]
         data = os.pread(self.fd, size, offset)
         self.ledger.record_shared("read", 0, len(data))
         if len(data) < size:  # one read stops short of a very large record (Linux caps it)
@@ -379,6 +407,7 @@ class Segment:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def truncate(self, size: int) -> None:
+        self.unmap()
         self.ledger.record_shared("truncate")
         os.ftruncate(self.fd, size)
         self.ledger.record_shared("fsync")
@@ -398,9 +427,7 @@ class Segment:
             os.fsync(self.fd)
 
     def close(self) -> None:
-        if self.mapped is not None:
-            self.mapped.close()
-            self.mapped = None
+        self.unmap()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -425,6 +452,9 @@ class MediumSegment:
         self.fd = None  # no local descriptor (the group commit and the C read look for one)
 
     def map_sealed(self) -> None:
+        pass
+
+    def unmap(self) -> None:
         pass
 
     def append(self, data: bytes | Sequence[bytes | memoryview]) -> int:

@@ -562,11 +562,12 @@ class IndexedFSBackend(Backend):
                         return None
                 seg = self._segments[e[0]]
                 m = seg.mapped
-                if read_value is not None and (m is not None or seg.fd is not None):
-                    value = read_value(seg.fd if m is None else m, e[1], e[2], key)
+                src = m if m is not None and e[1] + e[2] <= len(m) else seg.fd
+                if read_value is not None and src is not None:
+                    value = read_value(src, e[1], e[2], key)
                     if value is not None:
                         return value
-                data = seg.read(e[1], e[2]) if m is None else m[e[1] : e[1] + e[2]]
+                data = seg.read(e[1], e[2])
             if len(data) >= HEADER_SIZE:
                 c, _seq, klen, vlen, flags = _unpack_header(data)
                 end = HEADER_SIZE + klen
