@@ -489,17 +489,26 @@ class JobRunner:
     def run(self) -> Metrics:
         """The job, start to end; the executor-local state goes with it when it ends, and a run
         that fails leaves none of its instances' working state behind (:meth:`_drop_working_state`).
-        Spark's own query directory (offsets and commits, driver-local) goes however the run ends."""
-        self.query_dir = tempfile.mkdtemp(prefix="ckptbench-sparkq-")
+        Spark's own query directory (offsets and commits, driver-local) goes however the run ends;
+        it lives in the job's working state, so that even a killed driver's goes with the job's
+        next run, fresh or resumed, which removes that state when it ends."""
         try:
-            return self._run(self.query_dir)
+            return self._run()
         except BaseException:
             self._drop_working_state()
             raise
         finally:
-            shutil.rmtree(self.query_dir, ignore_errors=True)
+            if self.query_dir:
+                shutil.rmtree(self.query_dir, ignore_errors=True)
 
-    def _run(self, ckpt_dir: str) -> Metrics:
+    def _new_query_dir(self) -> str:
+        """A fresh directory for Spark's offsets and commits, inside the job's working state."""
+        base = os.path.join(self.settings.state_dir, self.settings.job_id)
+        os.makedirs(base, exist_ok=True)
+        self.query_dir = tempfile.mkdtemp(prefix="sparkq-", dir=base)
+        return self.query_dir
+
+    def _run(self) -> Metrics:
         first = self.first = 0
         if self.spec.resume:  # the working state of the dead driver's run is what recovery sees
             recovery, self.batch_seq = self.protocol.resume(self.spec.parallelism)
@@ -511,6 +520,7 @@ class JobRunner:
                     f"nothing is left to resume")
         else:
             self._clear_local_state()
+        ckpt_dir = self._new_query_dir()  # after the clearing, which would take it
         self._warm_up()
         s = self.spec
         self.source_opts = source_options(self.query.source, s.events, s.keys, s.skew, s.seed, s.rate, s.max_batch,

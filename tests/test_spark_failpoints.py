@@ -9,7 +9,8 @@ final state must equal the failure-free ground truth.
 
 The driver's point (``spark.driver.during_commit``) kills the driver itself, so that run is a
 ``bench spark`` child process armed through ``CKPTBENCH_FAILPOINT``; the test then takes the job
-over in this process with ``JobSpec(resume=True)``, recovering from coordinated's commit records.
+over in this process with ``JobSpec(resume=True)``, recovering from coordinated's commit records;
+the dead driver's Spark query directory, in the job's working state, goes with the resumed run.
 
 Small runs (40,000 events in micro-batches of 10,000), one SparkSession for the module.
 """
@@ -106,8 +107,11 @@ def test_exactly_once_when_the_driver_dies_during_coordinated_commit(spark, tmp_
     assert r.returncode == failpoints.EXIT_CODE, r.stderr[-3000:]
     assert "[FAILPOINT] spark.driver.during_commit hit 2" in r.stderr
     assert "[SPARK], ExactlyOnce" not in r.stdout  # it never finished
+    job_dir = tmp_path / "work" / "fp-driver"
+    assert len(list(job_dir.glob("sparkq-*"))) == 1  # Spark's query directory, in the job's state
     m = run_job(spark, from_conf(conf), JobSpec(**SPEC, resume=True))
     assert m.exactly_once, m.verify_detail
+    assert not job_dir.exists()  # the resumed run took the dead driver's query directory too
 
 
 def test_resume_is_refused_by_a_protocol_whose_driver_keeps_no_records(spark, tmp_path):

@@ -10,7 +10,7 @@ from bench.spark_matrix_cli import add_parser, run
 from experiments.report.plots import plot_spark_matrix as plot
 from experiments.spark.matrix import (MISSING, format_table, plan_for, round_order, summarize,
                                       summary_lines, write_json)
-from experiments.spark.matrix_result import Matrix, Spread, WarmupRun
+from experiments.spark.matrix_result import Matrix, Row, Spread, WarmupRun
 from spark_integration.job import JobSpec
 
 PLAN = [("none", None), ("coordinated", "indexed_fs"), ("logio", "redis")]
@@ -156,10 +156,37 @@ def test_a_run_too_short_to_compare_with_none_prints_too_short_not_a_ratio():
     assert TOO_SHORT in coord_line and "0.90" not in coord_line and "1111" not in coord_line
     doc = Matrix(job=JobSpec(), rounds=3, warmup_rounds=1, rows=rows)
     assert f"[MATRIX], coordinated/indexed_fs / none (median of rounds), {TOO_SHORT}" in summary_lines(doc)
-    data = {"m": doc.to_json()}
+    data = {"run": doc.to_json()}
     assert any(TOO_SHORT in line for line in spark_matrix(data))
     assert TOO_SHORT in spark_matrix_headline(data)
     # long enough on both sides: the ratio is back
     long_rows = summarize(PLAN[:2], [{**r, "metrics": {"Checkpoints": 5, "SteadySeconds": 20.0}} for r in RUNS], {})
     assert "0.90" in format_table(long_rows) and "1111.11" in format_table(long_rows)
-    assert "| 0.90x | 1,111 |" in "\n".join(spark_matrix({"m": Matrix(job=JobSpec(), rows=long_rows).to_json()}))
+    assert "| 0.90x | 1,111 |" in "\n".join(spark_matrix({"run": Matrix(job=JobSpec(), rows=long_rows).to_json()}))
+
+
+def test_the_matrix_judges_its_targets_at_both_sizes_and_describes_the_state_run():
+    """Each protocol with a target gets a cell (met or NOT met) in both tables, noted for bench
+    reproduce; a row without a target, or too short to judge, gets none."""
+    from experiments.core.format import collect_targets
+    from experiments.spark.matrix_result import spark_matrix
+
+    def rows(coordinated: float, logio: float) -> list[Row]:
+        steady = {"Checkpoints": 5, "SteadySeconds": 20.0}
+        return [Row(protocol="none", backend="-", ratio={"none": 1.0}, metrics=steady),
+                Row(protocol="coordinated", backend="indexed_fs", ratio={"none": coordinated}, metrics=steady),
+                Row(protocol="logio", backend="indexed_fs", ratio={"none": logio}, metrics=steady),
+                Row(protocol="cic", backend="indexed_fs", ratio={"none": 0.5}, metrics=steady)]
+
+    state = Matrix(job=JobSpec(keys=2_000_000, events=10_000_000, max_batch=500_000,
+                               skew="load+hot:1:20000"),
+                   state_bytes="1024", layout="per-key", interval=4, rows=rows(0.5, 0.9))
+    with collect_targets() as judged:
+        text = "\n".join(spark_matrix({"run": Matrix(job=JobSpec(), rows=rows(0.98, 0.8)).to_json(),
+                                       "state": state.to_json()}))
+    assert judged == [("≥ 0.97x none", True), ("≥ 0.85x none", False),
+                      ("≥ 0.97x none", False), ("≥ 0.85x none", True)]
+    assert "With state that matters: 2,000,000 keys with 1024 bytes of state each" in text
+    assert "(skew load+hot:1:20000)" in text and "per-key layout" in text
+    cic = [line for line in text.splitlines() if line.startswith("| cic")]
+    assert len(cic) == 2 and all(line.endswith("|  |") for line in cic)
