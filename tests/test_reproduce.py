@@ -495,3 +495,23 @@ def test_cost_table_prices_each_run_per_price_row_and_follows_the_keys(tmp_path)
     assert "4,004" in cost.headline(runs) and "chunks 2" in cost.headline(runs)
     cost.chart(runs, str(tmp_path / "cost.png"))
     assert (tmp_path / "cost.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_chart_another_step_drew_is_not_also_taken_as_drawn_beside_the_first(tmp_path):
+    """spark-matrix's state step draws ``spark-matrix-state.png`` beside the run step's
+    ``spark-matrix.png``: it is the state step's chart only, from the state step's document."""
+    from experiments.reproduce import docs as reproduce_docs
+    from experiments.reproduce.result import Reproduce, StepRun
+
+    out = tmp_path / "results"
+    out.mkdir()
+    runs = []
+    for label, png in (("run", "m.png"), ("state", "m-state.png")):
+        (out / png).write_bytes(b"\x89PNG " + label.encode())
+        runs.append(StepRun(label, "bench spark-matrix", 0, 1.0, f"{label}.log", str(out / "m" / f"{label}.json"),
+                            plot=str(out / png), document={"schema": "x/1", "label": label}))
+    doc = Reproduce(name="m", shows="", quick=True, runs=runs, table=[], commands=[],
+                    started="2026-01-01T00:00:00+0000", loadavg_before=[0, 0, 0], loadavg_after=[0, 0, 0])
+    charts = reproduce_docs.charts_of(doc, str(out / "m.json"))
+    assert [(os.path.basename(c.png), os.path.basename(c.source)) for c in charts] == [
+        ("m.png", "run.json"), ("m-state.png", "state.json")]

@@ -86,11 +86,13 @@ def charts_of(doc: Reproduce, document: str) -> list[Chart]:
              if r.plot and r.document is not None]
     if doc.chart:
         drawn.append((doc.chart, document, digest_json(doc.documents())))
+    plots = {plot for plot, _, _ in drawn}  # a chart another command drew is that command's
     out = []
     for plot, source, source_sha256 in drawn:
         if not os.path.exists(plot):
             continue
-        for png in [plot, *sorted(glob.glob(glob.escape(os.path.splitext(plot)[0]) + "-*.png"))]:
+        beside = sorted(glob.glob(glob.escape(os.path.splitext(plot)[0]) + "-*.png"))
+        for png in [plot, *(p for p in beside if p not in plots)]:
             out.append(Chart(png, digest_file(png), source, source_sha256))
     return out
 
