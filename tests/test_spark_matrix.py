@@ -190,3 +190,23 @@ def test_the_matrix_judges_its_targets_at_both_sizes_and_describes_the_state_run
     assert "(skew load+hot:1:20000)" in text and "per-key layout" in text
     cic = [line for line in text.splitlines() if line.startswith("| cic")]
     assert len(cic) == 2 and all(line.endswith("|  |") for line in cic)
+
+
+def test_rounds_lost_after_a_combination_ran_are_said_in_the_table_lines_and_document():
+    """A backend that goes away after a combination ran in round 1 skips its later rounds: the
+    row keeps round 1's figures and says why the others are missing, where progress lines
+    (a TTY's only) would not."""
+    from experiments.spark.matrix_result import spark_matrix
+
+    runs = [r for r in RUNS if not (r["protocol"] == "coordinated" and r["round"] > 1)]
+    rows = summarize(PLAN[:2], runs, {"coordinated/indexed_fs": "ConnectionError: reset"})
+    coord = rows[1]
+    assert coord.lost == "ConnectionError: reset" and len(coord.rounds) == 1 and not coord.skipped
+    assert rows[0].lost is None
+    assert "coordinated/indexed_fs later rounds lost: ConnectionError: reset" in format_table(rows)
+    doc = Matrix(job=JobSpec(), rounds=3, rows=rows)
+    assert "[MATRIX], coordinated/indexed_fs later rounds lost, ConnectionError: reset" in summary_lines(doc)
+    again = Matrix.from_json(json.loads(json.dumps(doc.to_json())))
+    assert again.rows[1].lost == "ConnectionError: reset"
+    assert any("; later rounds lost: ConnectionError: reset" in line
+               for line in spark_matrix({"run": again.to_json()}))

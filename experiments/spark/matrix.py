@@ -311,7 +311,7 @@ def summarize(plan: Plan, runs: list[dict[str, Any]], skipped: dict[str, str]) -
     for protocol, backend in plan:
         name = label(protocol, backend)
         mine = [r for r in runs if r["protocol"] == protocol and r["backend"] == (backend or "-")]
-        row = Row(protocol=protocol, backend=backend or "-")
+        row = Row(protocol=protocol, backend=backend or "-", lost=skipped.get(name) if mine else None)
         if not mine:
             row.skipped = skipped.get(name, "did not run")
             row.ratio = {ratio_key(ref): None for ref in references()}
@@ -416,6 +416,7 @@ def format_table(rows: list[Row]) -> str:
                       _num(work.get("checkpoints"), ".0f"), mb("checkpoint_bytes"), mb("logged_bytes"), eo])
     out = "\n".join(text_table(list(head), lines))
     skips = [f"{label(r.protocol, r.backend)} skipped: {r.skipped}" for r in rows if r.skipped]
+    skips += [f"{label(r.protocol, r.backend)} later rounds lost: {r.lost}" for r in rows if r.lost]
     return "\n".join([out, *skips])
 
 
@@ -444,6 +445,8 @@ def summary_lines(doc: Matrix) -> list[str]:
     key = ratio_key(NO_CHECKPOINTS)
     none = reference_metrics(doc.rows)
     for r in doc.rows:
+        if r.lost:  # rounds missing from its medians: said where the progress lines are not
+            out.append(f"[MATRIX], {label(r.protocol, r.backend)} later rounds lost, {r.lost}")
         if r.protocol != NO_CHECKPOINTS and r.ratio.get(key) is not None:
             out.append(f"[MATRIX], {label(r.protocol, r.backend)} / none (median of rounds), "
                        + ratio_to_none(r.ratio[key], r.metrics, r.protocol, none, lambda v: f"{v:.3f}"))

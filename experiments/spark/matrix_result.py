@@ -127,6 +127,9 @@ class Row:
     protocol: str
     backend: str
     skipped: str | None = None
+    #: a combination that ran in some rounds and then lost its backend: why the later rounds
+    #: are missing (its figures are the rounds that ran)
+    lost: str | None = optional()
     throughput: float | None = None
     throughput_spread: Spread | None = optional()
     checkpoint_ms: float | None = None
@@ -234,7 +237,8 @@ def matrix_table(doc: Matrix) -> list[str]:
                      ratio_to_none(r.overhead_us, r.metrics, r.protocol, none, num),
                      times(r.ratio.get("spark_state")), num(r.checkpoint_ms), num(r.recovery_ms),
                      num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
-                     eo if not r.skipped else f"skipped: {r.skipped}", x_none_target(r, none)])
+                     (eo if not r.skipped else f"skipped: {r.skipped}")
+                     + (f"; later rounds lost: {r.lost}" if r.lost else ""), x_none_target(r, none)])
     return md_table(["protocol", "backend", "events/s (median)", "range over rounds", "x none",
                      "µs/event over none", "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
                      "logged MB", "exactly once", "target"], rows)
