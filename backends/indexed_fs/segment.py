@@ -271,6 +271,12 @@ class Segment:
             self.mapped.close()
             self.mapped = None
 
+    def mapped_range(self, offset: int, size: int) -> mmap.mmap | None:
+        """The mapping, if it holds ``[offset, offset + size)``; else None (``pread`` it): the
+        one bound every reader of a mapping checks, here in Python as ``_scan.c`` checks it."""
+        m = self.mapped
+        return m if m is not None and offset + size <= len(m) else None
+
     def reserve(self, total: int) -> bool:
         """Allocate the file up to ``total`` bytes now (``fallocate``; the new space reads as
         zeros) and make that durable once.  Why: an ``fdatasync`` after an append that grows the
@@ -352,8 +358,8 @@ class Segment:
         self.zeroed = stop
 
     def read(self, offset: int, size: int) -> bytes:
-        m = self.mapped
-        if m is not None and offset + size <= len(m):
+        m = self.mapped_range(offset, size)
+        if m is not None:
             return m[offset : offset + size]
         data = os.pread(self.fd, size, offset)
         self.ledger.record_shared("read", 0, len(data))
@@ -456,6 +462,9 @@ class MediumSegment:
 
     def unmap(self) -> None:
         pass
+
+    def mapped_range(self, offset: int, size: int) -> None:
+        return None
 
     def append(self, data: bytes | Sequence[bytes | memoryview]) -> int:
         if not isinstance(data, (bytes, bytearray)):

@@ -561,8 +561,8 @@ class IndexedFSBackend(Backend):
                     if e is None:
                         return None
                 seg = self._segments[e[0]]
-                m = seg.mapped
-                src = m if m is not None and e[1] + e[2] <= len(m) else seg.fd
+                m = seg.mapped_range(e[1], e[2])
+                src = m if m is not None else seg.fd
                 if read_value is not None and src is not None:
                     value = read_value(src, e[1], e[2], key)
                     if value is not None:
