@@ -14,7 +14,8 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.interval            micro-batches per checkpoint (coordinated epoch length)
   spark.ckptbench.jitter              uncoordinated: each checkpoint due interval +- up to this many
                                       micro-batches (< interval / 2; CheckMate: interval +- 1 s)
-  spark.ckptbench.fullEvery           a full snapshot every N epochs (others are incremental)
+  spark.ckptbench.fullEvery           a full snapshot every N epochs (others are incremental);
+                                      logio: a full commit every N x interval Input Sets
   spark.ckptbench.jobId               namespace of this run's keys in the backend
   spark.ckptbench.stateDir            executor-local directory of the operators' working state
   spark.ckptbench.failAt              comma-separated event offsets at which to kill an instance

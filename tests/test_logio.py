@@ -139,6 +139,24 @@ def test_gc_deletes_done_records_on_full_commit(settings):
     assert head == 7 and same(state.counts, expected(0, 7))
 
 
+def test_full_commits_come_as_often_as_coordinated_full_snapshots(settings):
+    """logio commits every Input Set whatever ``interval`` says, so its full commits are spaced
+    ``fullEvery`` intervals apart, as coordinated's full snapshots are (``fullEvery`` epochs of
+    ``interval`` micro-batches): with fullEvery 3 and interval 2, every 6 micro-batches."""
+    from dataclasses import replace
+    from spark_integration.protocols.coordinated import CoordinatedProtocol
+
+    def fulls(protocol) -> list[int]:
+        tokens = {b: protocol.plan_checkpoint(b) for b in range(1, 26)}
+        return [b for b, token in tokens.items() if token is not None and token.full]
+
+    assert fulls(LogioProtocol(settings)) == [1, 4, 7, 10, 13, 16, 19, 22, 25]  # interval 1
+    spaced = replace(settings, interval=2)
+    logio, coordinated = fulls(LogioProtocol(spaced)), fulls(CoordinatedProtocol(spaced))
+    assert logio == [1, 7, 13, 19, 25] and coordinated == [2, 8, 14, 20]
+    assert {b - a for a, b in zip(logio, logio[1:])} == {b - a for a, b in zip(coordinated, coordinated[1:])}
+
+
 def test_unacknowledged_logged_events_are_resent_from_the_log(settings):
     proto = LogioProtocol(settings)
     proto._senders = SENDERS

@@ -17,9 +17,10 @@ the per-output-port sequence number ``b`` = the micro-batch):
 * Commit: after processing, **one atomic commit per Input Set**: a checkpoint ``i<i>/c/b<b>`` in
   the job's layout (:mod:`spark_integration.layouts`) holding the Input Set's output events (the
   new counts of the keys it touched, output port sequence number ``b``), the operator state (those
-  same pairs are its delta; every ``fullEvery`` Input Sets, and at every recovery commit, the full
-  state instead), and — in its commit record, as the layout's ``extra`` — the per-input-port
-  high-water marks and the *done* marks (the Input Set's event ids).  The commit is its commit
+  same pairs are its delta; every ``fullEvery x interval`` Input Sets (:func:`full_span`), and at
+  every recovery commit, the full state instead), and — in its commit record, as the layout's
+  ``extra`` — the per-input-port high-water marks and the *done* marks (the Input Set's event
+  ids).  The commit is its commit
   record's ONE ``put``, which every backend makes atomic on its own terms — an indexed_fs record
   with its CRC, a Redis ``SET``, an HBase row, a MinIO object — written after the state's pieces
   are durable and carrying its own CRC-32, so a torn or corrupt record, or pieces without one, are
@@ -111,6 +112,18 @@ class LogioRestore(RestoreToken):
     logged: tuple[int, ...] = ()
 
 
+def full_span(settings: Settings) -> int:
+    """Input Sets from one full commit to the next: ``fullEvery`` checkpoint intervals.
+
+    LOG.io commits every Input Set (every micro-batch), whatever ``interval`` says, so counting
+    ``fullEvery`` in Input Sets would rewrite the whole state ``interval`` times as often as
+    ``coordinated`` does under the same settings (its full snapshot comes every ``fullEvery``
+    epochs of ``interval`` micro-batches).  Counted in intervals, both protocols rewrite the state
+    once per ``fullEvery x interval`` micro-batches, and what differs between them is what the
+    protocols themselves do: a commit per Input Set against one per epoch."""
+    return settings.full_every * settings.interval
+
+
 def commit_input_set(store: Scoped, layout: Layout, state: KeyedState, b: int, senders: int, full: bool,
                      on_put: Callable[[], None] | None = None) -> tuple[int, int]:
     """The atomic step: outputs + state + high-water marks + done marks, committed by one put
@@ -183,7 +196,7 @@ class LogioProtocol(Protocol[InputSetToken, LogioRestore]):
 
     # -- driver side ------------------------------------------------------------------------
     def plan_checkpoint(self, batch_seq: int) -> InputSetToken:
-        return InputSetToken((batch_seq - 1) % self.settings.full_every == 0)
+        return InputSetToken((batch_seq - 1) % full_span(self.settings) == 0)
 
     def source_tap(self, plan: BatchPlan, parallelism: int) -> Tap:
         self.senders = parallelism
