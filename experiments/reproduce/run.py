@@ -329,7 +329,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
             _plotted("run", f"{_MATRIX} --events 16000000 --keys 10000 --rounds 3",
                      f"{_MATRIX} --events 200000 --keys 2000 --batch 50000 --rounds 3",
                      "{out}/spark-matrix.png", flag="--png"),
-            _plotted("state", f"{_MATRIX_STATE} --keys 2000000 --events 10000000 --batch 500000 --interval 4 "
+            _plotted("state", f"{_MATRIX_STATE} --keys 2000000 --events 20000000 --batch 500000 --interval 4 "
                               "--rounds 2",
                      f"{_MATRIX_STATE} --keys 20000 --events 400000 --batch 50000 --interval 2 --rounds 1",
                      "{out}/spark-matrix-state.png", flag="--png")),
