@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     except (CkptError, UsageError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(spark_matrix.format_table(doc.rows))
+    print(spark_matrix.format_table(doc.rows, doc.after_load))
     orphans = spark_matrix.orphan_table(doc.rows)
     if orphans is not None:
         print(f"\n[ORPHANS] what each protocol left off its recovery line, before and after its GC\n{orphans}")

@@ -405,7 +405,7 @@ def test_spark_matrix_round_trips_with_the_keys_the_matrix_wrote(tmp_path):
     data = round_trip(doc)
     assert set(data) == {"schema", "job", "state_bytes", "layout", "chunk_bytes", "cold_restore",
                          "fail_at", "interval", "rounds", "warmup_rounds", "order", "warmup",
-                         "rows", "environment"}
+                         "rows", "measured", "environment"}
     none, coord, skipped = data["rows"]
     figures = {"throughput", "checkpoint_ms", "recovery_ms", "restart_ms"}
     assert set(coord) == {"protocol", "backend", "skipped", "exactly_once", "failures", "work",

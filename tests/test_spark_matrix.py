@@ -210,3 +210,30 @@ def test_rounds_lost_after_a_combination_ran_are_said_in_the_table_lines_and_doc
     assert again.rows[1].lost == "ConnectionError: reset"
     assert any("; later rounds lost: ConnectionError: reset" in line
                for line in spark_matrix({"run": again.to_json()}))
+
+
+def test_a_job_with_a_load_phase_is_measured_after_it_and_its_tables_say_so():
+    """A ``load+`` job's events/s and ratios are of the micro-batches after the load (as the
+    state experiment's steady x none); any other job's of all of them.  The document records
+    which, and both tables say it; a document without the field reads as all micro-batches."""
+    from experiments.spark.matrix import measured_line
+    from experiments.spark.matrix_result import ALL_LINE, STEADY_LINE, spark_matrix
+
+    loaded = JobSpec(keys=2_000_000, events=20_000_000, max_batch=500_000, skew="load+hot:1:20000")
+    assert measured_line(loaded) == STEADY_LINE
+    assert measured_line(JobSpec(keys=10_000, skew="hot:0.2")) == ALL_LINE
+    assert measured_line(JobSpec()) == ALL_LINE
+
+    rows = summarize(PLAN[:2], RUNS, {})
+    state = Matrix(job=loaded, state_bytes="1024", layout="per-key", interval=4, rows=rows,
+                   measured=STEADY_LINE)
+    again = Matrix.from_json(json.loads(json.dumps(state.to_json())))
+    assert again.after_load
+    text = "\n".join(spark_matrix({"run": Matrix(job=JobSpec(), rows=rows).to_json(), "state": again.to_json()}))
+    assert text.count("events/s after the load (median)") == 1 and text.count("events/s (median)") == 1
+    assert "the micro-batches after the load phase (its first 2,000,000 events visit every key once)" in text
+    assert "after the load phase" in format_table(rows, after_load=True)
+    assert "after the load" not in format_table(rows)
+    old = state.to_json()
+    del old["measured"]
+    assert not Matrix.from_json(old).after_load

@@ -54,6 +54,7 @@ from spark_integration.layouts.registry import DEFAULT as DEFAULT_LAYOUT, DEFAUL
 from spark_integration.protocols.registry import protocol_names, registration
 from spark_integration.queries import query
 from spark_integration.runner import run_job
+from spark_integration.skew import parse_skew
 from spark_integration.state_size import parse_state_size
 
 from experiments.core import results
@@ -63,8 +64,8 @@ from experiments.core.prices import load as load_prices
 from experiments.spark.advise import cost_inputs
 from experiments.spark.cost import cost_report
 from experiments.spark.job import latency_over_time
-from experiments.spark.matrix_result import (NO_CHECKPOINTS, Matrix, RoundRun, Row, Spread, WarmupRun,
-                                            overhead_us, ratio_to_none, reference_metrics)
+from experiments.spark.matrix_result import (ALL_LINE, NO_CHECKPOINTS, STEADY_LINE, Matrix, RoundRun, Row, Spread,
+                                            WarmupRun, overhead_us, ratio_to_none, reference_metrics)
 from experiments.spark.session import spark_session
 
 SCHEMA = Matrix.SCHEMA
@@ -192,7 +193,7 @@ def run_one(spark: Any, protocol: str, backend: str | None, spec: JobSpec, fail_
         if losses:
             where.after_loss()
     s = dict(metrics.summary())
-    return {"protocol": protocol, "backend": backend or "-", "throughput": s["Throughput(events/sec)"],
+    return {"protocol": protocol, "backend": backend or "-", "throughput": s[measured_line(spec)],
             "checkpoint_ms": s["CheckpointTime(ms)"],
             "recovery_ms": s["RecoveryTime(ms)"], "restart_ms": s["RestartTime(ms)"],
             "failures": s["Failures"], "exactly_once": metrics.exactly_once, "verify_detail": metrics.verify_detail,
@@ -231,6 +232,15 @@ def jvm_cpu_seconds(spark: Any) -> float | None:
 
 def _skip_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+
+
+def measured_line(spec: JobSpec) -> str:
+    """The ``[SPARK]`` line a run's events/s (and every ratio of it) is taken from: a job with a
+    load phase (``--skew load+...``) is measured after it, as YCSB reports its run phase apart
+    from its load and as the state experiment's ``steady x none`` is: the load inserts every
+    key and the checkpoint after it writes them all, once, which a job holding its state pays
+    at its start, not per interval; any other job over all its micro-batches."""
+    return STEADY_LINE if parse_skew(spec.skew).load_events(spec.keys) else ALL_LINE
 
 
 def run_rounds(spark: Any, plan: Plan, spec: JobSpec, fail_at: list[int], interval: int = 1,
@@ -365,7 +375,8 @@ def run_matrix(spark: Any, protocols: list[str], backends: list[str], spec: JobS
                   chunk_bytes=state.chunk_bytes, cold_restore=state.cold_restore,
                   fail_at=fail_at, interval=interval, rounds=rounds,
                   warmup_rounds=warmup, order="rotated by one place per round",
-                  warmup=[WarmupRun(**w) for w in warm], rows=summarize(plan, runs, skipped))
+                  warmup=[WarmupRun(**w) for w in warm], rows=summarize(plan, runs, skipped),
+                  measured=measured_line(spec))
 
 
 def run(protocols: list[str], backends: list[str], spec: JobSpec, fail_at: list[int], interval: int = 1,
@@ -390,9 +401,10 @@ def _spread(row: Row, key: str, fmt: str) -> str:
     return f"{format(s.min, fmt)}–{format(s.max, fmt)}"
 
 
-def format_table(rows: list[Row]) -> str:
+def format_table(rows: list[Row], after_load: bool = False) -> str:
     """Medians, their range over the rounds, ratios (median of per-round ratios), the work done;
-    ``–`` where a row has no figure."""
+    ``–`` where a row has no figure.  ``after_load``: the events/s are of the micro-batches
+    after the job's load phase (:func:`measured_line`), which a line under the table says."""
     refs = references()
     head = ("protocol", "backend", "events/s", "range", *(f"x {ref}" for ref in refs), "+µs/event", "ckpt ms",
             "recovery ms", "ckpts", "ckpt MB", "logged MB", "ExactlyOnce")
@@ -417,7 +429,8 @@ def format_table(rows: list[Row]) -> str:
     out = "\n".join(text_table(list(head), lines))
     skips = [f"{label(r.protocol, r.backend)} skipped: {r.skipped}" for r in rows if r.skipped]
     skips += [f"{label(r.protocol, r.backend)} later rounds lost: {r.lost}" for r in rows if r.lost]
-    return "\n".join([out, *skips])
+    measured = ["events/s and ratios: the micro-batches after the load phase"] if after_load else []
+    return "\n".join([out, *measured, *skips])
 
 
 def orphan_table(rows: list[Row]) -> str | None:

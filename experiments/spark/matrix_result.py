@@ -29,6 +29,10 @@ MIN_STEADY_SECONDS = 10.0
 TOO_SHORT = "too short"
 #: the protocol without checkpoints every ratio divides by
 NO_CHECKPOINTS = "none"
+#: the ``[SPARK]`` line a run's events/s is taken from: all its micro-batches, or (a job with a
+#: load phase) those after the load (:func:`experiments.spark.matrix.measured_line`)
+ALL_LINE = "Throughput(events/sec)"
+STEADY_LINE = "SteadyThroughput(events/sec)"
 
 
 def too_short(metrics: dict[str, Any] | None, protocol: str) -> str | None:
@@ -194,7 +198,15 @@ class Matrix(Document):
     order: str = ""
     warmup: list[WarmupRun] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
+    #: the ``[SPARK]`` line every row's events/s and ratios are of (:data:`ALL_LINE`,
+    #: :data:`STEADY_LINE`)
+    measured: str = ALL_LINE
     environment: Environment = field(default_factory=Environment.here)
+
+    @property
+    def after_load(self) -> bool:
+        """Whether the events/s are of the micro-batches after the job's load phase."""
+        return self.measured == STEADY_LINE
 
 
 # ---------------------------------------------------------------------------- table and headline
@@ -217,9 +229,13 @@ def state_setting(doc: Matrix) -> str:
     """The sized-state run's setting in words: keys, state a key, skew, layout, rounds."""
     job = doc.job
     rounds = f"{doc.rounds} round{'s' if doc.rounds != 1 else ''}"
+    measured = (f"; events/s and ratios are of the micro-batches after the load phase (its first "
+                f"{num(job.keys)} events visit every key once), as the state experiment's steady x none"
+                if doc.after_load else "")
     return (f"{num(job.keys)} keys with {doc.state_bytes} bytes of state each, {num(job.events)} events "
             f"(skew {job.skew}), micro-batches of {num(job.max_batch)}, a checkpoint every "
-            f"{doc.interval} of them in the {doc.layout} layout; {rounds} after {doc.warmup_rounds} warm-up")
+            f"{doc.interval} of them in the {doc.layout} layout; {rounds} after {doc.warmup_rounds} warm-up"
+            f"{measured}")
 
 
 def matrix_table(doc: Matrix) -> list[str]:
@@ -239,7 +255,8 @@ def matrix_table(doc: Matrix) -> list[str]:
                      num(work.get("checkpoints")), mb("checkpoint_bytes"), mb("logged_bytes"),
                      (eo if not r.skipped else f"skipped: {r.skipped}")
                      + (f"; later rounds lost: {r.lost}" if r.lost else ""), x_none_target(r, none)])
-    return md_table(["protocol", "backend", "events/s (median)", "range over rounds", "x none",
+    return md_table(["protocol", "backend", "events/s after the load (median)" if doc.after_load
+                     else "events/s (median)", "range over rounds", "x none",
                      "µs/event over none", "x spark-state", "checkpoint ms", "recovery ms", "checkpoints", "checkpointed MB",
                      "logged MB", "exactly once", "target"], rows)
 
