@@ -105,9 +105,22 @@ class Scoped:
         return self.backend.footprint(self.prefix)
 
 
+#: how long a participant waits for its directory while another process holds it (a task and a
+#: writer of the same instance in two Python workers take turns)
+LOCK_WAIT = 20.0
+#: how long the driver waits for a participant's directory that a process holds when the run has
+#: ended: an executor's asynchronous checkpoint writer (``uncoordinated``) may still be writing
+#: the run's last checkpoints, and one of gigabytes takes this disk minutes.  The lock goes with
+#: its holder, so the wait ends when that write does; the run's footprint then counts what the
+#: write left, not a directory half-written.
+END_OF_RUN_LOCK_WAIT = 600.0
+
+
 @contextlib.contextmanager
-def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -> Iterator[Scoped]:
-    """The backend as seen by ``owner`` ("driver", "i0", ...), for the duration of a ``with``."""
+def participant_store(settings: Settings, owner: str, lock_wait: float | None = None) -> Iterator[Scoped]:
+    """The backend as seen by ``owner`` ("driver", "i0", ...), for the duration of a ``with``;
+    a path backend's directory held by another process is waited for up to ``lock_wait``
+    seconds (default :data:`LOCK_WAIT`)."""
     options = dict(settings.backend_options)
     with phases.reading():  # finding the backend imports it (a fresh Python worker's first use)
         path_backend = _is_path_backend(settings)
@@ -117,7 +130,7 @@ def participant_store(settings: Settings, owner: str, lock_wait: float = 20.0) -
                 f"backend {settings.backend!r} needs a path option; build the settings with "
                 f"spark_integration.conf.from_conf or give backend_options={{'path': DIR}}")
         options["path"] = join(options["path"], settings.job_id, owner)
-        deadline = time.monotonic() + lock_wait
+        deadline = time.monotonic() + (LOCK_WAIT if lock_wait is None else lock_wait)
         while True:
             try:
                 with phases.reading():  # opening a path backend reads its index
@@ -154,7 +167,7 @@ def job_keys(settings: Settings) -> dict[str, list[str]]:
             return found
     out = {}
     for owner in _owners(settings):
-        with participant_store(settings, owner) as store:
+        with participant_store(settings, owner, END_OF_RUN_LOCK_WAIT) as store:
             out[owner] = store.backend.keys("")
     return out
 
@@ -192,7 +205,7 @@ def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
             return before, backend.footprint(job)
     before = after = 0
     for owner in _owners(settings):
-        with participant_store(settings, owner) as store:
+        with participant_store(settings, owner, END_OF_RUN_LOCK_WAIT) as store:
             before += store.footprint() or 0
             store.backend.reclaim()
             after += store.footprint() or 0
@@ -218,7 +231,7 @@ def drop_job(settings: Settings) -> int:
         return 0  # the default directory: inside the job's working state, removed with it
     deleted = 0
     for owner in _owners(settings):
-        with participant_store(settings, owner) as store:
+        with participant_store(settings, owner, END_OF_RUN_LOCK_WAIT) as store:
             deleted += _delete_all(store.backend, "")
     return deleted
 

@@ -183,6 +183,44 @@ def test_logio_collects_but_keeps_acknowledgements_since_its_latest_full_commit(
         assert store.keys("ack/") == ["ack/b0000000004"]
 
 
+def test_the_run_end_waits_for_a_writer_still_holding_a_participant(tmp_path, monkeypatch):
+    """An executor's asynchronous writer (uncoordinated) can still be writing the run's last
+    checkpoint, holding the instance's directory, when the driver measures the job's footprint
+    and drops its records: the driver waits for it to let go instead of failing the run (a
+    checkpoint of gigabytes holds it far longer than a participant's usual wait)."""
+    import subprocess
+    import sys
+    from os.path import join
+
+    from spark_integration import store as spark_store
+    from backends.base import StoreLockedError
+
+    settings = from_conf({PREFIX + "protocol": "uncoordinated", PREFIX + "backend": "indexed_fs",
+                          PREFIX + "backend.path": str(tmp_path / "store"), PREFIX + "jobId": "held",
+                          PREFIX + "stateDir": str(tmp_path / "work")})
+    with participant_store(settings, "i0") as store:
+        store.put("c0000000004", b"x" * 100)
+        store.flush()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from backends.registry import open_backend; "
+         "s = open_backend('indexed_fs', path=sys.argv[1]); print('held', flush=True); "
+         "time.sleep(2.0); s.close()", join(str(tmp_path / "store"), "held", "i0")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLockedError):
+            with participant_store(settings, "i0", lock_wait=0.1):
+                pass
+        monkeypatch.setattr(spark_store, "LOCK_WAIT", 0.2)  # shorter than the holder's write
+        monkeypatch.setattr(spark_store, "END_OF_RUN_LOCK_WAIT", 60.0)
+        t = time.monotonic()
+        before, _after = spark_store.job_footprint(settings)
+        assert before and before > 0 and time.monotonic() - t > 0.5  # waited for the holder
+        assert drop_job(settings) == 1
+    finally:
+        holder.wait(timeout=30)
+
+
 @pytest.mark.slow
 def test_a_spark_run_reports_orphans_before_and_after_gc(spark, tmp_path):
     """The runner's census after every checkpoint and at the end, on a real job with a failure."""
