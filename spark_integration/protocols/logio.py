@@ -20,14 +20,13 @@ the per-output-port sequence number ``b`` = the micro-batch):
   same pairs are its delta; every ``fullEvery x interval`` Input Sets (:func:`full_span`), and at
   every recovery commit, the full state instead), and — in its commit record, as the layout's
   ``extra`` — the per-input-port high-water marks and the *done* marks (the Input Set's event
-  ids).  The commit is its commit
-  record's ONE ``put``, which every backend makes atomic on its own terms — an indexed_fs record
-  with its CRC, a Redis ``SET``, an HBase row, a MinIO object — written after the state's pieces
-  are durable and carrying its own CRC-32, so a torn or corrupt record, or pieces without one, are
-  never taken as committed (the Input Set then stays acknowledged-undone and is re-processed).
-  One record instead of a per-backend transaction (Redis MULTI, HBase row mutations, ...) keeps
-  the protocol identical on every backend; its cost is rewriting the output pairs as state, which
-  for a keyed count is the same bytes.
+  ids).  The commit is its commit record's ONE ``put``, which every backend makes atomic on its
+  own terms — an indexed_fs record with its CRC, a Redis ``SET``, an HBase row, a MinIO object —
+  written after the state's pieces are durable and carrying its own CRC-32, so a torn or corrupt
+  record, or pieces without one, are never taken as committed (the Input Set then stays
+  acknowledged-undone and is re-processed).  One record instead of a per-backend transaction
+  (Redis MULTI, HBase row mutations, ...) keeps the protocol identical on every backend; its cost
+  is rewriting the output pairs as state, which for a keyed count is the same bytes.
 
 Recovery of a failed instance ``i``, **alone** (its neighbours keep their working state):
 restore the latest full state + the later commit deltas; **re-process** the acknowledged but
