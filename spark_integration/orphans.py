@@ -38,7 +38,7 @@ from backends.base import binary_units
 
 from .layouts.base import PIECES
 from .settings import Settings
-from .store import job_keys, participant_store
+from .store import DRIVER_LOCK_WAIT, job_keys, participant_store
 
 KINDS = ("stale", "torn", "unfinished", "log", "other")
 #: orphans whose bytes are read at a time
@@ -150,7 +150,7 @@ def settle(settings: Settings, quiet_s: float = 1.0, limit_s: float = 30.0) -> N
 def _sizes(settings: Settings, owner: str, keys: list[str]) -> dict[str, int]:
     """The byte length of each of ``keys`` in ``owner``'s namespace (one gone meanwhile: absent)."""
     sizes: dict[str, int] = {}
-    with participant_store(settings, owner) as store:
+    with participant_store(settings, owner, DRIVER_LOCK_WAIT) as store:
         for start in range(0, len(keys), READ_BATCH):
             sizes.update((k, len(v)) for k, v in store.get_many(keys[start:start + READ_BATCH]).items())
     return sizes

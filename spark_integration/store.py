@@ -108,12 +108,13 @@ class Scoped:
 #: how long a participant waits for its directory while another process holds it (a task and a
 #: writer of the same instance in two Python workers take turns)
 LOCK_WAIT = 20.0
-#: how long the driver waits for a participant's directory that a process holds when the run has
-#: ended: an executor's asynchronous checkpoint writer (``uncoordinated``) may still be writing
-#: the run's last checkpoints, and one of gigabytes takes this disk minutes.  The lock goes with
-#: its holder, so the wait ends when that write does; the run's footprint then counts what the
-#: write left, not a directory half-written.
-END_OF_RUN_LOCK_WAIT = 600.0
+#: how long the driver's census of the participants' directories (the job's keys and their
+#: sizes, its footprint, the drop of its records: at the run's end, and after each checkpoint
+#: with ``--orphans``) waits for one a process holds: an executor's asynchronous checkpoint writer
+#: (``uncoordinated``) may still be writing, and a checkpoint of gigabytes takes this disk
+#: minutes.  The lock goes with its holder, so the wait ends when that write does; the census
+#: then counts what the write left, not a directory half-written.
+DRIVER_LOCK_WAIT = 600.0
 
 
 @contextlib.contextmanager
@@ -167,7 +168,7 @@ def job_keys(settings: Settings) -> dict[str, list[str]]:
             return found
     out = {}
     for owner in _owners(settings):
-        with participant_store(settings, owner, END_OF_RUN_LOCK_WAIT) as store:
+        with participant_store(settings, owner, DRIVER_LOCK_WAIT) as store:
             out[owner] = store.backend.keys("")
     return out
 
@@ -205,7 +206,7 @@ def job_footprint(settings: Settings) -> tuple[int | None, int | None]:
             return before, backend.footprint(job)
     before = after = 0
     for owner in _owners(settings):
-        with participant_store(settings, owner, END_OF_RUN_LOCK_WAIT) as store:
+        with participant_store(settings, owner, DRIVER_LOCK_WAIT) as store:
             before += store.footprint() or 0
             store.backend.reclaim()
             after += store.footprint() or 0
@@ -231,7 +232,7 @@ def drop_job(settings: Settings) -> int:
         return 0  # the default directory: inside the job's working state, removed with it
     deleted = 0
     for owner in _owners(settings):
-        with participant_store(settings, owner, END_OF_RUN_LOCK_WAIT) as store:
+        with participant_store(settings, owner, DRIVER_LOCK_WAIT) as store:
             deleted += _delete_all(store.backend, "")
     return deleted
 

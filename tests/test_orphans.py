@@ -212,7 +212,7 @@ def test_the_run_end_waits_for_a_writer_still_holding_a_participant(tmp_path, mo
             with participant_store(settings, "i0", lock_wait=0.1):
                 pass
         monkeypatch.setattr(spark_store, "LOCK_WAIT", 0.2)  # shorter than the holder's write
-        monkeypatch.setattr(spark_store, "END_OF_RUN_LOCK_WAIT", 60.0)
+        monkeypatch.setattr(spark_store, "DRIVER_LOCK_WAIT", 60.0)
         t = time.monotonic()
         before, _after = spark_store.job_footprint(settings)
         assert before and before > 0 and time.monotonic() - t > 0.5  # waited for the holder
