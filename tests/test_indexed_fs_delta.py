@@ -226,6 +226,37 @@ def test_a_delta_that_outgrows_a_quarter_of_the_snapshot_becomes_a_snapshot(tmp_
         assert s.write_delta() is None  # nothing new
 
 
+def test_a_close_after_a_small_write_leaves_a_delta_not_a_snapshot_of_every_key(tmp_path):
+    """A store opened and closed around a few writes (a checkpoint increment) is charged for
+    those records, not for a snapshot of all its keys; the next open maps snapshot + delta and
+    walks nothing; a close with nothing new writes nothing; and once the deltas outgrow a quarter
+    of the snapshot a close writes a snapshot again."""
+    path = str(tmp_path / "s")
+    opts = dict(index_flush_interval=1000, delta_records=50)
+    with open_backend("indexed_fs", path=path, **opts) as s:
+        s.put_many([(f"k{i:05d}", b"base") for i in range(400)])
+    files = lambda: sorted(f for f in os.listdir(path) if f.endswith(".idx"))  # noqa: E731
+    assert files() == ["snap-000000001.idx"]
+    for round_ in range(3):
+        with open_backend("indexed_fs", path=path, **opts) as s:
+            assert s.stats()["records_scanned"] == 0
+            s.put_many([(f"k{i:05d}", b"r%d" % round_) for i in range(round_ * 20, round_ * 20 + 20)])
+            s.delete(f"k{399 - round_:05d}")
+        assert files() == ["delta-000000001.idx", "snap-000000001.idx"]
+    mtime = os.stat(os.path.join(path, "delta-000000001.idx")).st_mtime_ns
+    with open_backend("indexed_fs", path=path, **opts) as s:
+        st = s.stats()
+        assert (st["delta_used"], st["records_scanned"]) == ("delta-000000001.idx", 0)
+        assert s.get("k00000") == b"r0" and s.get("k00059") == b"r2" and s.get("k00100") == b"base"
+        assert s.get("k00399") is None and len(s.keys("")) == 397
+    assert os.stat(os.path.join(path, "delta-000000001.idx")).st_mtime_ns == mtime  # nothing new
+    with open_backend("indexed_fs", path=path, **opts) as s:
+        s.put_many([(f"n{i:05d}", b"new") for i in range(100)])  # the delta past max(a quarter of 400, 50)
+    assert files() == ["snap-000000002.idx"]
+    with open_backend("indexed_fs", path=path, **opts) as s:
+        assert s.stats()["records_scanned"] == 0 and len(s.keys("")) == 497
+
+
 CHILD = r"""
 import os, sys
 from backends import open_backend

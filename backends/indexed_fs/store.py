@@ -848,6 +848,24 @@ class IndexedFSBackend(Backend):
         if self._snap_written != self._written and not self._keep_snapshot:
             self._write_snapshot()
 
+    def _index_on_close(self) -> None:
+        """What saves the next open a walk of the log: nothing when the newest snapshot holds
+        the whole index; else, with deltas on, the delta of what was appended since that
+        snapshot, whose cost is those records rather than every key, so that a store opened
+        and closed around a small write (a checkpoint increment) is not charged a snapshot of
+        all its keys at every close (:meth:`_write_delta` writes a snapshot instead once the
+        delta outgrows a quarter of it); a snapshot when no delta can be made."""
+        if self._snap_written == self._written or self._keep_snapshot:
+            return
+        cfg = self.config
+        if cfg["delta_records"] > 0 and cfg["index_flush_interval"] > 0:
+            self._write_delta()
+            st, seg = self._deltas.state, self._active
+            if self._snap_written == self._written or (
+                    st is not None and not st.unwritten and st.pos == (seg.id, seg.size)):
+                return  # a snapshot, or the delta on disk, reaches the log's end
+        self._write_snapshot()
+
     def compact(self) -> dict[str, int]:
         """Rewrite sealed segments whose live ratio is below ``compaction_live_ratio``."""
         return self._operation(self._compact)
@@ -951,7 +969,7 @@ class IndexedFSBackend(Backend):
             except Exception as exc:  # a hint only saves a walk: the next open walks instead
                 self.counters["last_background_error"] = f"hints on close: {exc}"
             try:
-                self._snapshot_if_changed()
+                self._index_on_close()
             except StorageFullError as exc:  # data is durable; the next open scans instead
                 self.counters["last_background_error"] = f"snapshot on close: {exc}"
         finally:
