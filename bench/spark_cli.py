@@ -84,7 +84,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--jitter", type=OFFSET, default=0,
                    help="uncoordinated: each checkpoint due interval +- up to this many micro-batches")
     p.add_argument("--full-every", type=COUNT, default=10,
-                   help="full snapshot every N checkpoints (logio: every N x --interval Input Sets)")
+                   help="full snapshot every N checkpoints (logio: every N x --interval Input Sets; "
+                        "uncoordinated: of an instance, 1 = all full as CheckMate)")
     p.add_argument("--fail-at", type=OFFSET, action="append", default=[], metavar="OFFSET",
                    help="kill an instance when it reaches this event offset (repeatable; spark-state: "
                         "fail the micro-batch passing it and restart the query from its checkpoint)")

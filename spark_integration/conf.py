@@ -15,7 +15,9 @@ Keys (all optional except the backend when the protocol writes checkpoints):
   spark.ckptbench.jitter              uncoordinated: each checkpoint due interval +- up to this many
                                       micro-batches (< interval / 2; CheckMate: interval +- 1 s)
   spark.ckptbench.fullEvery           a full snapshot every N epochs (others are incremental);
-                                      logio: a full commit every N x interval Input Sets
+                                      logio: a full commit every N x interval Input Sets;
+                                      uncoordinated: every Nth checkpoint of an instance full
+                                      (1: all full, as CheckMate)
   spark.ckptbench.jobId               namespace of this run's keys in the backend
   spark.ckptbench.stateDir            executor-local directory of the operators' working state
   spark.ckptbench.failAt              comma-separated event offsets at which to kill an instance

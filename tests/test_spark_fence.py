@@ -143,11 +143,12 @@ def test_a_cancelled_tasks_checkpoint_keeps_the_one_before_it_and_the_log_after_
     good.apply(np.array([1, 1, 2]))
     written = WRITER.stats.written
     proto.checkpoint(settings, 0, good, InstanceSchedule(1), 2)
+    wait_for("written", written)  # durable before the next is due (else that one waits: .chain)
     with participant_store(settings, sender_owner(0)) as store:
         store.put(log_key(0, 3), encode_log([np.array([1])]))
         store.flush()
-    partial = KeyedState()
-    partial.apply(np.array([1, 1, 2, 1, 2]))  # batch 3 and part of batch 4
+    partial = good  # batch 3 and part of batch 4, on top of what checkpoint 2 holds
+    partial.apply(np.array([1, 2]))
     proto.checkpoint(settings, 0, partial, InstanceSchedule(1), 4)
     wait_for("written", written + 1)  # both written, in order
     assert read_durable(settings, 0)["durable"] == 4

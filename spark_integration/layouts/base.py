@@ -37,7 +37,9 @@ else is here, once, for every layout and every protocol:
   checkpoints holding them are deleted, which the protocols do once a later full snapshot is
   durable.
 * **The protocol's own bytes.**  ``extra`` (CIC's bookkeeping, logio's Input Set record) travels
-  in the commit record, beside the piece list, covered by its CRC.
+  in the commit record, beside the piece list, covered by its CRC; so does ``base``, the
+  checkpoint an increment goes on from, for a protocol whose increments do not follow a fixed
+  schedule (uncoordinated's: :mod:`spark_integration.protocols.uncoordinated.chain`).
 
 Invariant: a checkpoint is readable iff its commit record decodes, and then either every byte
 it describes is loaded or an error names what is missing — never a partial state.
@@ -93,6 +95,9 @@ class Encoded:
     bounds: np.ndarray  # int64, len(ids) + 1 byte offsets into data
     extra: bytes = b""  # the protocol's own bytes, carried by the commit record
     tombstones: bytes = b""  # the ids of the keys dropped since the previous checkpoint, packed
+    #: for a protocol that names the checkpoint an increment goes on from (in its commit record,
+    #: so a restore can find the chain): that checkpoint's number; 0: a full one, or not named
+    base: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -113,6 +118,7 @@ class Manifest:
     extra: bytes
     inline: bytes | None  # the one piece, when it travels in the commit record
     dropped: np.ndarray  # the keys the checkpoint drops (tombstones), ascending
+    base: int = 0  # the checkpoint this one is an increment over, as Encoded.base named it
 
     def piece_keys(self, j: int) -> list[str]:
         """The record keys of piece ``j`` (its parts when it was split)."""
@@ -151,7 +157,8 @@ def decode_manifest(name: str, blob: bytes | None) -> Manifest | None:
     inline = bytes(rest[at + nextra:]) if meta["inline"] else None
     return Manifest(name, meta["layout"], _unpack_ids(bytes(rest[nbody:nbody + nids])),
                     {int(j): n for j, n in meta["parts"]}, meta["bytes"], meta["crc"],
-                    bytes(rest[at:at + nextra]), inline, _unpack_ids(bytes(rest[nbody + nids:at])))
+                    bytes(rest[at:at + nextra]), inline, _unpack_ids(bytes(rest[nbody + nids:at])),
+                    int(meta.get("base", 0)))
 
 
 def limits(store: Scoped) -> tuple[int, int]:
@@ -272,6 +279,8 @@ class Layout(abc.ABC):
         data = memoryview(encoded.data)
         ids, bounds = encoded.ids, encoded.bounds
         meta = {"layout": encoded.layout, "bytes": len(data), "crc": zlib.crc32(data)}
+        if encoded.base:
+            meta["base"] = encoded.base
         if len(ids) == 1:  # one piece: in the commit record itself when it fits
             record = encode_manifest({**meta, "parts": [], "inline": True}, ids, encoded.extra, bytes(data),
                                      encoded.tombstones)

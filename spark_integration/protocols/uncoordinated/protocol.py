@@ -10,14 +10,18 @@ Write pattern (one module per part of the protocol):
     task hands a copy of its state to its worker's writer thread and goes on); the checkpoint
     ``<job>/i<i>/c<b>`` records the last sequence number processed on every channel (``b``: each
     channel carries one message per micro-batch);
+  * every ``fullEvery``-th checkpoint of an instance is its whole state, the others increments
+    over the one before, each taken once the one before is durable (:mod:`.chain`; ``fullEvery``
+    1: every checkpoint whole, as CheckMate's);
   * log GC: once instance ``i``'s checkpoint at ``b`` is durable, senders delete ``d<i>/b<=b``.
 Fencing of dead incarnations (:mod:`.fence`): recovery (``discard``, and ``restore`` from the
 backend) bumps the instance's incarnation, after which no checkpoint of the old incarnation is in
 flight and none can start: the instance's backend namespace is its own.
 
 Recovery of a failed instance, **alone**: compute the recovery line (:mod:`.recovery`: the
-checkpoint graph of the instance and the senders feeding it, then rollback propagation), restore
-the line's checkpoint, replay the logged range of every channel the line names (each sender's
+checkpoint graph of the instance and the senders feeding it, then rollback propagation) over its
+restorable checkpoints (those whose chain is whole), restore the line's checkpoint (its chain),
+replay the logged range of every channel the line names (each sender's
 ``d<i>/b`` after what the checkpoint processed), and go on; instances that had already applied the
 failed micro-batch skip it on the re-run (deduplication by sequence number).  The senders are
 stateless and have logged every channel up to the micro-batch before the failed one, and the keyed
@@ -28,6 +32,7 @@ counted as *useless* (``[SPARK], UselessCheckpoints``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -45,10 +50,11 @@ from ...store import participant_store
 from ..base import CommitResult, Protocol, Recovery
 from ..sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, log_tap, sender_owner
 from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
+from .chain import chains, forget_note, next_base, read_note, write_note
 from .fence import fence, new_incarnation
 from .recovery import line_for, sender_id
 from .schedule import InstanceSchedule
-from .writer import WRITER, WriteRequest, checkpoint_key, forget_durable, older_checkpoints, read_durable
+from .writer import WRITER, WriteRequest, checkpoint_bases, checkpoint_key, forget_durable, read_durable, read_failed
 
 
 @dataclass(frozen=True)
@@ -96,26 +102,33 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
 
     def references(self, parallelism: int) -> dict[str, References]:
         """Each instance's recovery line (:mod:`.recovery`, from the checkpoints in the store, as
-        its restore computes it) and the senders' log entries after it."""
+        its restore computes it: the line's chain) and the senders' log entries after it."""
         layout = layout_for(self.settings)
         refs: dict[str, References] = {}
         lines: dict[int, int] = {}
         for i in range(parallelism):
             with participant_store(self.settings, f"i{i}") as store:
-                found = sorted(int(k[1:]) for k in layout.find_many(store, store.keys("c")))
-            lines[i] = line_for(i, found, parallelism, found[-1] if found else 0).line[i]
-            refs[f"i{i}"] = References(checkpoints=frozenset([checkpoint_key(lines[i])] if lines[i] else []))
+                found = chains(checkpoint_bases(store, layout))
+            line = sorted(found)
+            lines[i] = line_for(i, line, parallelism, line[-1] if line else 0).line[i]
+            refs[f"i{i}"] = References(checkpoints=frozenset(
+                checkpoint_key(b) for b in found.get(lines[i], [])))
         return {**refs, **log_tails(lines, parallelism)}
 
     def collect(self, parallelism: int) -> None:
         """What the next checkpoints and micro-batch would delete: each instance's checkpoints
-        older than its latest (the writer's step), the log entries its durable checkpoints cover."""
+        older than its latest restorable one and not in its chain (the writer's step), the log
+        entries its durable checkpoints cover."""
         layout = layout_for(self.settings)
         for i in range(parallelism):
             with participant_store(self.settings, f"i{i}") as store:
-                found = sorted(layout.find_many(store, store.keys("c")))
-                for key in older_checkpoints(store, int(found[-1][1:])) if found else ():
-                    layout.delete(store, key)
+                bases = checkpoint_bases(store, layout)
+                found = chains(bases)
+                if found:
+                    latest = max(found)
+                    for b in bases:
+                        if b < latest and b not in found[latest]:
+                            layout.delete(store, checkpoint_key(b))
                 store.flush()
         collect_logs(self.settings, self._log_gc(), parallelism)
 
@@ -125,8 +138,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
         for s in stats:
             if s["durable"] > self.durable.get(s["instance"], 0):
                 self.durable[s["instance"]] = s["durable"]
-                # a checkpoint is the instance's full state: its size is the state's size
-                out.append(CommitResult(s["ckpt_ms"], s["ckpt_bytes"], s["backend_ops"], state_bytes=s["ckpt_bytes"]))
+                out.append(CommitResult(s["ckpt_ms"], s["ckpt_bytes"], s["backend_ops"]))
         return out
 
     def recover(self, failed_batch_start: int, batch_seq: int, parallelism: int) -> Recovery[LogRestore]:
@@ -136,9 +148,17 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
     # -- instance side ----------------------------------------------------------------------
     def checkpoint(self, settings: Settings, instance: int, state: KeyedState, token: InstanceSchedule,
                    batch_seq: int) -> CheckpointReport:
+        durable = read_durable(settings, instance)
         if token.due(instance, batch_seq):  # this instance's own clock
-            submit_checkpoint(settings, instance, batch_seq, layout_for(settings).encode(state))
-        return read_durable(settings, instance)
+            base = next_base(settings, instance, batch_seq, durable.get("durable", 0),
+                             read_failed(settings, instance))
+            if base is not None:  # None: the one before is still being written (see .chain)
+                encoded = layout_for(settings).encode(state, only_dirty=base > 0)
+                submit_checkpoint(settings, instance, batch_seq, dataclasses.replace(encoded, base=base))
+                note = read_note(settings, instance)
+                write_note(settings, instance, batch_seq, note[1] + 1 if base and note else 1)
+                state.dirty[:] = False
+        return durable
 
     def discard(self, settings: Settings, instance: int, batch_seq: int) -> None:
         """A cancelled task may have checkpointed ``batch_seq`` from a partial input: fence its
@@ -149,20 +169,23 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             layout_for(settings).delete(store, checkpoint_key(batch_seq))
             store.flush()
         forget_durable(settings, instance, batch_seq)
+        forget_note(settings, instance)  # the chain it would have gone on from may be this one
 
     def restore(self, settings: Settings, instance: int, token: LogRestore) -> KeyedState:
         local = load_state(settings, instance)
         if local is not None and local.version >= token.batch_seq - 1:
             return local  # intact (applies the batch) or already applied it (skipped as duplicate)
         new_incarnation(settings, instance)  # before reading: the dead one's writes are over
+        forget_note(settings, instance)  # the restored state's changes are in no checkpoint
         state = new_state(settings)
         layout = layout_for(settings)
         with participant_store(settings, f"i{instance}") as store:
             found = {int(key[1:]): m for key, m in layout.list(store, "c").items()}
-            line = line_for(instance, sorted(found), token.senders, token.batch_seq - 1)
+            restorable = chains({b: m.base for b, m in found.items()})
+            line = line_for(instance, sorted(restorable), token.senders, token.batch_seq - 1)
             at = line.line[instance]
-            if at:
-                layout.load(store, found[at], state)
+            for b in restorable.get(at, []):  # the full checkpoint, then the increments in order
+                layout.load(store, found[b], state)
         state.version = at
         state.useless = line.useless_count
         for sender in range(token.senders):  # replay each channel s -> instance the line names

@@ -1,15 +1,18 @@
 """The asynchronous checkpoint writer of a Python worker, and the durable note it leaves behind.
 
 A task does not wait for its checkpoint: it hands a :class:`WriteRequest` (a copy of the state,
-encoded) to the writer through a bounded drop-oldest queue (S4's SafeKeeper discipline) and goes
-on.  The writer thread writes the checkpoint ``<job>/i<i>/c<b>`` (in the job's layout,
-:mod:`spark_integration.layouts`), deletes the instance's older checkpoints but the newest of them
-and writes an executor-local *durable note*; the instance's next task reads the note and reports
-it to the driver.  The newest older one stays because the new one may yet be discarded: when a
-job fails, Spark cancels its other tasks, and a cancelled task whose input ended early can still
-checkpoint its partial state; the re-run deletes that checkpoint and its note
+or of its changes, encoded) to the writer through a bounded drop-oldest queue (S4's SafeKeeper
+discipline) and goes on.  The writer thread writes the checkpoint ``<job>/i<i>/c<b>`` (in the
+job's layout, :mod:`spark_integration.layouts`), deletes the instance's older checkpoints but
+those :func:`.chain.kept` keeps (the new one's chain and the chain of the newest before it) and
+writes an executor-local *durable note*; the instance's next task reads the note and reports it
+to the driver.  The newest older chain stays because the new checkpoint may yet be discarded:
+when a job fails, Spark cancels its other tasks, and a cancelled task whose input ended early can
+still checkpoint its partial state; the re-run deletes that checkpoint and its note
 (:meth:`.protocol.UncoordinatedProtocol.discard`), and the instance restores the one before it,
-whose senders' log the driver has kept.
+whose senders' log the driver has kept.  A write that fails leaves a *failed note* instead, so
+that the instance's next checkpoint starts a new chain rather than wait for this one
+(:func:`.chain.next_base`).
 
 The writer is per process by nature: Spark runs an instance's tasks in whichever Python worker is
 idle, and the thread must outlive the task that fed it.  So there is exactly one
@@ -34,12 +37,13 @@ from dataclasses import dataclass
 from backends import failpoints
 from backends.safekeeper import DropOldestQueue
 
-from ...layouts.base import Encoded
+from ...layouts.base import Encoded, Layout
 from ...layouts.registry import layout_for
 from ...operators import DURING_CHECKPOINT_WRITE, reach
 from ...settings import Settings, local_path
 from ...store import Scoped, participant_store
 from ..tokens import CheckpointReport
+from .chain import kept
 from .fence import fence
 
 QUEUE_CAPACITY = 4
@@ -105,6 +109,8 @@ class CheckpointWriter:
                     self.stats.written += 1
             except Exception:  # noqa: BLE001 - a lost checkpoint is recovered from an older one
                 self.stats.failed += 1
+                with contextlib.suppress(OSError):
+                    _note(_failed_path(request.settings, request.instance), str(request.batch))
 
 
 #: this process's writer (the only one; see the module doc)
@@ -115,32 +121,39 @@ def _durable_path(settings: Settings, instance: int) -> str:
     return local_path(settings, f"i{instance}.durable")
 
 
+def _failed_path(settings: Settings, instance: int) -> str:
+    return local_path(settings, f"i{instance}.failed")
+
+
+def _note(path: str, text: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
 def _write(request: WriteRequest) -> None:
     settings, instance, batch = request.settings, request.instance, request.batch
     layout = layout_for(settings)
     with participant_store(settings, f"i{instance}") as store:
-        # the newest earlier checkpoint stays: this one is of a micro-batch the driver has not
-        # committed yet, and a cancelled task's (partial input) is deleted by the re-run's discard
-        older = older_checkpoints(store, batch)[:-1]
+        older = {b: base for b, base in checkpoint_bases(store, layout).items() if b < batch}
         layout.write(store, checkpoint_key(batch), request.encoded)
         reach(settings, instance, DURING_CHECKPOINT_WRITE, request.fail_point)
         store.flush()
         reach(settings, instance, BEFORE_COMMIT, request.fail_point)
-        for key in older:  # only the latest durable checkpoint of a committed batch is restored
-            layout.delete(store, key)
+        keep = kept({**older, batch: request.encoded.base}, batch)
+        for b in older:  # only the latest durable checkpoint of a committed batch is restored
+            if b not in keep:
+                layout.delete(store, checkpoint_key(b))
         ops = store.ops
     # executor-local note of what is durable: read by this instance's next task -> driver
-    info = f"{batch} {request.started} {(time.time() - request.started) * 1e3} {request.encoded.nbytes} {ops}"
-    path = _durable_path(settings, instance)
-    with open(path + ".tmp", "w") as f:
-        f.write(info)
-    os.replace(path + ".tmp", path)
+    _note(_durable_path(settings, instance),
+          f"{batch} {request.started} {(time.time() - request.started) * 1e3} {request.encoded.nbytes} {ops}")
 
 
-def older_checkpoints(store: Scoped, batch: int) -> list[str]:
-    """The instance's checkpoints before micro-batch ``batch``'s, oldest first, found by their
-    commit records (the writer deletes all but the newest of them once ``batch``'s is durable)."""
-    return sorted(k for k, _ in store.scan("c") if k < checkpoint_key(batch))
+def checkpoint_bases(store: Scoped, layout: Layout) -> dict[int, int]:
+    """The instance's checkpoints (by micro-batch) and the base each names (0: a full one),
+    from their commit records."""
+    return {int(k[1:]): m.base for k, m in layout.find_many(store, store.keys("c")).items()}
 
 
 def forget_durable(settings: Settings, instance: int, batch: int) -> None:
@@ -150,6 +163,14 @@ def forget_durable(settings: Settings, instance: int, batch: int) -> None:
     if read_durable(settings, instance).get("durable", 0) >= batch:
         with contextlib.suppress(FileNotFoundError):
             os.remove(_durable_path(settings, instance))
+
+
+def read_failed(settings: Settings, instance: int) -> int:
+    """The newest checkpoint of the instance a writer of this executor failed to write (0: none)."""
+    with contextlib.suppress(FileNotFoundError, ValueError):
+        with open(_failed_path(settings, instance)) as f:
+            return int(f.read())
+    return 0
 
 
 def read_durable(settings: Settings, instance: int) -> CheckpointReport:
