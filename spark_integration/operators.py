@@ -53,7 +53,7 @@ from .keyed_state import KeyedState, decode_log, decode_pairs, encode_log, encod
 from .protocols.base import Protocol
 from .protocols.tokens import STATS_SCHEMA, BatchPlan, CheckpointReport, InstanceStats
 from .q3 import JoinState
-from .settings import Settings, local_path
+from .settings import Settings, local_path, replace_local
 from .sized_state import sized_count_state
 from .state_size import parse_state_size
 
@@ -164,9 +164,7 @@ def record_host(settings: Settings, instance: int) -> None:
         with open(path) as f:
             if f.read() == host:
                 return
-    with open(path + ".tmp", "w") as f:
-        f.write(host)
-    os.replace(path + ".tmp", path)
+    replace_local(path, host)
 
 
 # ------------------------------------------------------------------- injected failures

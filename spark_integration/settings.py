@@ -55,6 +55,14 @@ class Settings:
     writes_checkpoints: bool = False
 
 
+def replace_local(path: str, text: str) -> None:
+    """Replace the executor-local file ``path`` by ``text`` whole (a temporary file, then a
+    rename): a reader in another Python worker finds the old text or the new, never a part."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
 def local_path(settings: Settings, name: str) -> str:
     """The executor-local file ``name`` of this job (``<stateDir>/<jobId>/<name>``), its
     directory created: working state is per executor, never on the checkpoint backend."""

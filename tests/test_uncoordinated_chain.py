@@ -107,3 +107,24 @@ def test_a_due_checkpoint_waits_while_the_one_before_is_written_and_keeps_its_ch
     assert _bases(settings) == {2: 0, 4: 2}
     restored = proto.restore(settings, 0, LogRestore(batch_seq=5, senders=0))
     assert restored.counts.tolist()[:6] == [0, 1, 1, 1, 1, 1]
+
+
+def test_a_failed_write_is_noted_apart_from_the_instances_failure_record(settings, tmp_path):
+    """The writer's note of a checkpoint it could not write makes the next checkpoint full; it is
+    not the injected-failure record, which would make the instance's next task a failed one."""
+    from spark_integration.operators import failure_instant
+    from spark_integration.protocols.uncoordinated.writer import WriteRequest, read_failed
+    (tmp_path / "not-a-dir").write_text("")
+    broken = dataclasses.replace(settings, backend_options={**settings.backend_options,
+                                                            "path": str(tmp_path / "not-a-dir")})
+    state = KeyedState()
+    state.apply(np.array([1]))
+    failed = WRITER.stats.failed
+    WRITER.submit(WriteRequest(broken, 0, 2, layout_for(broken).encode(state), time.time(), 0))
+    deadline = time.monotonic() + 20
+    while WRITER.stats.failed == failed:
+        assert time.monotonic() < deadline, f"the write did not fail ({WRITER.stats})"
+        time.sleep(0.01)
+    assert read_failed(settings, 0) == 2 and failure_instant(settings, 0) == 0.0
+    write_note(settings, 0, 2, 1)
+    assert next_base(settings, 0, 4, durable=0, failed=read_failed(settings, 0)) == 0

@@ -108,6 +108,11 @@ class DeltaScheduler:
         self._cv = threading.Condition()  # where writers wait for the thread
         self._thread: threading.Thread | None = None
 
+    @property
+    def on(self) -> bool:
+        """Whether the store writes deltas at all (``delta_records`` > 0, periodic snapshots on)."""
+        return self._on
+
     def reset(self, state: State | None) -> None:
         """Make ``state`` the delta in the making (``None``: none until the next snapshot), set
         when the next one is due and when writers wait for it, and wake writers waiting."""

@@ -857,8 +857,7 @@ class IndexedFSBackend(Backend):
         delta outgrows a quarter of it); a snapshot when no delta can be made."""
         if self._snap_written == self._written or self._keep_snapshot:
             return
-        cfg = self.config
-        if cfg["delta_records"] > 0 and cfg["index_flush_interval"] > 0:
+        if self._deltas.on:
             self._write_delta()
             st, seg = self._deltas.state, self._active
             if self._snap_written == self._written or (

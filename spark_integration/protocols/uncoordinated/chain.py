@@ -29,7 +29,7 @@ import contextlib
 import os
 from typing import Mapping
 
-from ...settings import Settings, local_path
+from ...settings import Settings, local_path, replace_local
 
 
 def chains(bases: Mapping[int, int]) -> dict[int, list[int]]:
@@ -72,10 +72,14 @@ def read_note(settings: Settings, instance: int) -> tuple[int, int] | None:
 
 
 def write_note(settings: Settings, instance: int, last: int, length: int) -> None:
-    path = _note_path(settings, instance)
-    with open(path + ".tmp", "w") as f:
-        f.write(f"{last} {length}")
-    os.replace(path + ".tmp", path)
+    replace_local(_note_path(settings, instance), f"{last} {length}")
+
+
+def taken(settings: Settings, instance: int, batch: int, base: int) -> None:
+    """Note checkpoint ``batch`` as handed to the writer: the first of a new chain (``base``
+    0), or one more link of the noted chain it goes on from."""
+    note = read_note(settings, instance)
+    write_note(settings, instance, batch, note[1] + 1 if base and note else 1)
 
 
 def forget_note(settings: Settings, instance: int) -> None:

@@ -50,7 +50,7 @@ from ...store import participant_store
 from ..base import CommitResult, Protocol, Recovery
 from ..sender_log import SENDER_POINTS, LogPlan, collect_logs, log_key, log_tails, log_tap, sender_owner
 from ..tokens import BatchPlan, CheckpointReport, InstanceStats, RestoreToken
-from .chain import chains, forget_note, next_base, read_note, write_note
+from .chain import chains, forget_note, next_base, taken
 from .fence import fence, new_incarnation
 from .recovery import line_for, sender_id
 from .schedule import InstanceSchedule
@@ -155,8 +155,7 @@ class UncoordinatedProtocol(Protocol[InstanceSchedule, LogRestore]):
             if base is not None:  # None: the one before is still being written (see .chain)
                 encoded = layout_for(settings).encode(state, only_dirty=base > 0)
                 submit_checkpoint(settings, instance, batch_seq, dataclasses.replace(encoded, base=base))
-                note = read_note(settings, instance)
-                write_note(settings, instance, batch_seq, note[1] + 1 if base and note else 1)
+                taken(settings, instance, batch_seq, base)
                 state.dirty[:] = False
         return durable
 

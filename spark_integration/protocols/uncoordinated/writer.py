@@ -10,9 +10,9 @@ to the driver.  The newest older chain stays because the new checkpoint may yet 
 when a job fails, Spark cancels its other tasks, and a cancelled task whose input ended early can
 still checkpoint its partial state; the re-run deletes that checkpoint and its note
 (:meth:`.protocol.UncoordinatedProtocol.discard`), and the instance restores the one before it,
-whose senders' log the driver has kept.  A write that fails leaves a *failed note* instead, so
-that the instance's next checkpoint starts a new chain rather than wait for this one
-(:func:`.chain.next_base`).
+whose senders' log the driver has kept.  A write that fails leaves a *failed note*
+(``i<i>.unwritten``) instead, so that the instance's next checkpoint starts a new chain rather
+than wait for this one (:func:`.chain.next_base`).
 
 The writer is per process by nature: Spark runs an instance's tasks in whichever Python worker is
 idle, and the thread must outlive the task that fed it.  So there is exactly one
@@ -40,7 +40,7 @@ from backends.safekeeper import DropOldestQueue
 from ...layouts.base import Encoded, Layout
 from ...layouts.registry import layout_for
 from ...operators import DURING_CHECKPOINT_WRITE, reach
-from ...settings import Settings, local_path
+from ...settings import Settings, local_path, replace_local
 from ...store import Scoped, participant_store
 from ..tokens import CheckpointReport
 from .chain import kept
@@ -110,7 +110,7 @@ class CheckpointWriter:
             except Exception:  # noqa: BLE001 - a lost checkpoint is recovered from an older one
                 self.stats.failed += 1
                 with contextlib.suppress(OSError):
-                    _note(_failed_path(request.settings, request.instance), str(request.batch))
+                    replace_local(_failed_path(request.settings, request.instance), str(request.batch))
 
 
 #: this process's writer (the only one; see the module doc)
@@ -122,13 +122,8 @@ def _durable_path(settings: Settings, instance: int) -> str:
 
 
 def _failed_path(settings: Settings, instance: int) -> str:
-    return local_path(settings, f"i{instance}.failed")
-
-
-def _note(path: str, text: str) -> None:
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    # not ``i<i>.failed``: that is the instance's injected-failure record (:mod:`...operators`)
+    return local_path(settings, f"i{instance}.unwritten")
 
 
 def _write(request: WriteRequest) -> None:
@@ -146,8 +141,8 @@ def _write(request: WriteRequest) -> None:
                 layout.delete(store, checkpoint_key(b))
         ops = store.ops
     # executor-local note of what is durable: read by this instance's next task -> driver
-    _note(_durable_path(settings, instance),
-          f"{batch} {request.started} {(time.time() - request.started) * 1e3} {request.encoded.nbytes} {ops}")
+    replace_local(_durable_path(settings, instance),
+                  f"{batch} {request.started} {(time.time() - request.started) * 1e3} {request.encoded.nbytes} {ops}")
 
 
 def checkpoint_bases(store: Scoped, layout: Layout) -> dict[int, int]:
