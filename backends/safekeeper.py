@@ -37,13 +37,16 @@ class DropOldestQueue(Generic[T]):
         self._closed = False
         self.dropped = 0
 
-    def put(self, item: T) -> None:
+    def put(self, item: T) -> T | None:
+        """Append ``item``; return the item evicted to make room for it (None: none was)."""
+        evicted = None
         with self._cond:
             if len(self._items) >= self.capacity:
-                self._items.popleft()
+                evicted = self._items.popleft()
                 self.dropped += 1
             self._items.append(item)
             self._cond.notify()
+        return evicted
 
     def get(self) -> T | None:
         """The oldest item; ``None`` once the queue is closed and empty."""

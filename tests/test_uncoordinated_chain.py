@@ -13,7 +13,7 @@ import pytest
 from spark_integration.conf import PREFIX, from_conf
 from spark_integration.layouts.registry import layout_for
 from spark_integration.operators import KeyedState
-from spark_integration.protocols.uncoordinated.chain import chains, kept, next_base, read_note, write_note
+from spark_integration.protocols.uncoordinated.chain import chains, kept, next_base, read_note, this_process, write_note
 from spark_integration.protocols.uncoordinated.protocol import LogRestore, UncoordinatedProtocol
 from spark_integration.protocols.uncoordinated.schedule import InstanceSchedule
 from spark_integration.protocols.uncoordinated.writer import WRITER, checkpoint_bases, read_durable
@@ -52,6 +52,35 @@ def test_the_next_checkpoint_is_full_an_increment_or_waits(settings):
     every = dataclasses.replace(settings, full_every=1)
     write_note(every, 0, 2, 1)
     assert next_base(every, 0, 4, durable=0, failed=0) == 0  # CheckMate's: every one full, when due
+
+
+def test_a_checkpoint_lost_with_its_writers_process_starts_a_new_chain(settings):
+    """An injected failure ends a Python worker with ``os._exit``, and the writer thread there
+    dies with whatever request it held, of any instance, leaving no note: the instance must not
+    wait for that checkpoint forever."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=write_note, args=(settings, 0, 2, 1))  # the note names the child
+    child.start()
+    child.join()
+    assert child.exitcode == 0 and read_note(settings, 0)[2] != this_process()
+    assert next_base(settings, 0, 4, durable=0, failed=0) == 0  # its writer is gone
+    write_note(settings, 0, 2, 1)  # this process's writer: alive, so 2 may yet be written
+    assert next_base(settings, 0, 4, durable=0, failed=0) is None
+
+
+def test_a_request_the_full_queue_drops_is_noted_failed(settings):
+    from spark_integration.protocols.uncoordinated.writer import CheckpointWriter, WriteRequest, read_failed
+
+    writer = CheckpointWriter(capacity=1)
+    state = KeyedState()
+    state.apply(np.array([1]))
+    with participant_store(settings, "i0"):  # held: the writer cannot drain its queue
+        for batch in (2, 3, 4):  # 2 is taken by the thread, 3 dropped by 4
+            writer.submit(WriteRequest(settings, 0, batch, layout_for(settings).encode(state), time.time(), 0))
+            time.sleep(0.2)
+        assert read_failed(settings, 0) == 3
 
 
 def _wait_durable(settings, batch: int, timeout: float = 20.0) -> None:
@@ -99,7 +128,7 @@ def test_a_due_checkpoint_waits_while_the_one_before_is_written_and_keeps_its_ch
         proto.checkpoint(settings, 0, state, InstanceSchedule(1), 2)
         state.apply(np.array([4]))
         proto.checkpoint(settings, 0, state, InstanceSchedule(1), 3)  # due, but 2 is in flight
-        assert read_note(settings, 0) == (2, 1) and state.dirty[4]
+        assert read_note(settings, 0) == (2, 1, this_process()) and state.dirty[4]
     _wait_durable(settings, 2)
     state.apply(np.array([5]))
     proto.checkpoint(settings, 0, state, InstanceSchedule(1), 4)  # over 2: keys 4 and 5

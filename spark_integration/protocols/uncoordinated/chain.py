@@ -19,8 +19,12 @@ discarded checkpoint starts the next chain with a full checkpoint, as does every
 uncoordinated protocol: every checkpoint full, taken when due whatever the writer is doing.
 
 The executor-local *chain note* (``i<i>.chain``: the last checkpoint this instance handed to
-its writer and its chain's length) is the instance's memory of its chain between tasks; the
-writer's durable and failed notes (:mod:`.writer`) say what became of it.
+its writer, its chain's length, and the process whose writer holds it) is the instance's memory
+of its chain between tasks; the writer's durable and failed notes (:mod:`.writer`) say what
+became of it.  A request can also vanish without a note: an injected failure ends its Python
+worker with ``os._exit``, and the writer thread of that process, holding another instance's
+request, dies with it.  So a checkpoint whose writer's process is gone is taken as failed, and
+the next one starts a new chain; without that the instance would wait for it forever.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import os
 from typing import Mapping
+
+from services.common import pid_alive, started_at
 
 from ...settings import Settings, local_path, replace_local
 
@@ -62,22 +68,36 @@ def _note_path(settings: Settings, instance: int) -> str:
     return local_path(settings, f"i{instance}.chain")
 
 
-def read_note(settings: Settings, instance: int) -> tuple[int, int] | None:
-    """(the last checkpoint handed to the writer, its chain's length); None: the next is full."""
+def this_process() -> str:
+    """This process, as a chain note names the writer holding its checkpoint: pid and start time
+    (a pid alone may be reused by a later process)."""
+    return f"{os.getpid()}:{started_at(os.getpid())}"
+
+
+def process_alive(process: str) -> bool:
+    """Whether the process :func:`this_process` named (in that process) is still running."""
+    pid, _, start = process.partition(":")
+    return pid_alive(int(pid)) and str(started_at(int(pid))) == start
+
+
+def read_note(settings: Settings, instance: int) -> tuple[int, int, str] | None:
+    """(the last checkpoint handed to the writer, its chain's length, the writer's process);
+    None: the next is full."""
     with contextlib.suppress(FileNotFoundError, ValueError):
         with open(_note_path(settings, instance)) as f:
-            last, length = f.read().split()
-        return int(last), int(length)
+            last, length, process = f.read().split()
+        return int(last), int(length), process
     return None
 
 
 def write_note(settings: Settings, instance: int, last: int, length: int) -> None:
-    replace_local(_note_path(settings, instance), f"{last} {length}")
+    """Note checkpoint ``last`` (its chain ``length`` long) as held by this process's writer."""
+    replace_local(_note_path(settings, instance), f"{last} {length} {this_process()}")
 
 
 def taken(settings: Settings, instance: int, batch: int, base: int) -> None:
-    """Note checkpoint ``batch`` as handed to the writer: the first of a new chain (``base``
-    0), or one more link of the noted chain it goes on from."""
+    """Note checkpoint ``batch`` as handed to this process's writer: the first of a new chain
+    (``base`` 0), or one more link of the noted chain it goes on from."""
     note = read_note(settings, instance)
     write_note(settings, instance, batch, note[1] + 1 if base and note else 1)
 
@@ -97,11 +117,12 @@ def next_base(settings: Settings, instance: int, batch: int, durable: int, faile
     note = read_note(settings, instance)
     if note is None:
         return 0
-    last, length = note
+    last, length, writer = note
     if last >= batch or failed >= last:
         return 0  # a re-run of the batch, or the write failed: a chain starts afresh
     if durable < last:
-        return None  # in the writer's hands still: the next due time asks again
+        # in the writer's hands still (the next due time asks again), or lost with its process
+        return None if process_alive(writer) else 0
     if durable > last or length >= settings.full_every:
         return 0
     return last

@@ -12,7 +12,10 @@ still checkpoint its partial state; the re-run deletes that checkpoint and its n
 (:meth:`.protocol.UncoordinatedProtocol.discard`), and the instance restores the one before it,
 whose senders' log the driver has kept.  A write that fails leaves a *failed note*
 (``i<i>.unwritten``) instead, so that the instance's next checkpoint starts a new chain rather
-than wait for this one (:func:`.chain.next_base`).
+than wait for this one (:func:`.chain.next_base`); so does a request the full queue drops.  A
+request lost with its process (an injected failure's ``os._exit`` kills every thread of the
+Python worker, the writer too) leaves no note; the chain note names the process, and the next
+checkpoint starts a new chain once that process is gone.
 
 The writer is per process by nature: Spark runs an instance's tasks in whichever Python worker is
 idle, and the thread must outlive the task that fed it.  So there is exactly one
@@ -91,12 +94,14 @@ class CheckpointWriter:
         self._start_lock = threading.Lock()
 
     def submit(self, request: WriteRequest) -> None:
-        """Queue ``request``; when the queue is full its oldest request is dropped."""
+        """Queue ``request``; when the queue is full its oldest request is dropped, and noted as
+        failed (its instance's next checkpoint must not wait for it)."""
         with self._start_lock:
             if self._queue is None:
                 self._queue = DropOldestQueue(self.capacity)
                 threading.Thread(target=self._drain, args=(self._queue,), name="ckpt-writer", daemon=True).start()
-        self._queue.put(request)
+        if (dropped := self._queue.put(request)) is not None:
+            _note_failed(dropped)
 
     def _drain(self, queue: DropOldestQueue) -> None:
         while (request := queue.get()) is not None:
@@ -109,8 +114,7 @@ class CheckpointWriter:
                     self.stats.written += 1
             except Exception:  # noqa: BLE001 - a lost checkpoint is recovered from an older one
                 self.stats.failed += 1
-                with contextlib.suppress(OSError):
-                    replace_local(_failed_path(request.settings, request.instance), str(request.batch))
+                _note_failed(request)
 
 
 #: this process's writer (the only one; see the module doc)
@@ -124,6 +128,11 @@ def _durable_path(settings: Settings, instance: int) -> str:
 def _failed_path(settings: Settings, instance: int) -> str:
     # not ``i<i>.failed``: that is the instance's injected-failure record (:mod:`...operators`)
     return local_path(settings, f"i{instance}.unwritten")
+
+
+def _note_failed(request: WriteRequest) -> None:
+    with contextlib.suppress(OSError):
+        replace_local(_failed_path(request.settings, request.instance), str(request.batch))
 
 
 def _write(request: WriteRequest) -> None:
