@@ -52,6 +52,32 @@ def test_a_crash_rebuild_takes_sealed_segments_from_their_hints(tmp_path):
         assert dict(c.scan()) == model
 
 
+def test_a_bulk_write_snapshots_a_doubling_index_not_every_sealed_segment(tmp_path):
+    """After seals, a snapshot (every key) only once the records appended since the newest are
+    as many as it holds: 6,400 records sealing a segment every batch make 7 snapshots, not 64;
+    every sealed segment gets its hint, and a crash rebuild from them finds every key."""
+    src = tmp_path / "src"
+    s = open_backend("indexed_fs", path=str(src), segment_size=64 << 10, delta_records=100,
+                     index_flush_interval=3600)
+    try:
+        model = {}
+        for b in range(64):
+            batch = {f"k{b:02d}-{i:03d}": bytes([b]) * 1000 for i in range(100)}
+            s.put_many(batch)
+            model.update(batch)
+            s._after_seal()  # the maintenance round after the batch's seals
+        st = s.stats()
+        sealed = {sid for sid in s._segments if sid != s._active.id}
+        assert st["snapshots_written"] == 7  # at 100, 200, 400, ... 6,400 records
+        assert len(sealed) > 64 and _ids(src, ".hint") == sealed
+        _crash_copy(src, tmp_path / "crashed")
+    finally:
+        s.close()
+    with open_backend("indexed_fs", path=str(tmp_path / "crashed"), index_flush_interval=0) as c:
+        assert c.stats()["hints_used"] == len(sealed)
+        assert dict(c.scan()) == model
+
+
 def test_a_hint_that_does_not_fit_its_segment_is_not_taken(tmp_path):
     src = tmp_path / "src"
     s = open_backend("indexed_fs", path=str(src), **OPTS)

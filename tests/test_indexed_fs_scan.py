@@ -154,3 +154,27 @@ def test_resolving_all_parts_at_once_matches_record_by_record(segments, runs):
     for recs in parts:
         resolve(recs, values, tombs)
     assert resolve_all(parts) == (values, tombs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["set", "tomb", "scan", "freeze"]),
+                              st.sampled_from(["a", "b", "c", "d", "e", "ab", "b/1", "b/2"])), max_size=40))
+def test_new_keys_sorted_in_later_read_as_if_sorted_in_at_once(ops):
+    """The overlay's new keys join its sorted order at the next read of that order or removal
+    from it (``Index.settle``): every scan, snapshot and tombstone sees the order a model has."""
+    idx, model, n = Index(), {}, 0
+    for op, key in ops:
+        n += 1
+        if op == "set":
+            idx.set(key, (1, n, 10, n))
+            model[key] = (1, n, 10, n)
+        elif op == "tomb":
+            idx.set(key, (1, n, 10, n), tomb=True)
+            model.pop(key, None)
+        elif op == "scan":
+            assert idx.keys_from("b") == sorted(k for k in model if k.startswith("b"))
+        else:
+            fz = idx.freeze()
+            assert fz.over_keys == sorted(model) and fz.over_vals == [model[k] for k in sorted(model)]
+        assert {k: idx.get(k) for k in model} == model and len(idx) == len(model)
+    assert idx.keys_from("") == sorted(model)

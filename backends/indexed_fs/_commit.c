@@ -505,10 +505,11 @@ static PyObject *pwrite_all(PyObject *mod, PyObject *const *args, Py_ssize_t n) 
  * by a SortedDict): its insert needs the GIL in any case.  So a put releases the GIL once, for
  * the part that blocks (the wait), as a bare C writer of the ceiling blocks once per record.
  *
- * It declines (returns None, nothing done) whenever the put needs Python's control: a rotation
- * (the record does not fit the segment), a reservation or zeros to write ahead, a segment's
- * first record (its min_seq), a key the format refuses.  The caller then runs the reference
- * path, which does all of that.  Python keeps every decision: it chooses whether to call this
+ * It declines (nothing done) whenever the put needs Python's control: None for the records
+ * (a key the format refuses, a value that is not bytes), False for the segment (a rotation: the
+ * records do not fit; a reservation; a segment's first record, its min_seq).  The caller then
+ * runs the reference path, which does all of that.  Zeros to write ahead of the append are
+ * written here, as Segment.append writes them.  Python keeps every decision: it chooses whether to call this
  * at all, and whether the wait happens here (`wait`) or in Python (a fail point between the
  * append and the wait is hit in Python, where it is declared).
  *
@@ -532,6 +533,9 @@ typedef struct {
 #define REC_MAX_KEY (1 << 16)
 #define REC_MAX_VALUE (1LL << 31)
 #define REC_GATHER (64 << 10)  /* a value this long is written from its buffer (GATHER_BYTES) */
+#define ZERO_AHEAD (256 << 10)  /* segment.ZERO_AHEAD (a test holds them equal) */
+
+static const uint8_t zero_block[ZERO_AHEAD];
 
 static PyObject *s_acquire, *s_release, *s_active, *s_size, *s_zeroed, *s_file_size, *s_fd,
     *s_min_seq, *s_id, *s_segment_size, *s_reserve_pending, *s_next_seq, *s_written,
@@ -830,7 +834,35 @@ out:
     return err;
 }
 
-/* The put path for `count` records (see the top of this section): (target, synced) | None. */
+/* Segment._zero_ahead for an append ending at `end` (store lock and GIL held): zeros from
+ * `*zeroed` past `end`, ZERO_AHEAD at least, within the reserved space (`file_size`); each
+ * write counted in the ledger as Python counts it.  0, an errno (the caller cuts the file back),
+ * or -1 with a Python exception (the ledger's). */
+static int zero_ahead(PyObject *ledger, int fd, long long end, long long *zeroed, long long file_size) {
+    long long start = end - *zeroed <= ZERO_AHEAD ? *zeroed : end;
+    long long stop = end > start + ZERO_AHEAD ? end : start + ZERO_AHEAD;
+    if (stop > file_size)
+        stop = file_size;
+    while (start < stop) {
+        long long k = stop - start < ZERO_AHEAD ? stop - start : ZERO_AHEAD;
+        PyObject *kobj = PyLong_FromLongLong(k), *r;
+        r = kobj ? PyObject_CallMethodObjArgs(ledger, s_record, s_write, kobj, NULL) : NULL;
+        Py_XDECREF(kobj);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+        struct iovec iov = {(void *)zero_block, (size_t)k};
+        int err = pwritev_all(fd, &iov, 1, start);
+        if (err)
+            return err;
+        start += k;
+    }
+    *zeroed = stop;
+    return 0;
+}
+
+/* The put path for `count` records (see the top of this section): (target, synced), or
+ * False / None when declined. */
 static PyObject *put_records(Putter *self, PyObject *const *keys, PyObject *const *values,
                              Py_ssize_t count, int wait) {
     rec_in one[1], *recs = count == 1 ? one : PyMem_Malloc(sizeof *recs * (size_t)count);
@@ -870,11 +902,19 @@ static PyObject *put_records(Putter *self, PyObject *const *keys, PyObject *cons
             goto unlock;
     }
     long long end = size + n;
-    if (pending || size == 0 || end > seg_size || (end > zeroed && zeroed < file_size) ||
-        min_seq > (unsigned long long)seq) {
-        out = Py_None;  /* Python's control: rotation, reservation, zeros ahead, first record */
+    if (pending || size == 0 || end > seg_size || min_seq > (unsigned long long)seq) {
+        out = Py_False;  /* the segment needs Python: rotation, reservation, first record */
         Py_INCREF(out);
         goto unlock;
+    }
+    if (end > zeroed && zeroed < file_size) {  /* zeros ahead first, as Segment.append */
+        err = zero_ahead(self->ledger, (int)fd, end, &zeroed, file_size);
+        if (err < 0)
+            goto unlock;
+        if (err > 0)  /* no zeros half-written past the records: cut back, as write_records */
+            (void)!ftruncate((int)fd, (off_t)size);
+        else if (set_ll(seg, s_zeroed, zeroed) < 0)
+            goto unlock;
     }
     {   /* counted before the write, as Segment.append counts it */
         PyObject *nobj = PyLong_FromLongLong(n);
@@ -884,7 +924,8 @@ static PyObject *put_records(Putter *self, PyObject *const *keys, PyObject *cons
             goto unlock;
         Py_DECREF(r);
     }
-    err = write_records((int)fd, recs, count, seq, size);
+    if (!err)
+        err = write_records((int)fd, recs, count, seq, size);
     if (err) {  /* the file is cut back to `size`: its mapping goes too (Segment.unmap) */
         if ((r = PyObject_CallMethodNoArgs(seg, s_unmap)) != NULL)
             Py_DECREF(r);
@@ -950,7 +991,7 @@ released:
     if (recs != one)
         PyMem_Free(recs);
     if (out != Py_True)
-        return out;  /* None (declined), or NULL with the exception */
+        return out;  /* False or None (declined), or NULL with the exception */
     long long target = written + n, synced = 0;
     if (wait) {
         GroupCommit *gc = self->commit;
@@ -971,7 +1012,7 @@ released:
     return Py_BuildValue("(LL)", target, synced);
 }
 
-/* put(key, value, wait) -> (target, synced) | None: one record (see the top of this
+/* put(key, value, wait) -> (target, synced) | False | None: one record (see the top of this
  * section).  `wait` false: no wait (the caller waits for `target`); synced is then 0. */
 static PyObject *putter_put(Putter *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
@@ -984,7 +1025,7 @@ static PyObject *putter_put(Putter *self, PyObject *const *args, Py_ssize_t narg
     return put_records(self, &args[0], &args[1], 1, wait);
 }
 
-/* put_many(items, wait) -> (target, synced) | None: a list of (key, value) pairs as one
+/* put_many(items, wait) -> (target, synced) | False | None: a list of (key, value) pairs as one
  * append of their records, in order, and one wait: a batch costs one pwrite and one sync. */
 static PyObject *putter_put_many(Putter *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyList_CheckExact(args[0])) {
@@ -1022,9 +1063,9 @@ done:
 
 static PyMethodDef putter_methods[] = {
     {"put", (PyCFunction)(void (*)(void))putter_put, METH_FASTCALL,
-     "put(key, value, wait) -> (target, synced) | None: one put of the store in C (see _commit.c)"},
+     "put(key, value, wait) -> (target, synced) | False | None: one put of the store in C (see _commit.c)"},
     {"put_many", (PyCFunction)(void (*)(void))putter_put_many, METH_FASTCALL,
-     "put_many(items, wait) -> (target, synced) | None: a batch, one pwrite and one wait"},
+     "put_many(items, wait) -> (target, synced) | False | None: a batch, one pwrite and one wait"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1214,6 +1255,10 @@ PyMODINIT_FUNC PyInit__commit(void) {
     Py_INCREF(&GroupCommitType);
     if (PyModule_AddObject(m, "GroupCommit", (PyObject *)&GroupCommitType) < 0) {
         Py_DECREF(&GroupCommitType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "ZERO_AHEAD", ZERO_AHEAD) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -14,7 +14,11 @@ million-entry Python dict (one Python object per key is what dominates a large o
   never merged into another: a crash can leave a whole segment of records past the snapshot,
   and copying or joining the big layers at open would cost many times the clean open;
 * the **overlay**: a :class:`sortedcontainers.SortedDict` holding every entry written since the
-  open.  Writing a key of an array layer moves it to the overlay.
+  open.  Writing a key of an array layer moves it to the overlay.  A new key goes into the
+  overlay's dict at once and into its sorted order when an ordered read or a removal next needs
+  it (:meth:`Index.settle`): a checkpoint's hundred thousand new keys are then sorted in one
+  ``update`` (a merge of sorted runs) instead of one bisect-and-insert each.  Lookups use the
+  dict and never wait for that.
 
 A key is live in at most one place (a layer's row is marked dead when a newer entry of its key
 lands elsewhere), so a lookup may take the first it finds.  The rows a delta's records
@@ -142,6 +146,8 @@ def join(keys: np.ndarray, seq: np.ndarray, alive: np.ndarray, below: Layer) -> 
 class Index:
     def __init__(self) -> None:
         self.d: SortedDict = SortedDict()
+        #: keys in ``d``'s dict that are not yet in its sorted order (:meth:`settle`)
+        self._unsorted: list[str] = []
         self.tombs: dict[str, Entry] = {}
         #: segment id -> [live entries (values + live tombstones), live bytes]
         self.live: dict[int, list[int]] = {}
@@ -338,12 +344,20 @@ class Index:
         t = self.tombs.get(key)
         return (t, True) if t is not None else None
 
+    def settle(self) -> None:
+        """Put the overlay's keys stored since the last call into its sorted order: before
+        anything reads that order (``keys_from``, ``freeze``, ``merge``) or removes from it."""
+        if self._unsorted:
+            self.d._list.update(self._unsorted)
+            self._unsorted = []
+
     def __len__(self) -> int:
         return len(self.d) + sum(layer.n for layer in self._layers)
 
     def keys_from(self, prefix: str) -> list[str]:
         """Every live key starting with ``prefix``, in order."""
         over = []
+        self.settle()
         for key in self.d.irange(minimum=prefix):
             if not key.startswith(prefix):
                 break
@@ -363,12 +377,14 @@ class Index:
 
     def set(self, key: str, entry: Entry, tomb: bool = False) -> Entry | None:
         """Make ``entry`` the latest record of ``key``; return the superseded one, if any.
-        On the put hot path: the accounting is inlined and an overwrite of an overlay key skips
-        ``SortedDict.__setitem__`` (the key is already in the sorted order)."""
+        On the put hot path: the accounting is inlined, and no key goes through
+        ``SortedDict.__setitem__``: an overwrite of an overlay key is in the sorted order
+        already, a new one is sorted in by the next :meth:`settle`."""
         d = self.d
         old = dict.get(d, key)
         if old is not None:
             if tomb:
+                self.settle()
                 del d[key]
             else:
                 dict.__setitem__(d, key, entry)
@@ -384,7 +400,8 @@ class Index:
                 if old is not None and not tomb:
                     del self.tombs[key]
             if not tomb:
-                d[key] = entry
+                dict.__setitem__(d, key, entry)  # sorted in by the next settle()
+                self._unsorted.append(key)
         if tomb:
             self.tombs[key] = entry
         live = self.live
@@ -409,6 +426,7 @@ class Index:
         of :meth:`apply`).  Onto a base alone with an empty overlay (the open after a snapshot)
         this is done in bulk: one ``searchsorted`` for all keys, the accounting in numpy, the
         overlay filled in one sorted update."""
+        self.settle()
         if (self.d or len(self._layers) != 1 or not self._layers[0].n or not (values or tombs)
                 or any("\0" in k for k in chain(values, tombs))):
             for key, e in values.items():
@@ -479,6 +497,7 @@ class Index:
 
     # -- snapshot export ----------------------------------------------------------------------
     def freeze(self) -> Frozen:
+        self.settle()
         keys = list(self.d.keys())
         get = dict.__getitem__
         return Frozen(keys, [get(self.d, k) for k in keys],

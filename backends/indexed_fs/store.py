@@ -202,6 +202,8 @@ class IndexedFSBackend(Backend):
         self._snap_number = 0
         #: ``_written`` as of the newest snapshot (None: no snapshot describes the index)
         self._snap_written: int | None = None
+        #: (records appended since the open, index entries) when the newest snapshot was taken
+        self._snap_mark = (0, 0)
         self._keep_snapshot = False  # see _open
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []  # the periodic ones (see _spawn)
@@ -264,6 +266,7 @@ class IndexedFSBackend(Backend):
         # the snapshot on disk is the whole index if the log holds nothing past it
         clean = kd.snapshot_used and not kd.records_scanned and not kd.unresolved_snapshot_entries
         self._snap_written = 0 if clean else None
+        self._snap_mark = (0, len(self._index) if kd.snapshot_used else 0)
         self.counters.update(kd.counters())
         # a snapshot that shows damage (entries into missing or truncated segments) is kept:
         # the next one, made from the rebuilt index, would hide it from later opens and verify
@@ -317,18 +320,20 @@ class IndexedFSBackend(Backend):
             self._next_seq = seq + 1
         self._after_append(target)
 
-    def _put_in_c(self, put: Any, *args: Any) -> bool:
-        """``put(*args, wait)`` of the C put path: whether it was done (False: declined, nothing
-        written).  Python decides where the wait happens: in C, unless a fail point is armed
-        between the append and the wait, which is then hit here, where it is declared."""
+    def _put_in_c(self, put: Any, *args: Any) -> bool | None:
+        """``put(*args, wait)`` of the C put path: True when it was done; declined, nothing
+        written: False when the active segment needs Python (a rotation, the reservation, its
+        first record), None when the records do (a key or value the reference path judges).
+        Python decides where the wait happens: in C, unless a fail point is armed between the
+        append and the wait, which is then hit here, where it is declared."""
         wait = self._sync_writes and not failpoints.is_armed(PUT_AFTER_APPEND)
         try:
             done = put(*args, wait)
         except OSError:
             with self._errors:
                 raise
-        if done is None:
-            return False
+        if done is None or done is False:
+            return done
         if not wait:
             self._after_append(done[0])
             return True
@@ -338,11 +343,39 @@ class IndexedFSBackend(Backend):
         return True
 
     def _put_many(self, items: list[tuple[str, bytes]]) -> None:
-        """The batch as one append (one ``pwrite``) and one wait: in C where it can be (see
-        :meth:`_put`), else :meth:`_write`."""
-        if self._putter is not None and self._put_in_c(self._putter.put_many, items):
-            return
-        self._write(items)
+        """The batch as one append (one ``pwrite``) and one wait per segment it fills: in C
+        where it can be (see :meth:`_put`), else :meth:`_write`.
+
+        A batch longer than the active segment's room is cut where the segment ends (the
+        next part opens the next segment), so segments are filled, and a large batch — a
+        checkpoint's thousands of records — is not moved whole into a segment of its own by
+        the reference path.  When C declines a part for the segment's sake, Python takes its
+        first record (the rotation, the reservation, a segment's first record come with it) and
+        C the rest; one it declines for its records is Python's whole."""
+        while items:
+            part, items = self._fitting(items)
+            done = None if self._putter is None else self._put_in_c(self._putter.put_many, part)
+            if done:
+                continue
+            if done is False and len(part) > 1:  # C took every record: Python judges none
+                self._write(part[:1], wait=False)  # the wait of the rest covers it
+                if self._put_in_c(self._putter.put_many, part[1:]):
+                    continue
+                part = part[1:]
+            self._write(part)
+
+    def _fitting(self, items: list[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], list[tuple[str, bytes]]]:
+        """``items`` cut where the active segment would be full: (the records that fit, at
+        least one; the rest).  Read without the lock: a concurrent writer may fill the segment
+        first, and the append then rotates (Python) or declines (C) as for any batch."""
+        room = self._segment_size - self._active.size
+        total = 0
+        for i, (key, value) in enumerate(items):
+            total += HEADER_SIZE + (len(key) if key.isascii() else len(key.encode("utf-8"))) + len(value)
+            if total > room:
+                cut = max(i, 1)
+                return items[:cut], items[cut:]
+        return items, []
 
     def _delete(self, key: str) -> None:
         self._write([(key, None)])
@@ -351,8 +384,9 @@ class IndexedFSBackend(Backend):
         """Every key's tombstone in one write (one append, one wait per durability)."""
         self._write([(key, None) for key in keys])
 
-    def _write(self, items: list[tuple[str, bytes | None]]) -> None:
-        """Append ``items`` (value ``None`` = delete) as one write, then wait per durability."""
+    def _write(self, items: list[tuple[str, bytes | None]], wait: bool = True) -> None:
+        """Append ``items`` (value ``None`` = delete) as one write, then wait per durability
+        (``wait`` False: the caller's next write waits, and its wait covers this one)."""
         with self._lock:
             seq = self._next_seq
             recs, metas = [], []
@@ -379,7 +413,8 @@ class IndexedFSBackend(Backend):
             data = recs if gather else recs[0] if len(recs) == 1 else b"".join(recs)
             target = self._append_locked(data, metas)
             self._next_seq = seq
-        self._after_append(target)
+        if wait:
+            self._after_append(target)
 
     def _after_append(self, target: int) -> None:
         """A writer's steps once its records are appended, outside the lock: wait per
@@ -688,10 +723,18 @@ class IndexedFSBackend(Backend):
         so that a crash rebuild reads the log only from the active segment on, then the sealed
         segments' hint files, which serve a rebuild that has no snapshot this recent.  The
         snapshot first: it saves a crash rebuild more, and a crash may come before both are
-        written."""
+        written.
+
+        A snapshot writes every key, so one follows a seal only once the records appended
+        since the newest snapshot are as many as it holds (``delta_records`` at least): a bulk
+        write of a million keys, sealing a segment every 64 MiB, then writes a few snapshots
+        of a doubling index, not one per segment (their sum is about twice the last), and the
+        hint files serve a crash rebuild in between."""
         if not self._hint_pending:
             return
-        if self.config["index_flush_interval"] > 0:
+        appended, entries = self._snap_mark
+        if (self.config["index_flush_interval"] > 0
+                and self._nwrites - appended >= max(entries, self.config["delta_records"], 1)):
             self._snapshot_if_changed()
         self._write_hints()
 
@@ -754,6 +797,7 @@ class IndexedFSBackend(Backend):
             covered = (seg.id, seg.size)
             written, nwrites = self._written, self._nwrites
             frozen = self._index.freeze()
+            entries = len(self._index)
             seg_min = {s.id: min(s.min_seq, (1 << 64) - 1) for s in self._segments.values()}
             next_seq = self._next_seq
         self._flush()  # the snapshot never points past durable data
@@ -766,6 +810,7 @@ class IndexedFSBackend(Backend):
                                   cols, frozen.tombs, seg_min)
         self._snap_number += 1
         self._snap_written = written
+        self._snap_mark = (nwrites, entries)
         self._snap_seq = next_seq
         self._deltas.reset(delta.State(self._snap_number, covered,
                                        len(keys) + len(frozen.tombs), covered, delta.empty(),
