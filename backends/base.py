@@ -586,16 +586,23 @@ class Backend(abc.ABC):
         try:
             pairs = list(items.items() if isinstance(items, Mapping) else items)
             sizes = []
-            for key, value in pairs:
-                self._check_key(key)
-                self._check_value(value)
-                size = value.nbytes if isinstance(value, memoryview) else len(value)
-                if size > self.max_value_bytes:
+            limit, converted = self.max_value_bytes, False
+            for key, value in pairs:  # the checks of put(), inlined: a checkpoint has 10^6 pairs
+                if type(key) is not str or not key:
+                    self._check_key(key)
+                if type(value) is bytes:
+                    size = len(value)
+                else:
+                    self._check_value(value)
+                    size = value.nbytes if isinstance(value, memoryview) else len(value)
+                    converted = True
+                if size > limit:
                     self._too_large(key, size)
                 sizes.append(size + len(key))
             plain = _plain_bytes if self.takes_buffers else bytes
             for start, end in self._batches(sizes):
-                self._put_many([(k, plain(v)) for k, v in pairs[start:end]])
+                part = pairs if (start, end) == (0, len(pairs)) else pairs[start:end]
+                self._put_many([(k, plain(v)) for k, v in part] if converted else part)
         finally:
             self._inflight.pop()
 

@@ -297,14 +297,11 @@ class Layout(abc.ABC):
                 f"pieces{' and the dropped keys' if encoded.tombstones else ''} in {len(record)} bytes, "
                 f"more than the backend's {max_value}-byte values; use fewer, larger pieces (--layout "
                 f"chunks, a larger --chunk-bytes){' or checkpoint more often' if encoded.tombstones else ''}")
-        batch: list[tuple[str, memoryview | bytes]] = []
-        size = 0
-        for key, value in _records(f"{PIECES}{name}/", ids, bounds, data, dict(parts), max_value):
-            if batch and (size + len(value) > batch_bytes or len(batch) >= BATCH_RECORDS):
+        batch: list[tuple[str, bytes]] = []
+        for part in _batches(f"{PIECES}{name}/", ids, bounds, data, dict(parts), max_value, batch_bytes):
+            if batch:
                 store.put_many(batch)
-                batch, size = [], 0
-            batch.append((key, value))
-            size += len(value)
+            batch = part
         store.put_many(batch + [(_index_key(name), record)])
         store.flush()  # every piece durable before the record that makes them a checkpoint
         store.put(name, record)
@@ -377,19 +374,57 @@ class Layout(abc.ABC):
             store.delete(_index_key(name))
 
 
+def _batches(base: str, ids: np.ndarray, bounds: np.ndarray, data: memoryview, split: dict[int, int],
+             max_value: int, batch_bytes: int) -> Iterator[list[tuple[str, bytes]]]:
+    """The records of a checkpoint's pieces, in piece order, as ``put_many`` batches: each of
+    at most ``batch_bytes`` and :data:`BATCH_RECORDS` records (a longer record alone), a
+    record ``(key, bytes)``, a piece longer than ``max_value`` as its parts (``split``: piece
+    index -> parts).
+
+    Values are ``bytes`` copied out of ``data``, not views of it: a million views are a
+    million objects the cyclic GC tracks, and its collections over them cost more than the
+    copy (docs/performance.md).  Without split pieces, the cuts come from ``bounds`` at once
+    and each batch's values are sliced from one copy of its bytes."""
+    if split:
+        yield from _batched(_records(base, ids, bounds, data, split, max_value), batch_bytes)
+        return
+    edges = np.asarray(bounds, np.int64)
+    start, n = 0, len(ids)
+    while start < n:
+        end = int(np.searchsorted(edges, edges[start] + batch_bytes, "right")) - 1
+        end = min(max(end, start + 1), start + BATCH_RECORDS)
+        lo = int(edges[start])
+        raw = bytes(data[lo:int(edges[end])])
+        offs = (edges[start:end + 1] - lo).tolist()
+        names = [f"{base}{i:012d}" for i in ids[start:end].tolist()]
+        yield list(zip(names, [raw[a:b] for a, b in zip(offs, offs[1:])]))
+        start = end
+
+
+def _batched(records: Iterator[tuple[str, bytes]], batch_bytes: int) -> Iterator[list[tuple[str, bytes]]]:
+    batch: list[tuple[str, bytes]] = []
+    size = 0
+    for key, value in records:
+        if batch and (size + len(value) > batch_bytes or len(batch) >= BATCH_RECORDS):
+            yield batch
+            batch, size = [], 0
+        batch.append((key, value))
+        size += len(value)
+    if batch:
+        yield batch
+
+
 def _records(base: str, ids: np.ndarray, bounds: np.ndarray, data: memoryview, split: dict[int, int],
-             max_value: int) -> Iterator[tuple[str, memoryview]]:
-    """The records of a checkpoint's pieces, in piece order: ``(key, bytes)``, a piece longer
-    than ``max_value`` as its parts (``split``: piece index -> parts).  Names and slices come
-    from whole arrays at once: a per-key checkpoint has a million pieces."""
+             max_value: int) -> Iterator[tuple[str, bytes]]:
+    """The records of a checkpoint's pieces one by one (see :func:`_batches`)."""
     names = [f"{base}{i:012d}" for i in ids.tolist()]
     edges = bounds.tolist()
     for j, (key, lo, hi) in enumerate(zip(names, edges, edges[1:])):
         if j in split:
             for k, at in enumerate(range(lo, hi, max_value)):
-                yield f"{key}.{k:04d}", data[at:min(hi, at + max_value)]
+                yield f"{key}.{k:04d}", bytes(data[at:min(hi, at + max_value)])
         else:
-            yield key, data[lo:hi]
+            yield key, bytes(data[lo:hi])
 
 
 def _index_key(name: str) -> str:
