@@ -509,9 +509,9 @@ static PyObject *pwrite_all(PyObject *mod, PyObject *const *args, Py_ssize_t n) 
  * (a key the format refuses, a value that is not bytes), False for the segment (a rotation: the
  * records do not fit; a reservation; a segment's first record, its min_seq).  The caller then
  * runs the reference path, which does all of that.  Zeros to write ahead of the append are
- * written here, as Segment.append writes them.  Python keeps every decision: it chooses whether to call this
- * at all, and whether the wait happens here (`wait`) or in Python (a fail point between the
- * append and the wait is hit in Python, where it is declared).
+ * written here, as Segment.append writes them.  Python keeps every decision: it chooses
+ * whether to call this at all, and whether the wait happens here (`wait`) or in Python (a fail
+ * point between the append and the wait is hit in Python, where it is declared).
  *
  * Durability: the acknowledgement is the return, after commit_wait() saw `synced` >= the
  * record's end, exactly as for wait().  The returned (target, synced) is what the committer had
@@ -916,7 +916,7 @@ static PyObject *put_records(Putter *self, PyObject *const *keys, PyObject *cons
         else if (set_ll(seg, s_zeroed, zeroed) < 0)
             goto unlock;
     }
-    {   /* counted before the write, as Segment.append counts it */
+    if (!err) {   /* counted before the write, as Segment.append counts it */
         PyObject *nobj = PyLong_FromLongLong(n);
         r = nobj ? PyObject_CallMethodObjArgs(self->ledger, s_record, s_write, nobj, NULL) : NULL;
         Py_XDECREF(nobj);
