@@ -376,55 +376,46 @@ class Layout(abc.ABC):
 
 def _batches(base: str, ids: np.ndarray, bounds: np.ndarray, data: memoryview, split: dict[int, int],
              max_value: int, batch_bytes: int) -> Iterator[list[tuple[str, bytes]]]:
-    """The records of a checkpoint's pieces, in piece order, as ``put_many`` batches: each of
-    at most ``batch_bytes`` and :data:`BATCH_RECORDS` records (a longer record alone), a
-    record ``(key, bytes)``, a piece longer than ``max_value`` as its parts (``split``: piece
-    index -> parts).
+    """The records of a checkpoint's pieces (:func:`_records`), in order, as ``put_many``
+    batches: each of at most ``batch_bytes`` and :data:`BATCH_RECORDS` records (a longer record
+    alone), a record ``(key, bytes)``.
 
     Values are ``bytes`` copied out of ``data``, not views of it: a million views are a
     million objects the cyclic GC tracks, and its collections over them cost more than the
-    copy (docs/performance.md).  Without split pieces, the cuts come from ``bounds`` at once
-    and each batch's values are sliced from one copy of its bytes."""
-    if split:
-        yield from _batched(_records(base, ids, bounds, data, split, max_value), batch_bytes)
-        return
-    edges = np.asarray(bounds, np.int64)
-    start, n = 0, len(ids)
+    copy (docs/performance.md).  The cuts come from the records' bounds at once, and each
+    batch's values are sliced from one copy of its bytes."""
+    names, edges = _records(base, ids, bounds, split, max_value)
+    start, n = 0, len(names)
     while start < n:
         end = int(np.searchsorted(edges, edges[start] + batch_bytes, "right")) - 1
         end = min(max(end, start + 1), start + BATCH_RECORDS)
         lo = int(edges[start])
         raw = bytes(data[lo:int(edges[end])])
         offs = (edges[start:end + 1] - lo).tolist()
-        names = [f"{base}{i:012d}" for i in ids[start:end].tolist()]
-        yield list(zip(names, [raw[a:b] for a, b in zip(offs, offs[1:])]))
+        yield list(zip(names[start:end], [raw[a:b] for a, b in zip(offs, offs[1:])]))
         start = end
 
 
-def _batched(records: Iterator[tuple[str, bytes]], batch_bytes: int) -> Iterator[list[tuple[str, bytes]]]:
-    batch: list[tuple[str, bytes]] = []
-    size = 0
-    for key, value in records:
-        if batch and (size + len(value) > batch_bytes or len(batch) >= BATCH_RECORDS):
-            yield batch
-            batch, size = [], 0
-        batch.append((key, value))
-        size += len(value)
-    if batch:
-        yield batch
-
-
-def _records(base: str, ids: np.ndarray, bounds: np.ndarray, data: memoryview, split: dict[int, int],
-             max_value: int) -> Iterator[tuple[str, bytes]]:
-    """The records of a checkpoint's pieces one by one (see :func:`_batches`)."""
+def _records(base: str, ids: np.ndarray, bounds: np.ndarray, split: dict[int, int],
+             max_value: int) -> tuple[list[str], np.ndarray]:
+    """The record names of a checkpoint's pieces and their byte bounds in its data (one more
+    than the names): a record a piece, a piece longer than ``max_value`` its parts (``split``:
+    piece index -> parts), which lie one after the other as the pieces do.  Names come from
+    whole arrays at once: a per-key checkpoint has a million pieces."""
     names = [f"{base}{i:012d}" for i in ids.tolist()]
+    if not split:
+        return names, np.asarray(bounds, np.int64)
+    parted, starts = [], []
     edges = bounds.tolist()
     for j, (key, lo, hi) in enumerate(zip(names, edges, edges[1:])):
         if j in split:
             for k, at in enumerate(range(lo, hi, max_value)):
-                yield f"{key}.{k:04d}", bytes(data[at:min(hi, at + max_value)])
+                parted.append(f"{key}.{k:04d}")
+                starts.append(at)
         else:
-            yield key, bytes(data[lo:hi])
+            parted.append(key)
+            starts.append(lo)
+    return parted, np.asarray(starts + edges[-1:], np.int64)
 
 
 def _index_key(name: str) -> str:
